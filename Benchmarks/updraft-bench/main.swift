@@ -1,0 +1,10 @@
+import Foundation
+import Updraft
+
+// `updraft-bench`: benchmarks that check correctness first, then time (one subcommand per file here).
+let commands: [CLICommand] = [
+]
+
+exit(runCommandLine(program: "updraft-bench",
+                    summary: "updraft-bench: measure Updraft's kernels and training epochs.",
+                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))

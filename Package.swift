@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
+// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), OpenBLAS, libpng, libjpeg.
+let package = Package(
+    name: "Updraft",
+    products: [
+        .library(name: "Updraft", targets: ["Updraft"]),
+        .executable(name: "updraft", targets: ["updraft"]),
+        .executable(name: "updraft-bench", targets: ["updraft-bench"]),
+    ],
+    targets: [
+        // C APIs, exposed as modules and nothing more.
+        .systemLibrary(name: "COpenCL", path: "Sources/COpenCL", pkgConfig: "OpenCL",
+                       providers: [.apt(["ocl-icd-opencl-dev", "opencl-headers"])]),
+        .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
+                       providers: [.apt(["libopenblas-dev"])]),
+        // libpng / libjpeg report errors with setjmp/longjmp, which Swift cannot catch: a small C shim does.
+        .target(name: "CImageIO", path: "Sources/CImageIO",
+                linkerSettings: [.linkedLibrary("png"), .linkedLibrary("jpeg")]),
+
+        // Kernels/*.cl are compiled into the library as string constants, so executables are self-contained.
+        .executableTarget(name: "embed-kernels", path: "Plugins/EmbedKernelsTool"),
+        .plugin(name: "EmbedKernels", capability: .buildTool(), dependencies: ["embed-kernels"],
+                path: "Plugins/EmbedKernels"),
+
+        .target(name: "Updraft", dependencies: ["COpenCL", "COpenBLAS", "CImageIO"],
+                path: "Sources/Updraft",
+                plugins: ["EmbedKernels"]),
+        .executableTarget(name: "updraft", dependencies: ["Updraft"], path: "Sources/updraft"),
+        .executableTarget(name: "updraft-bench", dependencies: ["Updraft"], path: "Benchmarks/updraft-bench"),
+        .testTarget(name: "UpdraftTests", dependencies: ["Updraft"], path: "Tests/UpdraftTests",
+                    exclude: ["Fixtures"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

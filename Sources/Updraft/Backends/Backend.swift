@@ -1,0 +1,109 @@
+/// Memory that belongs to one backend: a host array for the CPU backends, a `cl_mem` for OpenCL.
+/// Buffers hold float32 values; integer data such as class labels is stored as exact floats.
+public protocol DeviceBuffer: AnyObject {
+    /// Number of float32 elements.
+    var count: Int { get }
+}
+
+/// Element-wise binary ops (Core ML's add and multiply layers, two inputs of the same shape).
+public enum ElementwiseOp: Hashable, Sendable { case add, multiply }
+
+/// One interface for every place an op can run: the Double reference (the definition), the fast CPU
+/// path and each OpenCL device. Shapes travel in the geometry values (`ConvGeometry`, `PoolGeometry`,
+/// …); buffers carry only memory. Every op writes (never accumulates into) its outputs, except
+/// `accumulate`. Work may be queued: results are guaranteed only after `download` or `synchronize`.
+public protocol Backend: AnyObject {
+    /// Short name for tables and logs: "reference", "cpu", "opencl:<device name>".
+    var name: String { get }
+
+    // MARK: Memory
+    func makeBuffer(count: Int) throws -> DeviceBuffer
+    /// Copies `values` (exactly `buffer.count` of them) into the buffer.
+    func upload(_ values: [Float], to buffer: DeviceBuffer) throws
+    func download(_ buffer: DeviceBuffer) throws -> [Float]
+    func fill(_ buffer: DeviceBuffer, with value: Float) throws
+    /// destination[0..<source.count] = source.
+    func copy(_ source: DeviceBuffer, to destination: DeviceBuffer) throws
+    /// destination += source, element-wise over `source.count` elements.
+    func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws
+    /// Waits for all queued work.
+    func synchronize() throws
+
+    // MARK: Convolution — x [N, Cin, H, W], w [Cout, Cin/g, kH, kW], b [Cout], y [N, Cout, Ho, Wo]
+    /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, fusedReLU: Bool) throws
+    /// dx from dy and w.
+    func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
+                                 inputGradient: DeviceBuffer) throws
+    /// dw (and db = sum of dy over N, Ho, Wo) from x and dy.
+    func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                                    weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
+
+    // MARK: Inner product — x [N, Cin], w [Cout, Cin], b [Cout], y [N, Cout]
+    func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
+                             bias: DeviceBuffer?, output: DeviceBuffer) throws
+    func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
+                                  inputGradient: DeviceBuffer) throws
+    func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                                     weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
+
+    // MARK: Activations — `count` elements of x, y, dy, dx
+    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws
+    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws
+
+    // MARK: Pooling — x [N, C, H, W], y [N, C, Ho, Wo]
+    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                         outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
+
+    // MARK: Concat along channels — input i is [N, channels[i], S], output [N, sum(channels), S], S = H*W
+    func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws
+    /// Splits dy back into the inputs' gradients.
+    func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
+                        inputGradients: [DeviceBuffer]) throws
+
+    // MARK: Softmax over channels and the losses
+    func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// dx = y * (dy - sum_c(dy * y)).
+    func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws
+    /// Fused softmax + categorical cross-entropy on logits [N, C] (g.spatial == 1) with labels [N]
+    /// (class indices as floats). loss[0] = mean over n of logsumexp(z_n) - z_n[label_n];
+    /// dz = (softmax(z) - onehot(label)) / N; correct[0] = number of rows whose first arg-max is the label.
+    func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
+                             logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws
+    /// loss[0] = mean over all `count` elements of (x - t)²; dx = 2 (x - t) / count.
+    func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
+                          inputGradient: DeviceBuffer?) throws
+
+    // MARK: Frozen layers and element-wise ops
+    /// y[n, c, s] = scale[c] * x[n, c, s] + shift[c]: batchnorm with frozen statistics.
+    func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
+                       output: DeviceBuffer) throws
+    /// dx[n, c, s] = scale[c] * dy[n, c, s].
+    func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
+                               inputGradient: DeviceBuffer) throws
+    /// y = a + b or a * b over `count` elements.
+    func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws
+
+    // MARK: Optimizer updates, one fused pass over a parameter tensor (see the hyperparameter types)
+    func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                 velocity: DeviceBuffer, count: Int) throws
+    /// `step` counts from 1 (bias correction uses beta^step).
+    func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                  m: DeviceBuffer, v: DeviceBuffer, count: Int) throws
+}
+
+public extension Backend {
+    func makeBuffer(_ values: [Float]) throws -> DeviceBuffer {
+        let b = try makeBuffer(count: values.count)
+        try upload(values, to: b)
+        return b
+    }
+    func makeBuffer(_ tensor: Tensor) throws -> DeviceBuffer { try makeBuffer(tensor.data) }
+    func download(_ buffer: DeviceBuffer, shape: Shape) throws -> Tensor {
+        Tensor(shape: shape, data: try download(buffer))
+    }
+}

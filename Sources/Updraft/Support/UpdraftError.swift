@@ -1,0 +1,27 @@
+/// Every error Updraft throws says what went wrong and, where there is one, what to do about it.
+/// Subsystems with richer errors (OpenCL status codes, protobuf offsets) define their own types that
+/// conform to `CustomStringConvertible` the same way; this one covers the rest.
+public struct UpdraftError: Error, CustomStringConvertible, Equatable, Sendable {
+    public enum Kind: String, Sendable {
+        case invalidArgument      // a value the caller passed (a flag, a shape, a parameter)
+        case invalidModel         // a model file that cannot be read or trained
+        case unsupported          // valid input that Updraft does not handle (yet)
+        case io                   // a file that cannot be read or written
+        case device               // a compute device that failed or is missing
+        case data                 // a training example that cannot be used
+        case cancelled
+    }
+    public var kind: Kind
+    /// What went wrong, naming the thing (file, layer, parameter, device).
+    public var message: String
+    /// What the user can do about it, if anything.
+    public var hint: String?
+
+    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+    }
+
+    public var description: String { hint.map { "\(message)\n  hint: \($0)" } ?? message }
+}

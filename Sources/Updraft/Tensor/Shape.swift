@@ -1,0 +1,26 @@
+/// The extent of a tensor, outermost dimension first. Updraft's activations are NCHW:
+/// `[batch, channels, height, width]`; weights keep Core ML's layouts
+/// (convolution `[C_out, C_in/groups, kH, kW]`, inner product `[C_out, C_in]`).
+public struct Shape: Hashable, Sendable, CustomStringConvertible, ExpressibleByArrayLiteral {
+    public var dims: [Int]
+
+    public init(_ dims: [Int]) { self.dims = dims }
+    public init(arrayLiteral elements: Int...) { self.dims = elements }
+    /// An NCHW activation shape.
+    public init(n: Int, c: Int, h: Int, w: Int) { self.dims = [n, c, h, w] }
+
+    public var rank: Int { dims.count }
+    /// Number of elements (1 for a rank-0 shape).
+    public var count: Int { dims.reduce(1, *) }
+    public subscript(i: Int) -> Int { dims[i] }
+
+    // NCHW accessors; a rank-2 shape [N, C] reads as H = W = 1.
+    public var n: Int { dims.isEmpty ? 1 : dims[0] }
+    public var c: Int { dims.count > 1 ? dims[1] : 1 }
+    public var h: Int { dims.count > 2 ? dims[2] : 1 }
+    public var w: Int { dims.count > 3 ? dims[3] : 1 }
+    /// Elements per batch item.
+    public var itemCount: Int { dims.count > 1 ? dims.dropFirst().reduce(1, *) : 1 }
+
+    public var description: String { "[" + dims.map(String.init).joined(separator: ", ") + "]" }
+}

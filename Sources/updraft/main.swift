@@ -1,0 +1,10 @@
+import Foundation
+import Updraft
+
+// The `updraft` command: one subcommand per file in this folder, listed here.
+let commands: [CLICommand] = [
+]
+
+exit(runCommandLine(program: "updraft",
+                    summary: "updraft: train Core ML updatable models on Linux, on OpenCL devices or the CPU.",
+                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))
