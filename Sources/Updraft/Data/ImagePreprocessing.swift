@@ -111,10 +111,15 @@ public struct ImagePreprocessing: Equatable, Sendable {
         // Gray source into a color model: the one plane fills every channel.
         let outPlane = width * height
         var samples = [UInt8](repeating: 0, count: channels * outPlane)
-        for c in 0..<channels {
-            let plane = resized[min(c, resized.count - 1)]
-            for i in 0..<outPlane {
-                samples[c * outPlane + i] = UInt8(max(0, min(255, (plane[i] + 0.5).rounded(.down))))
+        samples.withUnsafeMutableBufferPointer { out in
+            for c in 0..<channels {
+                resized[min(c, resized.count - 1)].withUnsafeBufferPointer { plane in
+                    let base = c * outPlane
+                    for i in 0..<outPlane {
+                        // Resampled values stay within 0...255 (convex combinations), up to rounding.
+                        out[base + i] = UInt8(clamping: Int(max(0, plane[i] + 0.5)))
+                    }
+                }
             }
         }
         return PreparedImage(channels: channels, height: height, width: width, samples: samples)
@@ -127,9 +132,11 @@ public struct ImagePreprocessing: Equatable, Sendable {
         let biases = channelBiases
         let scale = scaler.channelScale
         prepared.samples.withUnsafeBufferPointer { src in
-            for c in 0..<prepared.channels {
-                let bias = biases[min(c, biases.count - 1)]
-                for i in c * plane..<(c + 1) * plane { data[i] = scale * Float(src[i]) + bias }
+            data.withUnsafeMutableBufferPointer { dst in
+                for c in 0..<prepared.channels {
+                    let bias = biases[min(c, biases.count - 1)]
+                    for i in c * plane..<(c + 1) * plane { dst[i] = scale * Float(src[i]) + bias }
+                }
             }
         }
         return Tensor(shape: [prepared.channels, prepared.height, prepared.width], data: data)
@@ -184,12 +191,20 @@ func bilinearResize(_ plane: [Float], width: Int, height: Int, toWidth: Int, toH
     let ys = BilinearTap.taps(from: height, to: toHeight)
     var out = [Float](repeating: 0, count: toWidth * toHeight)
     plane.withUnsafeBufferPointer { p in
-        for (oy, ty) in ys.enumerated() {
-            let row0 = ty.lower * width, row1 = ty.upper * width
-            for (ox, tx) in xs.enumerated() {
-                let top = p[row0 + tx.lower] + tx.weight * (p[row0 + tx.upper] - p[row0 + tx.lower])
-                let bottom = p[row1 + tx.lower] + tx.weight * (p[row1 + tx.upper] - p[row1 + tx.lower])
-                out[oy * toWidth + ox] = top + ty.weight * (bottom - top)
+        xs.withUnsafeBufferPointer { xs in
+            out.withUnsafeMutableBufferPointer { out in
+                for oy in 0..<toHeight {
+                    let ty = ys[oy]
+                    let row0 = ty.lower * width, row1 = ty.upper * width, outRow = oy * toWidth
+                    for ox in 0..<toWidth {
+                        let tx = xs[ox]
+                        let a = p[row0 + tx.lower], b = p[row0 + tx.upper]
+                        let c = p[row1 + tx.lower], d = p[row1 + tx.upper]
+                        let top = a + tx.weight * (b - a)
+                        let bottom = c + tx.weight * (d - c)
+                        out[outRow + ox] = top + ty.weight * (bottom - top)
+                    }
+                }
             }
         }
     }
