@@ -56,6 +56,76 @@ static void source_skip(j_decompress_ptr cinfo, long count) {
 
 static void source_term(j_decompress_ptr cinfo) { (void)cinfo; }
 
+/// Reads a 16- or 32-bit TIFF integer at `offset` (the caller checked the bounds).
+static uint32_t tiff_u16(const uint8_t *p, size_t offset, int little) {
+    return little ? (uint32_t)p[offset] | (uint32_t)p[offset + 1] << 8
+                  : (uint32_t)p[offset] << 8 | (uint32_t)p[offset + 1];
+}
+
+static uint32_t tiff_u32(const uint8_t *p, size_t offset, int little) {
+    return little ? tiff_u16(p, offset, 1) | tiff_u16(p, offset + 2, 1) << 16
+                  : tiff_u16(p, offset, 0) << 16 | tiff_u16(p, offset + 2, 0);
+}
+
+/// The EXIF orientation (1...8) in an APP1 segment's data, or 1 when there is none or it is malformed.
+static int exif_orientation(const uint8_t *data, size_t size) {
+    static const uint8_t exif_id[6] = {'E', 'x', 'i', 'f', 0, 0};
+    if (size < 6 + 8 || memcmp(data, exif_id, 6) != 0) return 1;
+    const uint8_t *tiff = data + 6;
+    const size_t n = size - 6;
+    int little;
+    if (tiff[0] == 'I' && tiff[1] == 'I') little = 1;
+    else if (tiff[0] == 'M' && tiff[1] == 'M') little = 0;
+    else return 1;
+    if (tiff_u16(tiff, 2, little) != 42) return 1;
+    const uint32_t ifd = tiff_u32(tiff, 4, little);
+    if (ifd > n || n - ifd < 2) return 1;
+    const uint32_t entries = tiff_u16(tiff, ifd, little);
+    for (uint32_t i = 0; i < entries; i++) {
+        const size_t entry = (size_t)ifd + 2 + (size_t)i * 12;
+        if (entry > n || n - entry < 12) return 1;
+        if (tiff_u16(tiff, entry, little) != 0x0112) continue;
+        // Orientation: type SHORT (3), count 1, the value in the first two bytes of the value field.
+        if (tiff_u16(tiff, entry + 2, little) != 3 || tiff_u32(tiff, entry + 4, little) != 1) return 1;
+        const uint32_t value = tiff_u16(tiff, entry + 8, little);
+        return value >= 1 && value <= 8 ? (int)value : 1;
+    }
+    return 1;
+}
+
+/// Returns a new buffer holding `pixels` (width x height x channels) turned upright for EXIF
+/// `orientation` 2...8, with the output size in *out_width / *out_height, or NULL when out of memory.
+/// For output pixel (x, y), the source pixel is:
+///   2 (mirrored): (W-1-x, y)      3 (rotated 180): (W-1-x, H-1-y)   4 (flipped): (x, H-1-y)
+///   5 (transposed): (y, x)        6 (needs 90 CW): (y, H-1-x)
+///   7 (transverse): (W-1-y, H-1-x)  8 (needs 90 CCW): (W-1-y, x)
+static uint8_t *apply_orientation(const uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels,
+                                  int orientation, uint32_t *out_width, uint32_t *out_height) {
+    const int swap = orientation >= 5;
+    const uint32_t ow = swap ? height : width, oh = swap ? width : height;
+    uint8_t *out = malloc((size_t)width * height * channels);
+    if (out == NULL) return NULL;
+    for (uint32_t y = 0; y < oh; y++) {
+        for (uint32_t x = 0; x < ow; x++) {
+            uint32_t sx = x, sy = y;
+            switch (orientation) {
+            case 2: sx = width - 1 - x; break;
+            case 3: sx = width - 1 - x; sy = height - 1 - y; break;
+            case 4: sy = height - 1 - y; break;
+            case 5: sx = y; sy = x; break;
+            case 6: sx = y; sy = height - 1 - x; break;
+            case 7: sx = width - 1 - y; sy = height - 1 - x; break;
+            case 8: sx = width - 1 - y; sy = x; break;
+            default: break;
+            }
+            memcpy(out + ((size_t)y * ow + x) * channels, pixels + ((size_t)sy * width + sx) * channels, channels);
+        }
+    }
+    *out_width = ow;
+    *out_height = oh;
+    return out;
+}
+
 int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
     struct jpeg_decompress_struct cinfo;
     jpeg_error_context context;
@@ -88,7 +158,15 @@ int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *er
     }
     jpeg_create_decompress(&cinfo);
     cinfo.src = &source;
+    jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);  // APP1: EXIF, for the orientation
     jpeg_read_header(&cinfo, TRUE);
+    int orientation = 1;
+    for (jpeg_saved_marker_ptr marker = cinfo.marker_list; marker != NULL; marker = marker->next) {
+        if (marker->marker == JPEG_APP0 + 1) {
+            orientation = exif_orientation(marker->data, marker->data_length);
+            if (orientation != 1) break;
+        }
+    }
 
     switch (cinfo.jpeg_color_space) {
     case JCS_GRAYSCALE: cinfo.out_color_space = JCS_GRAYSCALE; break;
@@ -128,14 +206,27 @@ int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *er
         }
     }
     jpeg_finish_decompress(&cinfo);
+    uint32_t width = cinfo.output_width, height = cinfo.output_height;
+    uint8_t *result = pixels;
+    jpeg_destroy_decompress(&cinfo);
 
-    out->width = cinfo.output_width;
-    out->height = cinfo.output_height;
+    if (orientation != 1) {
+        uint8_t *upright = apply_orientation(result, width, height, channels, orientation, &width, &height);
+        free(result);
+        if (upright == NULL) {
+            memset(out, 0, sizeof *out);
+            return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory turning a %ux%u JPEG upright",
+                             width, height);
+        }
+        result = upright;
+    }
+    out->width = width;
+    out->height = height;
     out->channels = channels;
     out->format = UIMG_FORMAT_JPEG;
     out->had_alpha = 0;
-    out->pixels = pixels;
-    jpeg_destroy_decompress(&cinfo);
+    out->orientation = orientation;
+    out->pixels = result;
     return UIMG_OK;
 }
 

@@ -121,6 +121,7 @@ int uimg_decode_png(const uint8_t *data, size_t size, uimg_image *out, char *err
     out->channels = out_channels;
     out->format = UIMG_FORMAT_PNG;
     out->had_alpha = had_alpha;
+    out->orientation = 1;
     out->pixels = result;
     return UIMG_OK;
 }

@@ -155,6 +155,55 @@ final class DataImageDecodingTests: XCTestCase {
         for (got, want) in zip(decodedGray.pixels, gray) { XCTAssertEqual(Int(got), Int(want), accuracy: 3) }
     }
 
+    /// An APP1 EXIF segment holding only an orientation tag, in either TIFF byte order.
+    private func exifSegment(orientation: UInt16, littleEndian: Bool) -> [UInt8] {
+        func u16(_ v: UInt16) -> [UInt8] { littleEndian ? [UInt8(v & 0xFF), UInt8(v >> 8)] : [UInt8(v >> 8), UInt8(v & 0xFF)] }
+        func u32(_ v: UInt32) -> [UInt8] { littleEndian ? u16(UInt16(v & 0xFFFF)) + u16(UInt16(v >> 16)) : u16(UInt16(v >> 16)) + u16(UInt16(v & 0xFFFF)) }
+        var tiff: [UInt8] = littleEndian ? [0x49, 0x49] : [0x4D, 0x4D]
+        tiff += u16(42) + u32(8)                                  // header; IFD0 at offset 8
+        tiff += u16(1) + u16(0x0112) + u16(3) + u32(1) + u16(orientation) + u16(0)  // one SHORT entry
+        tiff += u32(0)                                            // no next IFD
+        let payload: [UInt8] = Array("Exif".utf8) + [0, 0] + tiff
+        let length = payload.count + 2
+        return [0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload
+    }
+
+    func testJPEGExifOrientationIsApplied() throws {
+        // 32x16 gray in four flat 16x8 quadrants (block-aligned, so the JPEG keeps them flat).
+        let (tl, tr, bl, br): (UInt8, UInt8, UInt8, UInt8) = (20, 80, 140, 220)
+        var pixels: [UInt8] = []
+        for y in 0..<16 { for x in 0..<32 { pixels.append(y < 8 ? (x < 16 ? tl : tr) : (x < 16 ? bl : br)) } }
+        let jpeg = try ImageEncoder.jpeg(DecodedImage(width: 32, height: 16, channels: 1, pixels: pixels), quality: 100)
+        // Insert after SOI and the encoder's APP0 segment.
+        XCTAssertEqual(Array(jpeg[0..<4]), [0xFF, 0xD8, 0xFF, 0xE0])
+        let afterAPP0 = 4 + (Int(jpeg[4]) << 8 | Int(jpeg[5]))
+        // Expected quadrants (top-left, top-right, bottom-left, bottom-right) once upright, worked out by
+        // hand: e.g. 6 means "rotate 90 degrees clockwise to view", which brings bottom-left to top-left.
+        let upright: [Int: [UInt8]] = [
+            1: [tl, tr, bl, br], 2: [tr, tl, br, bl], 3: [br, bl, tr, tl], 4: [bl, br, tl, tr],
+            5: [tl, bl, tr, br], 6: [bl, tl, br, tr], 7: [br, tr, bl, tl], 8: [tr, br, tl, bl],
+        ]
+        for orientation in 1...8 {
+            for littleEndian in [true, false] {
+                var tagged = jpeg
+                tagged.insert(contentsOf: exifSegment(orientation: UInt16(orientation), littleEndian: littleEndian), at: afterAPP0)
+                let image = try DecodedImage(bytes: tagged, name: "exif.jpg")
+                let label = "orientation \(orientation), \(littleEndian ? "II" : "MM")"
+                XCTAssertEqual(image.orientation, orientation, label)
+                let (w, h) = orientation >= 5 ? (16, 32) : (32, 16)
+                XCTAssertEqual([image.width, image.height], [w, h], label)
+                let corners = [image[w / 4, h / 4, 0], image[3 * w / 4, h / 4, 0], image[w / 4, 3 * h / 4, 0], image[3 * w / 4, 3 * h / 4, 0]]
+                for (got, want) in zip(corners, upright[orientation]!) { XCTAssertEqual(Int(got), Int(want), accuracy: 3, label) }
+            }
+        }
+        // A malformed EXIF segment is ignored, not an error.
+        var broken = jpeg
+        var segment = exifSegment(orientation: 6, littleEndian: true)
+        segment[12] = 0xEE  // the TIFF magic number 42 no longer matches
+        broken.insert(contentsOf: segment, at: afterAPP0)
+        XCTAssertEqual(try DecodedImage(bytes: broken, name: "broken-exif.jpg").orientation, 1)
+    }
+
     func testDecodesFromFileWhateverTheExtension() throws {
         let folder = try DataTestFolder()
         let png = try ImageEncoder.png(width: 2, height: 1, colorType: .gray, samples: [9, 99])

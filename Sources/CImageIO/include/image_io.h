@@ -36,13 +36,15 @@ enum { UIMG_FORMAT_UNKNOWN = 0, UIMG_FORMAT_PNG = 1, UIMG_FORMAT_JPEG = 2 };
 /// `channels` is 1 (gray) or 3 (RGB). Alpha, where the file has it (an alpha channel or a PNG tRNS
 /// chunk), is composited over black (each color sample multiplied by alpha / 255, rounded), which is
 /// what drawing the image into a premultiplied 8-bit buffer gives; 16-bit samples are scaled to 8 bits
-/// with rounding; palettes and 1/2/4-bit gray are expanded.
+/// with rounding; palettes and 1/2/4-bit gray are expanded. A JPEG's EXIF orientation is applied, so
+/// the image is upright as viewers show it (width and height swap for orientations 5...8).
 typedef struct {
     uint32_t width;
     uint32_t height;
     uint32_t channels;
     int format;          // UIMG_FORMAT_PNG or UIMG_FORMAT_JPEG
     int had_alpha;       // 1 if the file carried alpha (now composited), else 0
+    int orientation;     // the EXIF orientation (1...8) of a JPEG, already applied; 1 otherwise
     uint8_t *pixels;     // width * height * channels bytes; release with uimg_free
 } uimg_image;
 

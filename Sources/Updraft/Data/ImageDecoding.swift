@@ -7,8 +7,9 @@ import Foundation
 /// `channels` is 1 (gray) or 3 (RGB). The decoder normalises every file to one of these two:
 /// palettes and 1/2/4-bit gray are expanded, 16-bit samples are scaled to 8 bits with rounding, and
 /// alpha (an alpha channel or a PNG tRNS chunk) is composited over black, which is what drawing the
-/// image into a premultiplied 8-bit pixel buffer gives on device. No gamma or color-profile conversion
-/// is applied: the stored sample values are used as they are.
+/// image into a premultiplied 8-bit pixel buffer gives on device. A JPEG's EXIF orientation is applied,
+/// so the image is upright as image viewers show it. No gamma or color-profile conversion is applied:
+/// the stored sample values are used as they are.
 public struct DecodedImage: Equatable, Sendable {
     public enum Format: String, Sendable {
         case png, jpeg
@@ -22,6 +23,8 @@ public struct DecodedImage: Equatable, Sendable {
     public var format: Format?
     /// Whether the file carried alpha (now composited over black).
     public var hadAlpha: Bool
+    /// The EXIF orientation (1...8) the file carried, already applied to `pixels`; 1 for none.
+    public var orientation: Int
 
     /// An image built in memory. `channels` must be 1 or 3 and `pixels` hold exactly
     /// `width * height * channels` samples (a programming error otherwise).
@@ -36,6 +39,7 @@ public struct DecodedImage: Equatable, Sendable {
         self.pixels = pixels
         self.format = nil
         self.hadAlpha = false
+        self.orientation = 1
     }
 
     /// Sample `channel` of the pixel in column `x`, row `y`.
@@ -86,6 +90,7 @@ public struct DecodedImage: Equatable, Sendable {
         self.pixels = Array(UnsafeBufferPointer(start: buffer, count: count))
         self.format = image.format == Int32(UIMG_FORMAT_JPEG) ? .jpeg : .png
         self.hadAlpha = image.had_alpha != 0
+        self.orientation = Int(image.orientation)
     }
 
     /// The format announced by the first bytes of `data`, if it is one this library decodes.
