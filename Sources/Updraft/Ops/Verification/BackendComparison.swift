@@ -228,6 +228,11 @@ extension ComparisonSession {
         try record("loss", loss, [reference.loss])
         try record("dz", dz, reference.logitsGradient)
         try record("correct", correct, [Double(reference.correct)], tolerance: .exact)
+        // evaluation passes ask for the loss alone
+        let lossOnly = try output(1)
+        try backend.softmaxCrossEntropy(g, logits: try upload(z), labels: try upload(labels), loss: lossOnly,
+                                        logitsGradient: nil, correct: nil)
+        try record("loss alone", lossOnly, [reference.loss])
     }
 
     mutating func compareMeanSquaredError(_ count: Int) throws {
@@ -237,6 +242,9 @@ extension ComparisonSession {
         let reference = try Reference.meanSquaredError(input: asDouble(x), target: asDouble(t))
         try record("loss", loss, [reference.loss])
         try record("dx", dx, reference.inputGradient)
+        let lossOnly = try output(1)
+        try backend.meanSquaredError(count: count, input: try upload(x), target: try upload(t), loss: lossOnly, inputGradient: nil)
+        try record("loss alone", lossOnly, [reference.loss])
     }
 
     mutating func compareChannelAffine(_ shape: Shape) throws {
