@@ -3,6 +3,9 @@ import Updraft
 
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
+    createCommand,
+    inspectCommand,
+    reinitCommand,
 ]
 
 exit(runCommandLine(program: "updraft",
