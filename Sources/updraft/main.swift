@@ -5,6 +5,9 @@ import Updraft
 let commands: [CLICommand] = [
     devicesCommand,
     gradcheckCommand,
+    createCommand,
+    inspectCommand,
+    reinitCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

@@ -78,8 +78,6 @@ public struct ParameterDescription: Hashable, Sendable {
     }
 }
 
-public enum OptimizerKind: String, Hashable, Sendable { case sgd, adam }
-
 /// The values in force for a run: the model's defaults with the caller's overrides, each checked
 /// against what the model allows.
 public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
