@@ -23,6 +23,12 @@ public struct TrainingExample: Equatable, Sendable {
 public protocol BatchProvider {
     var count: Int { get }
     func example(at index: Int) throws -> TrainingExample
+    /// The target alone (the trainer's feature cache needs it without decoding the input).
+    func target(at index: Int) throws -> TrainingExample.Target
+}
+
+extension BatchProvider {
+    public func target(at index: Int) throws -> TrainingExample.Target { try example(at: index).target }
 }
 
 /// A batch of examples stacked for a trainer.

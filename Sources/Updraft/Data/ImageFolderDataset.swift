@@ -103,6 +103,11 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
     }
 
     /// Example `index`: its `[C, H, W]` tensor (scaler applied) and its class index.
+    public func target(at index: Int) throws -> TrainingExample.Target {
+        try checkIndex(index)
+        return .classIndex(classIndices[index])
+    }
+
     public func example(at index: Int) throws -> TrainingExample {
         TrainingExample(input: preprocessing.tensor(from: try preparedImage(at: index)),
                         target: .classIndex(classIndices[index]))
