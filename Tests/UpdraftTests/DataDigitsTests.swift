@@ -36,17 +36,24 @@ final class DataDigitsTests: XCTestCase {
         XCTAssertTrue(seen.contains(0) && seen.contains(255))
     }
 
-    func testLoadsForAnRGBModelInput() throws {
-        // The demo's path: gray 8x8 digits into a larger RGB input with a scaler.
-        let pre = ImagePreprocessing(width: 16, height: 16, colorSpace: .rgb, scaler: .init(channelScale: 1 / 255.0))
+    func testLoadsForTheDemoSqueezeNetInput() throws {
+        // The demo's path: the model says what it wants (RGB, scaled by 1/255), the folders map to its labels.
+        let model = try SqueezeNet.build(.init(labels: (0...9).map(String.init), inputSize: 40))
+        let pre = try ImagePreprocessing(model: model)
+        XCTAssertEqual(pre.colorSpace, .rgb)
+        XCTAssertEqual(pre.tensorShape, [3, 40, 40])
+        XCTAssertEqual(pre.scaler.channelScale, 1 / 255.0, accuracy: 1e-9)
+        let labels = try XCTUnwrap(model.classLabels).asStrings
         let validation = try ImageFolderDataset(root: Self.root.appendingPathComponent("validation"), preprocessing: pre,
-                                                classLabels: Self.labels)
+                                                classLabels: labels)
+        XCTAssertEqual(validation.count, 359)
         let example = try validation.example(at: 0)
-        XCTAssertEqual(example.input.shape, [3, 16, 16])
+        XCTAssertEqual(example.input.shape, [3, 40, 40])
         XCTAssertEqual(example.target, .classIndex(0))
-        XCTAssertEqual(Array(example.input.data[0..<256]), Array(example.input.data[256..<512]), "gray fills every channel")
+        XCTAssertEqual(Array(example.input.data[0..<1600]), Array(example.input.data[1600..<3200]), "gray fills every channel")
         XCTAssertTrue(example.input.data.allSatisfy { $0 >= 0 && $0 <= 1 })
+        XCTAssertTrue(example.input.data.contains { $0 > 0.5 }, "the digit's strokes are there")
         let batch = try validation.batch(at: 0..<4)
-        XCTAssertEqual(batch.inputs.shape, [4, 3, 16, 16])
+        XCTAssertEqual(batch.inputs.shape, [4, 3, 40, 40])
     }
 }

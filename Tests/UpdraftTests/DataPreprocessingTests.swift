@@ -82,6 +82,18 @@ final class DataPreprocessingTests: XCTestCase {
         XCTAssertEqual(plane[5], 59 / 255.0, accuracy: 1e-6)
     }
 
+    func testFromModelImageType() throws {
+        let scaler = ImageScaler(channelScale: 2, redBias: 1, greenBias: 2, blueBias: 3)
+        let bgr = try ImagePreprocessing(image: ImageFeatureType(width: 5, height: 4, colorSpace: .bgr), scaler: scaler)
+        XCTAssertEqual(bgr.tensorShape, [3, 4, 5])
+        XCTAssertEqual(bgr.channelBiases, scaler.biases(for: .bgr))
+        let gray = try ImagePreprocessing(image: ImageFeatureType(width: 2, height: 2, colorSpace: .grayscaleFloat16), scaler: nil)
+        XCTAssertEqual(gray.colorSpace, .grayscale)
+        XCTAssertEqual(gray.scaler, .identity)
+        XCTAssertThrowsError(try ImagePreprocessing(image: ImageFeatureType(width: 2, height: 2, colorSpace: .other(99)), scaler: nil))
+        XCTAssertThrowsError(try ImagePreprocessing(image: ImageFeatureType(width: 0, height: 2, colorSpace: .rgb), scaler: nil))
+    }
+
     func testInvalidSizeIsRejected() {
         XCTAssertThrowsError(try ImagePreprocessing(width: 0, height: 4, colorSpace: .rgb).validate())
     }

@@ -22,26 +22,9 @@ public struct ImagePreprocessing: Equatable, Sendable {
         case rgb, bgr, grayscale
     }
 
-    /// Core ML's image scaler: `y = channelScale * x + bias`, per channel, `x` in 0...255.
-    public struct Scaler: Equatable, Sendable {
-        public var channelScale: Float
-        public var redBias: Float
-        public var greenBias: Float
-        public var blueBias: Float
-        public var grayBias: Float
-
-        public init(channelScale: Float = 1, redBias: Float = 0, greenBias: Float = 0, blueBias: Float = 0,
-                    grayBias: Float = 0) {
-            self.channelScale = channelScale
-            self.redBias = redBias
-            self.greenBias = greenBias
-            self.blueBias = blueBias
-            self.grayBias = grayBias
-        }
-
-        /// No scaling: the tensor holds the pixel values 0...255 (Core ML's default without a scaler).
-        public static let identity = Scaler()
-    }
+    /// Core ML's image scaler, `y = channelScale * x + bias` per channel with `x` in 0...255: the same
+    /// type the model spec uses, so a model's scaler can be passed as it is.
+    public typealias Scaler = ImageScaler
 
     public var width: Int
     public var height: Int
@@ -53,6 +36,33 @@ public struct ImagePreprocessing: Equatable, Sendable {
         self.height = height
         self.colorSpace = colorSpace
         self.scaler = scaler
+    }
+
+    /// What a model's image input wants: its size and color space, and its scaler (identity if none).
+    /// - Throws: `.unsupported` for a color space other than RGB, BGR or grayscale.
+    public init(image: ImageFeatureType, scaler: ImageScaler?) throws {
+        let colorSpace: ColorSpace
+        switch image.colorSpace {
+        case .rgb: colorSpace = .rgb
+        case .bgr: colorSpace = .bgr
+        // GRAYSCALE_FLOAT16 differs only in the on-device pixel buffer; the values are the same.
+        case .grayscale, .grayscaleFloat16: colorSpace = .grayscale
+        case .other:
+            throw UpdraftError(.unsupported, "image input color space \(image.colorSpace) is not one Updraft can prepare images for",
+                               hint: "use an RGB, BGR or grayscale image input")
+        }
+        self.init(width: image.width, height: image.height, colorSpace: colorSpace, scaler: scaler ?? .identity)
+        try validate()
+    }
+
+    /// What `model`'s image input wants.
+    /// - Throws: `.invalidModel` when the model's input is not an image.
+    public init(model: CoreMLModel) throws {
+        guard let image = model.inputImage else {
+            throw UpdraftError(.invalidModel, "the model's input \(model.inputFeature.map { "'\($0.name)' " } ?? "")is not an image",
+                               hint: "use an image folder only with an image model; multi-array models take .npy data")
+        }
+        try self.init(image: image, scaler: model.imageScaler)
     }
 
     /// 3 for RGB and BGR, 1 for grayscale.
@@ -146,6 +156,11 @@ public struct ImagePreprocessing: Equatable, Sendable {
     public func tensor(from image: DecodedImage) -> Tensor {
         tensor(from: prepare(image))
     }
+}
+
+extension ImageScaler {
+    /// No scaling: the tensor holds the pixel values 0...255 (Core ML's behaviour without a scaler).
+    public static let identity = ImageScaler(channelScale: 1)
 }
 
 /// An image ready for a model: at its size and in its color space, 8 bits per sample, planar, so
