@@ -148,9 +148,9 @@ final class CPUBackendTests: XCTestCase {
                                              padding: .valid(top: 1, bottom: 0, left: 0, right: 1)), input: [1, 3, 2, 2], seed: 10)
     }
 
-    /// Enough channels that im2col/col2im and the epilogue split over threads.
+    /// Enough channels that im2col/col2im, the epilogue and (for gemmThreads) each GEMM split over threads.
     func testConvolutionLargeEnoughForThreads() throws {
-        try checkConvolution(ConvolutionSpec(inputChannels: 128, outputChannels: 4, kernelH: 3, kernelW: 3,
+        try checkConvolution(ConvolutionSpec(inputChannels: 128, outputChannels: 16, kernelH: 3, kernelW: 3,
                                              padding: .same(.bottomRightHeavy)), input: [2, 128, 16, 16], seed: 11)
     }
 
@@ -158,8 +158,12 @@ final class CPUBackendTests: XCTestCase {
 
     func testInnerProduct() throws {
         let be = CPUBackend()
-        for hasBias in [true, false] {
-            let g = try InnerProductSpec(inputChannels: 12, outputChannels: 5, hasBias: hasBias).geometry(input: [7, 3, 2, 2])
+        // Small, then large enough that each GEMM splits over threads by columns and by rows.
+        for (hasBias, spec, input) in [(true, InnerProductSpec(inputChannels: 12, outputChannels: 5), Shape([7, 3, 2, 2])),
+                                       (false, InnerProductSpec(inputChannels: 12, outputChannels: 5, hasBias: false), [7, 12]),
+                                       (true, InnerProductSpec(inputChannels: 300, outputChannels: 250), [64, 300]),
+                                       (true, InnerProductSpec(inputChannels: 64, outputChannels: 250), [300, 64])] {
+            let g = try spec.geometry(input: input)
             let (N, Cin, Cout) = (g.batch, g.inputChannels, g.outputChannels)
             let x = random(N * Cin, seed: 20), w = random(Cout * Cin, seed: 21), dy = random(N * Cout, seed: 22)
             let b = hasBias ? random(Cout, seed: 23) : nil

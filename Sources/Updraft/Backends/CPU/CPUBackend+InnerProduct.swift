@@ -27,8 +27,10 @@ extension CPUBackend {
         if let b {
             for n in 0..<N { (y + n * Cout).update(from: b, count: Cout) }
         }
-        CPUKernels.sgemm(transB: true, m: N, n: Cout, k: Cin, a: x, lda: Cin, b: w, ldb: Cin,
-                         beta: b == nil ? 0 : 1, c: y, ldc: Cout)
+        CPUKernels.withSingleThreadedBLAS {
+            parallelSGEMM(transB: true, m: N, n: Cout, k: Cin, a: x, lda: Cin, b: w, ldb: Cin,
+                          beta: b == nil ? 0 : 1, c: y, ldc: Cout)
+        }
     }
 
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -38,7 +40,9 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, N * Cout, "inner product output gradient")
         let w = try pointer(weights, Cout * Cin, "inner product weights")
         let dx = try pointer(inputGradient, N * Cin, "inner product input gradient")
-        CPUKernels.sgemm(m: N, n: Cin, k: Cout, a: dy, lda: Cout, b: w, ldb: Cin, c: dx, ldc: Cin)
+        CPUKernels.withSingleThreadedBLAS {
+            parallelSGEMM(m: N, n: Cin, k: Cout, a: dy, lda: Cout, b: w, ldb: Cin, c: dx, ldc: Cin)
+        }
     }
 
     public func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
@@ -50,7 +54,9 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, N * Cout, "inner product output gradient")
         let dw = try pointer(weightGradient, Cout * Cin, "inner product weight gradient")
         let db = try biasGradient.map { try pointer($0, Cout, "inner product bias gradient") }
-        CPUKernels.sgemm(transA: true, m: Cout, n: Cin, k: N, a: dy, lda: Cout, b: x, ldb: Cin, c: dw, ldc: Cin)
+        CPUKernels.withSingleThreadedBLAS {
+            parallelSGEMM(transA: true, m: Cout, n: Cin, k: N, a: dy, lda: Cout, b: x, ldb: Cin, c: dw, ldc: Cin)
+        }
         if let db {
             // Rows of dy added in order: contiguous, vectorised, and the same order for every column.
             db.update(repeating: 0, count: Cout)

@@ -10,10 +10,12 @@ import Foundation
 /// at least the elements an op reads or writes (a larger one is fine: elements past those are neither
 /// read nor changed); a smaller one throws. Work runs immediately, so `synchronize` has nothing to wait for.
 ///
-/// Threads: GEMMs run on OpenBLAS's own thread pool; element-wise loops, im2col/col2im, pooling and the
-/// losses run on Dispatch's. The two never run at the same time (a GEMM returns before the next loop
-/// starts), so the cores are not oversubscribed. See `CPUConvolutionPlan` for how a convolution splits
-/// its batch between the two.
+/// Threads: everything runs on Dispatch's pool, `threadCount` ways at most. OpenBLAS is held to one
+/// thread while the backend calls it, and the backend splits GEMMs itself: a convolution gives each
+/// thread a slice of the batch (`CPUConvolutionSchedule`), an inner product or a single-image
+/// convolution splits the output matrix into row or column blocks (`parallelSGEMM`). Measured on 2
+/// cores this beats OpenBLAS's own threads (whose workers spin after each call and then compete with
+/// the element-wise loops that follow), and it never runs more threads than cores.
 ///
 /// One backend may be called from one thread at a time per op; ops that use the scratch workspaces
 /// take a lock, so calls from several threads are safe but serialised.
@@ -144,6 +146,37 @@ public final class CPUBackend: Backend {
     /// run inside a worker thread).
     func chunks(_ count: Int, grain: Int, parallel: Bool, _ body: (Range<Int>) -> Void) {
         if parallel { parallelChunks(count, grain: grain, body) } else if count > 0 { body(0..<count) }
+    }
+
+    /// C = op(A) op(B) (see `CPUKernels.sgemm`) split over the worker threads by blocks of C's rows or
+    /// columns, whichever dimension is larger, each block one single-threaded SGEMM. Call inside
+    /// `CPUKernels.withSingleThreadedBLAS`. Small products run in one call.
+    func parallelSGEMM(transA: Bool = false, transB: Bool = false, m: Int, n: Int, k: Int,
+                       a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
+                       beta: Float = 0, c: UnsafeMutablePointer<Float>, ldc: Int, parallel: Bool = true) {
+        let macs = m * n * k
+        let byRows = m >= n
+        let extent = byRows ? m : n
+        // A fork/join costs about as much as 2^20 multiply-adds; blocks stay multiples of 16 (vector friendly).
+        let pieces = parallel ? min(threadCount, macs >> 21, extent / 16) : 1
+        guard pieces > 1 else {
+            CPUKernels.sgemm(transA: transA, transB: transB, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb,
+                             beta: beta, c: c, ldc: ldc)
+            return
+        }
+        let blocks = (extent + 15) / 16
+        DispatchQueue.concurrentPerform(iterations: pieces) { i in
+            let lo = min(extent, blocks * i / pieces * 16), hi = min(extent, blocks * (i + 1) / pieces * 16)
+            guard lo < hi else { return }
+            if byRows {
+                CPUKernels.sgemm(transA: transA, transB: transB, m: hi - lo, n: n, k: k,
+                                 a: a + (transA ? lo : lo * lda), lda: lda, b: b, ldb: ldb,
+                                 beta: beta, c: c + lo * ldc, ldc: ldc)
+            } else {
+                CPUKernels.sgemm(transA: transA, transB: transB, m: m, n: hi - lo, k: k, a: a, lda: lda,
+                                 b: b + (transB ? lo * ldb : lo), ldb: ldb, beta: beta, c: c + lo, ldc: ldc)
+            }
+        }
     }
 
     /// Splits `0..<count` into at most `threadCount` contiguous chunks of at least `grain` items and

@@ -22,9 +22,10 @@ enum CPUKernels {
                     beta, c, blasint(max(1, ldc)))
     }
 
-    /// Runs `body` with OpenBLAS limited to one thread (for GEMMs issued from several of our own
-    /// threads at once), then restores the previous count. OpenBLAS's thread count is process-wide;
-    /// the backend's workspace lock keeps its own calls from overlapping.
+    /// Runs `body` with OpenBLAS limited to one thread, then restores the previous count. The backend
+    /// runs every GEMM this way and splits the work over its own threads (by image, or by blocks of
+    /// the output): OpenBLAS's workers spin for a while after each threaded call, and would compete
+    /// with the element-wise loops that follow. The count is process-wide; nothing else here uses BLAS.
     static func withSingleThreadedBLAS<R>(_ body: () throws -> R) rethrows -> R {
         let previous = openblas_get_num_threads()
         if previous == 1 { return try body() }
