@@ -14,25 +14,30 @@ extension CPUBackend {
                           "stride height": g.strideH, "stride width": g.strideW], positive: true, op: "pooling")
     }
 
-    /// The in-image span of each window along one axis, and its average-pooling divisor factor.
+    /// The in-image span [lo, hi) of each window along one axis and its average-pooling divisor
+    /// factor, as three rows of `outputs` integers in one allocation (read through raw pointers in the
+    /// hot loops). Freed by `deallocate`.
     private struct PoolAxis {
-        var lo: [Int], hi: [Int], divisor: [Int]
+        let lo: UnsafeMutablePointer<Int>, hi: UnsafeMutablePointer<Int>, divisor: UnsafeMutablePointer<Int>
 
         init(outputs: Int, input: Int, kernel: Int, stride: Int, padBefore: Int, padAfter: Int, excludePadding: Bool) {
-            lo = []; hi = []; divisor = []
-            lo.reserveCapacity(outputs); hi.reserveCapacity(outputs); divisor.reserveCapacity(outputs)
+            lo = UnsafeMutablePointer<Int>.allocate(capacity: max(1, 3 * outputs))
+            hi = lo + outputs
+            divisor = hi + outputs
             for o in 0..<outputs {
                 let start = o * stride - padBefore
                 let l = max(0, start), h = max(l, min(input, start + kernel))
-                lo.append(l); hi.append(h)
+                lo[o] = l; hi[o] = h
                 if excludePadding {
-                    divisor.append(h - l)
+                    divisor[o] = h - l
                 } else {
                     let pl = max(-padBefore, start), ph = max(pl, min(input + padAfter, start + kernel))
-                    divisor.append(ph - pl)
+                    divisor[o] = ph - pl
                 }
             }
         }
+
+        func deallocate() { lo.deallocate() }
     }
 
     private func axes(_ g: PoolGeometry) -> (rows: PoolAxis, cols: PoolAxis) {
@@ -46,17 +51,22 @@ extension CPUBackend {
         max(1, CPUParallel.elementGrain / max(1, g.outHeight * g.outWidth * g.kernelH * g.kernelW + g.inHeight * g.inWidth))
     }
 
-    /// The flat in-plane index of the window's first maximum; the window must not be empty.
+    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
     @inline(__always)
-    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int,
-                               rows: Range<Int>, cols: Range<Int>) -> Int {
-        var best = rows.lowerBound * W + cols.lowerBound
+    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
+                               _ c0: Int, _ c1: Int) -> Int {
+        var best = r0 * W + c0
         var bestValue = plane[best]
-        for ih in rows {
+        var ih = r0
+        while ih < r1 {
             let row = ih * W
-            for iw in cols where plane[row + iw] > bestValue {
-                best = row + iw; bestValue = plane[best]
+            var iw = c0
+            while iw < c1 {
+                let v = plane[row + iw]
+                if v > bestValue { best = row + iw; bestValue = v }
+                iw += 1
             }
+            ih += 1
         }
         return best
     }
@@ -66,23 +76,24 @@ extension CPUBackend {
         let x = try pointer(input, g.inputShape.count, "pooling input")
         let y = try pointer(output, g.outputShape.count, "pooling output")
         let (r, c) = axes(g)
+        defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         let isMax = g.kind == .max
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
             for p in planes {
                 let plane = x + p * H * W, out = y + p * Ho * Wo
                 for oh in 0..<Ho {
-                    let rows = r.lo[oh]..<r.hi[oh]
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
                     for ow in 0..<Wo {
-                        let cols = c.lo[ow]..<c.hi[ow]
-                        guard !rows.isEmpty, !cols.isEmpty else { out[oh * Wo + ow] = 0; continue }
+                        let (c0, c1) = (c.lo[ow], c.hi[ow])
+                        guard r0 < r1, c0 < c1 else { out[oh * Wo + ow] = 0; continue }
                         if isMax {
-                            out[oh * Wo + ow] = plane[Self.argMax(plane, width: W, rows: rows, cols: cols)]
+                            out[oh * Wo + ow] = plane[Self.argMax(plane, width: W, r0, r1, c0, c1)]
                         } else {
                             var sum: Float = 0
-                            for ih in rows {
+                            for ih in r0..<r1 {
                                 let row = plane + ih * W
-                                for iw in cols { sum += row[iw] }
+                                for iw in c0..<c1 { sum += row[iw] }
                             }
                             out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
                         }
@@ -100,6 +111,7 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "pooling output gradient")
         let dx = try pointer(inputGradient, g.inputShape.count, "pooling input gradient")
         let (r, c) = axes(g)
+        defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         let isMax = g.kind == .max
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
@@ -107,17 +119,17 @@ extension CPUBackend {
                 let plane = x + p * H * W, grad = dx + p * H * W, d = dy + p * Ho * Wo
                 grad.update(repeating: 0, count: H * W)
                 for oh in 0..<Ho {
-                    let rows = r.lo[oh]..<r.hi[oh]
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
                     for ow in 0..<Wo {
-                        let cols = c.lo[ow]..<c.hi[ow]
-                        guard !rows.isEmpty, !cols.isEmpty else { continue }
+                        let (c0, c1) = (c.lo[ow], c.hi[ow])
+                        guard r0 < r1, c0 < c1 else { continue }
                         if isMax {
-                            grad[Self.argMax(plane, width: W, rows: rows, cols: cols)] += d[oh * Wo + ow]
+                            grad[Self.argMax(plane, width: W, r0, r1, c0, c1)] += d[oh * Wo + ow]
                         } else {
                             let share = d[oh * Wo + ow] / Float(r.divisor[oh] * c.divisor[ow])
-                            for ih in rows {
+                            for ih in r0..<r1 {
                                 let row = grad + ih * W
-                                for iw in cols { row[iw] += share }
+                                for iw in c0..<c1 { row[iw] += share }
                             }
                         }
                     }
