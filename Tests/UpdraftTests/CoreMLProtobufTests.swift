@@ -150,7 +150,8 @@ final class CoreMLProtobufTests: XCTestCase {
         XCTAssertEqual(m.fields.map(\.number), [1, 3, 5, 7, 9])
         m.remove(3)
         XCTAssertEqual(m.fields.map(\.number), [1, 5, 7, 9])
-        assertThrows(try m.editMessage(42) { _ in }, containing: ["field 42", "not present"])
+        assertThrows(try m.editMessage(42) { _ in }, containing: ["field 42", "holds 0"])
+        assertThrows(try m.editMessage(1, occurrence: 3) { _ in }, containing: ["occurrence 3 of field 1", "holds 1"])
         assertThrows(try m.editMessage(1) { _ in }, containing: ["field 1", "message"])
     }
 
