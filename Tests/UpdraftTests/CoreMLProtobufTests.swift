@@ -83,6 +83,10 @@ final class CoreMLProtobufTests: XCTestCase {
             XCTAssertEqual(try r.varints(2, "v"), [3, 300, 70000])
             XCTAssertEqual(try r.sizes(2, "v"), [3, 300, 70000])
         }
+        // Empty packed runs are allowed and add nothing.
+        let empty = ProtoReader(try ProtoMessage(parsing: [0x0A, 0x00, 0x12, 0x00, 0x0A, 0x00]), path: "T")
+        XCTAssertEqual(try empty.floats(1, "f"), [])
+        XCTAssertEqual(try empty.varints(2, "v"), [])
         // Packed floats whose length is not a multiple of 4.
         let bad = ProtoReader(try ProtoMessage(parsing: [0x0A, 0x03, 1, 2, 3]), path: "T")
         assertThrows(try bad.floats(1, "floatValue"), containing: ["floatValue", "not a multiple of 4", "byte 0"])

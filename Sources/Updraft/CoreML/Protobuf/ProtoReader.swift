@@ -121,6 +121,7 @@ public struct ProtoReader: Sendable {
                     throw error(at: f.offset,
                         "field '\(name)' (\(f.number)) should hold packed 4-byte floats, but its \(payload.count) bytes are not a multiple of 4")
                 }
+                if payload.isEmpty { continue }
                 let start = out.count
                 out.append(contentsOf: repeatElement(0, count: payload.count / 4))
                 #if _endian(little)
