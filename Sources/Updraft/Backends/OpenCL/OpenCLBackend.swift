@@ -1,0 +1,66 @@
+/// The `Backend` for one OpenCL device. Tensors stay on the device; the host reads back only what it
+/// asks for (`download`). Kernel programs are built once per (device, file, defines) by the context.
+/// The ops live in extensions, one file per kernel family (OpenCLBackend+*.swift).
+public final class OpenCLBackend: Backend {
+    public let context: OpenCLContext
+    public let tuning: OpenCLTuning
+
+    public var name: String { "opencl:\(context.device.info.name)" }
+    public var device: OpenCLDeviceInfo { context.device.info }
+
+    public init(context: OpenCLContext, tuning: OpenCLTuning? = nil) {
+        self.context = context
+        self.tuning = tuning ?? OpenCLTuning.forDevice(context.device.info)
+    }
+
+    public convenience init(device: OpenCLDevice) throws {
+        self.init(context: try OpenCLContext(device: device))
+    }
+
+    /// One backend per OpenCL device present (empty without OpenCL); devices that fail to open are
+    /// reported through `failures`.
+    public static func all() -> (backends: [OpenCLBackend], failures: [String]) {
+        var backends: [OpenCLBackend] = [], failures: [String] = []
+        let devices: [OpenCLDevice]
+        do { devices = try OpenCLRuntime.devices() } catch { return ([], ["OpenCL: \(error)"]) }
+        for d in devices {
+            do { backends.append(try OpenCLBackend(device: d)) } catch { failures.append("\(d.info.name): \(error)") }
+        }
+        return (backends, failures)
+    }
+
+    /// The kernel `kernel` of the embedded file `file`, built with `defines`.
+    func kernel(_ file: String, _ kernel: String, defines: [String: String] = [:]) throws -> OpenCLKernel {
+        try context.program(named: file, defines: defines).kernel(kernel)
+    }
+
+    /// The OpenCL buffer behind a `DeviceBuffer`, or an error naming the mix-up.
+    func cl(_ b: DeviceBuffer) throws -> OpenCLBuffer {
+        guard let cb = b as? OpenCLBuffer, cb.context === context else {
+            throw UpdraftError(.invalidArgument, "\(name) was handed a buffer that belongs to another backend or device")
+        }
+        return cb
+    }
+
+    // MARK: Memory
+
+    public func makeBuffer(count: Int) throws -> DeviceBuffer { try context.makeBuffer(count: count) }
+
+    public func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
+        let b = try cl(buffer)
+        guard values.count == b.count else {
+            throw UpdraftError(.invalidArgument, "uploading \(values.count) values into a buffer of \(b.count)")
+        }
+        try context.write(values, to: b)
+    }
+
+    public func download(_ buffer: DeviceBuffer) throws -> [Float] { try context.read(try cl(buffer)) }
+
+    public func fill(_ buffer: DeviceBuffer, with value: Float) throws { try context.fill(try cl(buffer), with: value) }
+
+    public func copy(_ source: DeviceBuffer, to destination: DeviceBuffer) throws {
+        try context.copy(try cl(source), to: try cl(destination))
+    }
+
+    public func synchronize() throws { try context.finish() }
+}

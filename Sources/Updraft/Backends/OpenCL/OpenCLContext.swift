@@ -1,0 +1,167 @@
+import COpenCL
+import Foundation
+
+/// A context and one in-order command queue (with profiling) on one device, plus the programs built
+/// for it. Owns its OpenCL handles and releases them in `deinit`; buffers and programs keep their
+/// context alive.
+public final class OpenCLContext {
+    public let device: OpenCLDevice
+    let context: cl_context
+    let queue: cl_command_queue
+    private var programs: [ProgramKey: OpenCLProgram] = [:]
+    /// Options passed to every program build, before the defines.
+    public var baseBuildOptions = "-cl-std=CL1.2"
+
+    private struct ProgramKey: Hashable { var source: String; var defines: [String] }
+
+    public init(device: OpenCLDevice) throws {
+        self.device = device
+        var status: cl_int = 0
+        var id: cl_device_id? = device.id
+        guard let ctx = clCreateContext(nil, 1, &id, nil, nil, &status), status == CL_SUCCESS else {
+            throw OpenCLError(status, "clCreateContext", "opening \(device.info.name)")
+        }
+        context = ctx
+        let props = cl_command_queue_properties(CL_QUEUE_PROFILING_ENABLE)
+        guard let q = clCreateCommandQueue(ctx, device.id, props, &status), status == CL_SUCCESS else {
+            clReleaseContext(ctx)
+            throw OpenCLError(status, "clCreateCommandQueue", "opening \(device.info.name)")
+        }
+        queue = q
+    }
+
+    deinit {
+        programs.removeAll()
+        clReleaseCommandQueue(queue)
+        clReleaseContext(context)
+    }
+
+    // MARK: Programs
+
+    /// Builds (once per source and defines) the embedded kernel file `name` (e.g. "gemm.cl"), with
+    /// `#include "x.h"` lines resolved from the embedded Kernels/ folder.
+    public func program(named name: String, defines: [String: String] = [:]) throws -> OpenCLProgram {
+        guard let text = EmbeddedKernels.sources[name] else {
+            throw UpdraftError(.unsupported, "no embedded OpenCL source named \(name)",
+                               hint: "kernels are embedded from Kernels/ at build time; rebuild Updraft")
+        }
+        return try program(source: text, named: name, defines: defines)
+    }
+
+    /// Builds (once per source text and defines) a program from OpenCL C source.
+    public func program(source: String, named name: String = "program", defines: [String: String] = [:]) throws -> OpenCLProgram {
+        let defineList = defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" }
+        let key = ProgramKey(source: source, defines: defineList)
+        if let p = programs[key] { return p }
+        let expanded = try Self.resolveIncludes(source, file: name)
+        let p = try OpenCLProgram(context: self, source: expanded, name: name,
+                                  options: ([baseBuildOptions] + defineList).joined(separator: " "))
+        programs[key] = p
+        return p
+    }
+
+    /// Replaces `#include "x"` with the embedded file x (each file at most once).
+    static func resolveIncludes(_ source: String, file: String, seen: Set<String> = []) throws -> String {
+        var seen = seen
+        var out: [Substring] = []
+        for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
+            let t = line.trimmingCharacters(in: .whitespaces)
+            guard t.hasPrefix("#include"), let q1 = t.firstIndex(of: "\""), let q2 = t.lastIndex(of: "\""), q1 < q2 else {
+                out.append(line); continue
+            }
+            let name = String(t[t.index(after: q1)..<q2])
+            guard let included = EmbeddedKernels.sources[name] else {
+                throw UpdraftError(.unsupported, "\(file) includes \"\(name)\", which is not in Kernels/")
+            }
+            if seen.contains(name) { continue }
+            seen.insert(name)
+            out.append(Substring(try resolveIncludes(included, file: name, seen: seen)))
+        }
+        return out.joined(separator: "\n")
+    }
+
+    // MARK: Memory
+
+    public func makeBuffer(count: Int) throws -> OpenCLBuffer { try OpenCLBuffer(context: self, count: count) }
+
+    public func makeBuffer(_ values: [Float]) throws -> OpenCLBuffer {
+        let b = try makeBuffer(count: values.count)
+        try write(values, to: b)
+        return b
+    }
+
+    public func write(_ values: [Float], to buffer: OpenCLBuffer, offset: Int = 0) throws {
+        guard offset >= 0, offset + values.count <= buffer.count else {
+            throw UpdraftError(.invalidArgument, "writing \(values.count) floats at \(offset) into a buffer of \(buffer.count)")
+        }
+        if values.isEmpty { return }
+        try values.withUnsafeBytes { raw in
+            try clCheck(clEnqueueWriteBuffer(queue, buffer.mem, cl_bool(CL_TRUE), offset * 4, raw.count, raw.baseAddress,
+                                             0, nil, nil), "clEnqueueWriteBuffer", "uploading \(values.count) floats")
+        }
+    }
+
+    public func read(_ buffer: OpenCLBuffer, count: Int? = nil, offset: Int = 0) throws -> [Float] {
+        let n = count ?? (buffer.count - offset)
+        guard offset >= 0, n >= 0, offset + n <= buffer.count else {
+            throw UpdraftError(.invalidArgument, "reading \(n) floats at \(offset) from a buffer of \(buffer.count)")
+        }
+        var out = [Float](repeating: 0, count: n)
+        if n == 0 { return out }
+        try out.withUnsafeMutableBytes { raw in
+            try clCheck(clEnqueueReadBuffer(queue, buffer.mem, cl_bool(CL_TRUE), offset * 4, raw.count, raw.baseAddress,
+                                            0, nil, nil), "clEnqueueReadBuffer", "downloading \(n) floats")
+        }
+        return out
+    }
+
+    public func fill(_ buffer: OpenCLBuffer, with value: Float, count: Int? = nil) throws {
+        let n = count ?? buffer.count
+        if n == 0 { return }
+        var v = value
+        try clCheck(clEnqueueFillBuffer(queue, buffer.mem, &v, 4, 0, n * 4, 0, nil, nil), "clEnqueueFillBuffer")
+    }
+
+    public func copy(_ source: OpenCLBuffer, to destination: OpenCLBuffer, count: Int? = nil,
+                     sourceOffset: Int = 0, destinationOffset: Int = 0) throws {
+        let n = count ?? source.count
+        guard sourceOffset + n <= source.count, destinationOffset + n <= destination.count else {
+            throw UpdraftError(.invalidArgument, "copying \(n) floats between buffers of \(source.count) and \(destination.count)")
+        }
+        if n == 0 { return }
+        try clCheck(clEnqueueCopyBuffer(queue, source.mem, destination.mem, sourceOffset * 4, destinationOffset * 4,
+                                        n * 4, 0, nil, nil), "clEnqueueCopyBuffer")
+    }
+
+    /// Waits until every queued command has finished.
+    public func finish() throws { try clCheck(clFinish(queue), "clFinish") }
+    /// Submits queued commands without waiting.
+    public func flush() throws { try clCheck(clFlush(queue), "clFlush") }
+}
+
+/// Device memory for `count` float32 values. Released when the last reference goes.
+public final class OpenCLBuffer: DeviceBuffer {
+    public let count: Int
+    let mem: cl_mem
+    /// Keeps the context (and its queue) alive while the buffer lives.
+    public let context: OpenCLContext
+
+    init(context: OpenCLContext, count: Int) throws {
+        guard count >= 0 else { throw UpdraftError(.invalidArgument, "buffer size \(count) is negative") }
+        let bytes = max(1, count) * 4
+        guard UInt64(bytes) <= context.device.info.maxAllocation else {
+            throw OpenCLError(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer",
+                              "allocating \(bytes) bytes, above the device's largest allocation \(context.device.info.maxAllocation)")
+        }
+        var status: cl_int = 0
+        guard let m = clCreateBuffer(context.context, cl_mem_flags(CL_MEM_READ_WRITE), bytes, nil, &status),
+              status == CL_SUCCESS else {
+            throw OpenCLError(status, "clCreateBuffer", "allocating \(bytes) bytes on \(context.device.info.name)")
+        }
+        self.count = count
+        self.mem = m
+        self.context = context
+    }
+
+    deinit { clReleaseMemObject(mem) }
+}

@@ -1,0 +1,133 @@
+import COpenCL
+import Foundation
+
+/// What kind of device OpenCL reports.
+public enum OpenCLDeviceType: String, Sendable {
+    case gpu = "GPU", cpu = "CPU", accelerator = "accelerator", other = "other"
+}
+
+/// One OpenCL device and the facts the engine needs about it (value type: the handle is not owned).
+public struct OpenCLDeviceInfo: Sendable, CustomStringConvertible {
+    public var platformName: String
+    public var platformVersion: String
+    public var name: String
+    public var vendor: String
+    public var type: OpenCLDeviceType
+    public var computeUnits: Int
+    public var clockMHz: Int
+    public var globalMemory: UInt64
+    public var localMemory: UInt64
+    public var maxAllocation: UInt64
+    public var maxWorkGroupSize: Int
+    public var maxWorkItemSizes: [Int]
+    public var openCLCVersion: String
+    public var driverVersion: String
+    public var extensions: Set<String>
+    /// Index in `OpenCLRuntime.devices()` order (platforms, then devices).
+    public var index: Int
+
+    public var supportsDouble: Bool { extensions.contains("cl_khr_fp64") }
+
+    public var description: String { "\(name) (\(type.rawValue), \(platformName))" }
+}
+
+/// An OpenCL device handle together with its information.
+public struct OpenCLDevice: @unchecked Sendable {
+    public let id: cl_device_id
+    public let platform: cl_platform_id
+    public let info: OpenCLDeviceInfo
+}
+
+/// Platform and device discovery. A machine without any OpenCL platform is normal: `devices()`
+/// returns an empty list and `availability` says why.
+public enum OpenCLRuntime {
+    /// Every device of every platform, in platform order. Empty when no platform is installed.
+    public static func devices() throws -> [OpenCLDevice] {
+        var result: [OpenCLDevice] = []
+        for platform in try platforms() {
+            var count: cl_uint = 0
+            let status = clGetDeviceIDs(platform, cl_device_type(CL_DEVICE_TYPE_ALL), 0, nil, &count)
+            if status == CL_DEVICE_NOT_FOUND || count == 0 { continue }
+            try clCheck(status, "clGetDeviceIDs", "listing devices")
+            var ids = [cl_device_id?](repeating: nil, count: Int(count))
+            try clCheck(clGetDeviceIDs(platform, cl_device_type(CL_DEVICE_TYPE_ALL), count, &ids, nil),
+                        "clGetDeviceIDs", "listing devices")
+            for case let id? in ids {
+                let info = try deviceInfo(id, platform: platform, index: result.count)
+                result.append(OpenCLDevice(id: id, platform: platform, info: info))
+            }
+        }
+        return result
+    }
+
+    /// A one-line explanation when there is no usable OpenCL device, or nil when there is one.
+    public static var availability: String? {
+        do {
+            return try devices().isEmpty
+                ? "no OpenCL platform or device found (install pocl-opencl-icd or a GPU driver's ICD); the CPU path works"
+                : nil
+        } catch {
+            return "OpenCL is unavailable: \(error)"
+        }
+    }
+
+    static func platforms() throws -> [cl_platform_id] {
+        var count: cl_uint = 0
+        let status = clGetPlatformIDs(0, nil, &count)
+        // ocl-icd answers CL_PLATFORM_NOT_FOUND_KHR when no ICD is registered: that is "no platforms".
+        if status == CL_PLATFORM_NOT_FOUND_KHR || count == 0 { return [] }
+        try clCheck(status, "clGetPlatformIDs", "listing platforms")
+        var ids = [cl_platform_id?](repeating: nil, count: Int(count))
+        try clCheck(clGetPlatformIDs(count, &ids, nil), "clGetPlatformIDs", "listing platforms")
+        return ids.compactMap { $0 }
+    }
+
+    static func deviceInfo(_ id: cl_device_id, platform: cl_platform_id, index: Int) throws -> OpenCLDeviceInfo {
+        func string(_ param: Int32) throws -> String {
+            var size = 0
+            try clCheck(clGetDeviceInfo(id, cl_device_info(param), 0, nil, &size), "clGetDeviceInfo")
+            var bytes = [CChar](repeating: 0, count: max(1, size))
+            try clCheck(clGetDeviceInfo(id, cl_device_info(param), size, &bytes, nil), "clGetDeviceInfo")
+            return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                .trimmingCharacters(in: .whitespaces)
+        }
+        func scalar<T: FixedWidthInteger>(_ param: Int32, _: T.Type) throws -> T {
+            var v: T = 0
+            try clCheck(clGetDeviceInfo(id, cl_device_info(param), MemoryLayout<T>.size, &v, nil), "clGetDeviceInfo")
+            return v
+        }
+        func platformString(_ param: Int32) throws -> String {
+            var size = 0
+            try clCheck(clGetPlatformInfo(platform, cl_platform_info(param), 0, nil, &size), "clGetPlatformInfo")
+            var bytes = [CChar](repeating: 0, count: max(1, size))
+            try clCheck(clGetPlatformInfo(platform, cl_platform_info(param), size, &bytes, nil), "clGetPlatformInfo")
+            return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        let rawType = try scalar(CL_DEVICE_TYPE, cl_device_type.self)
+        let type: OpenCLDeviceType =
+            rawType & cl_device_type(CL_DEVICE_TYPE_GPU) != 0 ? .gpu :
+            rawType & cl_device_type(CL_DEVICE_TYPE_CPU) != 0 ? .cpu :
+            rawType & cl_device_type(CL_DEVICE_TYPE_ACCELERATOR) != 0 ? .accelerator : .other
+        let dims = Int(try scalar(CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, cl_uint.self))
+        var sizes = [Int](repeating: 0, count: dims)
+        try clCheck(clGetDeviceInfo(id, cl_device_info(CL_DEVICE_MAX_WORK_ITEM_SIZES), dims * MemoryLayout<Int>.size,
+                                    &sizes, nil), "clGetDeviceInfo")
+        return OpenCLDeviceInfo(
+            platformName: try platformString(CL_PLATFORM_NAME),
+            platformVersion: try platformString(CL_PLATFORM_VERSION),
+            name: try string(CL_DEVICE_NAME),
+            vendor: try string(CL_DEVICE_VENDOR),
+            type: type,
+            computeUnits: Int(try scalar(CL_DEVICE_MAX_COMPUTE_UNITS, cl_uint.self)),
+            clockMHz: Int(try scalar(CL_DEVICE_MAX_CLOCK_FREQUENCY, cl_uint.self)),
+            globalMemory: try scalar(CL_DEVICE_GLOBAL_MEM_SIZE, cl_ulong.self),
+            localMemory: try scalar(CL_DEVICE_LOCAL_MEM_SIZE, cl_ulong.self),
+            maxAllocation: try scalar(CL_DEVICE_MAX_MEM_ALLOC_SIZE, cl_ulong.self),
+            maxWorkGroupSize: try scalar(CL_DEVICE_MAX_WORK_GROUP_SIZE, Int.self),
+            maxWorkItemSizes: sizes,
+            openCLCVersion: try string(CL_DEVICE_OPENCL_C_VERSION),
+            driverVersion: try string(CL_DRIVER_VERSION),
+            extensions: Set(try string(CL_DEVICE_EXTENSIONS).split(separator: " ").map(String.init)),
+            index: index)
+    }
+}

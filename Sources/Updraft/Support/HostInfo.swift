@@ -1,0 +1,44 @@
+import Foundation
+
+/// Facts about the host CPU, for `updraft devices`, benchmarks and the scheduler.
+public struct HostInfo: Sendable {
+    public var cpuName: String
+    public var cores: Int
+    public var memoryBytes: UInt64
+
+    public static var current: HostInfo {
+        var name = "unknown CPU"
+        if let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+           let colon = line.firstIndex(of: ":") {
+            name = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return HostInfo(cpuName: name, cores: ProcessInfo.processInfo.activeProcessorCount,
+                        memoryBytes: ProcessInfo.processInfo.physicalMemory)
+    }
+}
+
+/// "1.5 GiB"-style sizes.
+public func formatBytes(_ bytes: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var v = Double(bytes), i = 0
+    while v >= 1024, i < units.count - 1 { v /= 1024; i += 1 }
+    return i == 0 ? "\(bytes) B" : String(format: v < 10 ? "%.1f %@" : "%.0f %@", v, units[i])
+}
+
+/// Renders rows as an aligned text table (first row is the header).
+public func formatTable(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+    guard let header = rows.first else { return "" }
+    var widths = [Int](repeating: 0, count: header.count)
+    for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
+    var out = ""
+    for (ri, r) in rows.enumerated() {
+        let cells = r.enumerated().map { i, c -> String in
+            let pad = String(repeating: " ", count: max(0, widths[i] - c.count))
+            return rightAligned.contains(i) ? pad + c : c + pad
+        }
+        out += cells.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+        if ri == 0 { out += widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ") + "\n" }
+    }
+    return out
+}
