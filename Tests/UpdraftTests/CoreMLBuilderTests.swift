@@ -119,11 +119,11 @@ final class CoreMLBuilderTests: XCTestCase {
         XCTAssertEqual(m.classLabels, .strings(["cat", "dog", "fish"]))
         XCTAssertEqual(m.updatableLayerNames, ["fullyconnected0"])
         XCTAssertEqual(try m.weightShape(ofLayer: "fullyconnected0"), [3, 1000])
-        assertThrows(try SqueezeNet.build(SqueezeNet.Options(labels: ["only"])), containing: ["at least 2 classes"])
-        assertThrows(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "a"])), containing: ["distinct"])
-        assertThrows(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b"], updatableLayers: ["pool10"], inputSize: 64)),
+        assertErrorMentions(try SqueezeNet.build(SqueezeNet.Options(labels: ["only"])), containing: ["at least 2 classes"])
+        assertErrorMentions(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "a"])), containing: ["distinct"])
+        assertErrorMentions(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b"], updatableLayers: ["pool10"], inputSize: 64)),
                      containing: ["'pool10'", "pooling"])
-        assertThrows(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b"], updatableLayers: ["conv99"], inputSize: 64)),
+        assertErrorMentions(try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b"], updatableLayers: ["conv99"], inputSize: 64)),
                      containing: ["'conv99'", "no layer"])
         // Updating a fire module puts a concat on the gradient path: Core ML would refuse, Updraft warns.
         let fire = try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b"], updatableLayers: ["fire9/expand1x1"], inputSize: 64))
@@ -188,17 +188,17 @@ final class CoreMLBuilderTests: XCTestCase {
 
     func testBuilderMistakesFailAtTheLayer() throws {
         var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: [3, 4, 4], dataType: .double))))
-        assertThrows(try b.convolution("c", input: "nope", outputChannels: 2, kernel: (1, 1)), containing: ["'nope'"])
+        assertErrorMentions(try b.convolution("c", input: "nope", outputChannels: 2, kernel: (1, 1)), containing: ["'nope'"])
         try b.convolution("c", outputChannels: 2, kernel: (3, 3))
-        assertThrows(try b.convolution("c", outputChannels: 2, kernel: (1, 1)), containing: ["'c' already exists"])
-        assertThrows(try b.convolution("big", outputChannels: 2, kernel: (5, 5)), containing: ["'big'", "larger than"])
-        assertThrows(try b.concat("cat", inputs: ["x", "c"]), containing: ["'cat'", "height and width"])
-        assertThrows(try b.add("sum", inputs: ["x", "c"]), containing: ["'sum'", "same shape"])
-        assertThrows(try b.makeUpdatable(["x"]), containing: ["'x'"])
+        assertErrorMentions(try b.convolution("c", outputChannels: 2, kernel: (1, 1)), containing: ["'c' already exists"])
+        assertErrorMentions(try b.convolution("big", outputChannels: 2, kernel: (5, 5)), containing: ["'big'", "larger than"])
+        assertErrorMentions(try b.concat("cat", inputs: ["x", "c"]), containing: ["'cat'", "height and width"])
+        assertErrorMentions(try b.add("sum", inputs: ["x", "c"]), containing: ["'sum'", "same shape"])
+        assertErrorMentions(try b.makeUpdatable(["x"]), containing: ["'x'"])
         try b.activation("relu", .relu)
-        assertThrows(try b.makeUpdatable(["relu"]), containing: ["'relu'", "activation"])
-        assertThrows(try b.setCrossEntropyLoss(input: "relu"), containing: ["softmax"])
+        assertErrorMentions(try b.makeUpdatable(["relu"]), containing: ["'relu'", "activation"])
+        assertErrorMentions(try b.setCrossEntropyLoss(input: "relu"), containing: ["softmax"])
         try b.softmax("sm")
-        assertThrows(try b.makeClassifier(labels: .strings(["a"]), probabilities: "sm"), containing: ["1 class labels", "8 classes"])
+        assertErrorMentions(try b.makeClassifier(labels: .strings(["a"]), probabilities: "sm"), containing: ["1 class labels", "8 classes"])
     }
 }

@@ -4,7 +4,7 @@ import XCTest
 
 /// The coremltools-made fixtures (Tests/Scripts/make_fixtures.py) and what coremltools itself
 /// reads from them (Fixtures/expected.json), located next to this file.
-enum Fixtures {
+enum CoreMLFixtures {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
     static let names = ["dense_sgd_classifier", "dense_adam_classifier", "mse_regressor", "conv_image_classifier",
                         "concat_branches", "float16_frozen", "quantized_weights", "unsupported_layer"]
@@ -31,7 +31,7 @@ enum Fixtures {
 }
 
 /// Asserts that `body` throws an error whose description contains every one of `fragments`.
-func assertThrows<T>(_ body: @autoclosure () throws -> T, containing fragments: [String],
+func assertErrorMentions<T>(_ body: @autoclosure () throws -> T, containing fragments: [String],
                      file: StaticString = #filePath, line: UInt = #line) {
     do {
         _ = try body()
@@ -46,18 +46,18 @@ func assertThrows<T>(_ body: @autoclosure () throws -> T, containing fragments: 
 
 final class CoreMLFixtureTests: XCTestCase {
     func testEveryFixtureLoads() throws {
-        for name in Fixtures.names {
-            XCTAssertNoThrow(try Fixtures.model(name), name)
+        for name in CoreMLFixtures.names {
+            XCTAssertNoThrow(try CoreMLFixtures.model(name), name)
         }
     }
 
     /// Updraft reads the same model, layers, flags and weight values as coremltools does.
     func testUpdraftReadsWhatCoremltoolsReads() throws {
-        let expected = try Fixtures.expected()
-        XCTAssertEqual(Set(expected.keys), Set(Fixtures.names.map { $0 + ".mlmodel" }))
-        for name in Fixtures.names {
+        let expected = try CoreMLFixtures.expected()
+        XCTAssertEqual(Set(expected.keys), Set(CoreMLFixtures.names.map { $0 + ".mlmodel" }))
+        for name in CoreMLFixtures.names {
             let e = try XCTUnwrap(expected[name + ".mlmodel"])
-            let model = try Fixtures.model(name)
+            let model = try CoreMLFixtures.model(name)
             XCTAssertEqual(model.kind.rawValue, e.kind, name)
             XCTAssertEqual(model.specificationVersion, e.specificationVersion, name)
             XCTAssertEqual(model.isUpdatable, e.isUpdatable, name)
@@ -69,7 +69,7 @@ final class CoreMLFixtureTests: XCTestCase {
                 XCTAssertEqual(layer.typeName, el.type, "\(name) \(layer.name)")
                 XCTAssertEqual(layer.isUpdatable, el.isUpdatable, "\(name) \(layer.name)")
                 guard let (w, b) = layer.weightParams else { continue }
-                func check(_ p: WeightParams?, _ ev: Fixtures.ExpectedValues?, _ what: String) {
+                func check(_ p: WeightParams?, _ ev: CoreMLFixtures.ExpectedValues?, _ what: String) {
                     guard let ev else {
                         XCTAssertTrue(p == nil || !p!.isReadable || p!.values.isEmpty, "\(name) \(layer.name) \(what)")
                         return
@@ -90,8 +90,8 @@ final class CoreMLFixtureTests: XCTestCase {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-roundtrip-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        for name in Fixtures.names {
-            let original = try Fixtures.bytes(name)
+        for name in CoreMLFixtures.names {
+            let original = try CoreMLFixtures.bytes(name)
             let model = try CoreMLModel(serializedBytes: original)
             XCTAssertEqual(model.serializedBytes(), original, name)
             XCTAssertEqual([UInt8](model.serializedData()), original, name)
@@ -101,11 +101,11 @@ final class CoreMLFixtureTests: XCTestCase {
         }
         // The atomic write leaves nothing else behind.
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted(),
-                       Fixtures.names.map { $0 + ".mlmodel" }.sorted())
+                       CoreMLFixtures.names.map { $0 + ".mlmodel" }.sorted())
     }
 
     func testDescriptionAndClassLabels() throws {
-        let sgd = try Fixtures.model("dense_sgd_classifier")
+        let sgd = try CoreMLFixtures.model("dense_sgd_classifier")
         XCTAssertEqual(sgd.kind, .classifier)
         XCTAssertEqual(sgd.classLabels, .strings(["cat", "dog", "bird"]))
         XCTAssertEqual(sgd.inputArrayShape, [4])
@@ -118,12 +118,12 @@ final class CoreMLFixtureTests: XCTestCase {
         XCTAssertEqual(sgd.layerNames, ["dense1", "relu1", "dense2", "softmax"])
         XCTAssertEqual(sgd.updatableLayerNames, ["dense1", "dense2"])
 
-        let adam = try Fixtures.model("dense_adam_classifier")
+        let adam = try CoreMLFixtures.model("dense_adam_classifier")
         XCTAssertEqual(adam.classLabels, .int64([10, 20, 30]))
         XCTAssertEqual(adam.classLabels?.index(of: "20"), 1)
         XCTAssertEqual(adam.lossTargetFeature?.type, .int64)
 
-        let conv = try Fixtures.model("conv_image_classifier")
+        let conv = try CoreMLFixtures.model("conv_image_classifier")
         XCTAssertEqual(conv.inputImage, ImageFeatureType(width: 16, height: 16, colorSpace: .rgb))
         let scaler = try XCTUnwrap(conv.imageScaler)
         XCTAssertEqual(scaler.channelScale, Float(1.0 / 255.0), accuracy: 1e-9)
@@ -139,7 +139,7 @@ final class CoreMLFixtureTests: XCTestCase {
         XCTAssertEqual(p.padding, .valid(top: 0, bottom: 0, left: 0, right: 0))
         XCTAssertEqual(p.kernelSize, [2, 2])
 
-        let mse = try Fixtures.model("mse_regressor")
+        let mse = try CoreMLFixtures.model("mse_regressor")
         XCTAssertEqual(mse.kind, .regressor)
         XCTAssertNil(mse.classLabels)
         XCTAssertEqual(mse.loss?.kind, .meanSquaredError)
@@ -147,7 +147,7 @@ final class CoreMLFixtureTests: XCTestCase {
     }
 
     func testHyperparametersWithDefaultsAndAllowedValues() throws {
-        let sgd = try Fixtures.model("dense_sgd_classifier")
+        let sgd = try CoreMLFixtures.model("dense_sgd_classifier")
         XCTAssertEqual(sgd.optimizer?.kind, .sgd)
         let h = Dictionary(uniqueKeysWithValues: sgd.hyperparameters.map { ($0.key, $0) })
         XCTAssertEqual(h[.learningRate]?.defaultValue, .double(0.01))
@@ -165,7 +165,7 @@ final class CoreMLFixtureTests: XCTestCase {
         XCTAssertFalse(h[.learningRate]!.allows(.double(2)))
         XCTAssertFalse(h[.learningRate]!.allows(.int(1)))
 
-        let adam = try Fixtures.model("dense_adam_classifier")
+        let adam = try CoreMLFixtures.model("dense_adam_classifier")
         XCTAssertEqual(adam.optimizer?.kind, .adam)
         let a = Dictionary(uniqueKeysWithValues: adam.hyperparameters.map { ($0.key, $0) })
         XCTAssertEqual(a[.beta1]?.defaultValue, .double(0.9))
@@ -178,8 +178,8 @@ final class CoreMLFixtureTests: XCTestCase {
     }
 
     func testInspectReportNamesTheLayers() throws {
-        for name in Fixtures.names {
-            let model = try Fixtures.model(name)
+        for name in CoreMLFixtures.names {
+            let model = try CoreMLFixtures.model(name)
             let report = ModelReport(model: model, file: name)
             let text = report.text()
             for layer in model.layerNames { XCTAssertTrue(text.contains(layer), "\(name): \(layer) missing from\n\(text)") }
@@ -188,11 +188,11 @@ final class CoreMLFixtureTests: XCTestCase {
             let layers = parsed?["layers"] as? [[String: Any]]
             XCTAssertEqual(layers?.compactMap { $0["name"] as? String }, model.layerNames, name)
         }
-        let text = ModelReport(model: try Fixtures.model("conv_image_classifier")).text()
+        let text = ModelReport(model: try CoreMLFixtures.model("conv_image_classifier")).text()
         XCTAssertTrue(text.contains("4x16x16"), text)       // conv output shape
         XCTAssertTrue(text.contains("allowed {1, 4, 16}"), text)
         XCTAssertTrue(text.contains("validation: no problems"), text)
-        let unsupported = ModelReport(model: try Fixtures.model("unsupported_layer")).text()
+        let unsupported = ModelReport(model: try CoreMLFixtures.model("unsupported_layer")).text()
         XCTAssertTrue(unsupported.contains("lrn"), unsupported)
     }
 }

@@ -32,36 +32,36 @@ final class CoreMLProtobufTests: XCTestCase {
 
     func testMalformedVarintsThrowWithOffsets() {
         // 11 continuation bytes: longer than protobuf allows.
-        assertThrows(try ProtoMessage(parsing: [0x08] + [UInt8](repeating: 0x80, count: 10) + [0x01]),
+        assertErrorMentions(try ProtoMessage(parsing: [0x08] + [UInt8](repeating: 0x80, count: 10) + [0x01]),
                      containing: ["byte 1", "longer than 10 bytes"])
         // Tenth byte above 1: more than 64 bits.
-        assertThrows(try ProtoMessage(parsing: [0x08] + [UInt8](repeating: 0xFF, count: 9) + [0x02]),
+        assertErrorMentions(try ProtoMessage(parsing: [0x08] + [UInt8](repeating: 0xFF, count: 9) + [0x02]),
                      containing: ["byte 1", "above 2^64 - 1"])
         // Ends in the middle of a varint.
-        assertThrows(try ProtoMessage(parsing: [0x08, 0x80, 0x80]), containing: ["byte 1", "ends after 2"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x08, 0x80, 0x80]), containing: ["byte 1", "ends after 2"])
         // Ends in the middle of a key.
-        assertThrows(try ProtoMessage(parsing: [0x08, 0x01, 0x80]), containing: ["byte 2", "field key"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x08, 0x01, 0x80]), containing: ["byte 2", "field key"])
     }
 
     func testAbsurdLengthThrowsWithoutAllocating() {
         // Field 2 (Model.description) claims 2^60 bytes.
         let bytes: [UInt8] = [0x12] + varintBytes(1 << 60) + [0x01, 0x02]
-        assertThrows(try ProtoMessage(parsing: bytes), containing: ["byte 0", "field 2 claims 1152921504606846976 bytes", "only 2 remain"])
-        assertThrows(try CoreMLModel(serializedBytes: bytes), containing: ["claims 1152921504606846976 bytes"])
+        assertErrorMentions(try ProtoMessage(parsing: bytes), containing: ["byte 0", "field 2 claims 1152921504606846976 bytes", "only 2 remain"])
+        assertErrorMentions(try CoreMLModel(serializedBytes: bytes), containing: ["claims 1152921504606846976 bytes"])
         // The largest varint as a length, too.
-        assertThrows(try ProtoMessage(parsing: [0x0A] + varintBytes(UInt64.max)), containing: ["claims"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0A] + varintBytes(UInt64.max)), containing: ["claims"])
     }
 
     func testTruncatedFixedWidthValuesAndBadKeysThrow() {
-        assertThrows(try ProtoMessage(parsing: [0x0D, 0x00, 0x00]), containing: ["32-bit", "only 2 bytes remain"])
-        assertThrows(try ProtoMessage(parsing: [0x09, 1, 2, 3, 4, 5, 6, 7]), containing: ["64-bit", "only 7 bytes remain"])
-        assertThrows(try ProtoMessage(parsing: [0x0B]), containing: ["groups"])
-        assertThrows(try ProtoMessage(parsing: [0x0C]), containing: ["groups"])
-        assertThrows(try ProtoMessage(parsing: [0x0E]), containing: ["wire type 6"])
-        assertThrows(try ProtoMessage(parsing: [0x0F]), containing: ["wire type 7"])
-        assertThrows(try ProtoMessage(parsing: [0x00, 0x00]), containing: ["field number 0"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0D, 0x00, 0x00]), containing: ["32-bit", "only 2 bytes remain"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x09, 1, 2, 3, 4, 5, 6, 7]), containing: ["64-bit", "only 7 bytes remain"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0B]), containing: ["groups"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0C]), containing: ["groups"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0E]), containing: ["wire type 6"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x0F]), containing: ["wire type 7"])
+        assertErrorMentions(try ProtoMessage(parsing: [0x00, 0x00]), containing: ["field number 0"])
         // A key whose field number exceeds 2^29 - 1.
-        assertThrows(try ProtoMessage(parsing: varintBytes(UInt64(1) << 40)), containing: ["field number"])
+        assertErrorMentions(try ProtoMessage(parsing: varintBytes(UInt64(1) << 40)), containing: ["field number"])
     }
 
     func testPackedAndUnpackedRepeatedScalarsReadAlike() throws {
@@ -89,10 +89,10 @@ final class CoreMLProtobufTests: XCTestCase {
         XCTAssertEqual(try empty.varints(2, "v"), [])
         // Packed floats whose length is not a multiple of 4.
         let bad = ProtoReader(try ProtoMessage(parsing: [0x0A, 0x03, 1, 2, 3]), path: "T")
-        assertThrows(try bad.floats(1, "floatValue"), containing: ["floatValue", "not a multiple of 4", "byte 0"])
+        assertErrorMentions(try bad.floats(1, "floatValue"), containing: ["floatValue", "not a multiple of 4", "byte 0"])
         // A packed varint run that ends inside a varint.
         let badVarints = ProtoReader(try ProtoMessage(parsing: [0x0A, 0x02, 0x01, 0x80]), path: "T")
-        assertThrows(try badVarints.varints(1, "shape"), containing: ["shape", "byte 3"])
+        assertErrorMentions(try badVarints.varints(1, "shape"), containing: ["shape", "byte 3"])
     }
 
     func testScalarsStringsAndDoubles() throws {
@@ -109,15 +109,15 @@ final class CoreMLProtobufTests: XCTestCase {
         XCTAssertEqual(try r.bool(4, "b"), false)
         XCTAssertNil(try r.string(9, "absent"))
         let invalidUTF8 = ProtoReader(try ProtoMessage(parsing: [0x0A, 0x02, 0xC3, 0x28]), path: "T")
-        assertThrows(try invalidUTF8.string(1, "name"), containing: ["name", "UTF-8"])
+        assertErrorMentions(try invalidUTF8.string(1, "name"), containing: ["name", "UTF-8"])
     }
 
     func testWrongWireTypeNamesFieldPathAndOffset() throws {
         // Model.description (2) sent as a varint.
-        assertThrows(try CoreMLModel(serializedBytes: [0x08, 0x04, 0x10, 0x01]),
+        assertErrorMentions(try CoreMLModel(serializedBytes: [0x08, 0x04, 0x10, 0x01]),
                      containing: ["field 'description' (2)", "length-delimited", "varint", "byte 2", "in Model"])
         // Model.specificationVersion (1) sent as a string.
-        assertThrows(try CoreMLModel(serializedBytes: [0x0A, 0x01, 0x41]),
+        assertErrorMentions(try CoreMLModel(serializedBytes: [0x0A, 0x01, 0x41]),
                      containing: ["specificationVersion", "varint", "length-delimited"])
     }
 
@@ -154,9 +154,9 @@ final class CoreMLProtobufTests: XCTestCase {
         XCTAssertEqual(m.fields.map(\.number), [1, 3, 5, 7, 9])
         m.remove(3)
         XCTAssertEqual(m.fields.map(\.number), [1, 5, 7, 9])
-        assertThrows(try m.editMessage(42) { _ in }, containing: ["field 42", "holds 0"])
-        assertThrows(try m.editMessage(1, occurrence: 3) { _ in }, containing: ["occurrence 3 of field 1", "holds 1"])
-        assertThrows(try m.editMessage(1) { _ in }, containing: ["field 1", "message"])
+        assertErrorMentions(try m.editMessage(42) { _ in }, containing: ["field 42", "holds 0"])
+        assertErrorMentions(try m.editMessage(1, occurrence: 3) { _ in }, containing: ["occurrence 3 of field 1", "holds 1"])
+        assertErrorMentions(try m.editMessage(1) { _ in }, containing: ["field 1", "message"])
     }
 
     func testHalfPrecisionConversion() {

@@ -41,7 +41,7 @@ final class CoreMLValidatorTests: XCTestCase {
     func testValidModelsHaveNoFindings() throws {
         XCTAssertEqual(findings(try small()), [])
         for name in ["dense_sgd_classifier", "dense_adam_classifier", "mse_regressor", "conv_image_classifier"] {
-            XCTAssertEqual(ModelValidator.validate(try Fixtures.model(name)), [], name)
+            XCTAssertEqual(ModelValidator.validate(try CoreMLFixtures.model(name)), [], name)
         }
     }
 
@@ -52,7 +52,7 @@ final class CoreMLValidatorTests: XCTestCase {
         s = try small()
         s.isUpdatable = false
         assertError(s, ["not marked updatable"])
-        let plain = try Fixtures.model("unsupported_layer")
+        let plain = try CoreMLFixtures.model("unsupported_layer")
         XCTAssertTrue(ModelValidator.validate(plain).errors.contains { $0.message.contains("not updatable") })
     }
 
@@ -159,7 +159,7 @@ final class CoreMLValidatorTests: XCTestCase {
     }
 
     func testConcatBetweenUpdatableLayerAndLossIsAWarning() throws {
-        let model = try Fixtures.model("concat_branches")
+        let model = try CoreMLFixtures.model("concat_branches")
         let f = ModelValidator.validate(model)
         XCTAssertEqual(f.errors, [])
         XCTAssertEqual(Set(f.warnings.compactMap(\.layer)), ["left", "right"])
@@ -187,15 +187,15 @@ final class CoreMLValidatorTests: XCTestCase {
     }
 
     func testFloat16WeightsAnywhereWarn() throws {
-        let f = ModelValidator.validate(try Fixtures.model("float16_frozen"))
+        let f = ModelValidator.validate(try CoreMLFixtures.model("float16_frozen"))
         XCTAssertEqual(f.errors, [])
         XCTAssertTrue(f.warnings.contains { $0.layer == "frozen" && $0.message.contains("float16") })
     }
 
     func testUnrunnableModelsAreErrors() throws {
-        let q = ModelValidator.validate(try Fixtures.model("quantized_weights"))
+        let q = ModelValidator.validate(try CoreMLFixtures.model("quantized_weights"))
         XCTAssertTrue(q.errors.contains { $0.message.contains("quant") && $0.message.contains("not supported") })
-        let l = ModelValidator.validate(try Fixtures.model("unsupported_layer"))
+        let l = ModelValidator.validate(try CoreMLFixtures.model("unsupported_layer"))
         XCTAssertTrue(l.errors.contains { $0.message.contains("lrn") })
     }
 }

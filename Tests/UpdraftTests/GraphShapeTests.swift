@@ -52,7 +52,7 @@ final class GraphShapeTests: XCTestCase {
     }
 
     func testConvImageClassifierGraph() throws {
-        let model = try Fixtures.model("conv_image_classifier")
+        let model = try CoreMLFixtures.model("conv_image_classifier")
         let g = try NetworkGraph(model: model)
         XCTAssertEqual(g.input.shape, [1, 3, 16, 16])
         let p = try XCTUnwrap(g.input.preprocessing)
@@ -89,19 +89,19 @@ final class GraphShapeTests: XCTestCase {
     }
 
     func testLossTargets() throws {
-        let mse = try NetworkGraph(model: try Fixtures.model("mse_regressor")).requireLoss()
+        let mse = try NetworkGraph(model: try CoreMLFixtures.model("mse_regressor")).requireLoss()
         XCTAssertEqual(mse.kind, .meanSquaredError)
         XCTAssertEqual(mse.targetFeature.name, "y_true")
         XCTAssertEqual(mse.targetEncoding, .values([1, 2, 1, 1]))
         XCTAssertNil(mse.logits)
-        let adam = try NetworkGraph(model: try Fixtures.model("dense_adam_classifier")).requireLoss()
+        let adam = try NetworkGraph(model: try CoreMLFixtures.model("dense_adam_classifier")).requireLoss()
         XCTAssertEqual(adam.targetEncoding, .classLabel(.int64([10, 20, 30])))
-        let concat = try NetworkGraph(model: try Fixtures.model("concat_branches"))
+        let concat = try NetworkGraph(model: try CoreMLFixtures.model("concat_branches"))
         XCTAssertEqual(concat.input.shape, [1, 2, 6, 6])
         XCTAssertEqual(concat.blobShapes["cat_out"], [1, 5, 6, 6])
         XCTAssertEqual(try concat.requireLoss().targetEncoding, .classIndex)
         // float16 weights arrive widened in the graph.
-        let half = try NetworkGraph(model: try Fixtures.model("float16_frozen"))
+        let half = try NetworkGraph(model: try CoreMLFixtures.model("float16_frozen"))
         XCTAssertEqual(half.layer(named: "frozen")?.weights?.shape, [5, 4])
     }
 
@@ -113,7 +113,7 @@ final class GraphShapeTests: XCTestCase {
         let g = try NetworkGraph(model: try b.build())
         XCTAssertEqual(g.input.preprocessing, InputPreprocessing(scale: 2, bias: [3, 2, 1]))
         XCTAssertNil(g.loss)
-        assertThrows(try g.requireLoss(), containing: ["no loss layer"])
+        assertErrorMentions(try g.requireLoss(), containing: ["no loss layer"])
         var gray = try ModelBuilder(input: FeatureDescription(name: "img", type: .image(ImageFeatureType(width: 5, height: 3, colorSpace: .grayscale))))
         gray.setImageScaler(ImageScaler(channelScale: 1, grayBias: -4))
         try gray.flatten("flat")

@@ -39,29 +39,29 @@ final class GraphTopologyTests: XCTestCase {
     func testCyclesAreNamed() throws {
         var spec = try branchy()
         spec.network.layers[0].inputs = ["fc"]     // a reads fc, which depends on a
-        assertThrows(try graph(spec), containing: ["cycle", "'a'", "'cat'"])
+        assertErrorMentions(try graph(spec), containing: ["cycle", "'a'", "'cat'"])
     }
 
     func testBlobsMustExistAndBeProducedOnce() throws {
         var spec = try branchy()
         spec.network.layers[2].inputs = ["a", "ghost"]
-        assertThrows(try graph(spec), containing: ["'cat'", "'ghost'", "neither the input"])
+        assertErrorMentions(try graph(spec), containing: ["'cat'", "'ghost'", "neither the input"])
 
         spec = try branchy()
         spec.network.layers[1].outputs = ["a"]
-        assertThrows(try graph(spec), containing: ["'a'", "both layer 'a' and layer 'b'"])
+        assertErrorMentions(try graph(spec), containing: ["'a'", "both layer 'a' and layer 'b'"])
 
         spec = try branchy()
         spec.network.layers[1].outputs = ["x"]
-        assertThrows(try graph(spec), containing: ["'b'", "writes the network input"])
+        assertErrorMentions(try graph(spec), containing: ["'b'", "writes the network input"])
 
         spec = try branchy()
         spec.network.layers[1].name = "a"
-        assertThrows(try graph(spec), containing: ["two layers are named 'a'"])
+        assertErrorMentions(try graph(spec), containing: ["two layers are named 'a'"])
 
         spec = try branchy()
         spec.network.layers[1].outputs = ["b1", "b2"]
-        assertThrows(try graph(spec), containing: ["'b'", "2 outputs"])
+        assertErrorMentions(try graph(spec), containing: ["'b'", "2 outputs"])
     }
 
     func testShapeMismatchesNameLayerAndShapes() throws {
@@ -71,35 +71,35 @@ final class GraphTopologyTests: XCTestCase {
         p.inputChannels = 60
         p.weights = WeightParams(values: [Float](repeating: 0, count: 120))
         spec.network.layers[4].params = .innerProduct(p)
-        assertThrows(try graph(spec), containing: ["'fc'", "60 inputs", "[1, 64, 1, 1]"])
+        assertErrorMentions(try graph(spec), containing: ["'fc'", "60 inputs", "[1, 64, 1, 1]"])
 
         spec = try branchy()
         guard case var .convolution(c) = spec.network.layers[0].params else { return XCTFail() }
         c.kernelChannels = 3
         c.weights = WeightParams(values: [Float](repeating: 0, count: 9))
         spec.network.layers[0].params = .convolution(c)
-        assertThrows(try graph(spec), containing: ["'a'", "3 input channels", "[1, 2, 4, 4]"])
+        assertErrorMentions(try graph(spec), containing: ["'a'", "3 input channels", "[1, 2, 4, 4]"])
 
         spec = try branchy()
         guard case var .convolution(big) = spec.network.layers[0].params else { return XCTFail() }
         big.kernelSize = [5, 5]
         big.weights = WeightParams(values: [Float](repeating: 0, count: 3 * 2 * 25))
         spec.network.layers[0].params = .convolution(big)
-        assertThrows(try graph(spec), containing: ["'a'", "larger than the padded input", "[1, 2, 4, 4]"])
+        assertErrorMentions(try graph(spec), containing: ["'a'", "larger than the padded input", "[1, 2, 4, 4]"])
     }
 
     func testInputsUpdraftDoesNotTrain() throws {
         var spec = try branchy()
         spec.description.inputs.append(FeatureDescription(name: "y", type: .double))
-        assertThrows(try graph(spec), containing: ["2 inputs", "single-input"])
+        assertErrorMentions(try graph(spec), containing: ["2 inputs", "single-input"])
         spec = try branchy()
         spec.description.inputs[0].type = .string
-        assertThrows(try graph(spec), containing: ["input 'x'", "String"])
+        assertErrorMentions(try graph(spec), containing: ["input 'x'", "String"])
         spec = try branchy()
         spec.description.inputs[0].type = .multiArray(ArrayFeatureType(shape: [2, 16], dataType: .double))
-        assertThrows(try graph(spec), containing: ["input 'x'", "[2, 16]"])
+        assertErrorMentions(try graph(spec), containing: ["input 'x'", "[2, 16]"])
         spec = try branchy()
         spec.description.inputs[0].type = .multiArray(ArrayFeatureType(shape: [2, 4, 1 << 40], dataType: .double))
-        assertThrows(try graph(spec), containing: ["input 'x'", "outside"])
+        assertErrorMentions(try graph(spec), containing: ["input 'x'", "outside"])
     }
 }
