@@ -15,6 +15,30 @@ final class OpenCLOpsTests: XCTestCase {
         }
     }
 
+    // MARK: Against the reference
+
+    /// Convolution and inner product run on the GEMM kernels, tested with them (OpenCLGemmTests).
+    private static let gemmOps: Set<String> = ["convolution", "innerProduct"]
+
+    /// Every case of the full list for this file's ops, on awkward sizes, forward and every gradient.
+    func testMatchesReferenceOnFullCases() throws {
+        let b = try backend()
+        let cases = [OpCase].full.filter { !Self.gemmOps.contains($0.op) }
+        let rows = BackendComparison(backend: b).run(cases)
+        let failures = rows.filter { !$0.ok }
+        XCTAssertTrue(failures.isEmpty, "\n" + ComparisonRow.table(failures))
+        XCTAssertEqual(Set(rows.map(\.op)), Set(cases.map(\.op)))
+    }
+
+    /// The quick cases on other data (another seed): tie-free and tie-heavy draws both pass.
+    func testMatchesReferenceOnQuickCasesWithAnotherSeed() throws {
+        let b = try backend()
+        let cases = [OpCase].quick.filter { !Self.gemmOps.contains($0.op) }
+        let rows = BackendComparison(backend: b, seed: 12345).run(cases)
+        let failures = rows.filter { !$0.ok }
+        XCTAssertTrue(failures.isEmpty, "\n" + ComparisonRow.table(failures))
+    }
+
     // MARK: Element-wise
 
     func testActivationsForwardAndBackward() throws {
