@@ -22,7 +22,8 @@ inline int window_lo(int o, int stride, int pad) { return max(o * stride - pad, 
 inline int window_hi(int o, int stride, int pad, int k, int extent) { return min(o * stride - pad + k, extent); }
 
 // Average divisor of window (oh, ow); 0 only for an empty window.
-inline int pool_divisor(int oh, int ow, POOL_GEOMETRY_ARGS, const int excludePadding) {
+inline int pool_divisor(int oh, int ow, int H, int W, int kH, int kW, int sH, int sW, int padTop, int padLeft,
+                        int padBottom, int padRight, int excludePadding) {
     const int h0 = oh * sH - padTop, w0 = ow * sW - padLeft;
     int rows, cols;
     if (excludePadding) {
@@ -57,7 +58,7 @@ __kernel void pool_forward(__global const float* x, __global float* y, POOL_GEOM
         float sum = 0.0f;
         for (int h = r0; h < r1; ++h)
             for (int w = c0; w < c1; ++w) sum += xp[h * W + w];
-        y[o] = sum / (float)pool_divisor(oh, ow, H, W, Ho, Wo, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
+        y[o] = sum / (float)pool_divisor(oh, ow, H, W, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
                                          excludePadding);
     }
 }
@@ -94,7 +95,7 @@ __kernel void pool_backward(__global const float* x, __global const float* dy, _
                 const int c0 = window_lo(ow, sW, padLeft), c1 = window_hi(ow, sW, padLeft, kW, W);
                 if (is_first_max(xp, W, ih, iw, r0, r1, c0, c1)) sum += dyp[oh * Wo + ow];
             } else {
-                const int d = pool_divisor(oh, ow, H, W, Ho, Wo, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
+                const int d = pool_divisor(oh, ow, H, W, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
                                            excludePadding);
                 sum += dyp[oh * Wo + ow] / (float)d;  // d >= 1: the window holds (ih, iw)
             }

@@ -87,20 +87,20 @@ void softmax_cross_entropy_rows(__global const float* z, __global const float* l
         if (bestIndex < 0 || zr[c] > best) { best = zr[c]; bestIndex = c; }
     const int argMax = group_first_argmax(best, bestIndex, values, indices);
     const float m = zr[argMax];
-    float sum = 0.0f;
-    for (int c = lid; c < C; c += WG_SIZE) sum += exp(zr[c] - m);
-    const float logSumExp = m + log(group_sum(sum, values));
-
     const float labelValue = labels[n];
     const bool valid = labelValue >= 0.0f && labelValue < (float)C && labelValue == floor(labelValue);
     const int label = valid ? (int)labelValue : -1;
+    const float zLabel = valid ? zr[label] : 0.0f;  // read before any dz is written (dz may alias z)
+    float sum = 0.0f;
+    for (int c = lid; c < C; c += WG_SIZE) sum += exp(zr[c] - m);
+    const float logSumExp = m + log(group_sum(sum, values));
     if (writeGradient) {
         __global float* dzr = dz + n * C;
         for (int c = lid; c < C; c += WG_SIZE)
             dzr[c] = (exp(zr[c] - logSumExp) - (c == label ? 1.0f : 0.0f)) * invN;
     }
     if (lid == 0) {
-        partials[n] = valid ? logSumExp - zr[label] : NAN;
+        partials[n] = valid ? logSumExp - zLabel : NAN;
         partials[N + n] = (valid && argMax == label) ? 1.0f : 0.0f;
     }
 }

@@ -39,6 +39,19 @@ final class OpenCLOpsTests: XCTestCase {
         XCTAssertTrue(failures.isEmpty, "\n" + ComparisonRow.table(failures))
     }
 
+    /// The kernels with work-group reductions (pooling.cl, softmax.cl) built for other sizes than the
+    /// device's tuned one: 1, a size below most rows, and the GPU entry's 256.
+    func testMatchesReferenceWithOtherWorkGroupSizes() throws {
+        let ctx = try OpenCLTestSupport.context()
+        let reductions: Set<String> = ["pooling", "softmax", "softmaxCrossEntropy", "meanSquaredError"]
+        let cases = [OpCase].full.filter { reductions.contains($0.op) }
+        for size in [1, 16, 256] where size <= ctx.device.info.maxWorkGroupSize {
+            let b = OpenCLBackend(context: ctx, tuning: OpenCLTuning(workGroupSize: size))
+            let failures = BackendComparison(backend: b).run(cases).filter { !$0.ok }
+            XCTAssertTrue(failures.isEmpty, "work-group size \(size):\n" + ComparisonRow.table(failures))
+        }
+    }
+
     // MARK: Element-wise
 
     func testActivationsForwardAndBackward() throws {
