@@ -7,17 +7,16 @@ extension OpenCLBackend {
         try validate(g, op: "pooling")
         let x = try operand(input, holds: g.inputShape.count, "pooling input \(g.inputShape)")
         let y = try operand(output, holds: g.outputShape.count, "pooling output \(g.outputShape)")
-        let isMax = g.kind == .max ? 1 : 0
+        let planes = g.batch * g.channels, planeSize = g.inHeight * g.inWidth
         if isGlobal(g) {
             let k = try opsKernel("pooling.cl", g.kind == .max ? "global_max_pool_forward" : "global_average_pool_forward")
-            try k.setArguments([.buffer(x), .buffer(y), .int(g.inHeight * g.inWidth)])
-            try launchGroups(k, groups: g.batch * g.channels)
-            return
+            try k.setArguments([.buffer(x), .buffer(y), .int(planeSize)])
+            try launchGroups(k, groups: planes)
+        } else {
+            let k = try opsKernel("pooling.cl", "pool_forward")
+            try k.setArguments([.buffer(x), .buffer(y)] + windowArguments(g) + [.int(g.outputShape.count)])
+            try launchElementwise(k, count: g.outputShape.count)
         }
-        let k = try opsKernel("pooling.cl", "pool_forward")
-        try k.setArguments([.buffer(x), .buffer(y)] + geometryArguments(g) +
-                           [.int(isMax), .int(g.excludePadding ? 1 : 0), .int(g.outputShape.count)])
-        try launchElementwise(k, count: g.outputShape.count)
     }
 
     /// `output` is not read: max pooling recomputes each window's first maximum from `input`.
@@ -28,23 +27,21 @@ extension OpenCLBackend {
         _ = try operand(output, holds: g.outputShape.count, "pooling output \(g.outputShape)")
         let dy = try operand(outputGradient, holds: g.outputShape.count, "pooling output gradient \(g.outputShape)")
         let dx = try operand(inputGradient, holds: g.inputShape.count, "pooling input gradient \(g.inputShape)")
-        let isMax = g.kind == .max ? 1 : 0
-        if isGlobal(g), g.kind == .max {
+        let planes = g.batch * g.channels, planeSize = g.inHeight * g.inWidth
+        switch (isGlobal(g), g.kind) {
+        case (true, .max):
             let k = try opsKernel("pooling.cl", "global_max_pool_backward")
-            try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx), .int(g.inHeight * g.inWidth)])
-            try launchGroups(k, groups: g.batch * g.channels)
-            return
-        }
-        if isGlobal(g) {
+            try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx), .int(planeSize)])
+            try launchGroups(k, groups: planes)
+        case (true, .average):
             let k = try opsKernel("pooling.cl", "global_average_pool_backward")
-            try k.setArguments([.buffer(dy), .buffer(dx), .int(g.inHeight * g.inWidth), .int(g.inputShape.count)])
+            try k.setArguments([.buffer(dy), .buffer(dx), .int(planeSize), .int(g.inputShape.count)])
             try launchElementwise(k, count: g.inputShape.count)
-            return
+        case (false, _):
+            let k = try opsKernel("pooling.cl", "pool_backward")
+            try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx)] + windowArguments(g) + [.int(g.inputShape.count)])
+            try launchElementwise(k, count: g.inputShape.count)
         }
-        let k = try opsKernel("pooling.cl", "pool_backward")
-        try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx)] + geometryArguments(g) +
-                           [.int(isMax), .int(g.excludePadding ? 1 : 0), .int(g.inputShape.count)])
-        try launchElementwise(k, count: g.inputShape.count)
     }
 
     /// A single window covering the whole (non-empty) plane with no padding: every divisor is H*W and
@@ -55,10 +52,10 @@ extension OpenCLBackend {
             && g.inHeight > 0 && g.inWidth > 0
     }
 
-    /// POOL_GEOMETRY_ARGS of pooling.cl, in order.
-    private func geometryArguments(_ g: PoolGeometry) -> [KernelArgument] {
+    /// POOL_GEOMETRY_ARGS of pooling.cl then the kind and padding rule, in order.
+    private func windowArguments(_ g: PoolGeometry) -> [KernelArgument] {
         [g.inHeight, g.inWidth, g.outHeight, g.outWidth, g.kernelH, g.kernelW, g.strideH, g.strideW,
-         g.padTop, g.padLeft, g.padBottom, g.padRight].map { .int($0) }
+         g.padTop, g.padLeft, g.padBottom, g.padRight, g.kind == .max ? 1 : 0, g.excludePadding ? 1 : 0].map { .int($0) }
     }
 
     private func validate(_ g: PoolGeometry, op: String) throws {
