@@ -4,8 +4,8 @@
 ///     time(kernel, device) = max(flops / rate, bytes / bandwidth) + launch latency
 ///
 /// where rate is the device's multiply-add rate (times its matrix efficiency for convolution and
-/// matrix kernels). Copies between host and device take bytes / transfer bandwidth plus one launch
-/// latency per side that is not the host. Times are estimates for choosing devices, not promises.
+/// matrix kernels). Copies between host and device take bytes / transfer bandwidth plus the
+/// device's per-copy latency, for each side that is not the host. Times are estimates for choosing devices, not promises.
 
 /// One Backend call's work.
 public struct KernelWork: Hashable, Sendable {
@@ -43,7 +43,7 @@ public enum CostModel {
         if source == destination { return 0 }
         var t = 0.0
         for side in [source, destination] where !side.isHost {
-            t += bytes / max(side.transferGBps * 1e9, 1) + side.launchLatencyMicroseconds * 1e-6
+            t += bytes / max(side.transferGBps * 1e9, 1) + side.transferLatencyMicroseconds * 1e-6
         }
         return t
     }

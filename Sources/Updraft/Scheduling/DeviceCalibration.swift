@@ -39,12 +39,12 @@ public enum DeviceCalibration {
         let ctx = try OpenCLContext(device: device)
         let program = try ctx.program(named: "calibrate.cl")
         let gflops = try measureFMA(ctx, program)
-        let (bandwidth, transfer) = try measureMemory(ctx, program)
+        let (bandwidth, transfer, transferLatency) = try measureMemory(ctx, program)
         let latency = try measureLaunchLatency(ctx, program)
         return DeviceProfile(name: info.name, kind: DeviceProfile.Kind(info.type), openCLIndex: info.index,
                              fmaGFLOPS: gflops, bandwidthGBps: bandwidth, launchLatencyMicroseconds: latency * 1e6,
                              memoryBytes: info.globalMemory, transferGBps: transfer,
-                             matrixEfficiency: openCLMatrixEfficiency, driverVersion: info.driverVersion)
+                             transferLatencyMicroseconds: transferLatency * 1e6, matrixEfficiency: openCLMatrixEfficiency, driverVersion: info.driverVersion)
     }
 
     /// GFLOP/s of `calibrate_fma`: enough work-items to fill every compute unit, rounds grown by 4x.
@@ -64,8 +64,10 @@ public enum DeviceCalibration {
     }
 
     /// Device copy bandwidth (`calibrate_copy`, grown until it takes the target time or moves
-    /// 64 MiB) and host transfer bandwidth (blocking writes and reads, on the host clock), GB/s.
-    static func measureMemory(_ ctx: OpenCLContext, _ program: OpenCLProgram) throws -> (device: Double, transfer: Double) {
+    /// 64 MiB) and host transfer bandwidth (blocking writes and reads, on the host clock), GB/s, and
+    /// the seconds of one blocking one-value copy.
+    static func measureMemory(_ ctx: OpenCLContext, _ program: OpenCLProgram)
+        throws -> (device: Double, transfer: Double, latency: Double) {
         let copy = try program.kernel("calibrate_copy")
         let largest = max(1 << 14, min(1 << 22, Int(min(ctx.device.info.maxAllocation, UInt64(Int.max)) / 16)))
         let source = try ctx.makeBuffer(count: largest * 4), destination = try ctx.makeBuffer(count: largest * 4)
@@ -87,7 +89,16 @@ public enum DeviceCalibration {
                 _ = try ctx.read(source, count: floats)
             }
         }
-        return (Double(float4s) * 32 / copySeconds / 1e9, Double(floats) * 8 / transferSeconds / 1e9)
+        let copies = 20
+        let latency = try bestOf(3) {
+            try wallSeconds {
+                for _ in 0..<copies / 2 {
+                    try ctx.write([1], to: source)
+                    _ = try ctx.read(source, count: 1)
+                }
+            } / Double(copies)
+        }
+        return (Double(float4s) * 32 / copySeconds / 1e9, Double(floats) * 8 / transferSeconds / 1e9, latency)
     }
 
     /// Seconds per launch of `calibrate_empty`, launched back to back and waited for once.
@@ -110,7 +121,7 @@ public enum DeviceCalibration {
 
     /// The cache key of the host CPU with a given host backend (a new backend is measured afresh).
     public static func hostCacheKey(_ host: HostInfo, backendName: String) -> String {
-        CalibrationCache.key(kind: "host", name: host.cpuName, driverVersion: "backend \(backendName), \(host.cores) cores")
+        CalibrationCache.key(kind: "host", name: host.cpuName, driverVersion: hostDriverVersion(host, backendName: backendName))
     }
 
     /// The host CPU's profile, from the cache or measured by timing the host backend's own ops.
@@ -122,6 +133,17 @@ public enum DeviceCalibration {
         outcome.profile.openCLIndex = nil
         outcome.profile.name = host.cpuName
         return outcome
+    }
+
+    /// What a host measurement depends on besides the CPU: the backend, the cores, and whether this
+    /// is a debug build (whose loops are many times slower than a release build's).
+    static func hostDriverVersion(_ host: HostInfo, backendName: String) -> String {
+        #if DEBUG
+        let build = "debug build"
+        #else
+        let build = "release build"
+        #endif
+        return "backend \(backendName), \(host.cores) cores, \(build)"
     }
 
     /// Times the backend's convolution (its real matrix rate, so efficiency 1), its ReLU (memory
@@ -176,7 +198,7 @@ public enum DeviceCalibration {
                              fmaGFLOPS: conv.flops / conv.seconds / 1e9, bandwidthGBps: bandwidth,
                              launchLatencyMicroseconds: overhead * 1e6, memoryBytes: host.memoryBytes,
                              transferGBps: bandwidth, matrixEfficiency: 1,
-                             driverVersion: "backend \(backend.name), \(host.cores) cores")
+                             driverVersion: hostDriverVersion(host, backendName: backend.name))
     }
 
     // MARK: Timing helpers

@@ -89,3 +89,18 @@ public struct DeviceInventory {
         }
     }
 }
+
+extension DeviceInventory {
+    /// A plan for this machine: calibrates the devices `computeUnits` (or the pin) allows, then
+    /// plans. Returns the plan and the warnings about devices left out.
+    /// - Parameter pinSource: where the pin came from ("--device", "UPDRAFT_DEVICE"), noted in the plan.
+    public func plan(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits, pin: DevicePin?,
+                     pinSource: String? = nil, cache: CalibrationCache?) throws -> (plan: ExecutionPlan, warnings: [String]) {
+        let setup = try profiles(computeUnits: computeUnits, pin: pin, cache: cache)
+        var plan = try Scheduler.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, devices: setup.profiles)
+        if let pin {
+            plan.notes.insert("device pinned by \(pinSource ?? "--device") to \(pin)", at: 0)
+        }
+        return (plan, setup.warnings)
+    }
+}

@@ -33,6 +33,8 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
     public var memoryBytes: UInt64
     /// Host-to-device and device-to-host copy bandwidth, GB/s. Unused for the host itself.
     public var transferGBps: Double
+    /// Fixed cost of one blocking copy between host and device (a round trip), µs.
+    public var transferLatencyMicroseconds: Double
     /// Fraction of `fmaGFLOPS` that convolution and matrix kernels reach: below 1 when `fmaGFLOPS`
     /// is a peak measured with a pure multiply-add loop, 1 when it was measured by timing the
     /// backend's own convolution.
@@ -42,11 +44,13 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
 
     public init(name: String, kind: Kind, openCLIndex: Int?, fmaGFLOPS: Double, bandwidthGBps: Double,
                 launchLatencyMicroseconds: Double, memoryBytes: UInt64, transferGBps: Double,
-                matrixEfficiency: Double = 1, driverVersion: String = "") {
+                transferLatencyMicroseconds: Double? = nil, matrixEfficiency: Double = 1, driverVersion: String = "") {
         self.name = name; self.kind = kind; self.openCLIndex = openCLIndex
         self.fmaGFLOPS = fmaGFLOPS; self.bandwidthGBps = bandwidthGBps
         self.launchLatencyMicroseconds = launchLatencyMicroseconds; self.memoryBytes = memoryBytes
-        self.transferGBps = transferGBps; self.matrixEfficiency = matrixEfficiency; self.driverVersion = driverVersion
+        self.transferGBps = transferGBps
+        self.transferLatencyMicroseconds = transferLatencyMicroseconds ?? launchLatencyMicroseconds
+        self.matrixEfficiency = matrixEfficiency; self.driverVersion = driverVersion
     }
 
     /// The host CPU backend (tensors in host memory, no copies to reach it).
@@ -64,13 +68,13 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
     public var description: String {
         "\(label): \(format(fmaGFLOPS)) GFLOP/s, \(format(bandwidthGBps)) GB/s, "
             + "\(format(launchLatencyMicroseconds)) µs launch, \(formatBytes(memoryBytes))"
-            + (isHost ? "" : ", \(format(transferGBps)) GB/s to/from host")
+            + (isHost ? "" : ", \(format(transferGBps)) GB/s and \(format(transferLatencyMicroseconds)) µs per copy to/from host")
     }
 
     /// Whether the numbers can be used: positive and finite.
     public var isUsable: Bool {
         [fmaGFLOPS, bandwidthGBps, transferGBps, matrixEfficiency].allSatisfy { $0.isFinite && $0 > 0 }
-            && launchLatencyMicroseconds.isFinite && launchLatencyMicroseconds >= 0
+            && [launchLatencyMicroseconds, transferLatencyMicroseconds].allSatisfy { $0.isFinite && $0 >= 0 }
     }
 
     private func format(_ v: Double) -> String { v >= 100 ? String(format: "%.0f", v) : String(format: "%.3g", v) }

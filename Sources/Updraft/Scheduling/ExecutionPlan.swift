@@ -99,14 +99,17 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
         return s
     }
 
-    /// The plan as pretty JSON with sorted keys.
-    public func json() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        var object = try JSONSerialization.jsonObject(with: encoder.encode(self)) as? [String: Any] ?? [:]
+    /// The plan as a JSON object (what `json()` prints), for callers that add keys of their own.
+    public func jsonObject() throws -> [String: Any] {
+        var object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(self)) as? [String: Any] ?? [:]
         object["isSplit"] = isSplit
         object["transferMs"] = transferMs
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        return object
+    }
+
+    /// The plan as pretty JSON with sorted keys.
+    public func json() throws -> String {
+        let data = try JSONSerialization.data(withJSONObject: try jsonObject(), options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self)
     }
 
