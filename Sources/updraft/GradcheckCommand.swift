@@ -5,7 +5,7 @@ import Updraft
 /// Other backends (each OpenCL device, the optimized CPU path) add themselves here; a backend that
 /// cannot start (no device) should simply be left out.
 func gradcheckBackends() -> [Backend] {
-    []
+    [CPUBackend()]
 }
 
 let gradcheckCommand = CLICommand(CommandSpec(
