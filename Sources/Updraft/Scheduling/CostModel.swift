@@ -93,7 +93,9 @@ public enum CostModel {
             w.forward = [KernelWork(g.cost)]
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count)))] }
         case .flatten:
-            break  // an alias of its input in NCHW: no kernel
+            // The same memory layout in NCHW; the executor copies it (and its gradient) once.
+            w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
         case .batchnorm:
             w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }

@@ -49,6 +49,9 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
     public var transfers: [Transfer]
     /// Everything per batch: forward, backward and optimizer steps, loss, transfers.
     public var totalMs: Double
+    /// Per batch once the feature cache holds the prefix's outputs (the executor's default): the
+    /// tail, the cached features uploaded to it, targets and loss. Nil without a prefix or a tail.
+    public var cachedTotalMs: Double?
     /// Every placement weighed, fastest first.
     public var candidates: [Candidate]
     /// Remarks on the choice (a pinned device, memory that does not fit, an empty tail).
@@ -70,14 +73,13 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
         var s = "Plan for batch \(batchSize), compute units \(computeUnits.rawValue): \(summary)\n"
         for n in notes { s += "note: \(n)\n" }
         s += "\n"
-        var rows = [["#", "layer", "type", "part", "device", "forward ms", "backward ms"]]
-        for (i, l) in layers.enumerated() {
-            rows.append(["\(i)", l.name, l.type, l.segment.rawValue, l.device, Self.ms(l.forwardMs),
-                         l.backwardMs.map(Self.ms) ?? "-"])
+        var rows = [["layer", "type", "part", "device", "forward ms", "backward ms"]]
+        for l in layers {
+            rows.append([l.name, l.type, l.segment.rawValue, l.device, Self.ms(l.forwardMs), l.backwardMs.map(Self.ms) ?? "-"])
         }
         let forward = layers.reduce(0) { $0 + $1.forwardMs }, backward = layers.reduce(0) { $0 + ($1.backwardMs ?? 0) }
-        rows.append(["", "sum", "", "", "", Self.ms(forward), Self.ms(backward)])
-        s += formatTable(rows, rightAligned: [0, 5, 6])
+        rows.append(["sum", "", "", "", Self.ms(forward), Self.ms(backward)])
+        s += formatTable(rows, rightAligned: [4, 5])
         s += "\nTransfers per batch:\n"
         if transfers.isEmpty {
             s += "  none (everything stays in one memory)\n"

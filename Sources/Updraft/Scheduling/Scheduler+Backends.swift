@@ -43,9 +43,9 @@ public struct ResolvedBackends {
 }
 
 extension Scheduler {
-    /// The host CPU backend. The fast `CPUBackend` replaces `ReferenceBackend` here, on this one
-    /// line, when it is on main; calibration, plans and the executor all get the host backend here.
-    public static func makeHostBackend() -> Backend { ReferenceBackend() }
+    /// The host CPU backend: the fast `CPUBackend` (OpenBLAS). Calibration, plans and the
+    /// executor all get the host backend here, so changing it is this one line.
+    public static func makeHostBackend() -> Backend { CPUBackend() }
 
     /// Opens the plan's devices: the host backend for the host, `OpenCLBackend` for OpenCL devices.
     /// A device that cannot be opened (OpenCL unavailable, device gone, context failure) is replaced

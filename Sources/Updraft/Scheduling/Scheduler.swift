@@ -1,9 +1,9 @@
 /// Chooses where a training batch runs, from each device's measured speed (`DeviceProfile`), each
 /// layer's work (`CostModel`) and the cost of copying tensors between memories.
 ///
-/// The graph has two parts the executor can place separately: the frozen prefix (the layers before
-/// the first updatable layer in execution order, which need no gradient and run forward only) and
-/// the trainable tail (everything from the first updatable layer on). The scheduler weighs every
+/// The graph has two parts the executor can place separately (`TrainingGraph`): the frozen prefix
+/// (layers whose outputs depend on no updatable parameter: no gradient, forward only) and the
+/// trainable tail (the updatable layers and everything downstream of them). The scheduler weighs every
 /// allowed device for the whole model and every pair of devices for prefix and tail, and keeps the
 /// model on one device unless a split is at least `Options.minimumSplitGain` faster. Small
 /// workloads land on the host CPU by the same arithmetic: there, launch latency is what dominates.
@@ -37,19 +37,20 @@ public enum Scheduler {
         for tail in allowed {
             evaluated.append(evaluate(analysis, prefix: tail, tail: tail, options: options))
         }
-        if analysis.prefixCount > 0 && analysis.prefixCount < graph.layers.count {
+        if analysis.hasPrefix && analysis.hasTail {
             for prefix in allowed { for tail in allowed where tail != prefix {
                 evaluated.append(evaluate(analysis, prefix: prefix, tail: tail, options: options))
             } }
         }
-        // Fastest first; ties keep the given order (single-device placements come first).
+        // Fitting first, then fastest; ties keep the given order (single-device placements first).
         let ranked = evaluated.enumerated().sorted {
             ($0.element.fits ? 0 : 1, $0.element.totalSeconds, $0.offset) < ($1.element.fits ? 0 : 1, $1.element.totalSeconds, $1.offset)
         }.map(\.element)
 
         var notes: [String] = []
-        let singles = ranked.filter { !$0.isSplit }
-        var chosen = singles[0]
+        guard var chosen = ranked.first(where: { !$0.isSplit }) else {
+            throw UpdraftError(.device, "no single-device placement was weighed")  // one per allowed device, never empty
+        }
         if let split = ranked.first(where: \.isSplit), split.fits || !chosen.fits,
            split.totalSeconds < chosen.totalSeconds * (1 - options.minimumSplitGain) {
             chosen = split
@@ -58,15 +59,24 @@ public enum Scheduler {
             notes.append("the estimated memory (\(formatBytes(chosen.memoryBytes))) exceeds every allowed device; "
                          + "a smaller --batch-size may be needed")
         }
-        if analysis.prefixCount == graph.layers.count {
-            notes.append("no updatable layer: every layer runs forward only")
-        } else if graph.loss == nil {
-            notes.append("the loss is not usable (\(graph.lossProblem?.message ?? "no loss layer")): no backward times")
+        if let reason = analysis.forwardOnlyReason {
+            notes.append("planned forward only, every layer in the prefix: \(reason)")
+        }
+        if let cached = chosen.cachedSeconds {
+            notes.append("with the feature cache (on by default) the prefix runs in the first epoch only; "
+                         + "later batches take about \(ExecutionPlan.ms(cached * 1e3)) ms")
+        }
+        let running = Set(analysis.layers.map(\.name))
+        let skipped = graph.layers.map(\.name).filter { !running.contains($0) }
+        if !skipped.isEmpty {
+            let names = skipped.count <= 4 ? skipped.joined(separator: ", ") : "\(skipped.count) layers"
+            notes.append("not run in training (off the path to the loss, or fused into it): \(names)")
         }
         return ExecutionPlan(
             batchSize: batchSize, computeUnits: computeUnits,
             prefixDevice: chosen.prefix, tailDevice: chosen.tail,
             layers: chosen.steps, transfers: chosen.transfers, totalMs: chosen.totalSeconds * 1e3,
+            cachedTotalMs: chosen.cachedSeconds.map { $0 * 1e3 },
             candidates: ranked.map {
                 ExecutionPlan.Candidate(prefixDevice: $0.prefix.identifier, tailDevice: $0.tail.identifier,
                                         totalMs: $0.totalSeconds * 1e3, fits: $0.fits)
@@ -82,6 +92,8 @@ public enum Scheduler {
         var steps: [ExecutionPlan.LayerStep]
         var transfers: [ExecutionPlan.Transfer]
         var totalSeconds: Double
+        /// Per batch once the prefix's outputs are cached (nil without a prefix and a tail).
+        var cachedSeconds: Double?
         var memoryBytes: UInt64
         var fits: Bool
         var isSplit: Bool { prefix != tail }
@@ -89,58 +101,65 @@ public enum Scheduler {
 
     static func evaluate(_ a: GraphAnalysis, prefix: DeviceProfile, tail: DeviceProfile, options: Options) -> Evaluation {
         var steps: [ExecutionPlan.LayerStep] = []
-        var total = 0.0
-        for (i, layer) in a.graph.layers.enumerated() {
-            let inPrefix = i < a.prefixCount
-            let device = inPrefix ? prefix : tail
+        var compute = 0.0, tailCompute = 0.0
+        for (i, layer) in a.layers.enumerated() {
+            let device = a.inPrefix[i] ? prefix : tail
             let work = a.work[i]
             let forward = CostModel.seconds(work.forward, on: device)
             let backward: Double? = a.runsBackward[i]
                 ? CostModel.seconds(work.backwardData + work.backwardWeights, on: device) : nil
-            total += forward + (backward ?? 0)
-            steps.append(.init(name: layer.name, type: layer.op.name, segment: inPrefix ? .prefix : .tail,
-                               device: device.identifier, forwardMs: forward * 1e3, backwardMs: backward.map { $0 * 1e3 }))
+            compute += forward + (backward ?? 0)
+            if !a.inPrefix[i] { tailCompute += forward + (backward ?? 0) }
+            steps.append(.init(name: layer.name, type: layer.op.name + (a.fusedIntoConvolution[i] ? " (fused)" : ""),
+                               segment: a.inPrefix[i] ? .prefix : .tail, device: device.identifier,
+                               forwardMs: forward * 1e3, backwardMs: backward.map { $0 * 1e3 }))
         }
-        if let loss = a.graph.loss, a.prefixCount < a.graph.layers.count {
+        if let loss = a.loss {
             let t = CostModel.seconds(CostModel.lossWork(loss, batch: a.batch), on: tail)
-            total += t
+            compute += t
+            tailCompute += t
             steps.append(.init(name: loss.name, type: "loss(\(loss.kind.rawValue))", segment: .tail,
                                device: tail.identifier, forwardMs: t * 1e3, backwardMs: 0))
         }
 
-        var transfers: [ExecutionPlan.Transfer] = []
-        func move(_ what: String, bytes: Int, from: DeviceProfile?, to: DeviceProfile?) {
-            // nil stands for host memory (the data loader's batch, the loss the trainer reads).
+        // nil stands for host memory (the data loader's batch, the loss the trainer reads).
+        func transfer(_ what: String, bytes: Int, from: DeviceProfile?, to: DeviceProfile?) -> ExecutionPlan.Transfer? {
             let source = from ?? a.hostMemory, destination = to ?? a.hostMemory
-            if source == destination || (source.isHost && destination.isHost) { return }
+            if source == destination || (source.isHost && destination.isHost) { return nil }
             let t = CostModel.transferSeconds(bytes: Double(bytes), from: source, to: destination)
-            transfers.append(.init(what: what, from: source.isHost ? "host" : source.identifier,
-                                   to: destination.isHost ? "host" : destination.identifier, bytes: bytes, ms: t * 1e3))
+            return .init(what: what, from: source.isHost ? "host" : source.identifier,
+                         to: destination.isHost ? "host" : destination.identifier, bytes: bytes, ms: t * 1e3)
         }
-        let inputReaders = Set(a.inputReaders.map { $0 < a.prefixCount ? prefix : tail })
-        for device in inputReaders.sorted(by: { $0.identifier < $1.identifier }) {
-            move("input '\(a.graph.input.name)'", bytes: a.inputBytes, from: nil, to: device)
-        }
-        if a.targetBytes > 0, let loss = a.graph.loss {
-            move("target '\(loss.targetFeature.name)'", bytes: a.targetBytes, from: nil, to: tail)
+        var transfers: [ExecutionPlan.Transfer?] = []
+        var perBatch: [ExecutionPlan.Transfer?] = []  // the transfers also paid once features are cached
+        transfers.append(transfer("input '\(a.graph.input.name)'", bytes: a.inputBytes, from: nil, to: a.hasPrefix ? prefix : tail))
+        if let loss = a.loss {
+            perBatch.append(transfer("target '\(loss.targetFeature.name)'", bytes: a.targetBytes, from: nil, to: tail))
+            perBatch.append(transfer("loss and accuracy", bytes: 8, from: tail, to: nil))
+        } else if let last = a.layers.last {
+            transfers.append(transfer("output '\(last.output)'", bytes: a.outputBytes, from: a.hasTail ? tail : prefix, to: nil))
         }
         if prefix != tail {
-            for (blob, bytes) in a.boundary { move("'\(blob)' (prefix to tail)", bytes: bytes, from: prefix, to: tail) }
+            for (blob, bytes) in a.boundary {
+                transfers.append(transfer("'\(blob)' (prefix to tail)", bytes: bytes, from: prefix, to: tail))
+            }
         }
-        if a.graph.loss != nil && a.prefixCount < a.graph.layers.count {
-            move("loss and accuracy", bytes: 8, from: tail, to: nil)
-        } else if let last = a.graph.layers.last {
-            move("output '\(last.output)'", bytes: a.outputBytes, from: a.prefixCount > 0 ? prefix : tail, to: nil)
+        let all = (transfers + perBatch).compactMap { $0 }
+        let total = compute + all.reduce(0) { $0 + $1.ms } * 1e-3
+
+        var cached: Double? = nil
+        if a.hasPrefix && a.hasTail && a.loss != nil {
+            let features = a.boundary.compactMap { transfer("", bytes: $0.bytes, from: nil, to: tail) }
+            cached = tailCompute + (features + perBatch.compactMap { $0 }).reduce(0) { $0 + $1.ms } * 1e-3
         }
-        total += transfers.reduce(0) { $0 + $1.ms } * 1e-3
 
         let tailMemory = a.tailMemory + a.boundaryBytes
         let memory = prefix == tail ? a.prefixMemory + a.tailMemory : max(a.prefixMemory, tailMemory)
         let fits = prefix == tail
             ? fitsIn(prefix, a.prefixMemory + a.tailMemory, options)
             : fitsIn(prefix, a.prefixMemory, options) && fitsIn(tail, tailMemory, options)
-        return Evaluation(prefix: prefix, tail: tail, steps: steps, transfers: transfers, totalSeconds: total,
-                          memoryBytes: memory, fits: fits)
+        return Evaluation(prefix: prefix, tail: tail, steps: steps, transfers: all, totalSeconds: total,
+                          cachedSeconds: cached, memoryBytes: memory, fits: fits)
     }
 
     static func fitsIn(_ d: DeviceProfile, _ bytes: UInt64, _ options: Options) -> Bool {
