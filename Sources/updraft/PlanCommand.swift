@@ -19,8 +19,8 @@ let planCommand = CLICommand(
         discussion: """
         Devices are calibrated once (a short measurement) and cached in $\(CalibrationCache.directoryVariable), \
         $XDG_CACHE_HOME/updraft or ~/.cache/updraft. Times are estimates from each layer's FLOPs and bytes and \
-        each device's measured speed. The model stays on one device unless running the frozen layers before \
-        the first updatable layer on another device is clearly faster. \(DevicePin.environmentVariable) pins \
+        each device's measured speed. The model stays on one device unless running the frozen prefix (layers that \
+        depend on no updatable layer, forward only) on another device than the trainable tail is clearly faster. \(DevicePin.environmentVariable) pins \
         a device like --device (the option wins).
         """),
     run: { args in

@@ -51,9 +51,12 @@ public enum Scheduler {
         guard var chosen = ranked.first(where: { !$0.isSplit }) else {
             throw UpdraftError(.device, "no single-device placement was weighed")  // one per allowed device, never empty
         }
-        if let split = ranked.first(where: \.isSplit), split.fits || !chosen.fits,
-           split.totalSeconds < chosen.totalSeconds * (1 - options.minimumSplitGain) {
-            chosen = split
+        if let split = ranked.first(where: \.isSplit) {
+            // A split is taken when only it fits, or when it is clearly faster.
+            let onlyItFits = split.fits && !chosen.fits
+            let clearlyFaster = split.fits == chosen.fits
+                && split.totalSeconds < chosen.totalSeconds * (1 - options.minimumSplitGain)
+            if onlyItFits || clearlyFaster { chosen = split }
         }
         if !chosen.fits {
             notes.append("the estimated memory (\(formatBytes(chosen.memoryBytes))) exceeds every allowed device; "
