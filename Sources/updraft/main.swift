@@ -9,6 +9,9 @@ let commands: [CLICommand] = [
     createCommand,
     inspectCommand,
     reinitCommand,
+    trainCommand,
+    evaluateCommand,
+    predictCommand,
 ]
 
 exit(runCommandLine(program: "updraft",
