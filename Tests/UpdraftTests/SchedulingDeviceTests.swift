@@ -168,4 +168,26 @@ final class SchedulingDeviceTests: XCTestCase {
         XCTAssertTrue(gone.tail is CPUBackend, "\(type(of: gone.tail))")
         XCTAssertTrue(Scheduler.makeHostBackend() is CPUBackend)
     }
+
+    // MARK: The whole path
+
+    func testScheduleOpensWhatThePlanChose() throws {
+        let cacheDir = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-sched-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cacheDir) }
+        let cache = CalibrationCache(directory: cacheDir)
+        let graph = try SchedulingGraphs.dense()
+        let cpu = try Scheduler.schedule(graph: graph, batchSize: 2, computeUnits: .cpuOnly, environment: [:], cache: cache)
+        XCTAssertEqual(cpu.plan.devices.map(\.identifier), ["cpu"])
+        XCTAssertTrue(cpu.backends.tail is CPUBackend)
+        XCTAssertTrue(cpu.backends.prefix === cpu.backends.tail)
+        XCTAssertTrue(cpu.warnings.isEmpty, "\(cpu.warnings)")
+        XCTAssertEqual(cpu.description, "cpu")
+
+        let device = try OpenCLTestSupport.context().device
+        let pinned = try Scheduler.schedule(graph: graph, batchSize: 2, computeUnits: .all,
+                                            environment: [DevicePin.environmentVariable: "\(device.info.index)"], cache: cache)
+        XCTAssertEqual(pinned.plan.devices.map(\.openCLIndex), [device.info.index])
+        XCTAssertTrue(pinned.backends.tail is OpenCLBackend)
+        XCTAssertTrue(pinned.plan.notes.contains { $0.contains("UPDRAFT_DEVICE") }, "\(pinned.plan.notes)")
+    }
 }
