@@ -62,15 +62,16 @@ public struct OpenCLTuning: Hashable, Sendable {
     }
 
     /// The tiling for a GEMM of `rows` x `columns` outputs repeated over `slabs` (batch, groups, split-K
-    /// slices): the one whose waves of padded tiles cost least, a tile's cost being its area divided by
-    /// its arithmetic intensity (thin tiles load more per multiply-add).
+    /// slices), by a wave model: each compute unit runs `groupsPerComputeUnit` work-groups of 256
+    /// work-items at once (proportionally more of smaller ones); a wave lasts as long as one work-item's
+    /// share of its tile divided by the tiling's relative efficiency. Padded tiles cost like full ones.
     public func gemmTiling(rows: Int, columns: Int, slabs: Int = 1) -> GemmTiling {
-        let slots = max(1, computeUnits * groupsPerComputeUnit)
         var best = gemmTilings.first ?? .minimal, bestCost = Double.infinity
         for t in gemmTilings {
+            let resident = max(1, computeUnits * max(1, groupsPerComputeUnit * 256 / t.threads))
             let tiles = ceilDiv(rows, t.tileM) * ceilDiv(columns, t.tileN) * max(1, slabs)
-            let waves = Double(ceilDiv(tiles, slots))
-            let cost = waves * Double(t.tileM * t.tileN) / t.relativeEfficiency
+            let waves = Double(ceilDiv(tiles, resident))
+            let cost = waves * Double(t.tileM * t.tileN) / Double(t.threads) / t.relativeEfficiency
             if cost < bestCost { best = t; bestCost = cost }
         }
         return best
