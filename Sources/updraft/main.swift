@@ -4,6 +4,10 @@ import Updraft
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
     devicesCommand,
+    gradcheckCommand,
+    createCommand,
+    inspectCommand,
+    reinitCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The PyTorch side of `updraft-bench epochs --compare-pytorch`.
+
+Fine-tunes conv10 + fullyconnected0 of SqueezeNet 1.1 (torchvision layout, 227x227 RGB, N classes,
+SGD momentum 0.9, categorical cross-entropy) on synthetic images, everything before conv10 frozen, and
+prints one JSON object: {"framework": "pytorch", "runs": [{"device", "threads", "images_per_second",
+"first_epoch_ms", "steady_epoch_ms", ...}]}. Runs on the CPU with the given thread count and, when
+CUDA is present, on the GPU in FP32 (TF32 off), like the figures in shared/reference/anchors.md.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def build_model(torch, classes):
+    nn = torch.nn
+
+    class Fire(nn.Module):
+        def __init__(self, cin, squeeze, e1, e3):
+            super().__init__()
+            self.squeeze = nn.Conv2d(cin, squeeze, 1)
+            self.expand1x1 = nn.Conv2d(squeeze, e1, 1)
+            self.expand3x3 = nn.Conv2d(squeeze, e3, 3, padding=1)
+
+        def forward(self, x):
+            x = torch.relu(self.squeeze(x))
+            return torch.cat([torch.relu(self.expand1x1(x)), torch.relu(self.expand3x3(x))], 1)
+
+    features = nn.Sequential(
+        nn.Conv2d(3, 64, 3, stride=2), nn.ReLU(inplace=True),
+        nn.MaxPool2d(3, 2, ceil_mode=True),
+        Fire(64, 16, 64, 64), Fire(128, 16, 64, 64),
+        nn.MaxPool2d(3, 2, ceil_mode=True),
+        Fire(128, 32, 128, 128), Fire(256, 32, 128, 128),
+        nn.MaxPool2d(3, 2, ceil_mode=True),
+        Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256),
+    )
+    conv10 = nn.Conv2d(512, 1000, 1)
+    fc = nn.Linear(1000, classes)
+    model = nn.Sequential(features, conv10, nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten(), fc)
+    for p in features.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def run(torch, device, images, batch, classes, epochs, threads):
+    torch.manual_seed(0)
+    model = build_model(torch, classes).to(device)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(trainable, lr=0.001, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    g = torch.Generator(device="cpu").manual_seed(1)
+    x_all = torch.rand(images, 3, 227, 227, generator=g).to(device)
+    y_all = torch.randint(0, classes, (images,), generator=g).to(device)
+    model[0].eval()  # frozen prefix: inference behaviour
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    times = []
+    for _ in range(epochs):
+        sync()
+        t0 = time.perf_counter()
+        for start in range(0, images, batch):
+            idx = torch.arange(start, start + batch, device=device) % images  # wrap-round fill, as Core ML
+            x, y = x_all[idx], y_all[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    batches = (images + batch - 1) // batch
+    steady = min(times[1:]) if len(times) > 1 else times[0]
+    return {
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "kind": device.type,
+        "threads": threads if device.type == "cpu" else None,
+        "images": images,
+        "batch": batch,
+        "first_epoch_ms": times[0] * 1e3,
+        "steady_epoch_ms": steady * 1e3,
+        "images_per_second": batches * batch / steady,
+        "torch": torch.__version__,
+        "tf32": False,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--images", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=2, help="first epoch plus steady-state epochs")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    ap.add_argument("--devices", default="cpu,cuda", help="comma-separated: cpu, cuda")
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print(json.dumps({"framework": "pytorch", "error": "PyTorch is not installed (pip install torch)"}))
+        return 3
+    import os
+    threads = args.threads or os.cpu_count()
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    runs = []
+    for name in args.devices.split(","):
+        if name == "cpu":
+            runs.append(run(torch, torch.device("cpu"), args.images, args.batch, args.classes, args.epochs, threads))
+        elif name == "cuda" and torch.cuda.is_available():
+            runs.append(run(torch, torch.device("cuda"), args.images, args.batch, args.classes, max(2, args.epochs), threads))
+    print(json.dumps({"framework": "pytorch", "runs": runs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+/// A buffer in host memory: the storage of the CPU backends (reference and optimized).
+/// Any CPU backend accepts any `HostBuffer`, since the memory is the same kind.
+public final class HostBuffer: DeviceBuffer {
+    /// The float32 elements, read and written directly by the CPU backends.
+    public var values: [Float]
+    public var count: Int { values.count }
+
+    public init(count: Int) { values = [Float](repeating: 0, count: max(0, count)) }
+    public init(_ values: [Float]) { self.values = values }
+}
+
+extension HostBuffer {
+    /// `buffer` as a host buffer, or an error naming the op, the argument and the buffer's real type.
+    static func cast(_ buffer: DeviceBuffer, backend: String, _ what: String) throws -> HostBuffer {
+        guard let host = buffer as? HostBuffer else {
+            throw UpdraftError(.invalidArgument,
+                "\(backend): \(what) is a \(type(of: buffer)), not a host buffer",
+                hint: "create buffers with the backend that runs the op (backend.makeBuffer)")
+        }
+        return host
+    }
+}
