@@ -1,56 +1,75 @@
 import XCTest
 @testable import Updraft
 
-/// Convolution and inner product on OpenCL (implicit GEMM, Kernels/convolution.cl and gemm.cl) against
-/// plain Double loops: forward (with and without bias, fused ReLU), backward data, backward weights
-/// and bias, on awkward sizes, strides, dilations, asymmetric and `same` padding, groups, batch 1-3.
+/// Convolution and inner product on OpenCL (implicit GEMM in Kernels/convolution.cl, SGEMM in
+/// gemm.cl) against the Double reference through `BackendComparison`: forward (bias, no bias, fused
+/// ReLU), backward data, backward weights and bias, on the shared awkward-size lists plus the cases the
+/// kernels themselves distinguish (pointwise, grouped pointwise, tile multiples, several tiles, split
+/// reductions, the NVIDIA table's big tiles).
 final class OpenCLConvolutionTests: XCTestCase {
-    /// (spec, input shape) pairs covering the cases the kernels distinguish.
-    static let cases: [(String, ConvolutionSpec, Shape)] = [
-        ("3x3 pad 1", ConvolutionSpec(inputChannels: 5, outputChannels: 7, kernelH: 3, kernelW: 3,
-                                      padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [3, 5, 9, 8]),
-        ("3x3 stride 2", ConvolutionSpec(inputChannels: 3, outputChannels: 8, kernelH: 3, kernelW: 3,
-                                         strideH: 2, strideW: 2), [2, 3, 15, 13]),
-        ("pointwise", ConvolutionSpec(inputChannels: 33, outputChannels: 31, kernelH: 1, kernelW: 1), [3, 33, 7, 5]),
-        ("grouped dilated asymmetric", ConvolutionSpec(inputChannels: 4, outputChannels: 6, kernelH: 2, kernelW: 3,
-                                                       strideH: 2, strideW: 1, dilationH: 2, dilationW: 2, groups: 2,
-                                                       padding: .valid(top: 1, bottom: 2, left: 0, right: 1)), [1, 4, 11, 10]),
-        ("same top-left heavy", ConvolutionSpec(inputChannels: 3, outputChannels: 5, kernelH: 4, kernelW: 4,
-                                                strideH: 3, strideW: 3, padding: .same(.topLeftHeavy)), [2, 3, 10, 7]),
-        ("1x1 stride 2 no bias", ConvolutionSpec(inputChannels: 6, outputChannels: 4, kernelH: 1, kernelW: 1,
-                                                 strideH: 2, strideW: 2, hasBias: false), [3, 6, 7, 7]),
-        ("several tiles", ConvolutionSpec(inputChannels: 16, outputChannels: 65, kernelH: 3, kernelW: 3,
-                                          padding: .same(.bottomRightHeavy)), [2, 16, 12, 11]),
-        ("grouped pointwise", ConvolutionSpec(inputChannels: 6, outputChannels: 9, kernelH: 1, kernelW: 1, groups: 3), [2, 6, 5, 3]),
-        ("tile multiples", ConvolutionSpec(inputChannels: 16, outputChannels: 32, kernelH: 1, kernelW: 1), [2, 16, 4, 4]),
+    /// Cases aimed at the kernels' own branches, beyond the shared lists.
+    static let kernelCases: [OpCase] = [
+        .convolution([3, 33, 7, 5], outputChannels: 31, kernel: (1, 1)),                       // pointwise, batch folded
+        .convolution([2, 6, 5, 3], outputChannels: 9, kernel: (1, 1), groups: 3),              // grouped pointwise
+        .convolution([2, 16, 4, 4], outputChannels: 32, kernel: (1, 1)),                       // tile multiples: no bounds checks
+        .convolution([2, 16, 12, 11], outputChannels: 65, kernel: (3, 3), padding: .same(.bottomRightHeavy),
+                     fusedReLU: true),                                                          // several tiles each way
+        .convolution([3, 6, 7, 7], outputChannels: 4, kernel: (1, 1), stride: (2, 2), bias: false), // 1x1 but strided
+        .convolution([1, 4, 11, 10], outputChannels: 6, kernel: (2, 3), stride: (2, 1), dilation: (2, 2), groups: 2,
+                     padding: .valid(top: 1, bottom: 2, left: 0, right: 1)),
+        .convolution([2, 3, 10, 7], outputChannels: 5, kernel: (4, 4), stride: (3, 3), padding: .same(.topLeftHeavy)),
+        .innerProduct([1, 65], outputChannels: 7),
+        .innerProduct([3, 33], outputChannels: 129),
+        .innerProduct([2, 31], outputChannels: 32, bias: false),
     ]
 
-    func testConvolutionMatchesLoops() throws {
-        let cl = try GemmTestSupport.backend()
-        for (i, (label, spec, shape)) in Self.cases.enumerated() {
-            try checkConvolution(spec, shape, on: cl, seed: UInt64(i), label: label)
-        }
+    private func assertMatchesReference(_ cases: [OpCase], on cl: OpenCLBackend, only filter: String? = nil,
+                                        file: StaticString = #filePath, line: UInt = #line) {
+        let rows = BackendComparison(backend: cl).run(cases, only: filter)
+        XCTAssertFalse(rows.isEmpty, "no cases ran", file: file, line: line)
+        let failures = rows.filter { !$0.ok }
+        XCTAssertTrue(failures.isEmpty, "\n" + ComparisonRow.table(failures), file: file, line: line)
     }
 
-    /// The NVIDIA table's big tiles (PoCL runs them too): 256 work-items, 8x8 outputs each.
-    func testConvolutionWithLargeTiles() throws {
-        let cl = try GemmTestSupport.backend([.large])
-        try checkConvolution(Self.cases[6].1, Self.cases[6].2, on: cl, seed: 31, label: "large tiles")
+    func testFullConvolutionCases() throws {
+        assertMatchesReference(.full, on: try GemmTestSupport.backend(), only: "convolution")
     }
 
-    func testConvolutionWithSplitReductions() throws {
+    func testFullInnerProductCases() throws {
+        assertMatchesReference(.full, on: try GemmTestSupport.backend(), only: "innerProduct")
+    }
+
+    /// The small gradient-check shapes: stride and dilation together, both `same` modes, groups of 3.
+    func testGradientCheckShapes() throws {
+        let cases = [OpCase].gradientCheck.filter { $0.op == "convolution" || $0.op == "innerProduct" }
+        assertMatchesReference(cases, on: try GemmTestSupport.backend())
+    }
+
+    func testKernelSpecificCases() throws {
+        assertMatchesReference(Self.kernelCases, on: try GemmTestSupport.backend())
+    }
+
+    /// Weight gradients split along N*Ho*Wo into slices, summed afterwards (what a GPU does when few
+    /// output tiles would otherwise run).
+    func testSplitReductions() throws {
         let cl = try GemmTestSupport.backend()
         cl.gemmWorkspace.forcedSplits = 3
-        try checkConvolution(Self.cases[0].1, Self.cases[0].2, on: cl, seed: 11, label: "split 3x3")
-        try checkConvolution(Self.cases[2].1, Self.cases[2].2, on: cl, seed: 12, label: "split pointwise")
+        assertMatchesReference([Self.kernelCases[0], Self.kernelCases[3], Self.kernelCases[5], Self.kernelCases[8]], on: cl)
+        cl.gemmWorkspace.forcedSplits = 2
+        assertMatchesReference([.innerProduct([40, 9], outputChannels: 10)], on: cl)
+    }
+
+    /// The NVIDIA table's big and thin tiles (256 work-items; PoCL runs them too).
+    func testGPUTilings() throws {
+        assertMatchesReference([Self.kernelCases[3], Self.kernelCases[5]], on: try GemmTestSupport.backend([.large]))
+        assertMatchesReference([Self.kernelCases[1]], on: try GemmTestSupport.backend([.wide16]))
     }
 
     /// The same backward pass twice gives the same bits (no atomics, fixed summation order).
     func testBackwardWeightsIsDeterministic() throws {
         let cl = try GemmTestSupport.backend()
-        let spec = ConvolutionSpec(inputChannels: 8, outputChannels: 12, kernelH: 3, kernelW: 3,
-                                   padding: .valid(top: 1, bottom: 1, left: 1, right: 1))
-        let g = try spec.geometry(input: [3, 8, 13, 9])
+        let g = try ConvolutionSpec(inputChannels: 8, outputChannels: 12, kernelH: 3, kernelW: 3,
+                                    padding: .valid(top: 1, bottom: 1, left: 1, right: 1)).geometry(input: [3, 8, 13, 9])
         var rng = SplitMix64(seed: 5)
         let x = try cl.makeBuffer(random(g.inputShape.count, &rng)), dy = try cl.makeBuffer(random(g.outputShape.count, &rng))
         let dw = try cl.makeBuffer(count: g.weightShape.count), db = try cl.makeBuffer(count: g.outChannels)
@@ -62,40 +81,34 @@ final class OpenCLConvolutionTests: XCTestCase {
         XCTAssertEqual(results[0], results[1])
     }
 
-    func testInnerProductMatchesLoops() throws {
-        let cl = try GemmTestSupport.backend()
-        for (i, (batch, cin, cout, bias)) in [(1, 65, 7, true), (3, 33, 129, true), (3, 1, 1, false), (2, 31, 32, false)].enumerated() {
-            try checkInnerProduct(InnerProductGeometry(batch: batch, inputChannels: cin, outputChannels: cout, hasBias: bias),
-                                  on: cl, seed: UInt64(i))
-        }
-        cl.gemmWorkspace.forcedSplits = 2
-        try checkInnerProduct(InnerProductGeometry(batch: 40, inputChannels: 9, outputChannels: 10, hasBias: true), on: cl, seed: 9)
-    }
-
     /// The builds the product uses (optimised, on the shared context), for the forward kernels: PoCL
     /// takes seconds per optimised build, so the backward ones are left to the unoptimised builds above
     /// and to `updraft-bench kernels`, which checks every kernel it times.
     func testOptimizedBuildsAgree() throws {
         let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
-        let g = try Self.cases[3].1.geometry(input: Self.cases[3].2)
         var rng = SplitMix64(seed: 21)
+        let g = try ConvolutionSpec(inputChannels: 4, outputChannels: 6, kernelH: 2, kernelW: 3, strideH: 2, dilationW: 2,
+                                    groups: 2, padding: .valid(top: 1, bottom: 2, left: 0, right: 1)).geometry(input: [2, 4, 11, 10])
         let x = random(g.inputShape.count, &rng), w = random(g.weightShape.count, &rng), b = random(g.outChannels, &rng)
         let y = try cl.makeBuffer(count: g.outputShape.count)
         try cl.convolutionForward(g, input: try cl.makeBuffer(x), weights: try cl.makeBuffer(w), bias: try cl.makeBuffer(b),
                                   output: y, fusedReLU: true)
-        assertClose(try cl.download(y), ConvLoops.forward(g, x, w, b, relu: true), tolerance: 1e-5, "optimised convolution")
+        let want = try Reference.convolutionForward(g, input: Reference.double(x), weights: Reference.double(w),
+                                                    bias: Reference.double(b), fusedReLU: true)
+        XCTAssertTrue(ComparisonError(got: try cl.download(y).map(Double.init), reference: want, tolerance: .float32).ok)
 
         let ip = InnerProductGeometry(batch: 3, inputChannels: 33, outputChannels: 7, hasBias: true)
-        let conv = try ConvolutionSpec(inputChannels: 33, outputChannels: 7, kernelH: 1, kernelW: 1).geometry(input: [3, 33, 1, 1])
         let xi = random(99, &rng), wi = random(231, &rng), bi = random(7, &rng)
         let yi = try cl.makeBuffer(count: 21)
         try cl.innerProductForward(ip, input: try cl.makeBuffer(xi), weights: try cl.makeBuffer(wi), bias: try cl.makeBuffer(bi), output: yi)
-        assertClose(try cl.download(yi), ConvLoops.forward(conv, xi, wi, bi, relu: false), tolerance: 1e-5, "optimised inner product")
+        let wantIP = try Reference.innerProductForward(ip, input: Reference.double(xi), weights: Reference.double(wi),
+                                                       bias: Reference.double(bi))
+        XCTAssertTrue(ComparisonError(got: try cl.download(yi).map(Double.init), reference: wantIP, tolerance: .float32).ok)
     }
 
     func testBadArgumentsAreRejected() throws {
         let cl = try GemmTestSupport.backend()
-        let g = try Self.cases[0].1.geometry(input: Self.cases[0].2)
+        let g = try ConvolutionSpec(inputChannels: 5, outputChannels: 7, kernelH: 3, kernelW: 3).geometry(input: [3, 5, 9, 8])
         let x = try cl.makeBuffer(count: g.inputShape.count), w = try cl.makeBuffer(count: g.weightShape.count)
         let y = try cl.makeBuffer(count: g.outputShape.count)
         XCTAssertThrowsError(try cl.convolutionForward(g, input: x, weights: w, bias: nil, output: y, fusedReLU: false)) {
@@ -113,125 +126,12 @@ final class OpenCLConvolutionTests: XCTestCase {
                                                         bias: nil, output: try cl.makeBuffer(count: 6)))
     }
 
-    // MARK: Checks
-
     private func random(_ n: Int, _ rng: inout SplitMix64) -> [Float] { (0..<n).map { _ in rng.nextFloat(in: -1...1) } }
-
-    private func checkConvolution(_ spec: ConvolutionSpec, _ shape: Shape, on cl: OpenCLBackend, seed: UInt64, label: String,
-                                  file: StaticString = #filePath, line: UInt = #line) throws {
-        let g = try spec.geometry(input: shape)
-        var rng = SplitMix64(seed: seed)
-        let x = random(g.inputShape.count, &rng), w = random(g.weightShape.count, &rng)
-        let b = random(g.outChannels, &rng), dy = random(g.outputShape.count, &rng)
-        let tol = 1e-5 * Double(g.gemmK + g.batch * g.gemmN) + 1e-5
-        let (X, W, DY) = (try cl.makeBuffer(x), try cl.makeBuffer(w), try cl.makeBuffer(dy))
-        let B = g.hasBias ? try cl.makeBuffer(b) : nil
-        let out = try cl.makeBuffer(count: g.outputShape.count)
-        for relu in [false, true] {
-            try cl.convolutionForward(g, input: X, weights: W, bias: B, output: out, fusedReLU: relu)
-            let want = ConvLoops.forward(g, x, w, g.hasBias ? b : nil, relu: relu)
-            assertClose(try cl.download(out), want, tolerance: tol, "\(label) forward relu=\(relu)", file: file, line: line)
-        }
-        let dx = try cl.makeBuffer(count: g.inputShape.count)
-        try cl.convolutionBackwardData(g, outputGradient: DY, weights: W, inputGradient: dx)
-        assertClose(try cl.download(dx), ConvLoops.backwardData(g, dy, w), tolerance: tol, "\(label) backward data",
-                    file: file, line: line)
-        let dw = try cl.makeBuffer(count: g.weightShape.count)
-        let db = g.hasBias ? try cl.makeBuffer(count: g.outChannels) : nil
-        try cl.convolutionBackwardWeights(g, input: X, outputGradient: DY, weightGradient: dw, biasGradient: db)
-        let (wantDW, wantDB) = ConvLoops.backwardWeights(g, x, dy)
-        assertClose(try cl.download(dw), wantDW, tolerance: tol, "\(label) weight gradient", file: file, line: line)
-        if let db { assertClose(try cl.download(db), wantDB, tolerance: tol, "\(label) bias gradient", file: file, line: line) }
-    }
-
-    private func checkInnerProduct(_ g: InnerProductGeometry, on cl: OpenCLBackend, seed: UInt64,
-                                   file: StaticString = #filePath, line: UInt = #line) throws {
-        // An inner product is a 1x1 convolution of 1x1 images: the loops above define it too.
-        let conv = try ConvolutionSpec(inputChannels: g.inputChannels, outputChannels: g.outputChannels, kernelH: 1, kernelW: 1,
-                                       hasBias: g.hasBias).geometry(input: [g.batch, g.inputChannels, 1, 1])
-        var rng = SplitMix64(seed: seed)
-        let x = random(g.batch * g.inputChannels, &rng), w = random(g.outputChannels * g.inputChannels, &rng)
-        let b = random(g.outputChannels, &rng), dy = random(g.batch * g.outputChannels, &rng)
-        let tol = 1e-5 * Double(g.inputChannels + g.outputChannels + g.batch) + 1e-5
-        let (X, W, DY) = (try cl.makeBuffer(x), try cl.makeBuffer(w), try cl.makeBuffer(dy))
-        let B = g.hasBias ? try cl.makeBuffer(b) : nil
-        let y = try cl.makeBuffer(count: g.batch * g.outputChannels)
-        try cl.innerProductForward(g, input: X, weights: W, bias: B, output: y)
-        assertClose(try cl.download(y), ConvLoops.forward(conv, x, w, g.hasBias ? b : nil, relu: false), tolerance: tol, "\(g) forward",
-                    file: file, line: line)
-        let dx = try cl.makeBuffer(count: g.batch * g.inputChannels)
-        try cl.innerProductBackwardData(g, outputGradient: DY, weights: W, inputGradient: dx)
-        assertClose(try cl.download(dx), ConvLoops.backwardData(conv, dy, w), tolerance: tol, "\(g) backward data",
-                    file: file, line: line)
-        let dw = try cl.makeBuffer(count: g.outputChannels * g.inputChannels)
-        let db = g.hasBias ? try cl.makeBuffer(count: g.outputChannels) : nil
-        try cl.innerProductBackwardWeights(g, input: X, outputGradient: DY, weightGradient: dw, biasGradient: db)
-        let (wantDW, wantDB) = ConvLoops.backwardWeights(conv, x, dy)
-        assertClose(try cl.download(dw), wantDW, tolerance: tol, "\(g) weight gradient", file: file, line: line)
-        if let db { assertClose(try cl.download(db), wantDB, tolerance: tol, "\(g) bias gradient", file: file, line: line) }
-    }
-}
-
-/// Convolution as the plain definition: one Double loop nest walked in all three directions.
-enum ConvLoops {
-    /// Calls body(xIndex, wIndex, yIndex, outputChannel, image) for every kernel tap inside the input.
-    static func walk(_ g: ConvGeometry, _ body: (Int, Int, Int, Int, Int) -> Void) {
-        let cinG = g.inChannels / g.groups, coutG = g.outChannels / g.groups
-        for n in 0..<g.batch {
-            for co in 0..<g.outChannels {
-                let group = co / coutG
-                for oh in 0..<g.outHeight {
-                    for ow in 0..<g.outWidth {
-                        let yi = ((n * g.outChannels + co) * g.outHeight + oh) * g.outWidth + ow
-                        for ci in 0..<cinG {
-                            for kh in 0..<g.kernelH {
-                                let ih = oh * g.strideH - g.padTop + kh * g.dilationH
-                                if ih < 0 || ih >= g.inHeight { continue }
-                                for kw in 0..<g.kernelW {
-                                    let iw = ow * g.strideW - g.padLeft + kw * g.dilationW
-                                    if iw < 0 || iw >= g.inWidth { continue }
-                                    let xi = ((n * g.inChannels + group * cinG + ci) * g.inHeight + ih) * g.inWidth + iw
-                                    let wi = ((co * cinG + ci) * g.kernelH + kh) * g.kernelW + kw
-                                    body(xi, wi, yi, co, n)
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    static func forward(_ g: ConvGeometry, _ x: [Float], _ w: [Float], _ b: [Float]?, relu: Bool) -> [Double] {
-        var y = [Double](repeating: 0, count: g.outputShape.count)
-        walk(g) { xi, wi, yi, _, _ in y[yi] += Double(x[xi]) * Double(w[wi]) }
-        let spatial = g.outHeight * g.outWidth
-        for i in 0..<y.count {
-            if let b { y[i] += Double(b[(i / spatial) % g.outChannels]) }
-            if relu { y[i] = max(0, y[i]) }
-        }
-        return y
-    }
-
-    static func backwardData(_ g: ConvGeometry, _ dy: [Float], _ w: [Float]) -> [Double] {
-        var dx = [Double](repeating: 0, count: g.inputShape.count)
-        walk(g) { xi, wi, yi, _, _ in dx[xi] += Double(dy[yi]) * Double(w[wi]) }
-        return dx
-    }
-
-    static func backwardWeights(_ g: ConvGeometry, _ x: [Float], _ dy: [Float]) -> (dw: [Double], db: [Double]) {
-        var dw = [Double](repeating: 0, count: g.weightShape.count)
-        walk(g) { xi, wi, yi, _, _ in dw[wi] += Double(dy[yi]) * Double(x[xi]) }
-        var db = [Double](repeating: 0, count: g.outChannels)
-        let spatial = g.outHeight * g.outWidth
-        for (i, v) in dy.enumerated() { db[(i / spatial) % g.outChannels] += Double(v) }
-        return (dw, db)
-    }
 }
 
 /// The context these tests run on: the test device, with programs built without optimisation, so that
 /// PoCL compiles each of the many kernel variants covered here in a fraction of a second instead of
-/// several. `testOptimizedBuildsAgree` runs the default (optimised) builds of each kernel family.
+/// several. `testOptimizedBuildsAgree` runs the default (optimised) builds.
 enum GemmTestSupport {
     nonisolated(unsafe) private static var unoptimized: OpenCLContext?
 
