@@ -99,7 +99,7 @@ final class OpenCLGemmTests: XCTestCase {
     /// Every tiling of the tables, on a size with partial tiles in every direction (the exact-size
     /// variant is covered by the 32x32x32 case above), loading along K or along M/N by turns.
     func testEveryTiling() throws {
-        let all: [GemmTiling] = [.large, .wide64, .wide32, .wide16, .medium, .small, .tiny, .minimal]
+        let all: [GemmTiling] = [.large, .wide64, .wide32, .wide16, .thin8, .medium, .small, .tiny, .minimal]
         for (i, t) in all.enumerated() {
             XCTAssertTrue(t.isWellFormed, "\(t)")
             let alongK = i % 2 == 0
@@ -120,6 +120,7 @@ final class OpenCLGemmTests: XCTestCase {
         // conv10 (M=1000, N=169*64) takes the big tiles; a 16-channel squeeze layer the thin ones.
         XCTAssertEqual(t.gemmTiling(rows: 1000, columns: 169 * 64), .large)
         XCTAssertLessThanOrEqual(t.gemmTiling(rows: 16, columns: 3025 * 64).tileM, 32)
+        XCTAssertEqual(t.gemmTiling(rows: 3, columns: 227 * 227 * 64), .thin8)
         XCTAssertEqual(t.gemmTiling(rows: 4096, columns: 4096), .large)
         // A device with little local memory and small work-groups keeps only what it can run.
         var weak = h200

@@ -65,7 +65,7 @@ extension OpenCLBackend {
         if weightCount == 0 { return }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups)
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024)
             let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
             let split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: weightCount)
             let exact = rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0

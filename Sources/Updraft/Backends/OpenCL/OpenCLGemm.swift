@@ -121,15 +121,16 @@ extension OpenCLBackend {
         }
     }
 
-    /// The tiling for an output of `rows` x `columns` over `slabs`, among those this device can launch.
-    func gemmTiling(rows: Int, columns: Int, slabs: Int) throws -> GemmTiling {
+    /// The tiling for an output of `rows` x `columns` over `slabs`, among those this device can launch
+    /// (`splittable`: the reduction may be split along K to fill the device).
+    func gemmTiling(rows: Int, columns: Int, slabs: Int, splittable: Bool = false) throws -> GemmTiling {
         var tuning = self.tuning
         tuning.gemmTilings.removeAll { gemmWorkspace.unusableTilings.contains($0) }
         guard !tuning.gemmTilings.isEmpty else {
             throw UpdraftError(.device, "no GEMM tiling can be launched on \(device.name)",
                                hint: "use --compute-units cpuOnly")
         }
-        return tuning.gemmTiling(rows: rows, columns: columns, slabs: slabs)
+        return tuning.gemmTiling(rows: rows, columns: columns, slabs: slabs, splittable: splittable)
     }
 
     /// The tiled-GEMM kernel `name` of `file` built with `tiling` and `defines`, or nil (after noting
@@ -153,7 +154,7 @@ extension OpenCLBackend {
             wanted = min(forced, ceilDiv(k, tileK))
         } else {
             wanted = tiles < busySlots ? ceilDiv(busySlots, tiles) : 1
-            wanted = min(wanted, max(1, k / max(8 * tileK, 128)), 64)
+            wanted = min(wanted, max(1, k / max(8 * tileK, 128)), 256)
         }
         wanted = max(1, min(wanted, gemmWorkspace.scratchLimit / max(1, slabFloats)))
         if wanted == 1 { return (1, k) }
@@ -172,7 +173,7 @@ extension OpenCLBackend {
         if op.m == 0 || op.n == 0 || op.batch == 0 { return }
         let canSplit = op.beta == 0 && op.bias == .none && !op.relu
         while true {
-            let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch)
+            let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024)
             var split = (splits: 1, chunk: max(op.k, 1))
             if canSplit {
                 let tiles = ceilDiv(op.m, tiling.tileM) * ceilDiv(op.n, tiling.tileN) * op.batch

@@ -27,7 +27,7 @@ public struct OpenCLTuning: Hashable, Sendable {
     /// 256 work-items of 8x8 outputs for big problems, thinner tiles for layers with few output channels.
     public static let nvidiaGPU = OpenCLTuning(
         workGroupSize: 256,
-        gemmTilings: [.large, .wide64, .wide32, .wide16, .medium, .small, .minimal],
+        gemmTilings: [.large, .wide64, .wide32, .wide16, .thin8, .medium, .small],
         groupsPerComputeUnit: 2)
 
     /// Other GPUs (AMD, Intel): the medium tiles, 256 work-items.
@@ -61,16 +61,18 @@ public struct OpenCLTuning: Hashable, Sendable {
         return t
     }
 
-    /// The tiling for a GEMM of `rows` x `columns` outputs repeated over `slabs` (batch, groups, split-K
-    /// slices), by a wave model: each compute unit runs `groupsPerComputeUnit` work-groups of 256
-    /// work-items at once (proportionally more of smaller ones); a wave lasts as long as one work-item's
-    /// share of its tile divided by the tiling's relative efficiency. Padded tiles cost like full ones.
-    public func gemmTiling(rows: Int, columns: Int, slabs: Int = 1) -> GemmTiling {
+    /// The tiling for a GEMM of `rows` x `columns` outputs repeated over `slabs` (batch, groups), by a
+    /// wave model: each compute unit runs `groupsPerComputeUnit` work-groups of 256 work-items at once
+    /// (proportionally more of smaller ones, but groups under 128 work-items count as 128: they fill the
+    /// machine badly); a wave lasts as long as one work-item's share of its tile divided by the tiling's
+    /// relative efficiency. Padded tiles cost like full ones. When the reduction will be split to fill
+    /// the device (`splittable`), waves are not rounded up: the split spreads the tiles' work evenly.
+    public func gemmTiling(rows: Int, columns: Int, slabs: Int = 1, splittable: Bool = false) -> GemmTiling {
         var best = gemmTilings.first ?? .minimal, bestCost = Double.infinity
         for t in gemmTilings {
-            let resident = max(1, computeUnits * max(1, groupsPerComputeUnit * 256 / t.threads))
+            let resident = max(1, computeUnits * max(1, groupsPerComputeUnit * 256 / max(t.threads, 128)))
             let tiles = ceilDiv(rows, t.tileM) * ceilDiv(columns, t.tileN) * max(1, slabs)
-            let waves = Double(ceilDiv(tiles, resident))
+            let waves = splittable ? Double(tiles) / Double(resident) : Double(ceilDiv(tiles, resident))
             let cost = waves * Double(t.tileM * t.tileN) / Double(t.threads) / t.relativeEfficiency
             if cost < bestCost { best = t; bestCost = cost }
         }
@@ -99,6 +101,8 @@ public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
     public static let wide32 = GemmTiling(tileM: 32, tileN: 128, tileK: 16, workM: 2, workN: 8, vectorM: 2, vectorN: 4)
     /// 16x128, 1x8 per work-item: squeeze layers with 16 output channels.
     public static let wide16 = GemmTiling(tileM: 16, tileN: 128, tileK: 16, workM: 1, workN: 8, vectorM: 1, vectorN: 4)
+    /// 8x256, 1x8 per work-item, 32-deep slices: outputs with a handful of rows (conv1's input gradient).
+    public static let thin8 = GemmTiling(tileM: 8, tileN: 256, tileK: 32, workM: 1, workN: 8, vectorM: 1, vectorN: 4)
     /// 64x64, 4x4 per work-item, 256 work-items.
     public static let medium = GemmTiling(tileM: 64, tileN: 64, tileK: 16, workM: 4, workN: 4, vectorM: 4, vectorN: 4)
     /// 32x32, 4x4 per work-item, 64 work-items (the kernels' own defaults).
