@@ -33,7 +33,7 @@ typedef struct {
     const int KH, const int KW, const int SH, const int SW, const int DH, const int DW, \
     const int PT, const int PL, const int groups
 
-inline GemmParams conv_params(CONV_ARGS) {
+GEMM_INLINE GemmParams conv_params(CONV_ARGS) {
     GemmParams p;
     p.Cin = Cin; p.H = H; p.W = W; p.Cout = Cout; p.Ho = Ho; p.Wo = Wo;
     p.KH = KH; p.KW = KW; p.SH = SH; p.SW = SW; p.DH = DH; p.DW = DW; p.PT = PT; p.PL = PL;
@@ -44,7 +44,7 @@ inline GemmParams conv_params(CONV_ARGS) {
 }
 
 // The im2col value (c, kh, kw) x (n, oh, ow): `base` is image n's channel 0 of the group.
-inline float im2col_at(const GemmParams* p, __global const float* X, int base, int ih, int iw) {
+GEMM_INLINE float im2col_at(const GemmParams* p, __global const float* X, int base, int ih, int iw) {
     return ((uint)ih < (uint)p->H && (uint)iw < (uint)p->W) ? X[base + ih * p->W + iw] : 0.0f;
 }
 
@@ -52,25 +52,25 @@ inline float im2col_at(const GemmParams* p, __global const float* X, int base, i
 // ---- forward: A = w_g [Mg, K] (rows contiguous), B = im2col [K, N*P] (columns = output positions)
 #define GEMM_A_KFAST 1
 typedef int GemmAState;
-inline GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->Cg * p->KHW; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[s + k]; }
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->Cg * p->KHW; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[s + k]; }
 
 #define GEMM_B_KFAST 0
 #if POINTWISE
 typedef int GemmBState;                                      // offset of x[n, 0, p]
-inline GemmBState gemm_b_state(const GemmParams* p, int j) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P;
     return n * p->Cin * p->P + (j - n * p->P);
 }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k * p->P]; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k * p->P]; }
 #else
 typedef struct { int base, ih0, iw0; } GemmBState;           // image offset, top-left input position
-inline GemmBState gemm_b_state(const GemmParams* p, int j) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P, q = j - n * p->P, oh = q / p->Wo, ow = q - oh * p->Wo;
     GemmBState s = { n * p->Cin * p->HW, oh * p->SH - p->PT, ow * p->SW - p->PL };
     return s;
 }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
     const int2 c = divmod(k, p->KHW, p->invKHW), r = divmod(c.y, p->KW, p->invKW);
     return im2col_at(p, B, s.base + c.x * p->HW, s.ih0 + r.x * p->DH, s.iw0 + r.y * p->DW);
 }
@@ -81,31 +81,31 @@ inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBStat
 #if POINTWISE
 #define GEMM_A_KFAST 0
 typedef int GemmAState;                                      // c
-inline GemmAState gemm_a_state(const GemmParams* p, int c) { return c; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int m) { return A[m * p->Cg + s]; }
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int c) { return c; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int m) { return A[m * p->Cg + s]; }
 #define GEMM_B_KFAST 0
 typedef int GemmBState;                                      // offset of dy[n, 0, p]
-inline GemmBState gemm_b_state(const GemmParams* p, int j) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P;
     return n * p->Cout * p->P + (j - n * p->P);
 }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int m) { return B[s + m * p->P]; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int m) { return B[s + m * p->P]; }
 #else
 #define GEMM_A_KFAST 1
 typedef int GemmAState;                                      // c * KHW
-inline GemmAState gemm_a_state(const GemmParams* p, int c) { return c * p->KHW; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) {
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int c) { return c * p->KHW; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) {
     const int2 m = divmod(k, p->KHW, p->invKHW);
     return A[s + m.x * p->Cg * p->KHW + m.y];
 }
 #define GEMM_B_KFAST 0
 typedef struct { int base, th, tw; } GemmBState;             // image offset, padded input position
-inline GemmBState gemm_b_state(const GemmParams* p, int j) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->HW, q = j - n * p->HW, h = q / p->W, w = q - h * p->W;
     GemmBState s = { n * p->Cout * p->P, h + p->PT, w + p->PL };
     return s;
 }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
     const int2 m = divmod(k, p->KHW, p->invKHW), r = divmod(m.y, p->KW, p->invKW);
     const int y = s.th - r.x * p->DH, x = s.tw - r.y * p->DW;  // = oh * SH, ow * SW when they exist
     if (y < 0 || x < 0) return 0.0f;
@@ -120,27 +120,27 @@ inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBStat
 // ---- backward weights: A[m, (n,p)] = dy_g[n, m, p], B[(n,p), (c,kh,kw)] = im2col; both read along (n,p)
 #define GEMM_A_KFAST 1
 typedef int GemmAState;                                      // m * P
-inline GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->P; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int j) {
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->P; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int j) {
     const int2 q = divmod(j, p->P, p->invP);
     return A[s + q.x * p->Cout * p->P + q.y];
 }
 #define GEMM_B_KFAST 1
 #if POINTWISE
 typedef int GemmBState;                                      // c * P
-inline GemmBState gemm_b_state(const GemmParams* p, int c) { return c * p->P; }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int j) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int c) { return c * p->P; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int j) {
     const int2 q = divmod(j, p->P, p->invP);
     return B[s + q.x * p->Cin * p->P + q.y];
 }
 #else
 typedef struct { int off, dh, dw; } GemmBState;               // channel offset, kernel tap minus padding
-inline GemmBState gemm_b_state(const GemmParams* p, int kc) {
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int kc) {
     const int c = kc / p->KHW, r = kc - c * p->KHW, kh = r / p->KW, kw = r - kh * p->KW;
     GemmBState s = { c * p->HW, kh * p->DH - p->PT, kw * p->DW - p->PL };
     return s;
 }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int j) {
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int j) {
     const int2 q = divmod(j, p->P, p->invP), o = divmod(q.y, p->Wo, p->invWo);
     return im2col_at(p, B, q.x * p->Cin * p->HW + s.off, o.x * p->SH + s.dh, o.y * p->SW + s.dw);
 }

@@ -21,25 +21,25 @@ typedef struct { int lda, ldb; } GemmParams;
 #if TRANS_A
 #define GEMM_A_KFAST 0
 typedef int GemmAState;                                    // m
-inline GemmAState gemm_a_state(const GemmParams* p, int m) { return m; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[k * p->lda + s]; }
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[k * p->lda + s]; }
 #else
 #define GEMM_A_KFAST 1
 typedef int GemmAState;                                    // m * lda
-inline GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->lda; }
-inline float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[s + k]; }
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->lda; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[s + k]; }
 #endif
 
 #if TRANS_B
 #define GEMM_B_KFAST 1
 typedef int GemmBState;                                    // n * ldb
-inline GemmBState gemm_b_state(const GemmParams* p, int n) { return n * p->ldb; }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k]; }
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int n) { return n * p->ldb; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k]; }
 #else
 #define GEMM_B_KFAST 0
 typedef int GemmBState;                                    // n
-inline GemmBState gemm_b_state(const GemmParams* p, int n) { return n; }
-inline float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[k * p->ldb + s]; }
+GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int n) { return n; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[k * p->ldb + s]; }
 #endif
 
 #include "gemm_core.h"

@@ -30,18 +30,18 @@
 #define UPDRAFT_GEMM_CORE_H
 
 // Loads the K slice starting at k0 into registers (zeros outside the matrix).
-inline void gemm_fetch(const GemmParams* p, __global const float* A, __global const float* B,
-                       const GemmAState* as, const GemmBState* bs, const int M, const int N,
+GEMM_INLINE void gemm_fetch(const GemmParams* p, __global const float* A, __global const float* B,
+                       const GemmAState* aState, const GemmBState* bState, const int M, const int N,
                        const int m0, const int n0, const int k0, const int kEnd, const int tid,
                        float ra[LPTA], float rb[LPTB]) {
     #pragma unroll
     for (int r = 0; r < LPTA; r++) {
 #if GEMM_A_KFAST
         const int m = m0 + tid / TK + r * (NT / TK), k = k0 + tid % TK;
-        const GemmAState s = as[r];
+        const GemmAState s = aState[r];
 #else
         const int m = m0 + tid % TM, k = k0 + tid / TM + r * (NT / TM);
-        const GemmAState s = as[0];
+        const GemmAState s = aState[0];
 #endif
 #if GEMM_EXACT
         ra[r] = gemm_a_load(p, A, s, k);
@@ -53,10 +53,10 @@ inline void gemm_fetch(const GemmParams* p, __global const float* A, __global co
     for (int r = 0; r < LPTB; r++) {
 #if GEMM_B_KFAST
         const int n = n0 + tid / TK + r * (NT / TK), k = k0 + tid % TK;
-        const GemmBState s = bs[r];
+        const GemmBState s = bState[r];
 #else
         const int n = n0 + tid % TN, k = k0 + tid / TN + r * (NT / TN);
-        const GemmBState s = bs[0];
+        const GemmBState s = bState[0];
 #endif
 #if GEMM_EXACT
         rb[r] = gemm_b_load(p, B, s, k);
@@ -67,7 +67,7 @@ inline void gemm_fetch(const GemmParams* p, __global const float* A, __global co
 }
 
 // Stores the fetched registers into the local tiles Al[k][m] and Bl[k][n].
-inline void gemm_stage(__local float* Al, __local float* Bl, const int tid,
+GEMM_INLINE void gemm_stage(__local float* Al, __local float* Bl, const int tid,
                        const float ra[LPTA], const float rb[LPTB]) {
     #pragma unroll
     for (int r = 0; r < LPTA; r++) {
@@ -88,7 +88,7 @@ inline void gemm_stage(__local float* Al, __local float* Bl, const int tid,
 }
 
 // acc += Al^T Bl for this work-item's outputs: TK rank-1 updates from registers.
-inline void gemm_multiply(__local const realM* Alv, __local const realN* Blv, const int tx, const int ty,
+GEMM_INLINE void gemm_multiply(__local const realM* Alv, __local const realN* Blv, const int tx, const int ty,
                           float acc[WPTM * WPTN]) {
     #pragma unroll
     for (int k = 0; k < TK; k++) {
@@ -107,7 +107,7 @@ inline void gemm_multiply(__local const realM* Alv, __local const realN* Blv, co
 
 // acc = the (m0, n0) tile of op(A) op(B) summed over k in [kBegin, kEnd). Every work-item of the
 // group must call it (it synchronises through barriers).
-inline void gemm_accumulate(const GemmParams* p, __global const float* A, __global const float* B,
+GEMM_INLINE void gemm_accumulate(const GemmParams* p, __global const float* A, __global const float* B,
                             const int M, const int N, const int m0, const int n0,
                             const int kBegin, const int kEnd,
                             __local realM* Alv, __local realN* Blv, float acc[WPTM * WPTN]) {
@@ -117,31 +117,31 @@ inline void gemm_accumulate(const GemmParams* p, __global const float* A, __glob
 
     // Per-row and per-column loader state: one per register slot along the slow direction.
 #if GEMM_A_KFAST
-    GemmAState as[LPTA];
+    GemmAState aState[LPTA];
     #pragma unroll
-    for (int r = 0; r < LPTA; r++) as[r] = gemm_a_state(p, m0 + tid / TK + r * (NT / TK));
+    for (int r = 0; r < LPTA; r++) aState[r] = gemm_a_state(p, m0 + tid / TK + r * (NT / TK));
 #else
-    GemmAState as[1];
-    as[0] = gemm_a_state(p, m0 + tid % TM);
+    GemmAState aState[1];
+    aState[0] = gemm_a_state(p, m0 + tid % TM);
 #endif
 #if GEMM_B_KFAST
-    GemmBState bs[LPTB];
+    GemmBState bState[LPTB];
     #pragma unroll
-    for (int r = 0; r < LPTB; r++) bs[r] = gemm_b_state(p, n0 + tid / TK + r * (NT / TK));
+    for (int r = 0; r < LPTB; r++) bState[r] = gemm_b_state(p, n0 + tid / TK + r * (NT / TK));
 #else
-    GemmBState bs[1];
-    bs[0] = gemm_b_state(p, n0 + tid % TN);
+    GemmBState bState[1];
+    bState[0] = gemm_b_state(p, n0 + tid % TN);
 #endif
 
     __local float* Al = (__local float*)Alv;
     __local float* Bl = (__local float*)Blv;
     float ra[LPTA], rb[LPTB];
-    if (kBegin < kEnd) gemm_fetch(p, A, B, as, bs, M, N, m0, n0, kBegin, kEnd, tid, ra, rb);
+    if (kBegin < kEnd) gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, kBegin, kEnd, tid, ra, rb);
     for (int k0 = kBegin; k0 < kEnd; k0 += TK) {
         barrier(CLK_LOCAL_MEM_FENCE);            // everyone is done reading the previous slice
         gemm_stage(Al, Bl, tid, ra, rb);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < kEnd) gemm_fetch(p, A, B, as, bs, M, N, m0, n0, k0 + TK, kEnd, tid, ra, rb);
+        if (k0 + TK < kEnd) gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, k0 + TK, kEnd, tid, ra, rb);
         gemm_multiply(Alv, Blv, tx, ty, acc);
     }
 }

@@ -43,30 +43,36 @@
 #error "the work-group size TM/WPTM * TN/WPTN must be a multiple of TM, TN and TK and divide TM*TK and TN*TK"
 #endif
 
+// Vector types of the local reads, and STORE_x(vector, p): its components into p[0..VWx) (plain
+// component stores, so that the private arrays they fill stay in registers).
 #if VWM == 1
 typedef float realM;
-#define STORE_M(v, p) (*(p) = (v))
+#define STORE_M(v, p) ((p)[0] = (v))
 #elif VWM == 2
 typedef float2 realM;
-#define STORE_M(v, p) vstore2((v), 0, (p))
+#define STORE_M(v, p) ((p)[0] = (v).x, (p)[1] = (v).y)
 #elif VWM == 4
 typedef float4 realM;
-#define STORE_M(v, p) vstore4((v), 0, (p))
+#define STORE_M(v, p) ((p)[0] = (v).x, (p)[1] = (v).y, (p)[2] = (v).z, (p)[3] = (v).w)
 #else
 #error "VWM must be 1, 2 or 4"
 #endif
 #if VWN == 1
 typedef float realN;
-#define STORE_N(v, p) (*(p) = (v))
+#define STORE_N(v, p) ((p)[0] = (v))
 #elif VWN == 2
 typedef float2 realN;
-#define STORE_N(v, p) vstore2((v), 0, (p))
+#define STORE_N(v, p) ((p)[0] = (v).x, (p)[1] = (v).y)
 #elif VWN == 4
 typedef float4 realN;
-#define STORE_N(v, p) vstore4((v), 0, (p))
+#define STORE_N(v, p) ((p)[0] = (v).x, (p)[1] = (v).y, (p)[2] = (v).z, (p)[3] = (v).w)
 #else
 #error "VWN must be 1, 2 or 4"
 #endif
+
+// Every helper of the GEMM kernels is inlined: their private arrays (the accumulators) must end up in
+// registers, which a real call would force into memory.
+#define GEMM_INLINE inline __attribute__((always_inline))
 
 // Row and column (within the work-group's tile) of accumulator i * WPTN + j of work-item (tx, ty).
 #define GEMM_ROW(i) ((((i) / VWM) * RTM + get_local_id(1)) * VWM + (i) % VWM)
@@ -79,7 +85,7 @@ typedef float4 realN;
 
 // Quotient and remainder of x / d (x >= 0, d >= 1), with `inv` = 1.0f / d. Below 2^24 a float
 // reciprocal and one correction step give the exact answer, much cheaper than integer division on GPUs.
-inline int2 divmod(const int x, const int d, const float inv) {
+GEMM_INLINE int2 divmod(const int x, const int d, const float inv) {
     if (x >= 16777216) return (int2)(x / d, x % d);
     int q = (int)((float)x * inv);
     int r = x - q * d;
