@@ -50,13 +50,12 @@ GEMM_INLINE float im2col_at(const GemmParams* p, __global const float* X, int ba
 
 #if CONV_MODE == 0
 // ---- forward: A = w_g [Mg, K] (rows contiguous), B = im2col [K, N*P] (columns = output positions)
+#if POINTWISE
 #define GEMM_A_KFAST 1
 typedef int GemmAState;
-GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->Cg * p->KHW; }
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->Cg; }
 GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) { return A[s + k]; }
-
 #define GEMM_B_KFAST 0
-#if POINTWISE
 typedef int GemmBState;                                      // offset of x[n, 0, p]
 GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P;
@@ -64,15 +63,27 @@ GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
 }
 GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k * p->P]; }
 #else
-typedef struct { int base, ih0, iw0; } GemmBState;           // image offset, top-left input position
+// Slice table entry for k = (c, kh, kw): (input offset c*HW + kh*DH*W + kw*DW, kh*DH, kw*DW, k).
+#define GEMM_K_TABLE 1
+typedef int4 GemmKInfo;
+GEMM_INLINE GemmKInfo gemm_k_info(const GemmParams* p, int k) {
+    const int2 c = divmod(k, p->KHW, p->invKHW), r = divmod(c.y, p->KW, p->invKW);
+    return (int4)(c.x * p->HW + r.x * p->DH * p->W + r.y * p->DW, r.x * p->DH, r.y * p->DW, k);
+}
+#define GEMM_A_KFAST 1
+typedef int GemmAState;
+GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int m) { return m * p->Cg * p->KHW; }
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, GemmKInfo k) { return A[s + k.w]; }
+#define GEMM_B_KFAST 0
+typedef struct { int base, ih0, iw0; } GemmBState;           // offset of the window's top-left, its position
 GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P, q = j - n * p->P, oh = q / p->Wo, ow = q - oh * p->Wo;
-    GemmBState s = { n * p->Cin * p->HW, oh * p->SH - p->PT, ow * p->SW - p->PL };
+    const int ih0 = oh * p->SH - p->PT, iw0 = ow * p->SW - p->PL;
+    GemmBState s = { n * p->Cin * p->HW + ih0 * p->W + iw0, ih0, iw0 };
     return s;
 }
-GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
-    const int2 c = divmod(k, p->KHW, p->invKHW), r = divmod(c.y, p->KW, p->invKW);
-    return im2col_at(p, B, s.base + c.x * p->HW, s.ih0 + r.x * p->DH, s.iw0 + r.y * p->DW);
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, GemmKInfo k) {
+    return ((uint)(s.ih0 + k.y) < (uint)p->H && (uint)(s.iw0 + k.z) < (uint)p->W) ? B[s.base + k.x] : 0.0f;
 }
 #endif
 
@@ -91,13 +102,17 @@ GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
 }
 GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int m) { return B[s + m * p->P]; }
 #else
+// Slice table entry for k = (m, kh, kw): (m*P, kh*DH, kw*DW, weight offset m*Cg*KHW + kh*KW + kw).
+#define GEMM_K_TABLE 1
+typedef int4 GemmKInfo;
+GEMM_INLINE GemmKInfo gemm_k_info(const GemmParams* p, int k) {
+    const int2 m = divmod(k, p->KHW, p->invKHW), r = divmod(m.y, p->KW, p->invKW);
+    return (int4)(m.x * p->P, r.x * p->DH, r.y * p->DW, m.x * p->Cg * p->KHW + m.y);
+}
 #define GEMM_A_KFAST 1
 typedef int GemmAState;                                      // c * KHW
 GEMM_INLINE GemmAState gemm_a_state(const GemmParams* p, int c) { return c * p->KHW; }
-GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, int k) {
-    const int2 m = divmod(k, p->KHW, p->invKHW);
-    return A[s + m.x * p->Cg * p->KHW + m.y];
-}
+GEMM_INLINE float gemm_a_load(const GemmParams* p, __global const float* A, GemmAState s, GemmKInfo k) { return A[s + k.w]; }
 #define GEMM_B_KFAST 0
 typedef struct { int base, th, tw; } GemmBState;             // image offset, padded input position
 GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
@@ -105,14 +120,13 @@ GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     GemmBState s = { n * p->Cout * p->P, h + p->PT, w + p->PL };
     return s;
 }
-GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
-    const int2 m = divmod(k, p->KHW, p->invKHW), r = divmod(m.y, p->KW, p->invKW);
-    const int y = s.th - r.x * p->DH, x = s.tw - r.y * p->DW;  // = oh * SH, ow * SW when they exist
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, GemmKInfo k) {
+    const int y = s.th - k.y, x = s.tw - k.z;                   // = oh * SH, ow * SW when they exist
     if (y < 0 || x < 0) return 0.0f;
     int oh = y, ow = x;
     if (p->SH != 1) { const int2 d = divmod(y, p->SH, p->invSH); if (d.y) return 0.0f; oh = d.x; }
     if (p->SW != 1) { const int2 d = divmod(x, p->SW, p->invSW); if (d.y) return 0.0f; ow = d.x; }
-    return (oh < p->Ho && ow < p->Wo) ? B[s.base + m.x * p->P + oh * p->Wo + ow] : 0.0f;
+    return (oh < p->Ho && ow < p->Wo) ? B[s.base + k.x + oh * p->Wo + ow] : 0.0f;
 }
 #endif
 
@@ -160,7 +174,7 @@ void conv_forward(__global const float* x, const int offX, __global const float*
     const int g = get_group_id(2), m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
     const int M = p.Mg, N = batch * p.P, K = p.Cg * p.KHW;
     float acc[WPTM * WPTN];
-    gemm_accumulate(&p, w + g * M * K, x + offX + g * p.Cg * p.HW, M, N, m0, n0, 0, K, Alv, Blv, acc);
+    gemm_accumulate(&p, w + g * M * K, x + offX + g * p.Cg * p.HW, M, N, m0, n0, 0, K, Alv, Blv, acc GEMM_KTAB_ARG);
     #pragma unroll
     for (int j = 0; j < WPTN; j++) {
         const int col = n0 + GEMM_COL(j);
@@ -190,7 +204,7 @@ void conv_backward_data(__global const float* dy, const int offDY, __global cons
     const int M = p.Cg, N = batch * p.HW, K = p.Mg * p.KHW;
     float acc[WPTM * WPTN];
     gemm_accumulate(&p, w + g * p.Mg * p.Cg * p.KHW, dy + offDY + g * p.Mg * p.P, M, N, m0, n0, 0, K,
-                    Alv, Blv, acc);
+                    Alv, Blv, acc GEMM_KTAB_ARG);
     #pragma unroll
     for (int j = 0; j < WPTN; j++) {
         const int col = n0 + GEMM_COL(j);
@@ -221,7 +235,7 @@ void conv_backward_weights(__global const float* x, const int offX, __global con
     const int kBegin = s * kChunk, kEnd = min(K, kBegin + kChunk);
     float acc[WPTM * WPTN];
     gemm_accumulate(&p, dy + offDY + g * M * p.P, x + offX + g * p.Cg * p.HW, M, N, m0, n0, kBegin, kEnd,
-                    Alv, Blv, acc);
+                    Alv, Blv, acc GEMM_KTAB_ARG);
     __global float* o = out + offOut + s * Cout * N + g * M * N;
     #pragma unroll
     for (int i = 0; i < WPTM; i++) {

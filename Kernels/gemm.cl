@@ -57,7 +57,7 @@ void gemm(const int M, const int N, const int K, const int splits, const int kCh
     const int kBegin = s * kChunk, kEnd = min(K, kBegin + kChunk);
     const GemmParams p = { lda, ldb };
     float acc[WPTM * WPTN];
-    gemm_accumulate(&p, A + offA + b * strideA, B + offB + b * strideB, M, N, m0, n0, kBegin, kEnd, Alv, Blv, acc);
+    gemm_accumulate(&p, A + offA + b * strideA, B + offB + b * strideB, M, N, m0, n0, kBegin, kEnd, Alv, Blv, acc GEMM_KTAB_ARG);
 
     __global float* Cz = C + offC + z * strideC;
     #pragma unroll

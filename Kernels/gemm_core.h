@@ -26,42 +26,62 @@
 // The loaders are called only for 0 <= m < M, 0 <= n < N and kBegin <= k < kEnd (states may be
 // computed for rows and columns past the edge; they must not read memory). With GEMM_EXACT = 1 the
 // host promises M % TM == 0, N % TN == 0 and (kEnd - kBegin) % TK == 0, and the checks go.
+//
+// With GEMM_K_TABLE = 1 the loaders receive, instead of k, a GemmKInfo that the includer computes
+// with `GemmKInfo gemm_k_info(const GemmParams* p, int k)`: the work-group fills a TK-entry table in
+// local memory once per slice, so an implicit-im2col loader reads its (channel, kh, kw) offsets with
+// one broadcast load instead of decomposing k with divisions for every element it fetches.
 #ifndef UPDRAFT_GEMM_CORE_H
 #define UPDRAFT_GEMM_CORE_H
+
+#ifndef GEMM_K_TABLE
+#define GEMM_K_TABLE 0
+#endif
+#if GEMM_K_TABLE
+#define GEMM_K(k, kk) kTab[kk]           // what the loaders receive for slice row kk (absolute k)
+#define GEMM_KTAB_DECL ; __local GemmKInfo kTab[TK]
+#define GEMM_KTAB_PARAM , __local GemmKInfo* kTab
+#define GEMM_KTAB_ARG , kTab
+#else
+#define GEMM_K(k, kk) (k)
+#define GEMM_KTAB_DECL
+#define GEMM_KTAB_PARAM
+#define GEMM_KTAB_ARG
+#endif
 
 // Loads the K slice starting at k0 into registers (zeros outside the matrix).
 GEMM_INLINE void gemm_fetch(const GemmParams* p, __global const float* A, __global const float* B,
                        const GemmAState* aState, const GemmBState* bState, const int M, const int N,
                        const int m0, const int n0, const int k0, const int kEnd, const int tid,
-                       float ra[LPTA], float rb[LPTB]) {
+                       float ra[LPTA], float rb[LPTB] GEMM_KTAB_PARAM) {
     #pragma unroll
     for (int r = 0; r < LPTA; r++) {
 #if GEMM_A_KFAST
-        const int m = m0 + tid / TK + r * (NT / TK), k = k0 + tid % TK;
+        const int m = m0 + tid / TK + r * (NT / TK), kk = tid % TK;
         const GemmAState s = aState[r];
 #else
-        const int m = m0 + tid % TM, k = k0 + tid / TM + r * (NT / TM);
+        const int m = m0 + tid % TM, kk = tid / TM + r * (NT / TM);
         const GemmAState s = aState[0];
 #endif
 #if GEMM_EXACT
-        ra[r] = gemm_a_load(p, A, s, k);
+        ra[r] = gemm_a_load(p, A, s, GEMM_K(k0 + kk, kk));
 #else
-        ra[r] = (m < M && k < kEnd) ? gemm_a_load(p, A, s, k) : 0.0f;
+        ra[r] = (m < M && k0 + kk < kEnd) ? gemm_a_load(p, A, s, GEMM_K(k0 + kk, kk)) : 0.0f;
 #endif
     }
     #pragma unroll
     for (int r = 0; r < LPTB; r++) {
 #if GEMM_B_KFAST
-        const int n = n0 + tid / TK + r * (NT / TK), k = k0 + tid % TK;
+        const int n = n0 + tid / TK + r * (NT / TK), kk = tid % TK;
         const GemmBState s = bState[r];
 #else
-        const int n = n0 + tid % TN, k = k0 + tid / TN + r * (NT / TN);
+        const int n = n0 + tid % TN, kk = tid / TN + r * (NT / TN);
         const GemmBState s = bState[0];
 #endif
 #if GEMM_EXACT
-        rb[r] = gemm_b_load(p, B, s, k);
+        rb[r] = gemm_b_load(p, B, s, GEMM_K(k0 + kk, kk));
 #else
-        rb[r] = (n < N && k < kEnd) ? gemm_b_load(p, B, s, k) : 0.0f;
+        rb[r] = (n < N && k0 + kk < kEnd) ? gemm_b_load(p, B, s, GEMM_K(k0 + kk, kk)) : 0.0f;
 #endif
     }
 }
@@ -110,7 +130,7 @@ GEMM_INLINE void gemm_multiply(__local const realM* Alv, __local const realN* Bl
 GEMM_INLINE void gemm_accumulate(const GemmParams* p, __global const float* A, __global const float* B,
                             const int M, const int N, const int m0, const int n0,
                             const int kBegin, const int kEnd,
-                            __local realM* Alv, __local realN* Blv, float acc[WPTM * WPTN]) {
+                            __local realM* Alv, __local realN* Blv, float acc[WPTM * WPTN] GEMM_KTAB_PARAM) {
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RTN + tx;
     #pragma unroll
     for (int i = 0; i < WPTM * WPTN; i++) acc[i] = 0.0f;
@@ -136,12 +156,20 @@ GEMM_INLINE void gemm_accumulate(const GemmParams* p, __global const float* A, _
     __local float* Al = (__local float*)Alv;
     __local float* Bl = (__local float*)Blv;
     float ra[LPTA], rb[LPTB];
-    if (kBegin < kEnd) gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, kBegin, kEnd, tid, ra, rb);
+    if (kBegin >= kEnd) return;
+#if GEMM_K_TABLE
+    if (tid < TK) kTab[tid] = gemm_k_info(p, min(kBegin + tid, kEnd - 1));
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, kBegin, kEnd, tid, ra, rb GEMM_KTAB_ARG);
     for (int k0 = kBegin; k0 < kEnd; k0 += TK) {
-        barrier(CLK_LOCAL_MEM_FENCE);            // everyone is done reading the previous slice
+        barrier(CLK_LOCAL_MEM_FENCE);            // everyone is done reading the previous slice (and table)
         gemm_stage(Al, Bl, tid, ra, rb);
+#if GEMM_K_TABLE
+        if (tid < TK && k0 + TK < kEnd) kTab[tid] = gemm_k_info(p, min(k0 + TK + tid, kEnd - 1));
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < kEnd) gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, k0 + TK, kEnd, tid, ra, rb);
+        if (k0 + TK < kEnd) gemm_fetch(p, A, B, aState, bState, M, N, m0, n0, k0 + TK, kEnd, tid, ra, rb GEMM_KTAB_ARG);
         gemm_multiply(Alv, Blv, tx, ty, acc);
     }
 }

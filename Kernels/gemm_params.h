@@ -78,10 +78,11 @@ typedef float4 realN;
 #define GEMM_ROW(i) ((((i) / VWM) * RTM + get_local_id(1)) * VWM + (i) % VWM)
 #define GEMM_COL(j) ((((j) / VWN) * RTN + get_local_id(0)) * VWN + (j) % VWN)
 
-// The local tiles, declared at kernel scope by each GEMM kernel.
+// The local tiles (and the k table, see gemm_core.h), declared at kernel scope by each GEMM kernel.
 #define GEMM_LOCAL_TILES \
     __local realM Alv[TK * LDAL / VWM]; \
-    __local realN Blv[TK * LDBL / VWN]
+    __local realN Blv[TK * LDBL / VWN] \
+    GEMM_KTAB_DECL
 
 // Quotient and remainder of x / d (x >= 0, d >= 1), with `inv` = 1.0f / d. Below 2^24 a float
 // reciprocal and one correction step give the exact answer, much cheaper than integer division on GPUs.

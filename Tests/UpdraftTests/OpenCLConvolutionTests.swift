@@ -7,19 +7,23 @@ import XCTest
 /// kernels themselves distinguish (pointwise, grouped pointwise, tile multiples, several tiles, split
 /// reductions, the NVIDIA table's big tiles).
 final class OpenCLConvolutionTests: XCTestCase {
+    static let pointwise = OpCase.convolution([3, 33, 7, 5], outputChannels: 31, kernel: (1, 1))   // batch folded into N
+    static let groupedPointwise = OpCase.convolution([2, 6, 5, 3], outputChannels: 9, kernel: (1, 1), groups: 3)
+    static let severalTiles = OpCase.convolution([2, 16, 12, 11], outputChannels: 65, kernel: (3, 3),
+                                                 padding: .same(.bottomRightHeavy), fusedReLU: true)
+    static let groupedDilated = OpCase.convolution([1, 4, 11, 10], outputChannels: 6, kernel: (2, 3), stride: (2, 1),
+                                                   dilation: (2, 2), groups: 2, padding: .valid(top: 1, bottom: 2, left: 0, right: 1))
+    static let wideInnerProduct = OpCase.innerProduct([3, 33], outputChannels: 129)
+
     /// Cases aimed at the kernels' own branches, beyond the shared lists.
     static let kernelCases: [OpCase] = [
-        .convolution([3, 33, 7, 5], outputChannels: 31, kernel: (1, 1)),                       // pointwise, batch folded
-        .convolution([2, 6, 5, 3], outputChannels: 9, kernel: (1, 1), groups: 3),              // grouped pointwise
+        pointwise, groupedPointwise, severalTiles, groupedDilated, wideInnerProduct,
         .convolution([2, 16, 4, 4], outputChannels: 32, kernel: (1, 1)),                       // tile multiples: no bounds checks
-        .convolution([2, 16, 12, 11], outputChannels: 65, kernel: (3, 3), padding: .same(.bottomRightHeavy),
-                     fusedReLU: true),                                                          // several tiles each way
+        .convolution([2, 16, 4, 4], outputChannels: 32, kernel: (3, 3),
+                     padding: .valid(top: 1, bottom: 1, left: 1, right: 1), fusedReLU: true),  // the same through the k table
         .convolution([3, 6, 7, 7], outputChannels: 4, kernel: (1, 1), stride: (2, 2), bias: false), // 1x1 but strided
-        .convolution([1, 4, 11, 10], outputChannels: 6, kernel: (2, 3), stride: (2, 1), dilation: (2, 2), groups: 2,
-                     padding: .valid(top: 1, bottom: 2, left: 0, right: 1)),
         .convolution([2, 3, 10, 7], outputChannels: 5, kernel: (4, 4), stride: (3, 3), padding: .same(.topLeftHeavy)),
         .innerProduct([1, 65], outputChannels: 7),
-        .innerProduct([3, 33], outputChannels: 129),
         .innerProduct([2, 31], outputChannels: 32, bias: false),
     ]
 
@@ -54,15 +58,15 @@ final class OpenCLConvolutionTests: XCTestCase {
     func testSplitReductions() throws {
         let cl = try GemmTestSupport.backend()
         cl.gemmWorkspace.forcedSplits = 3
-        assertMatchesReference([Self.kernelCases[0], Self.kernelCases[3], Self.kernelCases[5], Self.kernelCases[8]], on: cl)
+        assertMatchesReference([Self.pointwise, Self.severalTiles, Self.groupedDilated, Self.wideInnerProduct], on: cl)
         cl.gemmWorkspace.forcedSplits = 2
         assertMatchesReference([.innerProduct([40, 9], outputChannels: 10)], on: cl)
     }
 
     /// The NVIDIA table's big and thin tiles (256 work-items; PoCL runs them too).
     func testGPUTilings() throws {
-        assertMatchesReference([Self.kernelCases[3], Self.kernelCases[5]], on: try GemmTestSupport.backend([.large]))
-        assertMatchesReference([Self.kernelCases[1]], on: try GemmTestSupport.backend([.wide16]))
+        assertMatchesReference([Self.severalTiles, Self.groupedDilated], on: try GemmTestSupport.backend([.large]))
+        assertMatchesReference([Self.groupedPointwise], on: try GemmTestSupport.backend([.wide16]))
     }
 
     /// The same backward pass twice gives the same bits (no atomics, fixed summation order).

@@ -115,8 +115,8 @@ public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
     /// Work-group size (dimension 0 along N, 1 along M).
     public var workGroup: [Int] { [tileN / workN, tileM / workM] }
     public var threads: Int { (tileN / workN) * (tileM / workM) }
-    /// Local memory of the two staged slices (rows padded by one vector).
-    public var localMemoryBytes: Int { 4 * tileK * (tileM + vectorM + tileN + vectorN) }
+    /// Local memory of the two staged slices (rows padded by one vector) and the convolutions' k table.
+    public var localMemoryBytes: Int { 4 * tileK * (tileM + vectorM + tileN + vectorN) + 16 * tileK }
     /// Multiply-adds per value read from local memory, relative to 8x8 outputs per work-item.
     public var relativeEfficiency: Double {
         Double(workM * workN) / Double(workM + workN) / 4
