@@ -27,8 +27,9 @@ test: deps
 	$(MAKE) --no-print-directory interop
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
-# meant them: a new SqueezeNet, and fixtures and SqueezeNet after new weights were set through
-# CoreMLModel (`updraft reinit`), each compared with the JSON sidecar Updraft writes.
+# meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
+# CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
+# JSON sidecar Updraft writes.
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
 interop: deps
 	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
@@ -40,6 +41,10 @@ interop: deps
 	  for f in $(INTEROP_FIXTURES); do \
 	    "$$bin" reinit "Tests/UpdraftTests/Fixtures/$$f.mlmodel" --seed 3 --out "$$dir/$$f.mlmodel" --sidecar "$$dir/$$f.json"; \
 	  done; \
+	  "$$bin" create squeezenet --classes 10 --input-size 64 --seed 5 --out "$$dir/small.mlmodel"; \
+	  "$$bin" train "$$dir/small.mlmodel" --train Tests/Data/digits/validation --epochs 1 --batch-size 64 \
+	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
+	  rm "$$dir/small.mlmodel"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
 
 clean:

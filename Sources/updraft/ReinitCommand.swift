@@ -33,7 +33,8 @@ let reinitCommand = CLICommand(
         }
         var rng = SplitMix64(seed: seed)
         for name in names {
-            let shape = try model.weightShape(ofLayer: name)
+            // The current weights must be readable: their values in the file bound the new tensor's size.
+            let shape = try model.weights(ofLayer: name).shape
             let fanIn = shape.dims.dropFirst().reduce(1, *)
             let bound = Float((6.0 / Double(max(1, fanIn))).squareRoot())
             let weights = Tensor(shape: shape, uniformIn: -bound...bound, seed: rng.next())

@@ -4,10 +4,14 @@ import Updraft
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
     devicesCommand,
+    planCommand,
     gradcheckCommand,
     createCommand,
     inspectCommand,
     reinitCommand,
+    trainCommand,
+    evaluateCommand,
+    predictCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

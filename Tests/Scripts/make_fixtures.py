@@ -8,8 +8,10 @@ numpy seed, so reruns with the same coremltools give the same files. Each fixtur
 """
 import contextlib
 import io
+import json
 import os
 import sys
+import zlib
 
 import numpy as np
 
@@ -32,11 +34,45 @@ def quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+EXPECTED = {}
+
+
+def describe_weights(w):
+    """What coremltools reads from a WeightParams: count, CRC-32 of the float32 little-endian bytes
+    (float16 widened), the first values and the flag. None for quantized or raw weights."""
+    if w.HasField("quantization") or len(w.rawValue) or len(w.int8RawValue):
+        return None
+    if len(w.float16Value):
+        values = np.frombuffer(w.float16Value, dtype="<f2").astype("<f4")
+    else:
+        values = np.asarray(w.floatValue, dtype="<f4")
+    return {"count": int(len(values)), "crc32": zlib.crc32(values.tobytes()) & 0xFFFFFFFF,
+            "first": [float(v) for v in values[:4]], "isUpdatable": bool(w.isUpdatable)}
+
+
 def save(builder_or_spec, outdir, name):
     spec = builder_or_spec.spec if hasattr(builder_or_spec, "spec") else builder_or_spec
     path = os.path.join(outdir, name)
     coremltools.utils.save_spec(spec, path)
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+    # Record what coremltools reads back, for the Swift tests to compare Updraft's reading with.
+    spec = coremltools.utils.load_spec(path)
+    kind = spec.WhichOneof("Type")
+    nn = getattr(spec, kind)
+    layers = []
+    for layer in nn.layers:
+        t = layer.WhichOneof("layer")
+        entry = {"name": layer.name, "type": t, "isUpdatable": bool(layer.isUpdatable)}
+        if t in ("convolution", "innerProduct"):
+            params = getattr(layer, t)
+            entry["weights"] = describe_weights(params.weights)
+            entry["bias"] = describe_weights(params.bias) if params.hasBias else None
+        layers.append(entry)
+    EXPECTED[name] = {"kind": kind, "specificationVersion": spec.specificationVersion,
+                      "isUpdatable": bool(spec.isUpdatable), "layers": layers,
+                      "inputs": [f.name for f in spec.description.input],
+                      "outputs": [f.name for f in spec.description.output],
+                      "trainingInputs": [f.name for f in spec.description.trainingInput]}
 
 
 def dense_classifier(optimizer):
@@ -219,6 +255,9 @@ def main():
     save(float16_frozen(), outdir, "float16_frozen.mlmodel")
     save(quantized_weights(), outdir, "quantized_weights.mlmodel")
     save(unsupported_layer(), outdir, "unsupported_layer.mlmodel")
+    with open(os.path.join(outdir, "expected.json"), "w") as f:
+        json.dump(EXPECTED, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -153,12 +153,10 @@ public struct CoreMLModel: Sendable {
     /// A layer's bias `[C_out]`, or nil when the layer has none (hasBias false).
     public func bias(ofLayer name: String) throws -> Tensor? {
         let (_, layer) = try weightedLayer(name)
-        guard let (_, bias) = layer.weightParams, let b = bias else {
-            if layer.weightParams?.bias == nil, LayerShapes.hasBias(layer) {
-                throw UpdraftError(.invalidModel, "layer '\(name)' has hasBias set but no bias values",
-                                   hint: "re-export the model with the layer's bias")
-            }
-            return nil
+        guard LayerShapes.hasBias(layer) else { return nil }
+        guard let b = layer.weightParams?.bias else {
+            throw UpdraftError(.invalidModel, "layer '\(name)' has hasBias set but no bias values",
+                               hint: "re-export the model with the layer's bias")
         }
         return try LayerShapes.tensor(b, shape: [LayerShapes.outputChannels(layer)], layer: layer, what: "bias")
     }

@@ -35,7 +35,12 @@ public struct ModelReport: Encodable, Sendable {
     public struct Parameter: Encodable, Sendable {
         public var name: String
         public var defaultValue: HyperparameterValue
+        /// The allowed values as text ("[0, 1]", "{1, 2, 8}", "any").
         public var allowed: String
+        /// The same for scripts: a range's bounds or a set's values (all nil: any value).
+        public var allowedMin: Double?
+        public var allowedMax: Double?
+        public var allowedValues: [Int64]?
         public var inModel: Bool
     }
     public struct Finding: Encodable, Sendable {
@@ -93,8 +98,13 @@ public struct ModelReport: Encodable, Sendable {
             let g = graph?.layers.first { $0.modelIndex == i }
             let shape = g.map { [$0.outputShape.c, $0.outputShape.h, $0.outputShape.w] }
             let encoding = l.weightParams.map { $0.weights.encoding.rawValue }
+            // Without a graph (or for weights Updraft cannot read), count what the layer's shapes imply.
+            var parameters = g?.parameterCount ?? l.parameterCount
+            if parameters == 0, l.weightParams != nil, let w = try? LayerShapes.weightShape(l) {
+                parameters = w.count + (LayerShapes.hasBias(l) ? LayerShapes.outputChannels(l) : 0)
+            }
             rows.append(Layer(index: i, name: l.name, type: ModelReport.typeDescription(l), inputs: l.inputs, outputs: l.outputs,
-                              outputShape: shape, parameters: g?.parameterCount ?? l.parameterCount,
+                              outputShape: shape, parameters: parameters,
                               updatable: l.isUpdatable, weightEncoding: encoding))
         }
         layers = rows
@@ -105,7 +115,15 @@ public struct ModelReport: Encodable, Sendable {
         }
         optimizer = model.optimizer.map { $0.kind == .sgd ? "SGD" : "Adam" }
         hyperparameters = model.hyperparameters.map {
-            Parameter(name: $0.key.rawValue, defaultValue: $0.defaultValue, allowed: $0.constraint.description, inModel: $0.inModel)
+            var p = Parameter(name: $0.key.rawValue, defaultValue: $0.defaultValue, allowed: $0.constraint.description,
+                              inModel: $0.inModel)
+            switch $0.constraint {
+            case .none: break
+            case let .doubleRange(r): p.allowedMin = r.min; p.allowedMax = r.max
+            case let .int(.range(lo, hi)): p.allowedMin = Double(lo); p.allowedMax = Double(hi)
+            case let .int(.set(values)): p.allowedValues = values
+            }
+            return p
         }
         findings = ModelValidator.validate(model).map {
             Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer)

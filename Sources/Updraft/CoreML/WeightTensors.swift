@@ -66,15 +66,15 @@ enum LayerShapes {
         case .float32, .float16, .empty: break
         case .quantized:
             throw UpdraftError(.unsupported,
-                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) quantized (quantization with rawValue, \(w.storedByteCount) bytes); Updraft reads float32 and float16 weights only",
+                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) quantized (quantization with rawValue, \(w.storedByteCount) bytes), which is not supported: Updraft reads float32 and float16 weights only",
                 hint: "export the model without weight quantization (float32)")
         case .raw:
             throw UpdraftError(.unsupported,
-                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) as rawValue bytes (\(w.storedByteCount) bytes); Updraft reads float32 and float16 weights only",
+                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) as rawValue bytes (\(w.storedByteCount) bytes), which is not supported: Updraft reads float32 and float16 weights only",
                 hint: "export the model with float32 weights (floatValue)")
         case .int8:
             throw UpdraftError(.unsupported,
-                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) as int8RawValue (\(w.storedByteCount) bytes); Updraft reads float32 and float16 weights only",
+                "layer '\(layer.name)' (\(layer.typeName)) stores its \(what) as int8RawValue (\(w.storedByteCount) bytes), which is not supported: Updraft reads float32 and float16 weights only",
                 hint: "export the model with float32 weights (floatValue)")
         }
         guard !w.values.isEmpty else {

@@ -68,11 +68,13 @@ extension Executor {
         let backend = tailBackend
         let n = ws.batch
         let lossBuffer = try ws.scratch("loss", count: 1, on: backend)
-        let loss = training.loss
-        guard let shape = graph.blobShapes[training.lossBlob] else {
-            throw UpdraftError(.invalidModel, "the loss input '\(training.lossBlob)' has no shape")
+        guard let loss = training.loss, let lossBlob = training.lossBlob else {
+            throw UpdraftError(.invalidModel, "the model has no loss layer", hint: "only updatable models have a loss to evaluate")
         }
-        let x = try value(training.lossBlob, on: backend, ws: ws)
+        guard let shape = graph.blobShapes[lossBlob] else {
+            throw UpdraftError(.invalidModel, "the loss input '\(lossBlob)' has no shape")
+        }
+        let x = try value(lossBlob, on: backend, ws: ws)
         let itemCount = shape.itemCount
         switch loss.kind {
         case .categoricalCrossEntropy:
@@ -91,7 +93,7 @@ extension Executor {
             if withGradient { grad = try ws.acquire(n * itemCount, on: backend) }
             try backend.softmaxCrossEntropy(SoftmaxGeometry(batch: n, channels: itemCount, spatial: 1), logits: x,
                                             labels: labelBuffer, loss: lossBuffer, logitsGradient: grad, correct: correct)
-            if let grad { try ws.addGradient(training.lossBlob, grad, on: backend) }
+            if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
             let l = try backend.download(lossBuffer)[0], c = try backend.download(correct)[0]
             return BatchResult(loss: Double(l), correct: Int(c.rounded()), count: n)
         case .meanSquaredError:
@@ -108,7 +110,7 @@ extension Executor {
             var grad: DeviceBuffer? = nil
             if withGradient { grad = try ws.acquire(n * itemCount, on: backend) }
             try backend.meanSquaredError(count: n * itemCount, input: x, target: targetBuffer, loss: lossBuffer, inputGradient: grad)
-            if let grad { try ws.addGradient(training.lossBlob, grad, on: backend) }
+            if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
             return BatchResult(loss: Double(try backend.download(lossBuffer)[0]), correct: 0, count: n)
         }
     }

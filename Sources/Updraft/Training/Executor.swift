@@ -103,7 +103,7 @@ public final class Executor {
         let ws = workspace(batch.targets.count)
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
         try uploadInput(batch.inputs, ws: ws)
-        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary))
+        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
         let result = try lossAndGradient(ws: ws, targets: batch.targets, withGradient: true)
         try backward(ws: ws)
         try update(hyper)
@@ -116,6 +116,24 @@ public final class Executor {
                           parameters hyper: TrainingParameters) throws -> BatchResult {
         let ws = workspace(targets.count)
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
+        try uploadFeatures(features, ws: ws)
+        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
+        let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
+        try backward(ws: ws)
+        try update(hyper)
+        return result
+    }
+
+    /// Loss and correct count from cached boundary features (validation with the feature cache).
+    public func evaluate(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
+        let ws = workspace(targets.count)
+        defer { ws.clearValues() }
+        try uploadFeatures(features, ws: ws)
+        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
+        return try lossAndGradient(ws: ws, targets: targets, withGradient: false)
+    }
+
+    private func uploadFeatures(_ features: [String: [Float]], ws: Workspace) throws {
         for blob in training.boundary {
             guard let values = features[blob] else {
                 throw UpdraftError(.invalidArgument, "cached features for blob '\(blob)' are missing")
@@ -124,11 +142,6 @@ public final class Executor {
             try tailBackend.upload(values, to: b)
             ws.setValue(blob, b, on: tailBackend)
         }
-        try forward(layers: training.tail, ws: ws, keep: [])
-        let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
-        try backward(ws: ws)
-        try update(hyper)
-        return result
     }
 
     /// Runs the frozen prefix on a batch and returns its boundary blobs (for the feature cache),
@@ -151,7 +164,7 @@ public final class Executor {
         let ws = workspace(batch.targets.count)
         defer { ws.clearValues() }
         try uploadInput(batch.inputs, ws: ws)
-        try forward(layers: training.prefix + training.tail, ws: ws, keep: [])
+        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
         return try lossAndGradient(ws: ws, targets: batch.targets, withGradient: false)
     }
 

@@ -3,7 +3,8 @@
 /// the frozen prefix hands over to the trainable tail (the blobs a feature cache keeps).
 public struct TrainingGraph: Sendable {
     public let graph: NetworkGraph
-    public let loss: GraphLoss
+    /// The loss; nil for a graph made only to run forward (`inference(graph:)`).
+    public let loss: GraphLoss?
     /// Layers whose output depends on an updatable parameter, in topological order.
     public let tail: [GraphLayer]
     /// Layers whose output depends on no updatable parameter and that training needs, in order.
@@ -18,7 +19,23 @@ public struct TrainingGraph: Sendable {
     /// with a fused epilogue and the ReLU layer is skipped. Maps convolution name -> ReLU layer.
     public let fusedReLU: [String: GraphLayer]
     /// The blob training forward must reach: the logits for fused softmax + CE, else the loss input.
-    public let lossBlob: String
+    public let lossBlob: String?
+
+    /// A graph that only runs forward (prediction, evaluation of models without a loss): every layer
+    /// is in the prefix, nothing is trained.
+    public static func inference(graph: NetworkGraph) -> TrainingGraph { TrainingGraph(inferenceOnly: graph) }
+
+    private init(inferenceOnly graph: NetworkGraph) {
+        self.graph = graph
+        loss = graph.loss
+        lossBlob = graph.loss.map { $0.kind == .categoricalCrossEntropy && $0.logits != nil ? $0.logits! : $0.input }
+        tail = []
+        prefix = graph.layers
+        backwardLayers = []
+        gradientBlobs = []
+        boundary = []
+        fusedReLU = [:]
+    }
 
     public init(graph: NetworkGraph) throws {
         self.graph = graph
@@ -29,7 +46,8 @@ public struct TrainingGraph: Sendable {
                                hint: "mark convolution or inner-product layers updatable (coremltools: make_updatable)")
         }
         let fusedLoss = loss.kind == .categoricalCrossEntropy && loss.logits != nil
-        lossBlob = fusedLoss ? loss.logits! : loss.input
+        let lossBlob = fusedLoss ? loss.logits! : loss.input
+        self.lossBlob = lossBlob
 
         // Layers needed to reach the loss blob.
         var needed: Set<String> = []

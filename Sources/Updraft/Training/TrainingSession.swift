@@ -10,6 +10,8 @@ final class TrainingSession {
     let hyperparameters: [Hyperparameter]
     var parameters: TrainingParameters
     let cache: FeatureCache?
+    /// The validation set's prefix features: the frozen layers never change, so neither do they.
+    let validationCache: FeatureCache?
     private(set) var lastMetrics: TrainingMetrics?
 
     init(task: UpdateTask) throws {
@@ -31,6 +33,7 @@ final class TrainingSession {
         executor = try Executor(training: training, optimizer: optimizer, prefixBackend: backends.prefix, tailBackend: backends.tail)
         cache = task.configuration.featureCache && !training.prefix.isEmpty
             ? FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes) : nil
+        validationCache = cache == nil ? nil : FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes)
     }
 
     func train() throws {
@@ -59,14 +62,14 @@ final class TrainingSession {
             var m = TrainingMetrics(epochIndex: epoch, lossValue: lastLoss)
             let seconds = Date().timeIntervalSince(start)
             m.meanLoss = lossSum / Double(max(1, seen))
-            if training.loss.kind == .categoricalCrossEntropy { m.trainingAccuracy = Double(correct) / Double(max(1, seen)) }
+            if training.loss?.kind == .categoricalCrossEntropy { m.trainingAccuracy = Double(correct) / Double(max(1, seen)) }
             m.seconds = seconds
             m.examplesPerSecond = Double(seen) / max(seconds, 1e-9)
             m.device = executor.tailBackend.name
             if let validation = config.validationData {
                 let (loss, accuracy) = try evaluate(validation)
                 m.validationLoss = loss
-                m.validationAccuracy = training.loss.kind == .categoricalCrossEntropy ? accuracy : nil
+                m.validationAccuracy = training.loss?.kind == .categoricalCrossEntropy ? accuracy : nil
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
@@ -89,44 +92,50 @@ final class TrainingSession {
             return try executor.trainStep(try ArrayBatchProvider(examples: examples).batch(at: examples.indices),
                                           parameters: parameters)
         }
-        // Feature-cache path: compute the prefix only for examples (and flip variants) not cached yet.
+        // Feature-cache path: the prefix runs only for examples (and flip variants) not cached yet.
         func variant(_ i: Int) -> Int {
             if augmentation.isIdentity { return 0 }
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        var features: [Int: [String: [Float]]] = [:]
-        var missing: [Int] = []
-        var targets: [TrainingExample.Target] = []
-        var targetOf: [Int: TrainingExample.Target] = [:]
-        for i in indices where features[i] == nil && !missing.contains(i) {
-            if let f = cache.lookup(.init(index: i, variant: variant(i))) { features[i] = f } else { missing.append(i) }
+        let variants = indices.map(variant)
+        let stacked = try cachedFeatures(indices: indices, variants: variants, cache: cache, example: example)
+        let targets = try indices.map { try task.trainingData.target(at: $0) }
+        return try executor.trainStep(features: stacked, targets: targets, parameters: parameters)
+    }
+
+    /// The boundary features of `indices` stacked per blob, computing the prefix only for the
+    /// (index, variant) pairs the cache does not hold yet.
+    private func cachedFeatures(indices: [Int], variants: [Int], cache: FeatureCache,
+                                example: (Int) throws -> TrainingExample) throws -> [String: [Float]] {
+        var features: [FeatureCache.Key: [String: [Float]]] = [:]
+        var missing: [FeatureCache.Key] = []
+        for (i, v) in zip(indices, variants) {
+            let key = FeatureCache.Key(index: i, variant: v)
+            guard features[key] == nil, !missing.contains(key) else { continue }
+            if let f = cache.lookup(key) { features[key] = f } else { missing.append(key) }
         }
         if !missing.isEmpty {
-            let examples = try missing.map(example)
-            for (i, e) in zip(missing, examples) { targetOf[i] = e.target }
+            let examples = try missing.map { try example($0.index) }
             let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
             let computed = try executor.prefixFeatures(batch.inputs)
-            for (k, i) in missing.enumerated() {
+            for (k, key) in missing.enumerated() {
                 var one: [String: [Float]] = [:]
                 for (blob, values) in computed {
                     let per = values.count / missing.count
                     one[blob] = Array(values[k * per..<(k + 1) * per])
                 }
-                features[i] = one
-                cache.store(.init(index: i, variant: variant(i)), one)
+                features[key] = one
+                cache.store(key, one)
             }
         }
         var stacked: [String: [Float]] = [:]
         for blob in training.boundary {
             var v: [Float] = []
-            for i in indices { v += features[i]![blob]! }
+            for (i, variant) in zip(indices, variants) { v += features[FeatureCache.Key(index: i, variant: variant)]![blob]! }
             stacked[blob] = v
         }
-        for i in indices {
-            if let t = targetOf[i] { targets.append(t) } else { targets.append(try task.trainingData.target(at: i)) }
-        }
-        return try executor.trainStep(features: stacked, targets: targets, parameters: parameters)
+        return stacked
     }
 
     /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round).
@@ -134,7 +143,15 @@ final class TrainingSession {
         var lossSum = 0.0, correct = 0, seen = 0
         let size = parameters.miniBatchSize
         for start in stride(from: 0, to: data.count, by: size) {
-            let r = try executor.evaluate(try data.batch(at: start..<min(start + size, data.count)))
+            let indices = Array(start..<min(start + size, data.count))
+            let r: Executor.BatchResult
+            if let cache = validationCache {
+                let features = try cachedFeatures(indices: indices, variants: indices.map { _ in 0 }, cache: cache,
+                                                  example: { try data.example(at: $0) })
+                r = try executor.evaluate(features: features, targets: try indices.map { try data.target(at: $0) })
+            } else {
+                r = try executor.evaluate(try data.batch(at: indices))
+            }
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
         }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))

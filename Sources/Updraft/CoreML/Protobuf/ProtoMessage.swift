@@ -82,7 +82,11 @@ public struct ProtoField: Sendable {
     public init(number: Int, packedFloats values: [Float]) {
         var payload: [UInt8] = []
         payload.reserveCapacity(values.count * 4)
+        #if _endian(little)
+        values.withUnsafeBytes { payload.append(contentsOf: $0) }   // already little-endian float32
+        #else
         for v in values { appendFixed32(v.bitPattern, to: &payload) }
+        #endif
         self.init(number: number, bytes: payload)
     }
 
@@ -220,10 +224,12 @@ public struct ProtoMessage: Sendable {
     public mutating func editMessage(_ number: Int, occurrence: Int? = nil, path: String = "",
                                      _ body: (inout ProtoMessage) throws -> Void) throws {
         let positions = fields.indices.filter { fields[$0].number == number }
-        guard let position = occurrence.map({ $0 < positions.count && $0 >= 0 ? positions[$0] : -1 }) ?? positions.last,
-              position >= 0 else {
-            throw ProtobufError(offset: 0, path: path, "expected field \(number), which is not present")
+        let chosen = occurrence ?? positions.count - 1
+        guard positions.indices.contains(chosen) else {
+            throw ProtobufError(offset: 0, path: path,
+                "expected occurrence \(chosen) of field \(number), but the message holds \(positions.count)")
         }
+        let position = positions[chosen]
         let field = fields[position]
         guard field.wireType == .lengthDelimited else {
             throw ProtobufError(offset: field.offset, path: path,

@@ -121,12 +121,22 @@ public struct ProtoReader: Sendable {
                     throw error(at: f.offset,
                         "field '\(name)' (\(f.number)) should hold packed 4-byte floats, but its \(payload.count) bytes are not a multiple of 4")
                 }
-                out.reserveCapacity(out.count + payload.count / 4)
+                if payload.isEmpty { continue }
+                let start = out.count
+                out.append(contentsOf: repeatElement(0, count: payload.count / 4))
+                #if _endian(little)
+                out.withUnsafeMutableBytes { dst in
+                    payload.withUnsafeBytes { src in
+                        dst.baseAddress!.advanced(by: start * 4).copyMemory(from: src.baseAddress!, byteCount: src.count)
+                    }
+                }
+                #else
                 var i = payload.startIndex
-                while i < payload.endIndex {
-                    out.append(Float(bitPattern: readFixed32(payload, at: i)))
+                for k in start..<out.count {
+                    out[k] = Float(bitPattern: readFixed32(payload, at: i))
                     i += 4
                 }
+                #endif
             default:
                 throw error(at: f.offset, "field '\(name)' (\(f.number)) should be repeated floats, found \(f.wireType)")
             }

@@ -63,15 +63,15 @@ func readVarint(_ bytes: ArraySlice<UInt8>, _ index: inout Int, what: @autoclosu
         }
         let byte = bytes[index]
         index += 1
+        // The 10th byte may only hold bit 63: anything more overflows 64 bits or makes the varint
+        // longer than the 10 bytes protobuf allows.
         if shift == 63, byte > 1 {
-            throw ProtobufError(offset: start, "\(what()) is a varint whose value does not fit in 64 bits")
+            throw ProtobufError(offset: start,
+                "\(what()) is a varint longer than 10 bytes or above 2^64 - 1; protobuf varints hold 64 bits")
         }
         result |= UInt64(byte & 0x7F) << shift
         if byte < 0x80 { return result }
         shift += 7
-        if shift > 63 {
-            throw ProtobufError(offset: start, "\(what()) is a varint longer than the 10 bytes protobuf allows")
-        }
     }
 }
 

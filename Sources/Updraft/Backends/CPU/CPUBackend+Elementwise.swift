@@ -1,0 +1,169 @@
+import Foundation
+
+// Activations, element-wise add/multiply, concat and the frozen channel affine: streaming loops over
+// raw pointers (the compiler vectorises them), split into contiguous chunks over threads when large.
+// In-place calls (output == input) are fine: every element is read before it is written.
+//
+//   relu:      y = max(0, x)            dx = dy if x > 0 else 0
+//   leakyReLU: y = x if x > 0 else a*x  dx = dy if x > 0 else a*dy
+//   sigmoid:   y = 1 / (1 + exp(-x))    dx = dy * y * (1 - y)
+//   tanh:      y = tanh(x)              dx = dy * (1 - y^2)
+//   linear:    y = a*x + b              dx = a * dy
+extension CPUBackend {
+    private func requireCount(_ count: Int, _ op: String) throws {
+        try requireSizes(["element count": count], op: op)
+    }
+
+    public func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
+        try requireCount(count, "\(a)")
+        let x = try pointer(input, count, "\(a) input")
+        let y = try pointer(output, count, "\(a) output")
+        switch a {
+        case .relu:
+            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+                for i in r { y[i] = x[i] > 0 ? x[i] : 0 }
+            }
+        case let .leakyReLU(alpha):
+            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+                for i in r { let v = x[i]; y[i] = v > 0 ? v : alpha * v }
+            }
+        case .sigmoid:
+            parallelChunks(count, grain: CPUParallel.transcendentalGrain) { r in
+                for i in r { y[i] = 1 / (1 + exp(-x[i])) }
+            }
+        case .tanh:
+            parallelChunks(count, grain: CPUParallel.transcendentalGrain) { r in
+                for i in r { y[i] = Foundation.tanh(x[i]) }
+            }
+        case let .linear(alpha, beta):
+            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+                for i in r { y[i] = alpha * x[i] + beta }
+            }
+        }
+    }
+
+    public func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
+                                   outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
+        try requireCount(count, "\(a)")
+        let x = try pointer(input, count, "\(a) input")
+        let y = try pointer(output, count, "\(a) output")
+        let dy = try pointer(outputGradient, count, "\(a) output gradient")
+        let dx = try pointer(inputGradient, count, "\(a) input gradient")
+        parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+            switch a {
+            case .relu:
+                for i in r { dx[i] = x[i] > 0 ? dy[i] : 0 }
+            case let .leakyReLU(alpha):
+                for i in r { let d = dy[i]; dx[i] = x[i] > 0 ? d : alpha * d }
+            case .sigmoid:
+                for i in r { let v = y[i]; dx[i] = dy[i] * v * (1 - v) }
+            case .tanh:
+                for i in r { let v = y[i]; dx[i] = dy[i] * (1 - v * v) }
+            case let .linear(alpha, _):
+                for i in r { dx[i] = alpha * dy[i] }
+            }
+        }
+    }
+
+    public func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
+        try requireCount(count, "element-wise \(op)")
+        let pa = try pointer(a, count, "element-wise first operand")
+        let pb = try pointer(b, count, "element-wise second operand")
+        let y = try pointer(output, count, "element-wise output")
+        parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+            switch op {
+            case .add: for i in r { y[i] = pa[i] + pb[i] }
+            case .multiply: for i in r { y[i] = pa[i] * pb[i] }
+            }
+        }
+    }
+
+    // MARK: Concat — input i [N, channels[i], S] -> output [N, sum(channels), S]
+
+    private func requireConcat(_ inputCount: Int, channels: [Int], batch: Int, spatial: Int) throws {
+        guard inputCount == channels.count else {
+            throw UpdraftError(.invalidArgument, "\(name) concat got \(inputCount) inputs but \(channels.count) channel counts")
+        }
+        try requireSizes(["batch": batch, "spatial size": spatial], op: "concat")
+        for c in channels where c < 0 {
+            throw UpdraftError(.invalidArgument, "\(name) concat: channel count \(c) must be at least 0")
+        }
+    }
+
+    /// Copies, for every image n and part i, the block of channels[i] * S floats between the part's
+    /// buffer and its slot in the concatenated one (`toParts` picks the direction).
+    private func concatCopy(parts: [UnsafeMutablePointer<Float>], whole: UnsafeMutablePointer<Float>, channels: [Int],
+                            batch N: Int, spatial S: Int, toParts: Bool) {
+        let C = channels.reduce(0, +)
+        var offsets: [Int] = [], c0 = 0
+        for ci in channels { offsets.append(c0); c0 += ci }
+        parallelChunks(N, grain: max(1, CPUParallel.copyGrain / max(1, C * S))) { images in
+            for n in images {
+                for (i, part) in parts.enumerated() {
+                    let block = channels[i] * S
+                    let slot = whole + (n * C + offsets[i]) * S, piece = part + n * block
+                    if toParts { piece.update(from: slot, count: block) } else { slot.update(from: piece, count: block) }
+                }
+            }
+        }
+    }
+
+    public func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws {
+        try requireConcat(inputs.count, channels: channels, batch: batch, spatial: spatial)
+        let xs = try inputs.enumerated().map { i, b in try pointer(b, batch * channels[i] * spatial, "concat input \(i)") }
+        let y = try pointer(output, batch * channels.reduce(0, +) * spatial, "concat output")
+        concatCopy(parts: xs, whole: y, channels: channels, batch: batch, spatial: spatial, toParts: false)
+    }
+
+    public func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
+                               inputGradients: [DeviceBuffer]) throws {
+        try requireConcat(inputGradients.count, channels: channels, batch: batch, spatial: spatial)
+        let dy = try pointer(outputGradient, batch * channels.reduce(0, +) * spatial, "concat output gradient")
+        let dxs = try inputGradients.enumerated().map { i, b in
+            try pointer(b, batch * channels[i] * spatial, "concat input gradient \(i)")
+        }
+        concatCopy(parts: dxs, whole: dy, channels: channels, batch: batch, spatial: spatial, toParts: true)
+    }
+
+    // MARK: Channel affine — x, y [N, C, S], scale and shift [C]
+
+    private func requireAffine(_ shape: Shape) throws {
+        try requireSizes(["batch": shape.n, "channels": shape.c, "height": shape.h, "width": shape.w],
+                         op: "channel affine")
+    }
+
+    public func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
+                              output: DeviceBuffer) throws {
+        try requireAffine(shape)
+        let (C, S) = (shape.c, shape.h * shape.w)
+        let count = shape.n * C * S
+        let x = try pointer(input, count, "channel affine input \(shape)")
+        let a = try pointer(scale, C, "channel affine scale")
+        let b = try pointer(shift, C, "channel affine shift")
+        let y = try pointer(output, count, "channel affine output")
+        parallelChunks(shape.n * C, grain: max(1, CPUParallel.elementGrain / max(1, S))) { planes in
+            for p in planes {
+                let (sc, sh) = (a[p % C], b[p % C])
+                let src = x + p * S, dst = y + p * S
+                for s in 0..<S { dst[s] = sc * src[s] + sh }
+            }
+        }
+    }
+
+    public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
+                                      inputGradient: DeviceBuffer) throws {
+        try requireAffine(shape)
+        let (C, S) = (shape.c, shape.h * shape.w)
+        let count = shape.n * C * S
+        let dy = try pointer(outputGradient, count, "channel affine output gradient \(shape)")
+        let a = try pointer(scale, C, "channel affine scale")
+        let dx = try pointer(inputGradient, count, "channel affine input gradient")
+        parallelChunks(shape.n * C, grain: max(1, CPUParallel.elementGrain / max(1, S))) { planes in
+            for p in planes {
+                let sc = a[p % C]
+                let src = dy + p * S, dst = dx + p * S
+                for s in 0..<S { dst[s] = sc * src[s] }
+            }
+        }
+    }
+}
