@@ -12,6 +12,11 @@
 //   2 backward weights  dw_g[m, (c,kh,kw)] = sum_(n,p) dy_g[m, (n,p)] * col_g[(c,kh,kw), (n,p)], split
 //                       along (n,p) into `splits` slabs that gemm_reduce.cl's sum_slabs adds up
 // POINTWISE = 1 specialises to 1x1 kernels with stride 1 and no padding: plain strided GEMMs.
+//
+// Index arithmetic stays out of the inner loops: each work-item decomposes its fixed GEMM column (or
+// row) once (the loader states), the forward and backward-data loaders read their kernel-tap offsets
+// from a per-slice table in local memory (GEMM_K_TABLE), and the remaining divisions use divmod()'s
+// float reciprocals.
 #include "gemm_params.h"
 
 #ifndef CONV_MODE
@@ -25,7 +30,7 @@
 typedef struct {
     int Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL;
     int Cg, Mg, P, HW, KHW;
-    float invP, invWo, invHW, invW, invKHW, invKW, invSH, invSW;
+    float invP, invWo, invKHW, invKW, invSH, invSW;
 } GemmParams;
 
 #define CONV_ARGS \
@@ -38,7 +43,7 @@ GEMM_INLINE GemmParams conv_params(CONV_ARGS) {
     p.Cin = Cin; p.H = H; p.W = W; p.Cout = Cout; p.Ho = Ho; p.Wo = Wo;
     p.KH = KH; p.KW = KW; p.SH = SH; p.SW = SW; p.DH = DH; p.DW = DW; p.PT = PT; p.PL = PL;
     p.Cg = Cin / groups; p.Mg = Cout / groups; p.P = Ho * Wo; p.HW = H * W; p.KHW = KH * KW;
-    p.invP = 1.0f / p.P; p.invWo = 1.0f / Wo; p.invHW = 1.0f / p.HW; p.invW = 1.0f / W;
+    p.invP = 1.0f / p.P; p.invWo = 1.0f / Wo;
     p.invKHW = 1.0f / p.KHW; p.invKW = 1.0f / KW; p.invSH = 1.0f / SH; p.invSW = 1.0f / SW;
     return p;
 }

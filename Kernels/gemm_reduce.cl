@@ -1,8 +1,6 @@
 // Deterministic reductions that finish the GEMM-based ops: every sum runs in a fixed order, so
-// results are the same from run to run (no atomics).
-#ifndef WG
-#define WG 256        // work-group size of the reductions (a power of two)
-#endif
+// results are the same from run to run (no atomics). WG_SIZE and group_sum come from common.h.
+#include "common.h"
 
 // out[offOut + (i / columns) * ld + i % columns] = sum over s < slabs of parts[offParts + s * count + i],
 // s ascending: adds up split-K slices (packed rows x columns slabs) into a matrix with leading dimension ld.
@@ -16,35 +14,21 @@ __kernel void sum_slabs(__global const float* parts, const int offParts, const i
     out[offOut + r * ld + (i - r * columns)] = v;
 }
 
-// Work-group sum of v (a tree in local memory), returned to every work-item.
-inline float group_sum(float v, __local float* scratch) {
-    const int l = get_local_id(0);
-    scratch[l] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int w = WG / 2; w > 0; w >>= 1) {
-        if (l < w) scratch[l] += scratch[l + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float total = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return total;
-}
-
 // Bias gradient, stage 1. dy holds `images` blocks of [channels, spatial]; channel c of chunk s
 // (get_group_id(0) = s, get_group_id(1) = c) sums the positions t in [s * chunk, (s+1) * chunk) of
 // the flattened (image, position) range, t < images * spatial, into partial[c * slices + s].
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void bias_grad_partial(__global const float* dy, const int images, const int channels, const int spatial,
                        const int chunk, __global float* partial, const int offPartial) {
-    __local float scratch[WG];
+    __local float scratch[WG_SIZE];
     const int s = get_group_id(0), c = get_group_id(1), slices = get_num_groups(0);
     const int total = images * spatial;
     const int begin = s * chunk, end = min(total, begin + chunk);
     float v = 0.0f;
     if (spatial == 1) {
-        for (int t = begin + get_local_id(0); t < end; t += WG) v += dy[t * channels + c];
+        for (int t = begin + get_local_id(0); t < end; t += WG_SIZE) v += dy[t * channels + c];
     } else {
-        for (int t = begin + get_local_id(0); t < end; t += WG) {
+        for (int t = begin + get_local_id(0); t < end; t += WG_SIZE) {
             const int n = t / spatial, p = t - n * spatial;
             v += dy[(n * channels + c) * spatial + p];
         }

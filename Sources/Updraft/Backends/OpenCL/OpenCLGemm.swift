@@ -215,20 +215,10 @@ extension OpenCLBackend {
     /// s ascending: adds up split-K slices.
     func sumSlabs(_ parts: OpenCLBuffer, offset: Int, rows: Int, columns: Int, slabs: Int,
                   into out: OpenCLBuffer, offset outOffset: Int, ld: Int) throws {
-        let wg = reductionWorkGroup
-        let defines = ["WG": "\(wg)"]
-        let k = try kernel("gemm_reduce.cl", "sum_slabs", defines: defines)
-        let count = rows * columns
-        try enqueue(k, [.buffer(parts), .int(offset), .int(columns), .int(count), .int(slabs),
-                        .buffer(out), .int(outOffset), .int(ld)],
-                    global: [ceilDiv(count, wg) * wg], local: [wg], defines: defines)
-    }
-
-    /// Power-of-two work-group size for the reductions.
-    var reductionWorkGroup: Int {
-        var wg = 1
-        while wg * 2 <= min(256, tuning.workGroupSize) { wg *= 2 }
-        return wg
+        let wg = reductionGroupSize, count = rows * columns
+        try enqueue(try opsKernel("gemm_reduce.cl", "sum_slabs"),
+                    [.buffer(parts), .int(offset), .int(columns), .int(count), .int(slabs), .buffer(out), .int(outOffset), .int(ld)],
+                    global: [ceilDiv(count, wg) * wg], local: [wg], defines: ["WG_SIZE": "\(wg)"])
     }
 
     /// db[c] = sum over images n and positions p of dy[n, c, p] for dy [images, channels, spatial]:
@@ -237,20 +227,19 @@ extension OpenCLBackend {
         guard channels > 0 else { return }
         let total = images * spatial
         if total == 0 { try context.fill(db, with: 0, count: channels); return }
-        let wg = reductionWorkGroup
-        let defines = ["WG": "\(wg)"]
+        let wg = reductionGroupSize
+        let defines = ["WG_SIZE": "\(wg)"]
         // Enough work-groups to fill the device, each summing at least 4 values per work-item.
         let wanted = max(1, min(ceilDiv(2 * busySlots, channels), total / (4 * wg)))
         let chunk = ceilDiv(total, wanted)
         let slices = ceilDiv(total, chunk)
         let partial = slices > 1 ? try gemmWorkspace.scratch(count: slices * channels, context: context) : db
-        let stage1 = try kernel("gemm_reduce.cl", "bias_grad_partial", defines: defines)
-        try enqueue(stage1, [.buffer(dy), .int(images), .int(channels), .int(spatial), .int(chunk),
-                             .buffer(partial), .int(0)],
+        try enqueue(try opsKernel("gemm_reduce.cl", "bias_grad_partial"),
+                    [.buffer(dy), .int(images), .int(channels), .int(spatial), .int(chunk), .buffer(partial), .int(0)],
                     global: [slices * wg, channels], local: [wg, 1], defines: defines)
         guard slices > 1 else { return }
-        let stage2 = try kernel("gemm_reduce.cl", "bias_grad_final", defines: defines)
-        try enqueue(stage2, [.buffer(partial), .int(channels), .int(slices), .buffer(db)],
+        try enqueue(try opsKernel("gemm_reduce.cl", "bias_grad_final"),
+                    [.buffer(partial), .int(channels), .int(slices), .buffer(db)],
                     global: [ceilDiv(channels, wg) * wg], local: [wg], defines: defines)
     }
 }
