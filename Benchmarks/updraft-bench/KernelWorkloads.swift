@@ -143,46 +143,14 @@ struct KernelTiming {
     }
 }
 
-/// The device's measured ceilings (Kernels/peak.cl): FMA throughput and copy bandwidth, each the best
-/// of several runs.
+/// The device's measured ceilings: FMA throughput and copy bandwidth, measured now with the
+/// scheduler's calibration kernels (Kernels/calibrate.cl, best of several runs), not read from a cache.
 struct DevicePeak {
     var gflops: Double
     var gbps: Double
-    var fmaSeconds: Double
-    var copySeconds: Double
 
-    static func measure(_ cl: OpenCLBackend, quick: Bool) throws -> DevicePeak {
-        let info = cl.device
-        let gpu = info.type == .gpu
-        let program = try cl.context.program(named: "peak.cl", defines: ["PEAK_ITERS": "256"])
-        let wg = cl.tuning.workGroupSize
-
-        let fma = try program.kernel("fma_peak")
-        let items = max(1, info.computeUnits) * (gpu ? 16384 : 512) / wg * wg
-        let out = try cl.context.makeBuffer(count: items)
-        try fma.setArguments([.buffer(out), .float(0.999), .float(0.001)])
-        let fmaSeconds = try best(runs: quick ? 3 : 7) { try fma.launch(global: [items], local: [wg], profile: true) }
-        let flops = Double(items) * 256 * 32 * 2
-
-        let copy = try program.kernel("copy_peak")
-        let n4 = (gpu ? 64 << 20 : (quick ? 2 << 20 : 8 << 20)) / 4    // float4s: 256 MiB on a GPU
-        let src = try cl.context.makeBuffer(count: n4 * 4), dst = try cl.context.makeBuffer(count: n4 * 4)
-        try cl.context.fill(src, with: 1)
-        try copy.setArguments([.buffer(src), .buffer(dst), .int(n4)])
-        let copySeconds = try best(runs: quick ? 3 : 7) { try copy.launch(global: [n4], local: [wg], profile: true) }
-        let bytes = Double(n4) * 16 * 2
-        return DevicePeak(gflops: flops / fmaSeconds * 1e-9, gbps: bytes / copySeconds * 1e-9,
-                          fmaSeconds: fmaSeconds, copySeconds: copySeconds)
-    }
-
-    /// Shortest profiled time of `runs` launches after one warm-up.
-    private static func best(runs: Int, _ launch: () throws -> OpenCLEvent?) throws -> Double {
-        _ = try launch()?.elapsedSeconds()
-        var fastest = Double.infinity
-        for _ in 0..<runs {
-            guard let event = try launch() else { continue }
-            fastest = min(fastest, try event.elapsedSeconds())
-        }
-        return fastest
+    static func measure(_ cl: OpenCLBackend) throws -> DevicePeak {
+        let profile = try DeviceCalibration.measure(cl.context.device)
+        return DevicePeak(gflops: profile.fmaGFLOPS, gbps: profile.bandwidthGBps)
     }
 }

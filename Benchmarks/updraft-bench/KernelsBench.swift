@@ -16,12 +16,13 @@ let kernelsCommand = CLICommand(CommandSpec(
     cases for convolution and inner product, each benchmarked layer at batch 1, and the SGEMM variants
     timed. Any mismatch stops the run (exit status 1) before anything is timed.
 
-    Then the device's own ceilings are measured (Kernels/peak.cl: FMA throughput, copy bandwidth) and
-    each workload is timed with OpenCL profiling events (kernel time, summed over the kernels an op
-    launches): SqueezeNet 1.1's convolutions (forward with fused ReLU, backward data, backward weights
-    and bias) and fullyconnected0 (forward, both gradients) at the batch size, a square SGEMM (4096^3)
-    and conv10's GEMM at the anchor's shape (M=1000, N=169 x batch, K=512). FLOPs and bytes come from
-    the op descriptions (ConvGeometry.forwardCost, ...).
+    Then the device's own ceilings are measured (FMA throughput and copy bandwidth, with the
+    scheduler's calibration kernels in Kernels/calibrate.cl) and each workload is timed with OpenCL
+    profiling events (kernel time, summed over the kernels an op launches): SqueezeNet 1.1's
+    convolutions (forward with fused ReLU, backward data, backward weights and bias) and
+    fullyconnected0 (forward, both gradients) at the batch size, a square SGEMM (4096^3) and conv10's
+    GEMM at the anchor's shape (M=1000, N=169 x batch, K=512). FLOPs and bytes come from the op
+    descriptions (ConvGeometry.forwardCost, ...).
     """
 )) { args in
     try KernelsBenchmark(args).run()
@@ -65,7 +66,7 @@ struct KernelsBenchmark {
         log("\(checks.count) checks passed")
 
         // 2. The device's ceilings, then every workload.
-        let peak = try DevicePeak.measure(cl, quick: quick)
+        let peak = try DevicePeak.measure(cl)
         log(String(format: "measured peak: %.1f GFLOP/s (FMA), %.1f GB/s (copy)", peak.gflops, peak.gbps))
         var results: [(KernelWorkload, KernelTiming)] = []
         for w in try KernelWorkloads.workloads(layers: layers, batch: batch, gemmSide: gemmSide) {
@@ -210,8 +211,7 @@ struct KernelsBenchmark {
                                              "ok": $0.ok, "note": $0.note ?? NSNull()] as [String: Any] }],
         ]
         if let peak {
-            root["peak"] = ["fmaGFLOPs": peak.gflops, "copyGBs": peak.gbps, "fmaMs": peak.fmaSeconds * 1e3,
-                            "copyMs": peak.copySeconds * 1e3]
+            root["peak"] = ["fmaGFLOPs": peak.gflops, "copyGBs": peak.gbps, "source": "DeviceCalibration (Kernels/calibrate.cl)"]
             root["results"] = results.map { w, t -> [String: Any] in
                 let s = t.median
                 return ["layer": w.layer, "op": w.op, "shape": w.shape, "flops": w.cost.flops, "bytes": w.cost.bytes,
