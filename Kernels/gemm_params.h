@@ -84,10 +84,14 @@ typedef float4 realN;
     __local realN Blv[TK * LDBL / VWN] \
     GEMM_KTAB_DECL
 
-// Quotient and remainder of x / d (x >= 0, d >= 1), with `inv` = 1.0f / d. Below 2^24 a float
-// reciprocal and one correction step give the exact answer, much cheaper than integer division on GPUs.
+// Quotient and remainder of x / d (x >= 0, d >= 1), with `inv` = 1.0f / d. Below 2^20 a float
+// reciprocal and one correction step give the exact answer (the quotient is off by less than one even
+// with OpenCL's 2.5-ulp division), much cheaper than integer division on GPUs; above, it divides.
+#ifndef DIVMOD_FAST_LIMIT
+#define DIVMOD_FAST_LIMIT 1048576   // 2^20 (tests lower it to exercise the exact path)
+#endif
 GEMM_INLINE int2 divmod(const int x, const int d, const float inv) {
-    if (x >= 16777216) return (int2)(x / d, x % d);
+    if (x >= DIVMOD_FAST_LIMIT) return (int2)(x / d, x % d);
     int q = (int)((float)x * inv);
     int r = x - q * d;
     if (r < 0) { q -= 1; r += d; }

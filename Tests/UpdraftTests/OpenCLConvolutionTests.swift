@@ -63,6 +63,14 @@ final class OpenCLConvolutionTests: XCTestCase {
         assertMatchesReference([.innerProduct([40, 9], outputChannels: 10)], on: cl)
     }
 
+    /// Index decompositions past 2^20 (batch x plane) divide exactly instead of through reciprocals:
+    /// built here with that limit lowered to 7, so nearly every decomposition takes that path.
+    func testExactDivisionPath() throws {
+        let cl = try GemmTestSupport.backend(extraBuildOptions: "-DDIVMOD_FAST_LIMIT=7")
+        assertMatchesReference([Self.severalTiles, Self.groupedDilated, .convolution([3, 31, 15, 17], outputChannels: 33, kernel: (3, 3),
+                                stride: (2, 2), padding: .valid(top: 1, bottom: 0, left: 1, right: 0))], on: cl)
+    }
+
     /// The NVIDIA table's big and thin tiles (256 work-items; PoCL runs them too).
     func testGPUTilings() throws {
         assertMatchesReference([Self.severalTiles, Self.groupedDilated], on: try GemmTestSupport.backend([.large]))
@@ -137,15 +145,17 @@ final class OpenCLConvolutionTests: XCTestCase {
 /// PoCL compiles each of the many kernel variants covered here in a fraction of a second instead of
 /// several. `testOptimizedBuildsAgree` runs the default (optimised) builds.
 enum GemmTestSupport {
-    nonisolated(unsafe) private static var unoptimized: OpenCLContext?
+    nonisolated(unsafe) private static var contexts: [String: OpenCLContext] = [:]
 
-    static func backend(_ tilings: [GemmTiling]? = nil) throws -> OpenCLBackend {
+    /// A backend on the unoptimised context (plus `extraBuildOptions`, a context of its own), with
+    /// the device's tuning or only `tilings`.
+    static func backend(_ tilings: [GemmTiling]? = nil, extraBuildOptions: String = "") throws -> OpenCLBackend {
         let shared = try OpenCLTestSupport.context()
         let ctx: OpenCLContext
-        if let c = unoptimized { ctx = c } else {
+        if let c = contexts[extraBuildOptions] { ctx = c } else {
             ctx = try OpenCLContext(device: shared.device)
-            ctx.baseBuildOptions += " -cl-opt-disable"
-            unoptimized = ctx
+            ctx.baseBuildOptions += " -cl-opt-disable " + extraBuildOptions
+            contexts[extraBuildOptions] = ctx
         }
         var tuning = OpenCLTuning.forDevice(ctx.device.info)
         if let tilings { tuning.gemmTilings = tilings }
