@@ -3,6 +3,7 @@ import Updraft
 
 // `updraft-bench`: benchmarks that check correctness first, then time (one subcommand per file here).
 let commands: [CLICommand] = [
+    epochsCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",
