@@ -16,6 +16,7 @@ let epochsCommand = CLICommand(CommandSpec(
         OptionSpec("json", help: "print JSON: {\"runs\": [one object per run], \"work\", \"pytorch\", \"ratios\", \"notes\"}"),
         OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_baseline.py and print Updraft/PyTorch throughput ratios"),
         OptionSpec("pytorch-script", value: "PATH", help: "the PyTorch baseline script (default: found from the working directory or the executable)"),
+        OptionSpec("op-times", help: "time every backend op (waiting for each) and print where each epoch's time goes"),
         OptionSpec("in-process", help: "run every configuration in this process (peak host memory is then the process's peak so far)"),
     ],
     discussion: """
@@ -38,6 +39,7 @@ struct EpochsBench {
     let comparePyTorch: Bool
     let pytorchScript: String?
     let inProcess: Bool
+    let opTimes: Bool
 
     init(_ args: ParsedArguments) throws {
         images = try args.int("images") ?? 128
@@ -66,6 +68,7 @@ struct EpochsBench {
         comparePyTorch = args.flag("compare-pytorch")
         pytorchScript = args.value("pytorch-script")
         inProcess = args.flag("in-process")
+        opTimes = args.flag("op-times")
     }
 
     /// The targets the options select, and notes on what is missing.
@@ -169,7 +172,7 @@ struct EpochsBench {
                                    : "the whole process so far (earlier runs included, --in-process)"
         do {
             let r = try runEpochs(target: target, featureCache: cache, images: images, epochs: epochs, peakScope: scope,
-                                  progress: { printError($0) })
+                                  opTimes: opTimes, progress: { printError($0) })
             return Outcome(runs: [r])
         } catch {
             return Outcome(notes: [skipNote(target, cache: cache, error: "\(error)")])
@@ -191,7 +194,7 @@ struct EpochsBench {
         }
         let args = ["epochs", "--in-process", "--json", "--images", String(images), "--epochs", String(epochs),
                     "--compute-units", target.computeUnits, "--device", target.openCLIndex.map(String.init) ?? "cpu",
-                    "--feature-cache", cache ? "on" : "off"]
+                    "--feature-cache", cache ? "on" : "off"] + (opTimes ? ["--op-times"] : [])
         let result: ChildResult
         do {
             result = try runChild(executable: exe, arguments: args, captureStandardError: false)

@@ -34,6 +34,24 @@ extension EpochsBench {
                 out += " and, with the cache, \(formatBytes(UInt64(cached.featureCacheBytes))) of cached features"
             }
             out += ";\nbackend buffers = peak bytes in buffers the executor allocates (device memory on OpenCL; ops' internal scratch not included).\n"
+            for r in results {
+                guard let epochs = r.opBreakdown, !epochs.isEmpty else { continue }
+                out += "\nwhere the time goes: \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), "
+                    + "feature cache \(r.featureCache ? "on" : "off") (each op waited for)\n"
+                let shown = epochs.count > 1 ? [(0, epochs[0]), (epochs.count - 1, epochs[epochs.count - 1])] : [(0, epochs[0])]
+                for (i, e) in shown {
+                    out += String(format: "  epoch %d: %.0f ms, outside backend ops %.0f ms (%.0f%%)\n", i + 1, e.epochMilliseconds,
+                                  e.outsideOpsMilliseconds, 100 * e.outsideOpsMilliseconds / max(e.epochMilliseconds, 1e-9))
+                    for op in e.ops.prefix(12) {
+                        out += String(format: "    %8.1f ms %5.1f%% %5d calls  ", op.ms, 100 * op.ms / max(e.epochMilliseconds, 1e-9), op.calls)
+                            + op.op + "\n"
+                    }
+                    if e.ops.count > 12 {
+                        let rest = e.ops.dropFirst(12).reduce(0) { $0 + $1.ms }
+                        out += String(format: "    %8.1f ms in %d other ops\n", rest, e.ops.count - 12)
+                    }
+                }
+            }
         } else {
             out += "no run completed.\n"
         }

@@ -81,6 +81,8 @@ struct EpochsRunResult: Codable {
     /// Peak bytes in buffers the executor made through the backend; device memory for OpenCL.
     var backendBufferBytes: Int
     var deviceMemoryBytes: Int?
+    /// With --op-times: per epoch, the time in each backend op.
+    var opBreakdown: [EpochBreakdown]?
 
     enum CodingKeys: String, CodingKey {
         case computeUnits = "compute_units", device, deviceIndex = "device_index", deviceKind = "device_kind", backend
@@ -93,12 +95,33 @@ struct EpochsRunResult: Codable {
         case meanLoss = "mean_loss", peakHostBytes = "peak_host_bytes", peakHostScope = "peak_host_scope"
         case datasetBytes = "dataset_bytes", featureCacheBytes = "feature_cache_bytes"
         case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
+        case opBreakdown = "op_times"
+    }
+}
+
+/// Where one epoch's time went (--op-times): milliseconds and calls per op kind and shape, and the
+/// time outside backend ops (batching, the feature cache, host-side copies, the training loop).
+struct EpochBreakdown: Codable {
+    struct Op: Codable { var op: String; var ms: Double; var calls: Int }
+    var epochMilliseconds: Double
+    var outsideOpsMilliseconds: Double
+    var ops: [Op]
+
+    enum CodingKeys: String, CodingKey {
+        case epochMilliseconds = "epoch_ms", outsideOpsMilliseconds = "outside_ops_ms", ops
+    }
+
+    init(epochSeconds: Double, ops: [String: MeasuringBackend.OpTime]) {
+        self.ops = ops.map { Op(op: $0.key, ms: $0.value.seconds * 1e3, calls: $0.value.calls) }.sorted { $0.ms > $1.ms }
+        epochMilliseconds = epochSeconds * 1e3
+        outsideOpsMilliseconds = epochMilliseconds - self.ops.reduce(0) { $0 + $1.ms }
     }
 }
 
 /// Runs one configuration in this process: builds the model and data, trains `epochs` epochs through
 /// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
-func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String,
+/// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
+func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
                progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try EpochsWorkload.model(epochs: epochs)
     let data = try EpochsWorkload.dataset(images: images)
@@ -116,7 +139,8 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         threads = cpu.threadCount
         inner = cpu
     }
-    let backend = BufferCountingBackend(inner)
+    let backend = MeasuringBackend(inner)
+    backend.timing = opTimes
 
     var config = UpdateConfiguration()
     config.parameters = EpochsWorkload.overrides
@@ -125,8 +149,11 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     var seconds: [Double] = []
     var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
-    let handlers = UpdateHandlers(events: .epochEnd, progress: { context in
+    var breakdowns: [EpochBreakdown] = []
+    let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
+        guard context.event == .epochEnd else { _ = backend.takeOpTimes(); return }
         guard let m = context.metrics else { return }
+        if opTimes { breakdowns.append(EpochBreakdown(epochSeconds: m.seconds ?? 0, ops: backend.takeOpTimes())) }
         let s = m.seconds ?? 0
         seconds.append(s)
         losses.append(m.meanLoss ?? m.lossValue)
@@ -171,7 +198,8 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         datasetBytes: data.byteCount,
         featureCacheBytes: featureCache ? images * boundaryValues * MemoryLayout<Float>.size : 0,
         backendBufferBytes: backend.peakBytes,
-        deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes)
+        deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
+        opBreakdown: opTimes ? breakdowns : nil)
 }
 
 /// The process's peak resident memory.
