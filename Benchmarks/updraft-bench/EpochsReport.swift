@@ -11,7 +11,7 @@ extension EpochsBench {
         out += work.summary + "\n\n"
         if !results.isEmpty {
             var rows: [[String]] = [["units", "device", "cache", "first ms", "steady ms", "first img/s", "steady img/s",
-                                     "GFLOP/img", "GFLOP/s", "peak host", "backend buffers", "device mem", "loss"]]
+                                     "GFLOP/img", "GFLOP/s", "% SGEMM", "peak host", "backend buffers", "device mem", "loss"]]
             for r in results {
                 rows.append([
                     r.computeUnits, r.deviceIndex.map { "opencl \($0): \(r.device)" } ?? "cpu (\(r.threads ?? 0) threads)",
@@ -19,16 +19,19 @@ extension EpochsBench {
                     String(format: "%.0f", r.firstEpochMilliseconds), String(format: "%.0f", r.steadyEpochMilliseconds),
                     String(format: "%.1f", r.firstEpochImagesPerSecond), String(format: "%.1f", r.imagesPerSecond),
                     String(format: "%.3f", r.gflopPerImageSteady), String(format: "%.1f", r.effectiveGflops),
+                    r.referenceGemmGflops.map { String(format: "%.0f%% of %.0f", 100 * r.effectiveGflops / $0, $0) } ?? "n/a",
                     r.peakHostBytes.map { formatBytes(UInt64($0)) } ?? "n/a",
                     formatBytes(UInt64(r.backendBufferBytes)),
                     r.deviceMemoryBytes.map { formatBytes(UInt64($0)) } ?? "n/a",
                     r.meanLoss.last.map { String(format: "%.4f", $0) } ?? "",
                 ])
             }
-            out += formatTable(rows, rightAligned: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+            out += formatTable(rows, rightAligned: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
             let scopes = Set(results.map(\.peakHostScope))
             let scope = scopes.count == 1 ? scopes.first! : "the process so far (--in-process: each run's figure includes the runs before it)"
             out += "\nsteady = best epoch after the first; GFLOP/img = work per image in the steady state (cached step with the cache);\n"
+            out += "% SGEMM = steady GFLOP/s against the CPU backend's SGEMM rate at conv10's shape, measured right after the run\n"
+            out += "  (the ceiling on this machine at that moment: it moves with whatever else runs on the cores);\n"
             out += "peak host = peak resident memory of \(scope), including \(formatBytes(UInt64(results[0].datasetBytes))) of synthetic images"
             if let cached = results.first(where: { $0.featureCache }) {
                 out += " and, with the cache, \(formatBytes(UInt64(cached.featureCacheBytes))) of cached features"

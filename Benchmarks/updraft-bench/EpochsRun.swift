@@ -83,6 +83,8 @@ struct EpochsRunResult: Codable {
     var deviceMemoryBytes: Int?
     /// With --op-times: per epoch, the time in each backend op.
     var opBreakdown: [EpochBreakdown]?
+    /// CPU runs: `CPUCalibration.gemmGflops`, measured right after the run (so as not to count in its peak memory).
+    var referenceGemmGflops: Double?
 
     enum CodingKeys: String, CodingKey {
         case computeUnits = "compute_units", device, deviceIndex = "device_index", deviceKind = "device_kind", backend
@@ -95,7 +97,7 @@ struct EpochsRunResult: Codable {
         case meanLoss = "mean_loss", peakHostBytes = "peak_host_bytes", peakHostScope = "peak_host_scope"
         case datasetBytes = "dataset_bytes", featureCacheBytes = "feature_cache_bytes"
         case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
-        case opBreakdown = "op_times"
+        case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops"
     }
 }
 
@@ -183,7 +185,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
                                  : Double(perEpoch) * work.fullStep
     let steadyPerImage = featureCache && seconds.count > 1 ? work.cachedStep : firstWork / Double(perEpoch)
     let boundaryValues = training.boundary.reduce(0) { $0 + (graph.blobShapes[$1]?.itemCount ?? 0) }
-    return EpochsRunResult(
+    var result = EpochsRunResult(
         computeUnits: target.computeUnits, device: target.deviceName, deviceIndex: target.openCLIndex,
         deviceKind: target.deviceKind, backend: backend.name, featureCache: featureCache, images: images,
         batch: EpochsWorkload.batch, epochs: epochs, threads: threads, imagesPerEpoch: perEpoch,
@@ -200,6 +202,28 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         backendBufferBytes: backend.peakBytes,
         deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
         opBreakdown: opTimes ? breakdowns : nil)
+    if target.openCLIndex == nil { result.referenceGemmGflops = CPUCalibration.gemmGflops(threads: threads) }
+    return result
+}
+
+/// What the CPU's SGEMM delivers right now, for judging a CPU run on a shared machine: the CPU
+/// backend's inner product on conv10's GEMM shape (M = 64·14·14, N = 1000, K = 512; one OpenBLAS
+/// GEMM split over the threads), best of three.
+enum CPUCalibration {
+    static func gemmGflops(threads: Int?) -> Double? {
+        let cpu = CPUBackend(threads: threads)
+        let g = InnerProductGeometry(batch: 64 * 14 * 14, inputChannels: 512, outputChannels: 1000, hasBias: false)
+        guard let x = try? cpu.makeBuffer(Tensor(shape: g.inputShape, uniformIn: 0...1, seed: 1)),
+              let w = try? cpu.makeBuffer(Tensor(shape: g.weightShape, uniformIn: -1...1, seed: 2)),
+              let y = try? cpu.makeBuffer(count: g.outputShape.count) else { return nil }
+        var best = Double.infinity
+        for _ in 0..<3 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            guard (try? cpu.innerProductForward(g, input: x, weights: w, bias: nil, output: y)) != nil else { return nil }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        return g.forwardCost.flops / best / 1e9
+    }
 }
 
 /// The process's peak resident memory.
