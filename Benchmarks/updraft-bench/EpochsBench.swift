@@ -78,12 +78,15 @@ struct EpochsBench {
         let cpu = EpochsTarget(computeUnits: "cpuOnly", openCLIndex: nil, deviceName: cpuName, deviceKind: "cpu")
         let wantsCPU = device.map { $0.lowercased() == "cpu" } ?? true
         let wantsIndex = device.flatMap { Int($0) }
-        if units == "cpuOnly", wantsIndex != nil {
-            throw UsageError("--device \(wantsIndex!) is an OpenCL device, but --compute-units cpuOnly selects the CPU backend")
+        if units == "cpuOnly", let i = wantsIndex {
+            throw UsageError("--device \(i) is an OpenCL device, but --compute-units cpuOnly selects the CPU backend")
+        }
+        if let u = units, u != "cpuOnly", device != nil, wantsIndex == nil {
+            throw UsageError("--device cpu selects the CPU backend, but --compute-units \(u) selects OpenCL devices")
         }
         var list: [EpochsTarget] = []
         if wantsCPU, units == nil || units == "cpuOnly" { list.append(cpu) }
-        if units != "cpuOnly", wantsIndex != nil || !wantsCPU || device == nil {
+        if units != "cpuOnly", device == nil || wantsIndex != nil {
             var devices: [OpenCLDevice] = []
             do { devices = try OpenCLRuntime.devices() } catch {
                 notes.append("no OpenCL runs: \(error)")
@@ -137,7 +140,7 @@ struct EpochsBench {
         var ratios: [PyTorchComparison.Ratio] = []
         if comparePyTorch {
             var devices: [String] = []
-            if results.contains(where: { $0.deviceIndex == nil }) || targets.contains(where: { $0.openCLIndex == nil }) { devices.append("cpu") }
+            if targets.contains(where: { $0.openCLIndex == nil }) { devices.append("cpu") }
             if targets.contains(where: { $0.deviceKind == "gpu" }) { devices.append("cuda") }
             if devices.isEmpty {
                 notes.append("PyTorch comparison skipped: no CPU or GPU run to compare with")

@@ -181,10 +181,16 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     let steady = seconds.count > 1 ? seconds.dropFirst().min()! : first
     // With the cache, the first epoch runs the prefix once per distinct example and the tail per
     // trained image; later epochs run the tail only.
-    let firstWork = featureCache ? Double(min(images, perEpoch)) * work.prefixForward + Double(perEpoch) * work.cachedStep
-                                 : Double(perEpoch) * work.fullStep
-    let steadyPerImage = featureCache && seconds.count > 1 ? work.cachedStep : firstWork / Double(perEpoch)
+    // Past its byte budget the cache keeps no more examples; the others run the prefix every epoch.
     let boundaryValues = training.boundary.reduce(0) { $0 + (graph.blobShapes[$1]?.itemCount ?? 0) }
+    let exampleBytes = max(1, boundaryValues * MemoryLayout<Float>.size)
+    let cached = featureCache ? min(images, config.featureCacheBudgetBytes / exampleBytes) : 0
+    let distinct = min(images, perEpoch)
+    let firstWork = featureCache ? Double(distinct) * work.prefixForward + Double(perEpoch) * work.cachedStep
+                                 : Double(perEpoch) * work.fullStep
+    let steadyPerImage = featureCache && seconds.count > 1
+        ? work.cachedStep + Double(max(0, distinct - cached)) / Double(distinct) * work.prefixForward
+        : firstWork / Double(perEpoch)
     var result = EpochsRunResult(
         computeUnits: target.computeUnits, device: target.deviceName, deviceIndex: target.openCLIndex,
         deviceKind: target.deviceKind, backend: backend.name, featureCache: featureCache, images: images,
@@ -198,7 +204,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         effectiveGflops: steadyPerImage * Double(perEpoch) / max(steady, 1e-9) / 1e9,
         meanLoss: losses, peakHostBytes: ProcessMemory.peakResidentBytes(), peakHostScope: peakScope,
         datasetBytes: data.byteCount,
-        featureCacheBytes: featureCache ? images * boundaryValues * MemoryLayout<Float>.size : 0,
+        featureCacheBytes: cached * exampleBytes,
         backendBufferBytes: backend.peakBytes,
         deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
         opBreakdown: opTimes ? breakdowns : nil)
