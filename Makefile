@@ -16,9 +16,20 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The main job on bundled data: create SqueezeNet 1.1, fine-tune conv10 + fullyconnected0 on the
+# 8x8 handwritten digits scikit-learn ships (PNG class folders in Tests/Data/digits), validate on the
+# held-out split after every epoch, write the trained model, its history and a JSON Lines log.
+DEMO_DIR = demo-output
+DEMO_TRAIN_FLAGS ?= --epochs 10 --batch-size 32 --learning-rate 0.05 --momentum 0.9
 demo: release
 	$(UPDRAFT) devices
-	$(UPDRAFT) gradcheck
+	@mkdir -p $(DEMO_DIR)
+	$(UPDRAFT) create squeezenet --classes 10 --seed 1 --out $(DEMO_DIR)/squeezenet.mlmodel
+	$(UPDRAFT) train $(DEMO_DIR)/squeezenet.mlmodel \
+	  --train Tests/Data/digits/train --validation Tests/Data/digits/validation $(DEMO_TRAIN_FLAGS) \
+	  --out $(DEMO_DIR)/squeezenet-digits.mlmodel --log $(DEMO_DIR)/train.jsonl
+	$(UPDRAFT) evaluate $(DEMO_DIR)/squeezenet-digits.mlmodel --data Tests/Data/digits/validation
+	@echo "demo: the trained model, its history and the event log are in $(DEMO_DIR)/"
 
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps
@@ -27,8 +38,9 @@ test: deps
 	$(MAKE) --no-print-directory interop
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
-# meant them: a new SqueezeNet, and fixtures and SqueezeNet after new weights were set through
-# CoreMLModel (`updraft reinit`), each compared with the JSON sidecar Updraft writes.
+# meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
+# CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
+# JSON sidecar Updraft writes.
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
 interop: deps
 	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
@@ -40,6 +52,10 @@ interop: deps
 	  for f in $(INTEROP_FIXTURES); do \
 	    "$$bin" reinit "Tests/UpdraftTests/Fixtures/$$f.mlmodel" --seed 3 --out "$$dir/$$f.mlmodel" --sidecar "$$dir/$$f.json"; \
 	  done; \
+	  "$$bin" create squeezenet --classes 10 --input-size 64 --seed 5 --out "$$dir/small.mlmodel"; \
+	  "$$bin" train "$$dir/small.mlmodel" --train Tests/Data/digits/validation --epochs 1 --batch-size 64 \
+	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
+	  rm "$$dir/small.mlmodel"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
 
 clean:

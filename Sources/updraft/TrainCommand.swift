@@ -22,6 +22,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
+        OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
     ] + computeOptions,
     discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far."
 )) { args in
@@ -105,6 +106,9 @@ let trainCommand = CLICommand(CommandSpec(
         return 1
     }
     try task.write(to: out)
+    if let sidecar = args.value("sidecar") {
+        try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
+    }
     print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : "")")
     return final.task.state == .cancelled ? 130 : 0
 }

@@ -33,6 +33,7 @@ final class TrainingProgressPrinter {
             log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
                                                 "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
             print(row(Self.columns))
+            fflush(stdout)
         case .miniBatchEnd:
             guard let m = ctx.metrics else { return }
             log?.write(event: "miniBatchEnd", ["epoch": m.epochIndex, "batch": m.miniBatchIndex ?? 0, "loss": m.lossValue])
@@ -61,6 +62,7 @@ final class TrainingProgressPrinter {
             func pct(_ v: Double?) -> String { v.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
             print(row(["\(m.epochIndex + 1)/\(epochs)", f(m.meanLoss), pct(m.trainingAccuracy), f(m.validationLoss),
                        pct(m.validationAccuracy), f(m.examplesPerSecond, 1), m.device ?? device]))
+            fflush(stdout)
         default:
             break
         }

@@ -1,0 +1,38 @@
+import Foundation
+
+/// The whole path a command takes to run a graph on this machine, in one call: list the devices,
+/// resolve a pin (`--device` or `UPDRAFT_DEVICE`), calibrate (cached), plan, open the backends.
+public struct MachineSchedule {
+    public var plan: ExecutionPlan
+    public var backends: ResolvedBackends
+    /// One line each: devices left out, OpenCL missing, fallbacks taken. Print them; nothing here did.
+    public var warnings: [String]
+
+    /// "cpu", "opencl:<name>", or "<prefix> (frozen prefix) + <tail> (trainable tail)".
+    public var description: String {
+        backends.isSplit ? "\(backends.prefix.name) (frozen prefix) + \(backends.tail.name) (trainable tail)"
+                         : backends.tail.name
+    }
+}
+
+extension Scheduler {
+    /// Plans `graph` at `batchSize` for this machine and opens the backends.
+    /// - Parameters:
+    ///   - deviceOption: the `--device` value, if given; `UPDRAFT_DEVICE` in `environment` otherwise.
+    ///   - cache: where calibrations are kept (default: `CalibrationCache(environment:)`).
+    /// - Throws: for a pin that names no device or one `computeUnits` rules out; never for missing
+    ///   OpenCL, which leaves a CPU plan and a warning.
+    public static func schedule(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
+                                deviceOption: String? = nil,
+                                environment: [String: String] = ProcessInfo.processInfo.environment,
+                                cache: CalibrationCache? = nil) throws -> MachineSchedule {
+        let request = DevicePin.request(option: deviceOption, environment: environment)
+        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
+        let pin = try inventory.resolvePin(request)
+        let (plan, warnings) = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
+                                                  pinSource: request?.source,
+                                                  cache: cache ?? CalibrationCache(environment: environment))
+        let backends = try Scheduler.backends(for: plan)
+        return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
+    }
+}
