@@ -4,6 +4,17 @@
 // replaces), backward routes dy to it. Average: in-image sum / divisor, where the divisor counts the
 // in-image positions (excludePadding) or the positions inside the padded extent. An empty window
 // (padding >= kernel) yields 0 and passes no gradient.
+//
+// Max forward is separable and keeps that order exactly. Each input row first reduces its part of
+// every window column to two values: the window's first element in that row (`rowFirst[ih, ow]`) and
+// the first maximum of the row part's non-NaN values (`rowMax`, a scan from -infinity; -infinity when
+// there are none). Each output then scans, with "strictly greater replaces", from its window's very
+// first element through the `rowMax` of its rows, top to bottom. That picks the same element as one
+// row-major scan from the first element: a NaN first element stays, later NaNs never replace, and
+// among equal values (-0 and +0 included) the first in row-major order wins. Both passes are
+// branch-free SIMD: the vertical one over whole output rows, the horizontal one over the interior
+// columns (windows wholly inside the row) with stride-1, stride-2 or gathered vector loads; border
+// columns (clipped, ceil-mode or padded windows) take a scalar loop.
 extension CPUBackend {
     func validate(_ g: PoolGeometry) throws {
         try requireSizes(["batch": g.batch, "channels": g.channels, "input height": g.inHeight,
@@ -16,14 +27,19 @@ extension CPUBackend {
 
     /// The in-image span [lo, hi) of each window along one axis and its average-pooling divisor
     /// factor, as three rows of `outputs` integers in one allocation (read through raw pointers in the
-    /// hot loops). Freed by `deallocate`.
+    /// hot loops), and the interior: the outputs [interiorLo, interiorHi) whose window lies wholly
+    /// inside the input. Freed by `deallocate`.
     private struct PoolAxis {
         let lo: UnsafeMutablePointer<Int>, hi: UnsafeMutablePointer<Int>, divisor: UnsafeMutablePointer<Int>
+        let interiorLo: Int, interiorHi: Int
+        /// Every input position lies in some window.
+        let coversInput: Bool
 
         init(outputs: Int, input: Int, kernel: Int, stride: Int, padBefore: Int, padAfter: Int, excludePadding: Bool) {
             lo = UnsafeMutablePointer<Int>.allocate(capacity: max(1, 3 * outputs))
             hi = lo + outputs
             divisor = hi + outputs
+            var first = outputs, last = 0, reach = 0, gapless = true
             for o in 0..<outputs {
                 let start = o * stride - padBefore
                 let l = max(0, start), h = max(l, min(input, start + kernel))
@@ -34,7 +50,15 @@ extension CPUBackend {
                     let pl = max(-padBefore, start), ph = max(pl, min(input + padAfter, start + kernel))
                     divisor[o] = ph - pl
                 }
+                if start >= 0, start + kernel <= input { first = min(first, o); last = o + 1 }
+                if l < h {
+                    if l > reach { gapless = false }
+                    reach = max(reach, h)
+                }
             }
+            interiorLo = first
+            interiorHi = max(first, last)
+            coversInput = gapless && reach == input
         }
 
         func deallocate() { lo.deallocate() }
@@ -51,56 +75,177 @@ extension CPUBackend {
         max(1, CPUParallel.elementGrain / max(1, g.outHeight * g.outWidth * g.kernelH * g.kernelW + g.inHeight * g.inWidth))
     }
 
-    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
-    @inline(__always)
-    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
-                               _ c0: Int, _ c1: Int) -> Int {
-        var best = r0 * W + c0
-        var bestValue = plane[best]
-        var ih = r0
-        while ih < r1 {
-            let row = ih * W
-            var iw = c0
-            while iw < c1 {
-                let v = plane[row + iw]
-                if v > bestValue { best = row + iw; bestValue = v }
-                iw += 1
-            }
-            ih += 1
-        }
-        return best
-    }
-
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g)
         let x = try pointer(input, g.inputShape.count, "pooling input")
         let y = try pointer(output, g.outputShape.count, "pooling output")
         let (r, c) = axes(g)
         defer { r.deallocate(); c.deallocate() }
+        if g.kind == .max {
+            maxPoolForward(g, x: x, y: y, rows: r, cols: c)
+        } else {
+            averagePoolForward(g, x: x, y: y, rows: r, cols: c)
+        }
+    }
+
+    // MARK: Max forward
+
+    /// `best` with each lane replaced by `v`'s where `v` is strictly greater (NaN never replaces, a NaN
+    /// `best` stays): one step of the row-major scan, eight lanes at once.
+    @inline(__always)
+    private static func fold(_ best: SIMD8<Float>, _ v: SIMD8<Float>) -> SIMD8<Float> {
+        best.replacing(with: v, where: v .> best)
+    }
+
+    private func maxPoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                rows r: PoolAxis, cols c: PoolAxis) {
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
-        let isMax = g.kind == .max
+        let (kW, sw, padLeft) = (g.kernelW, g.strideW, g.padLeft)
+        let readEnd = UnsafePointer(x + g.inputShape.count)
+        // Rows some window reads (the windows' row spans are monotone).
+        let rowLo = Ho > 0 ? r.lo[0] : 0, rowHi = Ho > 0 ? max(rowLo, r.hi[Ho - 1]) : 0
+        parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            // rowMax and rowFirst, [H, Wo] each, for one plane.
+            let scratch = UnsafeMutablePointer<Float>.allocate(capacity: max(1, 2 * H * Wo))
+            defer { scratch.deallocate() }
+            let rowMax = scratch, rowFirst = scratch + H * Wo
+            for p in planes {
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
+                for ih in rowLo..<rowHi {
+                    Self.reduceRow(plane + ih * W, max: rowMax + ih * Wo, first: rowFirst + ih * Wo, outputs: Wo,
+                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft, readEnd: readEnd)
+                }
+                for oh in 0..<Ho {
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
+                    let dst = out + oh * Wo
+                    guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
+                    let first = UnsafePointer(rowFirst + r0 * Wo)
+                    var ow = 0
+                    while ow + 8 <= Wo {
+                        var acc = CPUKernels.load8(first + ow)
+                        var ih = r0
+                        while ih < r1 { acc = Self.fold(acc, CPUKernels.load8(rowMax + ih * Wo + ow)); ih += 1 }
+                        CPUKernels.store8(acc, dst + ow)
+                        ow += 8
+                    }
+                    while ow < Wo {
+                        var best = first[ow]
+                        var ih = r0
+                        while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
+                        dst[ow] = best
+                        ow += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// For each window column ow, the first element of `row`'s part of it (`first[ow]`) and the
+    /// first maximum of that part's non-NaN values (`max[ow]`, -infinity if none); both 0 for a
+    /// column window with no in-image position.
+    @inline(__always)
+    private static func reduceRow(_ row: UnsafePointer<Float>, max dst: UnsafeMutablePointer<Float>,
+                                  first: UnsafeMutablePointer<Float>, outputs Wo: Int, cols c: PoolAxis,
+                                  kernel kW: Int, stride sw: Int, padLeft: Int, readEnd: UnsafePointer<Float>) {
+        // Border windows: clipped to the row, scalar.
+        func scalar(_ ow: Int) {
+            let (c0, c1) = (c.lo[ow], c.hi[ow])
+            guard c0 < c1 else { dst[ow] = 0; first[ow] = 0; return }
+            var best = -Float.infinity
+            var iw = c0
+            while iw < c1 { let v = row[iw]; if v > best { best = v }; iw += 1 }
+            dst[ow] = best
+            first[ow] = row[c0]
+        }
+        let floor = SIMD8<Float>(repeating: -.infinity)
+        var ow = 0
+        while ow < c.interiorLo { scalar(ow); ow += 1 }
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 8 outputs at a time.
+        switch sw {
+        case 1:
+            while ow + 8 <= c.interiorHi {
+                let p = row + ow - padLeft
+                let v0 = CPUKernels.load8(p)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.load8(p + k)) }
+                CPUKernels.store8(acc, dst + ow)
+                CPUKernels.store8(v0, first + ow)
+                ow += 8
+            }
+        case 2:
+            // A 16-wide load keeps its even lanes; the odd lane past the last one must still be memory
+            // of the input buffer.
+            while ow + 8 <= c.interiorHi, row + 2 * ow - padLeft + kW + 15 <= readEnd {
+                let p = row + 2 * ow - padLeft
+                let v0 = CPUKernels.load16(p).evenHalf
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.load16(p + k).evenHalf) }
+                CPUKernels.store8(acc, dst + ow)
+                CPUKernels.store8(v0, first + ow)
+                ow += 8
+            }
+        default:
+            while ow + 8 <= c.interiorHi {
+                let p = row + sw * ow - padLeft
+                let v0 = CPUKernels.gather8(p, stride: sw)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.gather8(p + k, stride: sw)) }
+                CPUKernels.store8(acc, dst + ow)
+                CPUKernels.store8(v0, first + ow)
+                ow += 8
+            }
+        }
+        while ow < Wo { scalar(ow); ow += 1 }
+    }
+
+    // MARK: Average forward
+
+    private func averagePoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                    rows r: PoolAxis, cols c: PoolAxis) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
             for p in planes {
-                let plane = x + p * H * W, out = y + p * Ho * Wo
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
                     for ow in 0..<Wo {
                         let (c0, c1) = (c.lo[ow], c.hi[ow])
                         guard r0 < r1, c0 < c1 else { out[oh * Wo + ow] = 0; continue }
-                        if isMax {
-                            out[oh * Wo + ow] = plane[Self.argMax(plane, width: W, r0, r1, c0, c1)]
+                        var sum: Float
+                        if c0 == 0, c1 == W {
+                            // Whole rows (global pooling): one contiguous run.
+                            sum = CPUKernels.sum(plane + r0 * W, (r1 - r0) * W)
                         } else {
-                            var sum: Float = 0
-                            for ih in r0..<r1 {
-                                let row = plane + ih * W
-                                for iw in c0..<c1 { sum += row[iw] }
-                            }
-                            out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
+                            sum = 0
+                            for ih in r0..<r1 { sum += CPUKernels.sum(plane + ih * W + c0, c1 - c0) }
                         }
+                        out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
                     }
                 }
             }
         }
+    }
+
+    // MARK: Backward
+
+    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
+    @inline(__always)
+    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
+                               _ c0: Int, _ c1: Int) -> Int {
+        var best = r0 &* W &+ c0
+        var bestValue = plane[best]
+        var ih = r0
+        while ih < r1 {
+            let row = ih &* W
+            var iw = c0
+            while iw < c1 {
+                let v = plane[row &+ iw]
+                if v > bestValue { best = row &+ iw; bestValue = v }
+                iw &+= 1
+            }
+            ih &+= 1
+        }
+        return best
     }
 
     public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
@@ -114,10 +259,14 @@ extension CPUBackend {
         defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         let isMax = g.kind == .max
+        // Average windows that never overlap write their share instead of adding it: the plane needs
+        // no zeroing first when they also cover it (global pooling: one fill per plane).
+        let disjoint = !isMax && g.strideH >= g.kernelH && g.strideW >= g.kernelW
+        let needsZero = !(disjoint && r.coversInput && c.coversInput)
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
             for p in planes {
                 let plane = x + p * H * W, grad = dx + p * H * W, d = dy + p * Ho * Wo
-                grad.update(repeating: 0, count: H * W)
+                if needsZero { grad.update(repeating: 0, count: H * W) }
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
                     for ow in 0..<Wo {
@@ -127,9 +276,15 @@ extension CPUBackend {
                             grad[Self.argMax(plane, width: W, r0, r1, c0, c1)] += d[oh * Wo + ow]
                         } else {
                             let share = d[oh * Wo + ow] / Float(r.divisor[oh] * c.divisor[ow])
-                            for ih in r0..<r1 {
-                                let row = grad + ih * W
-                                for iw in c0..<c1 { row[iw] += share }
+                            if disjoint, c0 == 0, c1 == W {
+                                (grad + r0 * W).update(repeating: share, count: (r1 - r0) * W)
+                            } else if disjoint {
+                                for ih in r0..<r1 { (grad + ih * W + c0).update(repeating: share, count: c1 - c0) }
+                            } else {
+                                for ih in r0..<r1 {
+                                    let row = grad + ih * W
+                                    for iw in c0..<c1 { row[iw] += share }
+                                }
                             }
                         }
                     }

@@ -134,7 +134,7 @@ public final class CPUBackend: Backend {
         let d = try pointer(destination, s.count, "accumulate destination")
         let sp = s.pointer
         parallelChunks(s.count, grain: CPUParallel.elementGrain) { r in
-            for i in r { d[i] += sp[i] }
+            CPUKernels.map(r, d, sp, into: d, +)
         }
     }
 

@@ -34,6 +34,51 @@ enum CPUKernels {
         return try body()
     }
 
+    // MARK: Vector loads and stores (any alignment)
+
+    @inline(__always) static func load8(_ p: UnsafePointer<Float>) -> SIMD8<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
+    }
+
+    @inline(__always) static func load8(_ p: UnsafeMutablePointer<Float>) -> SIMD8<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
+    }
+
+    @inline(__always) static func load16(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self)
+    }
+
+    @inline(__always) static func store8(_ v: SIMD8<Float>, _ p: UnsafeMutablePointer<Float>) {
+        UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD8<Float>.self)
+    }
+
+    /// p[0], p[stride], ..., p[7 * stride].
+    @inline(__always) static func gather8(_ p: UnsafePointer<Float>, stride s: Int) -> SIMD8<Float> {
+        SIMD8(p[0], p[s], p[2 &* s], p[3 &* s], p[4 &* s], p[5 &* s], p[6 &* s], p[7 &* s])
+    }
+
+    // MARK: Streaming maps
+
+    /// y[i] = f(x[i]) for i in `r`, eight lanes at a time; the tail runs the same vector function on
+    /// one lane, so every element gets exactly the same arithmetic. y may be x (each block is read
+    /// before it is written).
+    @inline(__always)
+    static func map(_ r: Range<Int>, _ x: UnsafeMutablePointer<Float>, into y: UnsafeMutablePointer<Float>,
+                    _ f: (SIMD8<Float>) -> SIMD8<Float>) {
+        var i = r.lowerBound
+        while i + 8 <= r.upperBound { store8(f(load8(x + i)), y + i); i += 8 }
+        while i < r.upperBound { y[i] = f(SIMD8(repeating: x[i]))[0]; i += 1 }
+    }
+
+    /// y[i] = f(a[i], b[i]) for i in `r` (see `map`); y may be a or b.
+    @inline(__always)
+    static func map(_ r: Range<Int>, _ a: UnsafeMutablePointer<Float>, _ b: UnsafeMutablePointer<Float>,
+                    into y: UnsafeMutablePointer<Float>, _ f: (SIMD8<Float>, SIMD8<Float>) -> SIMD8<Float>) {
+        var i = r.lowerBound
+        while i + 8 <= r.upperBound { store8(f(load8(a + i), load8(b + i)), y + i); i += 8 }
+        while i < r.upperBound { y[i] = f(SIMD8(repeating: a[i]), SIMD8(repeating: b[i]))[0]; i += 1 }
+    }
+
     /// The sum of `count` floats, with eight independent partial sums (vectorised; more accurate than
     /// one running sum).
     static func sum(_ p: UnsafePointer<Float>, _ count: Int) -> Float {
