@@ -18,7 +18,7 @@ extension CPUBackend {
         try requireCount(count, "\(a)")
         let x = try pointer(input, count, "\(a) input")
         let y = try pointer(output, count, "\(a) output")
-        let zero = SIMD8<Float>()
+        let zero = SIMD4<Float>()
         switch a {
         case .relu:
             parallelChunks(count, grain: CPUParallel.elementGrain) { r in
@@ -50,7 +50,7 @@ extension CPUBackend {
         let y = try pointer(output, count, "\(a) output")
         let dy = try pointer(outputGradient, count, "\(a) output gradient")
         let dx = try pointer(inputGradient, count, "\(a) input gradient")
-        let zero = SIMD8<Float>()
+        let zero = SIMD4<Float>()
         parallelChunks(count, grain: CPUParallel.elementGrain) { r in
             switch a {
             case .relu:

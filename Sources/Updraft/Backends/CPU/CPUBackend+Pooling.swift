@@ -91,9 +91,9 @@ extension CPUBackend {
     // MARK: Max forward
 
     /// `best` with each lane replaced by `v`'s where `v` is strictly greater (NaN never replaces, a NaN
-    /// `best` stays): one step of the row-major scan, eight lanes at once.
+    /// `best` stays): one step of the row-major scan, four lanes at once (one maxps).
     @inline(__always)
-    private static func fold(_ best: SIMD8<Float>, _ v: SIMD8<Float>) -> SIMD8<Float> {
+    private static func fold(_ best: SIMD4<Float>, _ v: SIMD4<Float>) -> SIMD4<Float> {
         best.replacing(with: v, where: v .> best)
     }
 
@@ -121,12 +121,12 @@ extension CPUBackend {
                     guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
                     let first = UnsafePointer(rowFirst + r0 * Wo)
                     var ow = 0
-                    while ow + 8 <= Wo {
-                        var acc = CPUKernels.load8(first + ow)
+                    while ow + 4 <= Wo {
+                        var acc = CPUKernels.load4(first + ow)
                         var ih = r0
-                        while ih < r1 { acc = Self.fold(acc, CPUKernels.load8(rowMax + ih * Wo + ow)); ih += 1 }
-                        CPUKernels.store8(acc, dst + ow)
-                        ow += 8
+                        while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
+                        CPUKernels.store4(acc, dst + ow)
+                        ow += 4
                     }
                     while ow < Wo {
                         var best = first[ow]
@@ -157,42 +157,42 @@ extension CPUBackend {
             dst[ow] = best
             first[ow] = row[c0]
         }
-        let floor = SIMD8<Float>(repeating: -.infinity)
+        let floor = SIMD4<Float>(repeating: -.infinity)
         var ow = 0
         while ow < c.interiorLo { scalar(ow); ow += 1 }
-        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 8 outputs at a time.
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time.
         switch sw {
         case 1:
-            while ow + 8 <= c.interiorHi {
+            while ow + 4 <= c.interiorHi {
                 let p = row + ow - padLeft
-                let v0 = CPUKernels.load8(p)
+                let v0 = CPUKernels.load4(p)
                 var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.load8(p + k)) }
-                CPUKernels.store8(acc, dst + ow)
-                CPUKernels.store8(v0, first + ow)
-                ow += 8
+                for k in 1..<kW { acc = fold(acc, CPUKernels.load4(p + k)) }
+                CPUKernels.store4(acc, dst + ow)
+                CPUKernels.store4(v0, first + ow)
+                ow += 4
             }
         case 2:
-            // A 16-wide load keeps its even lanes; the odd lane past the last one must still be memory
+            // An 8-wide load keeps its even lanes; the odd lane past the last one must still be memory
             // of the input buffer.
-            while ow + 8 <= c.interiorHi, row + 2 * ow - padLeft + kW + 15 <= readEnd {
+            while ow + 4 <= c.interiorHi, row + 2 * ow - padLeft + kW + 7 <= readEnd {
                 let p = row + 2 * ow - padLeft
-                let v0 = CPUKernels.load16(p).evenHalf
+                let v0 = CPUKernels.loadEven4(p)
                 var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.load16(p + k).evenHalf) }
-                CPUKernels.store8(acc, dst + ow)
-                CPUKernels.store8(v0, first + ow)
-                ow += 8
+                for k in 1..<kW { acc = fold(acc, CPUKernels.loadEven4(p + k)) }
+                CPUKernels.store4(acc, dst + ow)
+                CPUKernels.store4(v0, first + ow)
+                ow += 4
             }
         default:
-            while ow + 8 <= c.interiorHi {
+            while ow + 4 <= c.interiorHi {
                 let p = row + sw * ow - padLeft
-                let v0 = CPUKernels.gather8(p, stride: sw)
+                let v0 = CPUKernels.gather4(p, stride: sw)
                 var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.gather8(p + k, stride: sw)) }
-                CPUKernels.store8(acc, dst + ow)
-                CPUKernels.store8(v0, first + ow)
-                ow += 8
+                for k in 1..<kW { acc = fold(acc, CPUKernels.gather4(p + k, stride: sw)) }
+                CPUKernels.store4(acc, dst + ow)
+                CPUKernels.store4(v0, first + ow)
+                ow += 4
             }
         }
         while ow < Wo { scalar(ow); ow += 1 }
