@@ -1,5 +1,6 @@
 import COpenBLAS
 import Foundation
+import Synchronization
 
 /// The fast CPU path (`cpuOnly`): float32 throughout, convolutions and inner products as OpenBLAS
 /// SGEMMs (im2col for general convolutions, none for pointwise ones), every other op a tight loop over
@@ -27,6 +28,8 @@ public final class CPUBackend: Backend {
     /// One scratch workspace per worker thread, reused across calls.
     let workspaces: [CPUWorkspace]
     let workspaceLock = NSLock()
+    /// Partial weight-gradient sums of a batch-parallel convolution (held with the workspaces).
+    let partialSums = CPUWorkspace()
     /// Forces a convolution schedule (tests and measurements); nil chooses per geometry.
     var convolutionScheduleOverride: CPUConvolutionSchedule?
 
@@ -175,6 +178,23 @@ public final class CPUBackend: Backend {
             } else {
                 CPUKernels.sgemm(transA: transA, transB: transB, m: m, n: hi - lo, k: k, a: a, lda: lda,
                                  b: b + (transB ? lo * ldb : lo), ldb: ldb, beta: beta, c: c + lo, ldc: ldc)
+            }
+        }
+    }
+
+    /// Runs `body(worker, item)` for every item in `0..<count` on `workers` threads (at most
+    /// `threadCount`, the calling thread among them), each taking the next item nobody has taken yet:
+    /// a thread slowed by other work on the machine takes fewer items. `worker` is in 0..<workers and
+    /// is the same for every item one thread runs (per-worker scratch).
+    func dynamicForEach(_ count: Int, workers: Int, _ body: (_ worker: Int, _ item: Int) -> Void) {
+        let workers = max(1, min(workers, threadCount, count))
+        guard workers > 1 else { for i in 0..<count { body(0, i) }; return }
+        let next = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: workers) { t in
+            while true {
+                let i = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard i < count else { return }
+                body(t, i)
             }
         }
     }
