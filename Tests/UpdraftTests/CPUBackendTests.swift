@@ -214,6 +214,30 @@ final class CPUBackendTests: XCTestCase {
         }
     }
 
+    // MARK: Work splitting
+
+    /// Every item runs exactly once, whatever the thread count and grain, and worker indices stay
+    /// below the worker count (they pick per-worker scratch).
+    func testParallelLoopsCoverEveryItemOnce() {
+        for threads in [1, 2, 3] {
+            let be = CPUBackend(threads: threads)
+            for (count, grain) in [(0, 1), (1, 1), (7, 1), (100, 10), (100_003, 1 << 12), (50, 1 << 15)] {
+                let hits = UnsafeMutablePointer<Int>.allocate(capacity: max(1, count))
+                hits.initialize(repeating: 0, count: max(1, count))
+                defer { hits.deallocate() }
+                be.parallelChunks(count, grain: grain) { r in for i in r { hits[i] += 1 } }
+                XCTAssertTrue((0..<count).allSatisfy { hits[$0] == 1 }, "parallelChunks \(count)/\(grain), \(threads) threads")
+                let workers = UnsafeMutablePointer<Int>.allocate(capacity: max(1, count))
+                defer { workers.deallocate() }
+                hits.update(repeating: 0, count: count)
+                be.dynamicForEach(count, workers: 4) { t, i in hits[i] += 1; workers[i] = t }
+                XCTAssertTrue((0..<count).allSatisfy { hits[$0] == 1 }, "dynamicForEach \(count), \(threads) threads")
+                XCTAssertTrue((0..<count).allSatisfy { workers[$0] >= 0 && workers[$0] < min(4, threads) },
+                              "dynamicForEach worker indices, \(threads) threads")
+            }
+        }
+    }
+
     // MARK: Streaming ops at sizes that split over threads, and in place
 
     func testActivationsLargeAndInPlace() throws {

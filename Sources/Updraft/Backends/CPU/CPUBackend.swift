@@ -199,13 +199,17 @@ public final class CPUBackend: Backend {
         }
     }
 
-    /// Splits `0..<count` into at most `threadCount` contiguous chunks of at least `grain` items and
-    /// runs `body` on each, in parallel when there is more than one.
+    /// Splits `0..<count` into contiguous chunks of at least `grain` items and runs `body` on each, on
+    /// at most `threadCount` threads. With more than one thread there are a few chunks per thread,
+    /// taken in turn (`dynamicForEach`), so a core slowed by other work does less of the loop.
+    /// `body` must only depend on its range (chunk boundaries vary with the thread count).
     func parallelChunks(_ count: Int, grain: Int, _ body: (Range<Int>) -> Void) {
         guard count > 0 else { return }
-        let pieces = min(threadCount, count / max(1, grain))
-        if pieces <= 1 { body(0..<count); return }
-        DispatchQueue.concurrentPerform(iterations: pieces) { i in
+        let most = count / max(1, grain)
+        let workers = min(threadCount, most)
+        if workers <= 1 { body(0..<count); return }
+        let pieces = min(most, 4 * workers)
+        dynamicForEach(pieces, workers: workers) { _, i in
             body((count * i / pieces)..<(count * (i + 1) / pieces))
         }
     }
