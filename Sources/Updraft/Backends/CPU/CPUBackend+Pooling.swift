@@ -120,20 +120,33 @@ extension CPUBackend {
                     let dst = out + oh * Wo
                     guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
                     let first = UnsafePointer(rowFirst + r0 * Wo)
-                    var ow = 0
-                    while ow + 4 <= Wo {
+                    // Four outputs at a time; a row whose width is not a multiple of 4 ends with a
+                    // block that overlaps the one before (the same outputs, recomputed).
+                    let threeRows = r1 - r0 == 3
+                    func block(_ ow: Int) {
                         var acc = CPUKernels.load4(first + ow)
-                        var ih = r0
-                        while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
+                        if threeRows {
+                            // The common 3-row window, unrolled.
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + r0 * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 1) * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 2) * Wo + ow))
+                        } else {
+                            var ih = r0
+                            while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
+                        }
                         CPUKernels.store4(acc, dst + ow)
-                        ow += 4
                     }
-                    while ow < Wo {
-                        var best = first[ow]
-                        var ih = r0
-                        while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
-                        dst[ow] = best
-                        ow += 1
+                    if Wo >= 4 {
+                        var ow = 0
+                        while ow + 4 < Wo { block(ow); ow += 4 }
+                        block(Wo - 4)
+                    } else {
+                        for ow in 0..<Wo {
+                            var best = first[ow]
+                            var ih = r0
+                            while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
+                            dst[ow] = best
+                        }
                     }
                 }
             }
@@ -160,39 +173,54 @@ extension CPUBackend {
         let floor = SIMD4<Float>(repeating: -.infinity)
         var ow = 0
         while ow < c.interiorLo { scalar(ow); ow += 1 }
-        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time.
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time,
+        // the last block overlapping the one before when the interior is not a multiple of 4 wide
+        // (the same outputs, recomputed). `fits(o)`: block o reads only memory of the input buffer.
+        func blocks(_ fits: (Int) -> Bool, _ body: (_ ow: Int, _ p: UnsafePointer<Float>) -> Void) {
+            guard c.interiorHi - ow >= 4 else { return }
+            while ow < c.interiorHi {
+                let o = min(ow, c.interiorHi - 4)
+                guard fits(o) else { return }
+                body(o, row + sw * o - padLeft)
+                ow = o + 4
+            }
+        }
         switch sw {
         case 1:
-            while ow + 4 <= c.interiorHi {
-                let p = row + ow - padLeft
+            blocks({ _ in true }) { o, p in
                 let v0 = CPUKernels.load4(p)
                 var acc = fold(floor, v0)
                 for k in 1..<kW { acc = fold(acc, CPUKernels.load4(p + k)) }
-                CPUKernels.store4(acc, dst + ow)
-                CPUKernels.store4(v0, first + ow)
-                ow += 4
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        case 2 where kW == 3:
+            // The common 3x3/2 window, unrolled: taps 0 and 1 are the even and odd lanes of one
+            // 8-wide load, tap 2 the even lanes of another (reading 10 floats).
+            blocks({ row + 2 * $0 - padLeft + 10 <= readEnd }) { o, p in
+                let pair = CPUKernels.load8(p)
+                let v0 = pair.evenHalf
+                let acc = fold(fold(fold(floor, v0), pair.oddHalf), CPUKernels.loadEven4(p + 2))
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
             }
         case 2:
-            // An 8-wide load keeps its even lanes; the odd lane past the last one must still be memory
+            // 8-wide loads keep their even lanes; the odd lane past the last one must still be memory
             // of the input buffer.
-            while ow + 4 <= c.interiorHi, row + 2 * ow - padLeft + kW + 7 <= readEnd {
-                let p = row + 2 * ow - padLeft
+            blocks({ row + 2 * $0 - padLeft + kW + 7 <= readEnd }) { o, p in
                 let v0 = CPUKernels.loadEven4(p)
                 var acc = fold(floor, v0)
                 for k in 1..<kW { acc = fold(acc, CPUKernels.loadEven4(p + k)) }
-                CPUKernels.store4(acc, dst + ow)
-                CPUKernels.store4(v0, first + ow)
-                ow += 4
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
             }
         default:
-            while ow + 4 <= c.interiorHi {
-                let p = row + sw * ow - padLeft
+            blocks({ _ in true }) { o, p in
                 let v0 = CPUKernels.gather4(p, stride: sw)
                 var acc = fold(floor, v0)
                 for k in 1..<kW { acc = fold(acc, CPUKernels.gather4(p + k, stride: sw)) }
-                CPUKernels.store4(acc, dst + ow)
-                CPUKernels.store4(v0, first + ow)
-                ow += 4
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
             }
         }
         while ow < Wo { scalar(ow); ow += 1 }

@@ -48,6 +48,11 @@ enum CPUKernels {
         UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
     }
 
+    /// p[0...7] as one value (split with evenHalf / oddHalf).
+    @inline(__always) static func load8(_ p: UnsafePointer<Float>) -> SIMD8<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
+    }
+
     /// p[0], p[2], p[4], p[6] (reads p[0...7]).
     @inline(__always) static func loadEven4(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
         UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self).evenHalf
