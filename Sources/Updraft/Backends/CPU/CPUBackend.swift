@@ -12,11 +12,14 @@ import Synchronization
 /// read nor changed); a smaller one throws. Work runs immediately, so `synchronize` has nothing to wait for.
 ///
 /// Threads: everything runs on Dispatch's pool, `threadCount` ways at most. OpenBLAS is held to one
-/// thread while the backend calls it, and the backend splits GEMMs itself: a convolution gives each
-/// thread a slice of the batch (`CPUConvolutionSchedule`), an inner product or a single-image
-/// convolution splits the output matrix into row or column blocks (`parallelSGEMM`). Measured on 2
-/// cores this beats OpenBLAS's own threads (whose workers spin after each call and then compete with
-/// the element-wise loops that follow), and it never runs more threads than cores.
+/// thread while the backend calls it, and the backend splits GEMMs itself: in a convolution each
+/// thread takes the batch's images one at a time (`CPUConvolutionSchedule`), an inner product or a
+/// single-image convolution splits the output matrix into row or column blocks (`parallelSGEMM`).
+/// Loops and image lists are handed out in turn (`dynamicForEach`), so that on a shared machine a
+/// core slowed by other processes does less of the work instead of holding the others up; every
+/// result is the same whichever thread computed it. Measured on 2 cores this beats OpenBLAS's own
+/// threads (whose workers spin after each call and then compete with the element-wise loops that
+/// follow), and it never runs more threads than cores.
 ///
 /// One backend may be called from one thread at a time per op; ops that use the scratch workspaces
 /// take a lock, so calls from several threads are safe but serialised.
