@@ -96,6 +96,11 @@ extension CPUBackend {
         withWorkspaces { ws in
             let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
             forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
+                let yn = y + n * g.outChannels * S
+                // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
+                // OpenBLAS's own beta = 0 pass, which zeroes C first, is slower than this fill and
+                // would leave the bias for a pass of its own.
+                startRows(yn, channels: g.outChannels, spatial: S, bias: b, parallel: parallelInner)
                 for grp in 0..<G {
                     let xg = x + (n * g.inChannels + grp * cinG) * inPlane
                     var operand = UnsafePointer(xg)
@@ -104,29 +109,26 @@ extension CPUBackend {
                         operand = UnsafePointer(cols[t])
                     }
                     parallelSGEMM(m: M, n: S, k: K, a: w + grp * M * K, lda: K, b: operand, ldb: S,
-                                  c: y + (n * g.outChannels + grp * M) * S, ldc: S, parallel: parallelInner)
+                                  beta: 1, c: yn + grp * M * S, ldc: S, parallel: parallelInner)
                 }
-                if b != nil || fusedReLU {
-                    biasReLU(y + n * g.outChannels * S, channels: g.outChannels, spatial: S, bias: b,
-                             relu: fusedReLU, parallel: parallelInner)
-                }
+                if fusedReLU { relu(yn, count: g.outChannels * S, parallel: parallelInner) }
             }
         }
     }
 
-    /// rows[c, s] = max(0, rows[c, s] + bias[c]) (the bias and the ReLU each when asked).
-    private func biasReLU(_ rows: UnsafeMutablePointer<Float>, channels: Int, spatial S: Int,
-                          bias: UnsafeMutablePointer<Float>?, relu: Bool, parallel: Bool) {
-        chunks(channels, grain: max(1, CPUParallel.elementGrain / max(1, S)), parallel: parallel) { cs in
-            for c in cs {
-                let row = rows + c * S
-                let shift = bias?[c] ?? 0
-                if relu {
-                    for i in 0..<S { row[i] = max(0, row[i] + shift) }
-                } else {
-                    for i in 0..<S { row[i] += shift }
-                }
-            }
+    /// rows[c, s] = bias[c] (0 without a bias) for s < S.
+    private func startRows(_ rows: UnsafeMutablePointer<Float>, channels: Int, spatial S: Int,
+                           bias: UnsafeMutablePointer<Float>?, parallel: Bool) {
+        chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, S)), parallel: parallel) { cs in
+            for c in cs { (rows + c * S).update(repeating: bias?[c] ?? 0, count: S) }
+        }
+    }
+
+    /// y = max(0, y) in place, as Swift's `max` defines it: y when y >= 0 (so -0 stays), else 0 (NaN too).
+    private func relu(_ y: UnsafeMutablePointer<Float>, count: Int, parallel: Bool) {
+        let zero = SIMD4<Float>()
+        chunks(count, grain: CPUParallel.elementGrain, parallel: parallel) { r in
+            CPUKernels.map(r, y, into: y) { v in zero.replacing(with: v, where: v .>= 0) }
         }
     }
 
@@ -187,7 +189,11 @@ extension CPUBackend {
             let images = { (run: Int) in (g.batch * run / runs)..<(g.batch * (run + 1) / runs) }
             CPUKernels.withSingleThreadedBLAS {
                 let body = { (t: Int, run: Int, parallelInner: Bool) in
-                    for (i, n) in images(run).enumerated() {
+                    // Zeroed here and accumulated with beta = 1 (faster than OpenBLAS's beta = 0 pass).
+                    self.chunks(weightCount, grain: CPUParallel.copyGrain, parallel: parallelInner) { r in
+                        (sums(run) + r.lowerBound).update(repeating: 0, count: r.count)
+                    }
+                    for n in images(run) {
                         for grp in 0..<G {
                             let xg = x + (n * g.inChannels + grp * cinG) * inPlane
                             var operand = UnsafePointer(xg)
@@ -196,7 +202,7 @@ extension CPUBackend {
                                 operand = UnsafePointer(cols[t])
                             }
                             self.parallelSGEMM(transB: true, m: M, n: K, k: S, a: dy + (n * g.outChannels + grp * M) * S,
-                                               lda: S, b: operand, ldb: S, beta: i == 0 ? 0 : 1,
+                                               lda: S, b: operand, ldb: S, beta: 1,
                                                c: sums(run) + grp * M * K, ldc: K, parallel: parallelInner)
                         }
                     }
