@@ -61,11 +61,12 @@ extension Scheduler {
     /// The best data-parallel plan over the allowed devices, or nil with fewer than two candidates.
     ///
     /// Devices are ranked by how fast each alone trains a batch; the k fastest (k = 2, 3, …) share
-    /// every batch in proportion to their speed. A replica's time is its own plan at its slice size;
+    /// every batch in proportion to their speed, each at least one example. A replica's time is its own plan at its slice size;
     /// the step takes the slowest replica's time plus the exchange: each replica's gradients down to
     /// the host and the combined gradients back up (nothing for the host backend), and the host's
-    /// pass over them. In `auto` mode, devices that share the host's cores (the host backend and
-    /// OpenCL CPU devices such as PoCL) count once: running both at once only splits the same cores.
+    /// pass over them. In `auto` mode the replicas are OpenCL devices: the host's cores stay free to
+    /// feed them (load data, launch kernels, combine gradients), and OpenCL CPU devices such as PoCL,
+    /// which run on those same cores, count once. `on` takes every allowed device, the host too.
     static func dataParallelPlan(graph: NetworkGraph, batchSize: Int, devices allowed: [DeviceProfile],
                                  mode: DataParallelMode, options: Options) throws -> ExecutionPlan.DataParallelPlan? {
         guard mode != .off, batchSize >= 2, allowed.count >= 2 else { return nil }
@@ -77,6 +78,7 @@ extension Scheduler {
         if mode == .auto {
             var sawCPU = false
             ranked = ranked.filter { entry in
+                guard !entry.device.isHost else { return false }
                 guard entry.device.kind == .cpu else { return true }
                 defer { sawCPU = true }
                 return !sawCPU
@@ -94,10 +96,15 @@ extension Scheduler {
             return a
         }
         var best: ExecutionPlan.DataParallelPlan?
-        for k in 2...ranked.count {
+        for k in 2...min(ranked.count, batchSize) {
             let chosen = Array(ranked.prefix(k))
-            let slices = DataParallelism.sliceSizes(count: batchSize, shares: chosen.map { 1 / max($0.seconds, 1e-12) })
-            guard slices.allSatisfy({ $0 > 0 }) else { break }
+            var slices = DataParallelism.sliceSizes(count: batchSize, shares: chosen.map { 1 / max($0.seconds, 1e-12) })
+            // Every replica takes at least one example (a slower one then decides the time, and the
+            // estimate says whether that pays).
+            while let empty = slices.firstIndex(of: 0), let largest = slices.indices.max(by: { slices[$0] < slices[$1] }) {
+                slices[largest] -= 1
+                slices[empty] += 1
+            }
             var slowest = 0.0, fits = true, exchange = 0.0
             for (entry, n) in zip(chosen, slices) {
                 let e = evaluate(try analysis(n), prefix: entry.device, tail: entry.device, options: options)
