@@ -91,7 +91,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("device: \(choice.description); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
-                          handlers: UpdateHandlers(progress: progress.handle, warning: { printError("warning: \($0)") }))
+                          handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
     // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
     signal(SIGINT, SIG_IGN)
     let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())

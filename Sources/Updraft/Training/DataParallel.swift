@@ -77,9 +77,9 @@ public struct DataParallelism {
     }
 
     /// Runs `body(i)` for every i in 0..<count, at the same time on Dispatch's pool (one replica per
-    /// worker), and returns each outcome. One item runs on the calling thread.
-    static func concurrently<T>(_ count: Int, _ body: (Int) throws -> T) -> [Result<T, Error>] {
-        if count == 1 { return [Result { try body(0) }] }
+    /// worker) unless `together` is false, and returns each outcome. One item runs on the calling thread.
+    static func concurrently<T>(_ count: Int, together: Bool = true, _ body: (Int) throws -> T) -> [Result<T, Error>] {
+        if count == 1 || !together { return (0..<count).map { i in Result { try body(i) } } }
         let box = ResultBox<T>(count)
         DispatchQueue.concurrentPerform(iterations: count) { i in
             let r = Result { try body(i) }

@@ -54,6 +54,17 @@ final class TrainingDevices {
     private let warn: (String) -> Void
 
     var primary: Executor { replicas[0] }
+    /// Whether the replicas may run at the same time: no backend object serves two of them (one
+    /// given twice runs its replicas one after the other, as a backend serves one thread at a time).
+    private var sharesNoBackend: Bool {
+        var seen = Set<ObjectIdentifier>()
+        for r in replicas {
+            for b in Set([ObjectIdentifier(r.prefixBackend), ObjectIdentifier(r.tailBackend)]) where !seen.insert(b).inserted {
+                return false
+            }
+        }
+        return true
+    }
     /// Where training runs: "cpu", or "opencl:A + opencl:B (data parallel)".
     var description: String {
         replicas.count == 1 ? primary.deviceName : replicas.map(\.deviceName).joined(separator: " + ") + " (data parallel)"
@@ -126,7 +137,7 @@ final class TrainingDevices {
         let reps = replicas
         let sizes = reps.count == 1 ? [count] : DataParallelism.sliceSizes(count: count, shares: shares)
         let inputs = try DataParallelism.ranges(sizes).map { $0.isEmpty ? nil : try prepare($0) }
-        let outcomes = DataParallelism.concurrently(reps.count) { i -> Executor.BatchResult? in
+        let outcomes = DataParallelism.concurrently(reps.count, together: sharesNoBackend) { i -> Executor.BatchResult? in
             guard let input = inputs[i] else { return nil }
             return try gradients(reps[i], input)
         }
@@ -146,7 +157,7 @@ final class TrainingDevices {
                 if case let .success(g?) = d { gathered.append(g); weights.append(Double(sizes[i]) / Double(max(1, count))) }
             }
             let combined = try DataParallelism.combine(gathered, weights: weights)
-            let updates = DataParallelism.concurrently(reps.count) { i in
+            let updates = DataParallelism.concurrently(reps.count, together: sharesNoBackend) { i in
                 try reps[i].setGradients(combined)
                 try reps[i].applyUpdate(parameters)
             }

@@ -70,7 +70,8 @@ public struct UpdateConfiguration {
     /// Where training goes on when a device fails (a kernel that does not build, memory that runs
     /// out, a device error mid-training), in the order tried, after any data-parallel replicas that
     /// still work. Nil: the host CPU backend, unless training already runs only on the host.
-    /// Empty: none, and a device failure ends training.
+    /// Empty: none, and a device failure ends training. Backends that training already runs on
+    /// are not fallbacks.
     public var fallbacks: [Backend]?
     /// Whether to keep a host copy of the state after each step so a failed device loses nothing.
     public var snapshots: SnapshotPolicy = .automatic
