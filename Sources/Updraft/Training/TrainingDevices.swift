@@ -209,12 +209,15 @@ final class TrainingDevices {
     /// again from the previous snapshot.
     private func keepSnapshot() throws {
         guard keepsSnapshots else { snapshot = nil; return }
-        let start = Date()
-        defer { snapshotSeconds += Date().timeIntervalSince(start); snapshotCount += 1 }
         var failed: [(index: Int, error: Error)] = []
         for (i, r) in replicas.enumerated() {
             do {
+                // The step's queued work first: waiting for it is not the snapshot's cost.
+                try r.tailBackend.synchronize()
+                let start = Date()
                 let s = try r.captureState()
+                snapshotSeconds += Date().timeIntervalSince(start)
+                snapshotCount += 1
                 if !failed.isEmpty { drop(failed, note: "while reading back the state") }
                 snapshot = s
                 return
