@@ -145,6 +145,32 @@ final class TrainingFallbackTests: XCTestCase {
         }
     }
 
+    /// A kernel that does not build (its compiler log runs over several lines): the warning is still
+    /// one line, naming the call and the status.
+    func testKernelThatDoesNotBuildGivesAOneLineWarning() throws {
+        let buildFailure = OpenCLError(-11, "clBuildProgram", "building pooling.cl for the device",
+                                       buildLog: "pooling.cl:12: error: use of undeclared identifier\n1 error generated.")
+        let failing = FailingBackend(CPUBackend(), failing: .poolingForward, onCall: 1, error: buildFailure)
+        let recovered = try run { $0.backends = (failing, failing) }
+        assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "build failure")
+        assertOneWarning(recovered, mentions: ["clBuildProgram failed with CL_BUILD_PROGRAM_FAILURE", "continuing on cpu",
+                                               "epoch 1 mini-batch 1"])
+        XCTAssertFalse(recovered.warnings[0].contains("undeclared"), "the build log stays out of the one line")
+    }
+
+    /// A failure while validating after an epoch: validation runs again on the fallback, and
+    /// training goes on there.
+    func testFailureDuringValidationFallsBack() throws {
+        let validation = try SqueezeShaped.data(count: 5, seed: 77)
+        // Steps 1-3 compute one loss each; validation after epoch 1 computes the 4th and 5th.
+        let failing = FailingBackend(ReferenceBackend(), failing: .softmaxCrossEntropy, onCall: 4)
+        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.validationData = validation }
+        let expected = try run { $0.backends = (ReferenceBackend(), ReferenceBackend()); $0.validationData = validation }
+        assertSameTraining(recovered, expected, tolerance: 0, "validation failure")
+        XCTAssertEqual(recovered.epochs.map(\.validationLoss), expected.epochs.map(\.validationLoss))
+        assertOneWarning(recovered, mentions: ["validation after epoch 1 again", "continuing on reference"])
+    }
+
     // MARK: What is not a device failure, and what cannot be recovered
 
     func testDataErrorsEndTrainingWithoutFallingBack() throws {
