@@ -169,19 +169,19 @@ final class TrainingDataParallelTests: XCTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         let data = try ArrayBatchProvider(examples: golden.examples)
         let reference = try TrainingRun.train(model, data)
-        func openCL() throws -> Backend { try OpenCLBackend(device: device) }
-        let one = try TrainingRun.train(model, data) { $0.backends = (try openCL(), try openCL()); $0.fallbacks = [] }
+        // Two contexts, each building its kernels once and serving every run below in turn.
+        let a = try OpenCLBackend(device: device), b = try OpenCLBackend(device: device)
+        XCTAssertFalse(a.context === b.context)
+        let one = try TrainingRun.train(model, data) { $0.backends = (a, a); $0.fallbacks = [] }
         if let e = one.error, "\(e)".contains("not implemented on OpenCL yet") {
             throw XCTSkip("convolution is not on OpenCL in this build: \(e)")
         }
         assertSameTraining(one, reference, tolerance: 1e-4, "one OpenCL context")
-        let two = try TrainingRun.train(model, data) {
-            $0.dataParallel = DataParallelism(replicas: [try openCL(), try openCL()])
-            $0.fallbacks = []
-        }
+        let two = try TrainingRun.train(model, data) { $0.dataParallel = DataParallelism(replicas: [a, b]); $0.fallbacks = [] }
         assertSameTraining(two, one, tolerance: 1e-4, "two OpenCL contexts")
+        XCTAssertEqual(two.warnings, [])
         let mixed = try TrainingRun.train(model, data) {
-            $0.dataParallel = DataParallelism(replicas: [try openCL(), CPUBackend()], shares: [1, 3])
+            $0.dataParallel = DataParallelism(replicas: [b, CPUBackend()], shares: [1, 3])
             $0.fallbacks = []
         }
         assertSameTraining(mixed, reference, tolerance: 1e-4, "OpenCL + CPU")
@@ -190,7 +190,7 @@ final class TrainingDataParallelTests: XCTestCase {
         let squeezeData = try SqueezeShaped.data(count: 12)
         let squeezeOne = try TrainingRun.train(squeeze, squeezeData) { $0.backends = (CPUBackend(), CPUBackend()) }
         let squeezeTwo = try TrainingRun.train(squeeze, squeezeData) {
-            $0.dataParallel = DataParallelism(replicas: [try openCL(), try openCL()])
+            $0.dataParallel = DataParallelism(replicas: [a, b])
             $0.fallbacks = []
         }
         assertSameTraining(squeezeTwo, squeezeOne, tolerance: 1e-4, "squeeze-shaped on two OpenCL contexts")
