@@ -56,7 +56,7 @@ final class TrainingDevices {
     var primary: Executor { replicas[0] }
     /// Whether the replicas may run at the same time: no backend object serves two of them (one
     /// given twice runs its replicas one after the other, as a backend serves one thread at a time).
-    private var sharesNoBackend: Bool {
+    private var replicasRunTogether: Bool {
         var seen = Set<ObjectIdentifier>()
         for r in replicas {
             for b in Set([ObjectIdentifier(r.prefixBackend), ObjectIdentifier(r.tailBackend)]) where !seen.insert(b).inserted {
@@ -119,10 +119,10 @@ final class TrainingDevices {
     /// on this thread (`prepare`, given the slice's positions in the batch), its gradients computed
     /// on all replicas at once (`gradients`), combined on the host, and applied on every replica.
     /// A device failure is recovered from and the step taken again.
-    /// - Parameter position: where training stands, for warnings ("epoch 1, mini-batch 3").
+    /// - Parameter position: where training stands, for warnings ("epoch 1 mini-batch 3").
     func step<Input>(count: Int, position: String, parameters: () -> TrainingParameters,
                      prepare: (Range<Int>) throws -> Input,
-                     gradients: @escaping (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+                     gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
         while true {
             do {
                 return try attemptStep(count: count, parameters: parameters(), prepare: prepare, gradients: gradients)
@@ -133,11 +133,11 @@ final class TrainingDevices {
     }
 
     private func attemptStep<Input>(count: Int, parameters: TrainingParameters, prepare: (Range<Int>) throws -> Input,
-                                    gradients: @escaping (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+                                    gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
         let reps = replicas
         let sizes = reps.count == 1 ? [count] : DataParallelism.sliceSizes(count: count, shares: shares)
         let inputs = try DataParallelism.ranges(sizes).map { $0.isEmpty ? nil : try prepare($0) }
-        let outcomes = DataParallelism.concurrently(reps.count, together: sharesNoBackend) { i -> Executor.BatchResult? in
+        let outcomes = DataParallelism.concurrently(reps.count, together: replicasRunTogether) { i -> Executor.BatchResult? in
             guard let input = inputs[i] else { return nil }
             return try gradients(reps[i], input)
         }
@@ -157,7 +157,7 @@ final class TrainingDevices {
                 if case let .success(g?) = d { gathered.append(g); weights.append(Double(sizes[i]) / Double(max(1, count))) }
             }
             let combined = try DataParallelism.combine(gathered, weights: weights)
-            let updates = DataParallelism.concurrently(reps.count, together: sharesNoBackend) { i in
+            let updates = DataParallelism.concurrently(reps.count, together: replicasRunTogether) { i in
                 try reps[i].setGradients(combined)
                 try reps[i].applyUpdate(parameters)
             }
