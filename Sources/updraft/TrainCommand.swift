@@ -51,6 +51,8 @@ let trainCommand = CLICommand(CommandSpec(
     let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
                                             hyperparameters: graph.hyperparameters, overrides: overrides)
 
+    if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
+
     let skip = args.flag("skip-unreadable")
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
     train.warnings.forEach { printError("warning: \($0)") }
