@@ -272,8 +272,14 @@ public final class Executor {
         var data = inputs.data
         if let pre = graph.input.preprocessing {
             let channels = pre.bias.count, plane = itemCount / max(1, channels)
+            // One pass per (example, channel) plane: x = scale * x + bias[channel].
             data.withUnsafeMutableBufferPointer { p in
-                for i in 0..<p.count { p[i] = pre.scale * p[i] + pre.bias[(i / plane) % channels] }
+                let scale = pre.scale
+                for planeIndex in 0..<(p.count / max(1, plane)) {
+                    let bias = pre.bias[planeIndex % channels]
+                    let base = planeIndex * plane
+                    for i in base..<(base + plane) { p[i] = scale * p[i] + bias }
+                }
             }
         }
         let backend = training.prefix.isEmpty ? tailBackend : prefixBackend
