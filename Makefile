@@ -20,10 +20,32 @@ demo: release
 	$(UPDRAFT) devices
 	$(UPDRAFT) gradcheck
 
-# Every test: the Swift suite (OpenCL tests run on PoCL) and the coremltools interop check.
+# Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
+	$(MAKE) --no-print-directory interop
+
+# Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
+# meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
+# CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
+# JSON sidecar Updraft writes.
+INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
+interop: deps
+	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
+	$(SWIFT) build --product updraft
+	@set -e; bin="$$($(SWIFT) build --show-bin-path)/updraft"; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	  "$$bin" create squeezenet --classes 5 --seed 7 --out "$$dir/squeezenet.mlmodel" --sidecar "$$dir/squeezenet.json"; \
+	  "$$bin" reinit "$$dir/squeezenet.mlmodel" --layers fullyconnected0,fire9/expand3x3 --seed 11 \
+	    --out "$$dir/squeezenet_reinit.mlmodel" --sidecar "$$dir/squeezenet_reinit.json"; \
+	  for f in $(INTEROP_FIXTURES); do \
+	    "$$bin" reinit "Tests/UpdraftTests/Fixtures/$$f.mlmodel" --seed 3 --out "$$dir/$$f.mlmodel" --sidecar "$$dir/$$f.json"; \
+	  done; \
+	  "$$bin" create squeezenet --classes 10 --input-size 64 --seed 5 --out "$$dir/small.mlmodel"; \
+	  "$$bin" train "$$dir/small.mlmodel" --train Tests/Data/digits/validation --epochs 1 --batch-size 64 \
+	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
+	  rm "$$dir/small.mlmodel"; \
+	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
 
 clean:
 	rm -rf .build

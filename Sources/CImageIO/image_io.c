@@ -1,1 +1,147 @@
-#include "image_io.h"
+// Format detection, file reading and the helpers both codecs share. The codecs live in png_io.c and
+// jpeg_io.c; each contains its library's setjmp/longjmp error handling.
+
+#include "image_io_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int uimg_fail(char *error, size_t capacity, int code, const char *format, ...) {
+    if (error != NULL && capacity > 0) {
+        va_list args;
+        va_start(args, format);
+        vsnprintf(error, capacity, format, args);
+        va_end(args);
+    }
+    return code;
+}
+
+int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t *bytes,
+                     char *error, size_t capacity) {
+    if (width == 0 || height == 0 || channels == 0) {
+        return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "image has no pixels (%ux%u, %u channels)",
+                         width, height, channels);
+    }
+    if (width > UIMG_MAX_DIMENSION || height > UIMG_MAX_DIMENSION) {
+        return uimg_fail(error, capacity, UIMG_ERR_TOO_LARGE,
+                         "image is %ux%u; the largest side accepted is %u pixels", width, height,
+                         UIMG_MAX_DIMENSION);
+    }
+    // Each factor is below 2^17, so a 64-bit product cannot overflow; size_t may be narrower.
+    uint64_t total = (uint64_t)width * (uint64_t)height * (uint64_t)channels;
+    if (total > (uint64_t)UIMG_MAX_IMAGE_BYTES || total > (uint64_t)SIZE_MAX) {
+        return uimg_fail(error, capacity, UIMG_ERR_TOO_LARGE,
+                         "image is %ux%u with %u channels, more than the %zu bytes accepted",
+                         width, height, channels, UIMG_MAX_IMAGE_BYTES);
+    }
+    *bytes = (size_t)total;
+    return UIMG_OK;
+}
+
+void uimg_composite_over_black(uint8_t *pixels, size_t count, uint32_t channels_with_alpha) {
+    const size_t in = channels_with_alpha, out = channels_with_alpha - 1;
+    // Pixel i moves from i*in to i*out <= i*in; each sample is read before any write can reach it.
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *src = pixels + i * in;
+        uint8_t *dst = pixels + i * out;
+        const unsigned alpha = src[out];
+        for (size_t c = 0; c < out; c++) {
+            // round(x * a / 255): 255 is odd, so there are no ties.
+            dst[c] = (uint8_t)((src[c] * alpha + 127u) / 255u);
+        }
+    }
+}
+
+int uimg_buffer_reserve(uimg_buffer *buffer, size_t extra) {
+    if (extra <= buffer->capacity - buffer->size) return 0;
+    if (extra > UIMG_MAX_IMAGE_BYTES - buffer->size) return -1;
+    size_t needed = buffer->size + extra;
+    size_t capacity = buffer->capacity < 4096 ? 4096 : buffer->capacity;
+    while (capacity < needed) capacity = capacity > UIMG_MAX_IMAGE_BYTES / 2 ? needed : capacity * 2;
+    uint8_t *data = realloc(buffer->data, capacity);
+    if (data == NULL) return -1;
+    buffer->data = data;
+    buffer->capacity = capacity;
+    return 0;
+}
+
+void uimg_free(void *buffer) { free(buffer); }
+
+int uimg_detect_format(const uint8_t *data, size_t size) {
+    static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+    if (data == NULL) return UIMG_FORMAT_UNKNOWN;
+    if (size >= 8 && memcmp(data, png_signature, 8) == 0) return UIMG_FORMAT_PNG;
+    if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return UIMG_FORMAT_JPEG;
+    return UIMG_FORMAT_UNKNOWN;
+}
+
+/// Names well-known formats that are not decoded here, to make the error useful.
+static const char *guess_other_format(const uint8_t *data, size_t size) {
+    if (size >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0)) return "GIF";
+    if (size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) return "WebP";
+    if (size >= 2 && memcmp(data, "BM", 2) == 0) return "BMP";
+    if (size >= 4 && (memcmp(data, "II*\0", 4) == 0 || memcmp(data, "MM\0*", 4) == 0)) return "TIFF";
+    if (size >= 12 && memcmp(data + 4, "ftyp", 4) == 0) return "HEIF/AVIF/MP4";
+    if (size >= 6 && memcmp(data, "\x93NUMPY", 6) == 0) return "NumPy .npy";
+    if (size >= 4 && memcmp(data, "PK\x03\x04", 4) == 0) return "ZIP";
+    if (size >= 1 && (data[0] == '<' || data[0] == '{')) return "text (HTML/XML/JSON)";
+    if (size >= 4 && memcmp(data, "\x89PNG", 4) == 0) return "a damaged PNG (bad signature)";
+    return NULL;
+}
+
+int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out, char *error,
+                       size_t capacity) {
+    if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
+    memset(out, 0, sizeof *out);
+    if (data == NULL || size == 0) {
+        return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "empty file (0 bytes)");
+    }
+    switch (uimg_detect_format(data, size)) {
+    case UIMG_FORMAT_PNG: return uimg_decode_png(data, size, out, error, capacity);
+    case UIMG_FORMAT_JPEG: return uimg_decode_jpeg(data, size, out, error, capacity);
+    default: break;
+    }
+    const char *other = guess_other_format(data, size);
+    if (other != NULL) {
+        return uimg_fail(error, capacity, UIMG_ERR_UNSUPPORTED,
+                         "not a PNG or JPEG file (looks like %s)", other);
+    }
+    char head[3 * 8 + 1] = {0};
+    for (size_t i = 0; i < size && i < 8; i++) snprintf(head + 3 * i, 4, "%02x ", data[i]);
+    head[3 * (size < 8 ? size : 8) - 1] = '\0';
+    return uimg_fail(error, capacity, UIMG_ERR_UNSUPPORTED,
+                     "not a PNG or JPEG file (starts with bytes %s)", head);
+}
+
+int uimg_decode_file(const char *path, uimg_image *out, char *error, size_t capacity) {
+    if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
+    memset(out, 0, sizeof *out);
+    if (path == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no path given");
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) return uimg_fail(error, capacity, UIMG_ERR_IO, "cannot open: %s", strerror(errno));
+
+    uimg_buffer buffer = {NULL, 0, 0};
+    int status = UIMG_OK;
+    for (;;) {
+        if (uimg_buffer_reserve(&buffer, 65536) != 0) {
+            status = buffer.size >= UIMG_MAX_IMAGE_BYTES - 65536
+                ? uimg_fail(error, capacity, UIMG_ERR_TOO_LARGE, "file is larger than %zu bytes",
+                            UIMG_MAX_IMAGE_BYTES)
+                : uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory reading the file");
+            break;
+        }
+        size_t got = fread(buffer.data + buffer.size, 1, buffer.capacity - buffer.size, file);
+        buffer.size += got;
+        if (got == 0) {
+            if (ferror(file)) status = uimg_fail(error, capacity, UIMG_ERR_IO, "cannot read: %s", strerror(errno));
+            break;
+        }
+    }
+    fclose(file);
+    if (status == UIMG_OK) status = uimg_decode_memory(buffer.data, buffer.size, out, error, capacity);
+    free(buffer.data);
+    return status;
+}

@@ -5,7 +5,14 @@ import Updraft
 /// Other backends (each OpenCL device, the optimized CPU path) add themselves here; a backend that
 /// cannot start (no device) should simply be left out.
 func gradcheckBackends() -> [Backend] {
-    [CPUBackend()]
+    var backends: [Backend] = [CPUBackend()]
+    // Every OpenCL device present; one that fails to open is named on stderr and left out.
+    let openCL = OpenCLBackend.all()
+    for failure in openCL.failures {
+        FileHandle.standardError.write(Data("warning: gradcheck leaves out an OpenCL device: \(failure)\n".utf8))
+    }
+    backends += openCL.backends as [Backend]
+    return backends
 }
 
 let gradcheckCommand = CLICommand(CommandSpec(

@@ -5,6 +5,12 @@ import Updraft
 let commands: [CLICommand] = [
     devicesCommand,
     gradcheckCommand,
+    createCommand,
+    inspectCommand,
+    reinitCommand,
+    trainCommand,
+    evaluateCommand,
+    predictCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

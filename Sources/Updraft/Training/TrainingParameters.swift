@@ -15,18 +15,10 @@ public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomString
     }
 }
 
-public enum ParameterValue: Hashable, Sendable, CustomStringConvertible {
-    case int(Int)
-    case double(Double)
-    case bool(Bool)
+/// Parameter values use the Core ML layer's value type (`HyperparameterValue`: double, int, bool).
+public typealias ParameterValue = HyperparameterValue
 
-    public var description: String {
-        switch self {
-        case let .int(v): return "\(v)"
-        case let .double(v): return "\(v)"
-        case let .bool(v): return "\(v)"
-        }
-    }
+extension HyperparameterValue {
     public var doubleValue: Double? {
         switch self {
         case let .int(v): return Double(v)
@@ -36,49 +28,17 @@ public enum ParameterValue: Hashable, Sendable, CustomStringConvertible {
     }
     public var intValue: Int? {
         switch self {
-        case let .int(v): return v
+        case let .int(v): return Int(exactly: v)
         case let .double(v): return v.rounded() == v ? Int(exactly: v) : nil
         case .bool: return nil
         }
     }
 }
 
-/// What values a parameter may take (Core ML's numericConstraint: a range or an enumerated set).
-public enum ParameterConstraint: Hashable, Sendable, CustomStringConvertible {
-    case any
-    case range(min: Double, max: Double)
-    case set([Double])
-
-    public func allows(_ value: ParameterValue) -> Bool {
-        guard let v = value.doubleValue else { return self == .any }
-        switch self {
-        case .any: return true
-        case let .range(lo, hi): return v >= lo && v <= hi
-        case let .set(values): return values.contains(v)
-        }
-    }
-
-    public var description: String {
-        func fmt(_ d: Double) -> String { d.rounded() == d && abs(d) < 1e15 ? String(Int(d)) : "\(d)" }
-        switch self {
-        case .any: return "any value"
-        case let .range(lo, hi): return "\(fmt(lo))...\(fmt(hi))"
-        case let .set(values): return "{" + values.sorted().map(fmt).joined(separator: ", ") + "}"
-        }
-    }
+extension ParameterKey {
+    /// The model's name for this key, if the model can describe it (weight decay is Updraft's own).
+    var hyperparameterKey: HyperparameterKey? { HyperparameterKey(rawValue: rawValue) }
 }
-
-/// A parameter as the model describes it: default and allowed values (MLParameterDescription).
-public struct ParameterDescription: Hashable, Sendable {
-    public var key: ParameterKey
-    public var defaultValue: ParameterValue
-    public var constraint: ParameterConstraint
-    public init(key: ParameterKey, defaultValue: ParameterValue, constraint: ParameterConstraint = .any) {
-        self.key = key; self.defaultValue = defaultValue; self.constraint = constraint
-    }
-}
-
-public enum OptimizerKind: String, Hashable, Sendable { case sgd, adam }
 
 /// The values in force for a run: the model's defaults with the caller's overrides, each checked
 /// against what the model allows.
@@ -86,17 +46,21 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     public private(set) var values: [ParameterKey: ParameterValue]
     public var optimizer: OptimizerKind
 
-    /// Defaults from the model's descriptions, then `overrides`, each validated.
-    /// Parameters the model does not describe get Updraft's defaults (momentum 0, Adam's betas, …).
-    public init(optimizer: OptimizerKind, descriptions: [ParameterDescription],
+    /// The model's defaults (`hyperparameters`, as `NetworkGraph.hyperparameters` lists them), then
+    /// `overrides`, each checked against what the model allows. Parameters the model does not describe
+    /// get Core ML's defaults (momentum 0, Adam's betas, …) and weight decay 0.
+    public init(optimizer: OptimizerKind, hyperparameters: [Hyperparameter],
                 overrides: [ParameterKey: ParameterValue] = [:]) throws {
+        let descriptions = hyperparameters
         self.optimizer = optimizer
         var v: [ParameterKey: ParameterValue] = [
             .learningRate: .double(0.001), .momentum: .double(0), .miniBatchSize: .int(8), .epochs: .int(1),
             .shuffle: .bool(true), .seed: .int(0), .beta1: .double(0.9), .beta2: .double(0.999), .eps: .double(1e-8),
             .weightDecay: .double(0),
         ]
-        for d in descriptions { v[d.key] = d.defaultValue }
+        for h in descriptions {
+            if let key = ParameterKey(rawValue: h.key.rawValue) { v[key] = try Self.normalize(key, h.defaultValue) }
+        }
         self.values = v
         for (key, value) in overrides.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             try set(key, value, descriptions: descriptions)
@@ -104,9 +68,9 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Sets one value after checking its type and the model's constraint.
-    public mutating func set(_ key: ParameterKey, _ value: ParameterValue, descriptions: [ParameterDescription]) throws {
+    public mutating func set(_ key: ParameterKey, _ value: ParameterValue, descriptions: [Hyperparameter]) throws {
         let normalized = try Self.normalize(key, value)
-        if let d = descriptions.first(where: { $0.key == key }), !d.constraint.allows(normalized) {
+        if let d = descriptions.first(where: { $0.key == key.hyperparameterKey }), !d.allows(normalized) {
             throw UpdraftError(.invalidArgument,
                 "\(key) = \(normalized) is not allowed by this model: allowed values are \(d.constraint)",
                 hint: "pick one of the allowed values, or change the model's update parameters")
@@ -119,7 +83,7 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
         case .miniBatchSize, .epochs, .seed:
             guard let i = value.intValue else { throw UpdraftError(.invalidArgument, "\(key) must be an integer, got \(value)") }
             if key != .seed && i < 1 { throw UpdraftError(.invalidArgument, "\(key) must be at least 1, got \(i)") }
-            return .int(i)
+            return .int(Int64(i))
         case .shuffle:
             if case let .bool(b) = value { return .bool(b) }
             if let i = value.intValue, i == 0 || i == 1 { return .bool(i == 1) }

@@ -93,7 +93,7 @@ public struct ComparisonRow: Hashable, Sendable, CustomStringConvertible {
         var cells = [header]
         for r in rows {
             cells.append([r.op, r.caseName, r.quantity, formatError(r.maxAbsError), formatError(r.maxRelError),
-                          (r.ok ? "ok" : "FAILED") + (r.note.map { "  \($0)" } ?? "")])
+                          (r.ok ? "ok" : "FAILED") + (r.note.map { "  " + oneLine($0) } ?? "")])
         }
         let widths = (0..<header.count - 1).map { col in cells.map { $0[col].count }.max() ?? 0 }
         return cells.map { row in
@@ -101,6 +101,11 @@ public struct ComparisonRow: Hashable, Sendable, CustomStringConvertible {
                 .joined() + row[header.count - 1]
         }.joined(separator: "\n") + "\n"
     }
+}
+
+/// A multi-line message (an error with its hint) on one table line.
+func oneLine(_ text: String) -> String {
+    text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "; ")
 }
 
 func formatError(_ value: Double) -> String {

@@ -1,0 +1,34 @@
+#ifndef UPDRAFT_IMAGE_IO_INTERNAL_H
+#define UPDRAFT_IMAGE_IO_INTERNAL_H
+// Helpers shared by image_io.c, png_io.c and jpeg_io.c. Not part of the module's interface.
+
+#include "image_io.h"
+
+/// Writes a formatted message into `error` (when there is room) and returns `code`.
+int uimg_fail(char *error, size_t capacity, int code, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/// Checks width, height and channels against the limits and computes width * height * channels
+/// without overflow. Returns UIMG_OK, or UIMG_ERR_TOO_LARGE / UIMG_ERR_CORRUPT with a message.
+int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t *bytes,
+                     char *error, size_t capacity);
+
+/// Composites `count` pixels of `channels_with_alpha` (2 or 4) interleaved samples over black, in
+/// place, leaving `channels_with_alpha - 1` samples per pixel at the start of the buffer.
+void uimg_composite_over_black(uint8_t *pixels, size_t count, uint32_t channels_with_alpha);
+
+/// A growable byte buffer for the encoders.
+typedef struct {
+    uint8_t *data;
+    size_t size;
+    size_t capacity;
+} uimg_buffer;
+
+/// Makes room for `extra` more bytes. Returns 0, or -1 when the allocation fails or would pass
+/// UIMG_MAX_IMAGE_BYTES (the buffer is unchanged then).
+int uimg_buffer_reserve(uimg_buffer *buffer, size_t extra);
+
+int uimg_decode_png(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity);
+int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity);
+
+#endif

@@ -1,0 +1,222 @@
+import Foundation
+
+/// A Core ML neural network model (.mlmodel), read from or written to a file.
+///
+/// Two views of one file: `message`, the Model protobuf as raw fields (what gets written), and
+/// `spec`, the typed parts Updraft understands. Reading and writing an unmodified model gives the
+/// identical bytes; `setWeights`/`setBias` re-encode only that layer's weight field (as floatValue,
+/// keeping its isUpdatable flag and anything unknown in it) and the messages that contain it.
+public struct CoreMLModel: Sendable {
+    /// The top-level Model message as raw fields.
+    public private(set) var message: ProtoMessage
+    /// The typed view of `message`.
+    public private(set) var spec: ModelSpec
+
+    // MARK: Reading
+
+    public init(contentsOf url: URL) throws {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw UpdraftError(.io, "cannot read the model file \(url.path): \(error.localizedDescription)",
+                               hint: "check the path and that the file is readable")
+        }
+        do {
+            try self.init(serializedBytes: [UInt8](data))
+        } catch let e as UpdraftError {
+            throw UpdraftError(e.kind, "\(url.lastPathComponent): \(e.message)", hint: e.hint)
+        } catch let e as ProtobufError {
+            throw UpdraftError(.invalidModel, "\(url.lastPathComponent): \(e.description)")
+        }
+    }
+
+    public init(serializedData data: Data) throws { try self.init(serializedBytes: [UInt8](data)) }
+
+    public init(serializedBytes bytes: [UInt8]) throws {
+        let reader = try ProtoReader(parsing: bytes[...], typeName: "Model")
+        message = reader.message
+        spec = try ModelSpec(reading: reader)
+    }
+
+    /// A model built from a typed spec (see `ModelBuilder`). Weights are written as float32.
+    public init(spec: ModelSpec) {
+        self.message = spec.encoded()
+        self.spec = spec
+    }
+
+    // MARK: Writing
+
+    public func serializedBytes() -> [UInt8] { message.serialized() }
+    public func serializedData() -> Data { Data(message.serialized()) }
+
+    /// Writes the model atomically: a temporary file in the same folder, then a rename over `url`,
+    /// so a reader never sees half a model and a failed write leaves the old file in place.
+    public func write(to url: URL) throws {
+        let folder = url.deletingLastPathComponent()
+        let temporary = folder.appendingPathComponent(
+            ".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max)).tmp")
+        do {
+            try serializedData().write(to: temporary)
+        } catch {
+            throw UpdraftError(.io, "cannot write \(temporary.path): \(error.localizedDescription)",
+                               hint: "check that the folder \(folder.path) exists and is writable")
+        }
+        guard rename(temporary.path, url.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(at: temporary)
+            throw UpdraftError(.io, "cannot move the written model into place at \(url.path): \(reason)")
+        }
+    }
+
+    // MARK: What the model is
+
+    public var specificationVersion: Int { Int(spec.specificationVersion) }
+    public var isUpdatable: Bool { spec.isUpdatable }
+    public var modelDescription: ModelDescription { spec.description }
+    public var kind: NeuralNetworkKind { spec.network.kind }
+    public var network: NeuralNetworkSpec { spec.network }
+    public var layers: [LayerSpec] { spec.network.layers }
+    public var layerNames: [String] { layers.map(\.name) }
+    public var updatableLayerNames: [String] { layers.filter(\.isUpdatable).map(\.name) }
+    public func layer(named name: String) -> LayerSpec? { spec.network.layer(named: name) }
+    public var classLabels: ClassLabels? { spec.network.classLabels }
+
+    /// The prediction input: the first input feature (Updraft trains single-input networks).
+    public var inputFeature: FeatureDescription? { spec.description.inputs.first }
+    /// The input image's size and color space, when the input is an image.
+    public var inputImage: ImageFeatureType? {
+        if case let .image(t)? = inputFeature?.type { return t }
+        return nil
+    }
+    /// The input array's shape, when the input is a multi-array.
+    public var inputArrayShape: [Int]? {
+        if case let .multiArray(t)? = inputFeature?.type { return t.shape }
+        return nil
+    }
+    /// The image scaler applied to the input feature, if any.
+    public var imageScaler: ImageScaler? {
+        guard let input = inputFeature else { return nil }
+        return spec.network.preprocessing.first {
+            $0.featureName == input.name || ($0.featureName.isEmpty && spec.description.inputs.count == 1)
+        }?.scaler
+    }
+
+    // MARK: Training configuration
+
+    public var updateParameters: UpdateParameters? { spec.network.updateParameters }
+    public var optimizer: OptimizerSpec? { updateParameters?.optimizer }
+    /// Every hyperparameter with its default and allowed values (empty without update parameters).
+    public var hyperparameters: [Hyperparameter] { updateParameters?.hyperparameters ?? [] }
+    /// The loss layer (Core ML allows exactly one).
+    public var loss: LossLayerSpec? { updateParameters?.lossLayers.first }
+
+    /// The training input that carries the loss target. For a classifier trained through its
+    /// probabilities (coremltools' convention: target "<probabilities>_true"), that is the
+    /// predictedFeatureName input, holding class labels; otherwise the input named like the target.
+    public var lossTargetFeature: FeatureDescription? {
+        guard let loss else { return nil }
+        let d = spec.description
+        if let exact = d.trainingInput(named: loss.target) { return exact }
+        if kind == .classifier, !d.predictedFeatureName.isEmpty { return d.trainingInput(named: d.predictedFeatureName) }
+        return nil
+    }
+
+    // MARK: Weights
+
+    private func weightedLayer(_ name: String) throws -> (index: Int, layer: LayerSpec) {
+        guard let index = layers.firstIndex(where: { $0.name == name }) else {
+            throw UpdraftError(.invalidArgument, "the model has no layer named '\(name)'",
+                               hint: "layers: " + layerNames.prefix(20).joined(separator: ", ") + (layers.count > 20 ? ", …" : ""))
+        }
+        let layer = layers[index]
+        guard layer.weightParams != nil else {
+            throw UpdraftError(.invalidArgument,
+                "layer '\(name)' is a \(layer.typeName) layer; only convolution and innerProduct layers have weights")
+        }
+        return (index, layer)
+    }
+
+    /// The weights' shape: convolution `[C_out, C_in/groups, kH, kW]`, inner product `[C_out, C_in]`.
+    public func weightShape(ofLayer name: String) throws -> Shape {
+        let (_, layer) = try weightedLayer(name)
+        return try LayerShapes.weightShape(layer)
+    }
+
+    /// A layer's weights as a tensor (float16 weights widened to float32).
+    public func weights(ofLayer name: String) throws -> Tensor {
+        let (_, layer) = try weightedLayer(name)
+        return try LayerShapes.tensor(layer.weightParams!.weights, shape: try LayerShapes.weightShape(layer),
+                                      layer: layer, what: "weights")
+    }
+
+    /// A layer's bias `[C_out]`, or nil when the layer has none (hasBias false).
+    public func bias(ofLayer name: String) throws -> Tensor? {
+        let (_, layer) = try weightedLayer(name)
+        guard LayerShapes.hasBias(layer) else { return nil }
+        guard let b = layer.weightParams?.bias else {
+            throw UpdraftError(.invalidModel, "layer '\(name)' has hasBias set but no bias values",
+                               hint: "re-export the model with the layer's bias")
+        }
+        return try LayerShapes.tensor(b, shape: [LayerShapes.outputChannels(layer)], layer: layer, what: "bias")
+    }
+
+    /// Replaces a layer's weights (the tensor must have the layer's weight shape).
+    public mutating func setWeights(_ tensor: Tensor, ofLayer name: String) throws {
+        let (index, layer) = try weightedLayer(name)
+        let expected = try LayerShapes.weightShape(layer)
+        guard tensor.shape == expected else {
+            throw UpdraftError(.invalidArgument,
+                "layer '\(name)' has weights of shape \(expected); the new weights have shape \(tensor.shape)")
+        }
+        try replaceWeightField(layerIndex: index, layer: layer, isBias: false, values: tensor.data)
+    }
+
+    /// Replaces a layer's bias (shape `[C_out]`). Throws for a layer without a bias.
+    public mutating func setBias(_ tensor: Tensor, ofLayer name: String) throws {
+        let (index, layer) = try weightedLayer(name)
+        guard LayerShapes.hasBias(layer) else {
+            throw UpdraftError(.invalidArgument, "layer '\(name)' has no bias (hasBias is false)")
+        }
+        let expected: Shape = [LayerShapes.outputChannels(layer)]
+        guard tensor.shape == expected else {
+            throw UpdraftError(.invalidArgument,
+                "layer '\(name)' has a bias of shape \(expected); the new bias has shape \(tensor.shape)")
+        }
+        try replaceWeightField(layerIndex: index, layer: layer, isBias: true, values: tensor.data)
+    }
+
+    /// Re-encodes one WeightParams: drops every stored encoding (floatValue, float16Value, rawValue,
+    /// int8RawValue, quantization), writes packed floatValue in their place, keeps isUpdatable and
+    /// unknown fields. A missing WeightParams is created, flagged updatable like its layer.
+    private mutating func replaceWeightField(layerIndex: Int, layer: LayerSpec, isBias: Bool, values: [Float]) throws {
+        let typeField = layer.params.typeField
+        let weightField: Int
+        switch layer.params {
+        case .convolution: weightField = isBias ? 91 : 90
+        default: weightField = isBias ? 21 : 20
+        }
+        let networkField = spec.network.kind.fieldNumber
+        var editedLayer = ProtoMessage()
+        try message.editMessage(networkField) { network in
+            try network.editMessage(1, occurrence: layerIndex) { layerMessage in
+                try layerMessage.editMessage(typeField) { params in
+                    var weights: ProtoMessage
+                    if let existing = params.last(weightField), existing.wireType == .lengthDelimited {
+                        weights = try ProtoMessage(parsing: existing.payload)
+                    } else {
+                        weights = ProtoMessage()
+                        if layer.isUpdatable { weights.set(ProtoField(number: 50, bool: true)) }
+                    }
+                    for stored in [2, 30, 31, 40] { weights.remove(stored) }
+                    weights.set(ProtoField(number: 1, packedFloats: values))
+                    params.set(ProtoField(number: weightField, message: weights))
+                }
+                editedLayer = layerMessage
+            }
+        }
+        // The typed view is re-read from the bytes just written, so the two never disagree.
+        let reader = ProtoReader(editedLayer, path: "Model.\(spec.network.kind.rawValue).layers[\(layerIndex)]")
+        spec.network.layers[layerIndex] = try LayerSpec(reading: reader, index: layerIndex)
+    }
+}

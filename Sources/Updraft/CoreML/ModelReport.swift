@@ -1,0 +1,234 @@
+import Foundation
+
+/// Everything `updraft inspect` shows about a model, as a value: rendered as text for people or
+/// encoded as JSON for scripts. Built from the model, its graph (when one can be built: shapes and
+/// topological order) and the validator's findings.
+public struct ModelReport: Encodable, Sendable {
+    public struct Feature: Encodable, Sendable {
+        public var name: String
+        public var type: String
+        public var shape: [Int]?
+    }
+    public struct Preprocessing: Encodable, Sendable {
+        public var scale: Float
+        public var bias: [Float]
+    }
+    public struct Layer: Encodable, Sendable {
+        public var index: Int
+        public var name: String
+        public var type: String
+        public var inputs: [String]
+        public var outputs: [String]
+        /// Per-example output shape [C, H, W] (nil when the graph could not be built).
+        public var outputShape: [Int]?
+        public var parameters: Int
+        public var updatable: Bool
+        public var weightEncoding: String?
+    }
+    public struct Loss: Encodable, Sendable {
+        public var name: String
+        public var kind: String
+        public var input: String
+        public var target: String
+        public var targetFeature: String?
+    }
+    public struct Parameter: Encodable, Sendable {
+        public var name: String
+        public var defaultValue: HyperparameterValue
+        /// The allowed values as text ("[0, 1]", "{1, 2, 8}", "any").
+        public var allowed: String
+        /// The same for scripts: a range's bounds or a set's values (all nil: any value).
+        public var allowedMin: Double?
+        public var allowedMax: Double?
+        public var allowedValues: [Int64]?
+        public var inModel: Bool
+    }
+    public struct Finding: Encodable, Sendable {
+        public var severity: String
+        public var message: String
+        public var layer: String?
+    }
+
+    public var file: String?
+    public var kind: String
+    public var specificationVersion: Int
+    public var isUpdatable: Bool
+    public var shortDescription: String
+    public var inputs: [Feature]
+    public var outputs: [Feature]
+    public var trainingInputs: [Feature]
+    public var preprocessing: Preprocessing?
+    public var classLabels: [String]?
+    public var layers: [Layer]
+    public var totalParameters: Int
+    public var loss: Loss?
+    public var optimizer: String?
+    public var hyperparameters: [Parameter]
+    public var findings: [Finding]
+
+    public init(model: CoreMLModel, file: String? = nil) {
+        self.file = file
+        let spec = model.spec
+        kind = spec.network.kind.rawValue
+        specificationVersion = Int(spec.specificationVersion)
+        isUpdatable = spec.isUpdatable
+        shortDescription = spec.description.metadata.shortDescription
+        func feature(_ f: FeatureDescription) -> Feature {
+            var shape: [Int]? = nil
+            switch f.type {
+            case let .image(i): shape = [i.colorSpace.channels ?? 0, i.height, i.width]
+            case let .multiArray(a): shape = a.shape
+            default: break
+            }
+            return Feature(name: f.name, type: f.type.description, shape: shape)
+        }
+        inputs = spec.description.inputs.map(feature)
+        outputs = spec.description.outputs.map(feature)
+        trainingInputs = spec.description.trainingInputs.map(feature)
+        classLabels = spec.network.classLabels?.asStrings
+
+        let graph = try? NetworkGraph(model: model)
+        preprocessing = graph?.input.preprocessing.map { Preprocessing(scale: $0.scale, bias: $0.bias) }
+        if graph == nil, let s = model.imageScaler { preprocessing = Preprocessing(scale: s.channelScale, bias: [s.redBias, s.greenBias, s.blueBias]) }
+        var rows: [Layer] = []
+        let specLayers = spec.network.layers
+        let order = graph?.layers.map(\.modelIndex) ?? Array(specLayers.indices)
+        for i in order {
+            let l = specLayers[i]
+            let g = graph?.layers.first { $0.modelIndex == i }
+            let shape = g.map { [$0.outputShape.c, $0.outputShape.h, $0.outputShape.w] }
+            let encoding = l.weightParams.map { $0.weights.encoding.rawValue }
+            // Without a graph (or for weights Updraft cannot read), count what the layer's shapes imply.
+            var parameters = g?.parameterCount ?? l.parameterCount
+            if parameters == 0, l.weightParams != nil, let w = try? LayerShapes.weightShape(l) {
+                parameters = w.count + (LayerShapes.hasBias(l) ? LayerShapes.outputChannels(l) : 0)
+            }
+            rows.append(Layer(index: i, name: l.name, type: ModelReport.typeDescription(l), inputs: l.inputs, outputs: l.outputs,
+                              outputShape: shape, parameters: parameters,
+                              updatable: l.isUpdatable, weightEncoding: encoding))
+        }
+        layers = rows
+        totalParameters = rows.reduce(0) { $0 + $1.parameters }
+        if let l = model.loss {
+            loss = Loss(name: l.name, kind: l.kind?.rawValue ?? "unknown (field \(l.unknownTypeField ?? 0))",
+                        input: l.input, target: l.target, targetFeature: model.lossTargetFeature?.name)
+        }
+        optimizer = model.optimizer.map { $0.kind == .sgd ? "SGD" : "Adam" }
+        hyperparameters = model.hyperparameters.map {
+            var p = Parameter(name: $0.key.rawValue, defaultValue: $0.defaultValue, allowed: $0.constraint.description,
+                              inModel: $0.inModel)
+            switch $0.constraint {
+            case .none: break
+            case let .doubleRange(r): p.allowedMin = r.min; p.allowedMax = r.max
+            case let .int(.range(lo, hi)): p.allowedMin = Double(lo); p.allowedMax = Double(hi)
+            case let .int(.set(values)): p.allowedValues = values
+            }
+            return p
+        }
+        findings = ModelValidator.validate(model).map {
+            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer)
+        }
+    }
+
+    static func typeDescription(_ l: LayerSpec) -> String {
+        switch l.params {
+        case let .convolution(c):
+            let k = c.kernelSize.map(String.init).joined(separator: "x")
+            let s = c.stride.map(String.init).joined(separator: "x")
+            return "convolution \(k)" + (c.stride == [1, 1] ? "" : "/\(s)") + (c.isDeconvolution ? " (deconvolution)" : "")
+        case let .pooling(p):
+            if p.global { return "pooling \(p.typeName.lowercased()) global" }
+            return "pooling \(p.typeName.lowercased()) \(p.kernelSize.map(String.init).joined(separator: "x"))"
+        case let .activation(a): return "activation \(a.activation.map { "\($0)" } ?? a.typeName)"
+        default: return l.typeName
+        }
+    }
+
+    // MARK: Text
+
+    public func text() -> String {
+        var s = ""
+        func line(_ t: String = "") { s += t + "\n" }
+        func pad(_ t: String, _ n: Int) -> String { t.count >= n ? t + " " : t + String(repeating: " ", count: n - t.count) }
+        func padLeft(_ t: String, _ n: Int) -> String { t.count >= n ? t : String(repeating: " ", count: n - t.count) + t }
+        func grouped(_ n: Int) -> String {
+            let digits = Array(String(n))
+            var out = ""
+            for (i, d) in digits.enumerated() {
+                if i > 0, (digits.count - i) % 3 == 0 { out += "," }
+                out.append(d)
+            }
+            return out
+        }
+
+        line("model: \(file ?? "(in memory)")")
+        line("  \(kind), specification version \(specificationVersion), \(isUpdatable ? "updatable" : "not updatable")")
+        if !shortDescription.isEmpty { line("  \(shortDescription)") }
+        for (title, list) in [("inputs", inputs), ("outputs", outputs), ("training inputs", trainingInputs)] {
+            line("\(title):" + (list.isEmpty ? " none" : ""))
+            let width = (list.map(\.name.count).max() ?? 0) + 2
+            for f in list { line("  " + pad(f.name, width) + f.type) }
+        }
+        if let p = preprocessing {
+            line("preprocessing: x = \(p.scale) * pixel + [\(p.bias.map { "\($0)" }.joined(separator: ", "))]")
+        }
+        if let labels = classLabels {
+            let shown = labels.prefix(10).joined(separator: ", ") + (labels.count > 10 ? ", …" : "")
+            line("class labels: \(labels.count) (\(shown))")
+        }
+        let updatableCount = layers.filter(\.updatable).count
+        line("layers: \(layers.count), \(grouped(totalParameters)) parameters, \(updatableCount) updatable")
+        let nameWidth = min(32, max(6, (layers.map(\.name.count).max() ?? 0) + 2))
+        let typeWidth = max(6, (layers.map(\.type.count).max() ?? 0) + 2)
+        line("  " + padLeft("#", 3) + "  " + pad("name", nameWidth) + pad("type", typeWidth) + pad("output", 14)
+             + padLeft("params", 10) + "  updatable")
+        for l in layers {
+            let shape = l.outputShape.map { d in d[1] == 1 && d[2] == 1 ? "\(d[0])" : d.map(String.init).joined(separator: "x") } ?? "?"
+            var row = "  " + padLeft(String(l.index), 3) + "  " + pad(l.name, nameWidth) + pad(l.type, typeWidth) + pad(shape, 14)
+            row += padLeft(l.parameters > 0 ? grouped(l.parameters) : "-", 10)
+            if l.updatable { row += "  yes" }
+            if let e = l.weightEncoding, e != "float32" { row += "  (weights \(e))" }
+            line(row)
+        }
+        if let l = loss {
+            line("loss: \(l.name): \(l.kind) on '\(l.input)', target '\(l.target)'"
+                 + (l.targetFeature.map { $0 != l.target ? " (training input '\($0)')" : "" } ?? " (not among the training inputs)"))
+        } else {
+            line("loss: none")
+        }
+        line("optimizer: \(optimizer ?? "none")")
+        if !hyperparameters.isEmpty {
+            line("hyperparameters:")
+            let width = (hyperparameters.map(\.name.count).max() ?? 0) + 2
+            for h in hyperparameters {
+                line("  " + pad(h.name, width) + pad("default \(h.defaultValue)", 18) + "allowed \(h.allowed)"
+                     + (h.inModel ? "" : "  (not in the model; Core ML's default)"))
+            }
+        }
+        let errors = findings.filter { $0.severity == "error" }.count
+        let warnings = findings.count - errors
+        line("validation: " + (findings.isEmpty ? "no problems" : "\(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")"))
+        for f in findings { line("  \(f.severity): \(f.message)") }
+        return s
+    }
+
+    // MARK: JSON
+
+    public func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+}
+
+extension HyperparameterValue: Encodable {
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case let .double(d): try c.encode(d)
+        case let .int(i): try c.encode(i)
+        case let .bool(b): try c.encode(b)
+        }
+    }
+}

@@ -1,0 +1,200 @@
+/// Reading NeuralNetworkLayer messages and their parameters.
+
+extension LayerSpec {
+    init(reading base: ProtoReader, index: Int) throws {
+        let name = try base.string(1, "name") ?? ""
+        // From here on, errors name the layer.
+        let r = ProtoReader(base.message, path: base.path + (name.isEmpty ? "" : " \"\(name)\""))
+        self.name = name
+        inputs = try r.strings(2, "input")
+        outputs = try r.strings(3, "output")
+        isUpdatable = try r.bool(10, "isUpdatable") ?? false
+        // Every layer type is a oneof case numbered 100 or more; fields below 100 are common ones.
+        guard let f = r.message.fields.last(where: { $0.number >= 100 }) else {
+            throw UpdraftError(.invalidModel, "layer \(index) '\(name)' has no layer type",
+                               hint: "every NeuralNetworkLayer needs one of its layer parameter messages")
+        }
+        let p = try r.child(f, named: neuralNetworkLayerTypeName(f.number))
+        switch f.number {
+        case 100: params = .convolution(try ConvolutionLayerParams(reading: p))
+        case 120: params = .pooling(try PoolingLayerParams(reading: p))
+        case 130: params = .activation(try ActivationLayerParams(reading: p))
+        case 140: params = .innerProduct(try InnerProductLayerParams(reading: p))
+        case 160: params = .batchnorm(try BatchnormLayerParams(reading: p))
+        case 175: params = .softmax
+        case 230: params = .add(alpha: try p.float(1, "alpha") ?? 0)
+        case 231: params = .multiply(alpha: try p.float(1, "alpha") ?? 0)
+        case 301: params = .flatten(mode: try p.int32(1, "mode") ?? 0)
+        case 320: params = .concat(sequenceConcat: try p.bool(100, "sequenceConcat") ?? false)
+        default: params = .unsupported(field: f.number, name: neuralNetworkLayerTypeName(f.number))
+        }
+    }
+}
+
+extension WeightParams {
+    init(reading r: ProtoReader) throws {
+        isUpdatable = try r.bool(50, "isUpdatable") ?? false
+        let floats = try r.floats(1, "floatValue")
+        let half = try r.bytes(2, "float16Value") ?? []
+        let raw = try r.bytes(30, "rawValue") ?? []
+        let int8 = try r.bytes(31, "int8RawValue") ?? []
+        values = []
+        if r.has(40) {
+            encoding = .quantized
+            storedByteCount = raw.count + int8.count
+        } else if !raw.isEmpty {
+            encoding = .raw
+            storedByteCount = raw.count
+        } else if !int8.isEmpty {
+            encoding = .int8
+            storedByteCount = int8.count
+        } else if !half.isEmpty {
+            guard floats.isEmpty else {
+                throw r.error(at: r.message.last(2)?.offset ?? 0,
+                    "weights hold both floatValue (\(floats.count) values) and float16Value; expected one of them")
+            }
+            guard half.count % 2 == 0 else {
+                throw r.error(at: r.message.last(2)?.offset ?? 0,
+                    "float16Value should hold 2 bytes per value, found an odd \(half.count) bytes")
+            }
+            var out = [Float]()
+            out.reserveCapacity(half.count / 2)
+            var i = half.startIndex
+            while i < half.endIndex {
+                out.append(floatFromHalf(UInt16(half[i]) | UInt16(half[i + 1]) << 8))
+                i += 2
+            }
+            values = out
+            encoding = .float16
+            storedByteCount = half.count
+        } else {
+            values = floats
+            encoding = floats.isEmpty ? .empty : .float32
+            storedByteCount = floats.count * 4
+        }
+    }
+}
+
+/// Reads [H, W] pairs from BorderAmounts {repeated EdgeSizes borderAmounts = 10}.
+private func borderAmounts(_ r: ProtoReader?) throws -> (top: Int, bottom: Int, left: Int, right: Int) {
+    guard let r else { return (0, 0, 0, 0) }
+    let edges = try r.messages(10, "borderAmounts")
+    if edges.isEmpty { return (0, 0, 0, 0) }
+    guard edges.count == 2 else {
+        throw UpdraftError(.invalidModel, "\(r.path): padding lists \(edges.count) border amounts; expected 2 (height, width)")
+    }
+    let h = edges[0], w = edges[1]
+    return (try h.size(1, "startEdgeSize") ?? 0, try h.size(2, "endEdgeSize") ?? 0,
+            try w.size(1, "startEdgeSize") ?? 0, try w.size(2, "endEdgeSize") ?? 0)
+}
+
+private func samePaddingMode(_ r: ProtoReader) throws -> SamePaddingMode {
+    let raw = try r.int32(1, "asymmetryMode") ?? 0
+    guard let mode = SamePaddingMode(rawValue: Int(raw)) else {
+        throw UpdraftError(.invalidModel,
+            "\(r.path): asymmetryMode \(raw) is not BOTTOM_RIGHT_HEAVY (0) or TOP_LEFT_HEAVY (1)")
+    }
+    return mode
+}
+
+/// A repeated size pair, Core ML's default when the list is empty.
+private func pair(_ values: [Int], default d: [Int]) -> [Int] { values.isEmpty ? d : values }
+
+extension ConvolutionLayerParams {
+    init(reading r: ProtoReader) throws {
+        outputChannels = try r.size(1, "outputChannels") ?? 0
+        kernelChannels = try r.size(2, "kernelChannels") ?? 0
+        groups = max(1, try r.size(10, "nGroups") ?? 1)
+        kernelSize = pair(try r.sizes(20, "kernelSize"), default: [3, 3])
+        stride = pair(try r.sizes(30, "stride"), default: [1, 1])
+        dilation = pair(try r.sizes(40, "dilationFactor"), default: [1, 1])
+        padding = .none
+        if let f = r.lastOf([50, 51]) {
+            if f.number == 50 {
+                let v = try r.child(f, named: "valid")
+                let b = try borderAmounts(try v.message(1, "paddingAmounts"))
+                padding = .valid(top: b.top, bottom: b.bottom, left: b.left, right: b.right)
+            } else {
+                let s = try r.child(f, named: "same")
+                padding = .same(try samePaddingMode(s))
+            }
+        }
+        isDeconvolution = try r.bool(60, "isDeconvolution") ?? false
+        hasBias = try r.bool(70, "hasBias") ?? false
+        weights = try r.message(90, "weights").map(WeightParams.init(reading:)) ?? .empty
+        bias = try r.message(91, "bias").map(WeightParams.init(reading:))
+        outputShape = try r.sizes(100, "outputShape")
+    }
+}
+
+extension InnerProductLayerParams {
+    init(reading r: ProtoReader) throws {
+        inputChannels = try r.size(1, "inputChannels") ?? 0
+        outputChannels = try r.size(2, "outputChannels") ?? 0
+        hasBias = try r.bool(10, "hasBias") ?? false
+        weights = try r.message(20, "weights").map(WeightParams.init(reading:)) ?? .empty
+        bias = try r.message(21, "bias").map(WeightParams.init(reading:))
+        int8DynamicQuantize = try r.bool(22, "int8DynamicQuantize") ?? false
+    }
+}
+
+extension PoolingLayerParams {
+    init(reading r: ProtoReader) throws {
+        type = try r.int32(1, "type") ?? 0
+        kernelSize = pair(try r.sizes(10, "kernelSize"), default: [3, 3])
+        stride = pair(try r.sizes(20, "stride"), default: [1, 1])
+        excludePadding = try r.bool(50, "avgPoolExcludePadding") ?? false
+        global = try r.bool(60, "globalPooling") ?? false
+        padding = .none
+        if let f = r.lastOf([30, 31, 32]) {
+            let names = [30: "valid", 31: "same", 32: "includeLastPixel"]
+            let m = try r.child(f, named: names[f.number] ?? "")
+            switch f.number {
+            case 30:
+                let b = try borderAmounts(try m.message(1, "paddingAmounts"))
+                padding = .valid(top: b.top, bottom: b.bottom, left: b.left, right: b.right)
+            case 31:
+                padding = .same(try samePaddingMode(m))
+            default:
+                let amounts = try m.sizes(10, "paddingAmounts")
+                guard amounts.isEmpty || amounts.count == 2 else {
+                    throw UpdraftError(.invalidModel,
+                        "\(m.path): paddingAmounts lists \(amounts.count) values; expected 2 (height, width)")
+                }
+                padding = .includeLastPixel(height: amounts.first ?? 0, width: amounts.last ?? 0)
+            }
+        }
+    }
+}
+
+extension ActivationLayerParams {
+    init(reading r: ProtoReader) throws {
+        guard let f = r.message.fields.last else {
+            self.init(unsupported: "no activation type", field: 0)
+            return
+        }
+        let name = activationTypeNames[f.number] ?? "activation type \(f.number)"
+        let m = try r.child(f, named: name)
+        switch f.number {
+        case 10: self.init(.relu)
+        case 15: self.init(.leakyReLU(alpha: try m.float(1, "alpha") ?? 0))
+        case 30: self.init(.tanh)
+        case 40: self.init(.sigmoid)
+        case 5: self.init(.linear(alpha: try m.float(1, "alpha") ?? 0, beta: try m.float(2, "beta") ?? 0))
+        default: self.init(unsupported: name, field: f.number)
+        }
+    }
+}
+
+extension BatchnormLayerParams {
+    init(reading r: ProtoReader) throws {
+        channels = try r.size(1, "channels") ?? 0
+        computeMeanVar = try r.bool(5, "computeMeanVar") ?? false
+        instanceNormalization = try r.bool(6, "instanceNormalization") ?? false
+        epsilon = try r.float(10, "epsilon") ?? 0
+        gamma = try r.message(15, "gamma").map(WeightParams.init(reading:)) ?? .empty
+        beta = try r.message(16, "beta").map(WeightParams.init(reading:)) ?? .empty
+        mean = try r.message(17, "mean").map(WeightParams.init(reading:)) ?? .empty
+        variance = try r.message(18, "variance").map(WeightParams.init(reading:)) ?? .empty
+    }
+}

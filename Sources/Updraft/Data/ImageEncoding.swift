@@ -1,0 +1,87 @@
+import CImageIO
+import Foundation
+
+/// PNG and JPEG encoding through the same C shim as decoding. Used to write test images and previews;
+/// training itself only decodes.
+public enum ImageEncoder {
+    /// PNG color types, numbered as in the PNG specification.
+    public enum PNGColorType: Int32, Sendable {
+        case gray = 0, rgb = 2, palette = 3, grayAlpha = 4, rgba = 6
+
+        public var samplesPerPixel: Int {
+            switch self {
+            case .gray, .palette: return 1
+            case .grayAlpha: return 2
+            case .rgb: return 3
+            case .rgba: return 4
+            }
+        }
+    }
+
+    /// Encodes a PNG of any color type and bit depth PNG allows.
+    /// - Parameters:
+    ///   - samples: rows of `width * colorType.samplesPerPixel` samples, no padding; one byte per sample
+    ///     for bit depths 1...8 (values below 2^bitDepth, or palette indices), two bytes big-endian per
+    ///     sample for bit depth 16.
+    ///   - palette: RGB triples, for `.palette` only; `paletteAlpha` gives the first entries' alpha.
+    ///   - interlaced: write Adam7 interlacing.
+    /// - Throws: `UpdraftError(.invalidArgument)` for a layout PNG does not allow or samples out of range.
+    public static func png(width: Int, height: Int, colorType: PNGColorType, bitDepth: Int = 8,
+                           samples: [UInt8], palette: [UInt8] = [], paletteAlpha: [UInt8] = [],
+                           interlaced: Bool = false) throws -> [UInt8] {
+        let bytesPerSample = bitDepth == 16 ? 2 : 1
+        guard width > 0, height > 0, width <= Int(UInt32.max), height <= Int(UInt32.max),
+              samples.count == width * height * colorType.samplesPerPixel * bytesPerSample else {
+            throw UpdraftError(.invalidArgument,
+                               "PNG \(width)x\(height) \(colorType) at \(bitDepth) bits needs \(max(0, width * height) * colorType.samplesPerPixel * bytesPerSample) sample bytes, got \(samples.count)")
+        }
+        guard palette.count % 3 == 0 else {
+            throw UpdraftError(.invalidArgument, "a PNG palette holds RGB triples; got \(palette.count) bytes")
+        }
+        var out: UnsafeMutablePointer<UInt8>?
+        var size = 0
+        var message = [CChar](repeating: 0, count: 512)
+        let status = samples.withUnsafeBufferPointer { samplePointer in
+            palette.withUnsafeBufferPointer { palettePointer in
+                paletteAlpha.withUnsafeBufferPointer { alphaPointer in
+                    var spec = uimg_png_spec(
+                        width: UInt32(width), height: UInt32(height), color_type: colorType.rawValue,
+                        bit_depth: Int32(bitDepth), samples: samplePointer.baseAddress,
+                        palette: palettePointer.baseAddress, palette_count: Int32(palette.count / 3),
+                        palette_alpha: alphaPointer.baseAddress, palette_alpha_count: Int32(paletteAlpha.count),
+                        interlaced: interlaced ? 1 : 0)
+                    return uimg_encode_png(&spec, &out, &size, &message, message.count)
+                }
+            }
+        }
+        return try takeBuffer(out, size: size, status: status, message: message, what: "PNG")
+    }
+
+    /// Encodes a gray or RGB image as an 8-bit PNG.
+    public static func png(_ image: DecodedImage) throws -> [UInt8] {
+        try png(width: image.width, height: image.height, colorType: image.channels == 1 ? .gray : .rgb,
+                samples: image.pixels)
+    }
+
+    /// Encodes a gray or RGB image as a baseline JPEG without chroma subsampling.
+    public static func jpeg(_ image: DecodedImage, quality: Int = 95) throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        var size = 0
+        var message = [CChar](repeating: 0, count: 512)
+        let status = image.pixels.withUnsafeBufferPointer { pixels in
+            uimg_encode_jpeg(pixels.baseAddress, UInt32(image.width), UInt32(image.height), UInt32(image.channels),
+                             Int32(clamping: quality), &out, &size, &message, message.count)
+        }
+        return try takeBuffer(out, size: size, status: status, message: message, what: "JPEG")
+    }
+
+    private static func takeBuffer(_ buffer: UnsafeMutablePointer<UInt8>?, size: Int, status: Int32,
+                                   message: [CChar], what: String) throws -> [UInt8] {
+        defer { uimg_free(buffer) }
+        guard status == Int32(UIMG_OK), let buffer else {
+            let kind: UpdraftError.Kind = status == Int32(UIMG_ERR_ARGUMENT) ? .invalidArgument : .io
+            throw UpdraftError(kind, "cannot encode \(what): \(String(cString: message))")
+        }
+        return Array(UnsafeBufferPointer(start: buffer, count: size))
+    }
+}

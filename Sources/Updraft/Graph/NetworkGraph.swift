@@ -1,0 +1,167 @@
+/// A model's network as something to execute: layers in topological order, connected by blob
+/// names, with every blob's shape inferred from the input description and the op specs in Ops/.
+///
+/// Shapes are per example, NCHW with batch 1: `[1, C, H, W]`. Vectors (inner product and flatten
+/// outputs) are `[1, C, 1, 1]`, which has the same memory layout as `[1, C]`. For a batch of N use
+/// `shape.withBatch(N)` and the specs' `geometry(input:)`.
+
+/// What a layer computes, with the parameters the op needs. Weights live in `GraphLayer`.
+public enum LayerOp: Hashable, Sendable {
+    case convolution(ConvolutionSpec)
+    case innerProduct(InnerProductSpec)
+    case activation(Activation)
+    case pooling(PoolingSpec)
+    /// Concatenation of all inputs along channels (Backend.concatForward).
+    case concat
+    /// Softmax over channels (Backend.softmaxForward with SoftmaxGeometry(shape:)).
+    case softmax
+    /// CHANNEL_FIRST flatten to `[1, C*H*W, 1, 1]`: free in NCHW (a copy or an alias).
+    case flatten
+    /// Frozen batchnorm as y[c] = scale[c] * x[c] + shift[c] (Backend.channelAffine), precomputed as
+    /// scale = gamma / sqrt(variance + epsilon), shift = beta - mean * scale.
+    case batchnorm(scale: [Float], shift: [Float])
+    /// Element-wise sum of all inputs (same shape), folded pairwise with Backend.elementwise(.add).
+    case add
+    /// Element-wise product of all inputs (same shape), folded pairwise with Backend.elementwise(.multiply).
+    case multiply
+
+    public var name: String {
+        switch self {
+        case .convolution: return "convolution"
+        case .innerProduct: return "innerProduct"
+        case let .activation(a): return "activation(\(a))"
+        case let .pooling(p): return p.global ? "pooling(global \(p.kind))" : "pooling(\(p.kind))"
+        case .concat: return "concat"
+        case .softmax: return "softmax"
+        case .flatten: return "flatten"
+        case .batchnorm: return "batchnorm"
+        case .add: return "add"
+        case .multiply: return "multiply"
+        }
+    }
+}
+
+public struct GraphLayer: Sendable {
+    public var name: String
+    /// Position of the layer in the model file (the graph's order is topological, which may differ).
+    public var modelIndex: Int
+    public var op: LayerOp
+    /// Input blob names, in the layer's order.
+    public var inputs: [String]
+    public var output: String
+    /// Per-example shapes of the inputs, in `inputs` order.
+    public var inputShapes: [Shape]
+    public var outputShape: Shape
+    /// The model marks this layer updatable (only convolution and inner product can be).
+    public var isUpdatable: Bool
+    /// Convolution `[C_out, C_in/groups, kH, kW]` or inner product `[C_out, C_in]`; nil for other ops.
+    public var weights: Tensor?
+    /// `[C_out]`, or nil (no bias, or an op without parameters).
+    public var bias: Tensor?
+
+    public var inputShape: Shape { inputShapes[0] }
+
+    /// Number of stored parameters (weights and bias; batchnorm's scale and shift).
+    public var parameterCount: Int {
+        if case let .batchnorm(scale, shift) = op { return scale.count + shift.count }
+        return (weights?.count ?? 0) + (bias?.count ?? 0)
+    }
+
+    // Geometries for a batch of `batch` examples.
+    public func convolutionGeometry(batch: Int) throws -> ConvGeometry? {
+        guard case let .convolution(spec) = op else { return nil }
+        return try spec.geometry(input: inputShape.withBatch(batch))
+    }
+    public func innerProductGeometry(batch: Int) throws -> InnerProductGeometry? {
+        guard case let .innerProduct(spec) = op else { return nil }
+        return try spec.geometry(input: inputShape.withBatch(batch))
+    }
+    public func poolingGeometry(batch: Int) throws -> PoolGeometry? {
+        guard case let .pooling(spec) = op else { return nil }
+        return try spec.geometry(input: inputShape.withBatch(batch))
+    }
+}
+
+/// The network input after preprocessing: `x = scale * pixel + bias[c]` for images.
+public struct GraphInput: Sendable {
+    public var name: String
+    public var feature: FeatureDescription
+    /// Per-example shape `[1, C, H, W]`.
+    public var shape: Shape
+    /// The image scaler, resolved to the tensor's channel order (nil: values pass unchanged).
+    public var preprocessing: InputPreprocessing?
+}
+
+public struct InputPreprocessing: Hashable, Sendable {
+    public var scale: Float
+    /// One bias per channel, in the input tensor's channel order (R, G, B for RGB; B, G, R for BGR).
+    public var bias: [Float]
+}
+
+/// How the loss target arrives in a training example.
+public enum LossTargetEncoding: Hashable, Sendable {
+    /// A String or Int64 class label, mapped to its index in the class labels.
+    case classLabel(ClassLabels)
+    /// A class index given as a number (an Int64 feature or a one-element multi-array).
+    case classIndex
+    /// Values with the loss input's element count (mean squared error).
+    case values(Shape)
+}
+
+public struct GraphLoss: Sendable {
+    public var name: String
+    public var kind: LossKind
+    /// The blob the loss reads (for cross-entropy, a softmax output).
+    public var input: String
+    public var inputShape: Shape
+    /// For cross-entropy on a softmax output: the softmax layer and its input (the logits), so the
+    /// executor can run the fused Backend.softmaxCrossEntropy on the logits.
+    public var softmaxLayer: String?
+    public var logits: String?
+    /// The training input holding the target, and how to read it.
+    public var targetFeature: FeatureDescription
+    public var targetEncoding: LossTargetEncoding
+}
+
+public struct NetworkGraph: Sendable {
+    public var kind: NeuralNetworkKind
+    public var input: GraphInput
+    /// Topological order: every layer comes after the layers producing its inputs; ties keep file order.
+    public var layers: [GraphLayer]
+    /// Every blob's per-example shape, the input included.
+    public var blobShapes: [String: Shape]
+    /// The loss, when the model has update parameters that Updraft can resolve (see `requireLoss`).
+    public var loss: GraphLoss?
+    /// Why `loss` is nil although the model has a loss layer.
+    public var lossProblem: UpdraftError?
+    public var classLabels: ClassLabels?
+    public var predictedFeatureName: String
+    public var predictedProbabilitiesName: String
+    public var updateParameters: UpdateParameters?
+
+    public func layer(named name: String) -> GraphLayer? { layers.first { $0.name == name } }
+    /// The layer producing a blob (nil for the network input).
+    public func producer(of blob: String) -> GraphLayer? { layers.first { $0.output == blob } }
+    /// Layers that read a blob.
+    public func consumers(of blob: String) -> [GraphLayer] { layers.filter { $0.inputs.contains(blob) } }
+    public var updatableLayers: [GraphLayer] { layers.filter(\.isUpdatable) }
+    public var parameterCount: Int { layers.reduce(0) { $0 + $1.parameterCount } }
+    public var hyperparameters: [Hyperparameter] { updateParameters?.hyperparameters ?? [] }
+
+    /// The loss, or the reason training cannot use it.
+    public func requireLoss() throws -> GraphLoss {
+        if let loss { return loss }
+        throw lossProblem ?? UpdraftError(.invalidModel, "the model has no loss layer (updateParams.lossLayers is empty)",
+                                          hint: "make the model updatable with a loss (coremltools: set_categorical_cross_entropy_loss)")
+    }
+}
+
+public extension Shape {
+    /// The same shape with the batch (first) dimension replaced.
+    func withBatch(_ n: Int) -> Shape {
+        guard !dims.isEmpty else { return Shape([n]) }
+        var d = dims
+        d[0] = n
+        return Shape(d)
+    }
+}

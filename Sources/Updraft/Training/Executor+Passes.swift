@@ -1,0 +1,231 @@
+/// Forward, loss, backward and update passes of the executor, one op at a time through `Backend`.
+extension Executor {
+    /// Runs `layers` forward. Blobs read only by earlier layers go back to the pool as soon as their
+    /// last reader has run, unless they are in `keep` or the tail's backward still needs them.
+    func forward(layers: [GraphLayer], ws: Workspace, keep: Set<String>, fuse: Bool = true) throws {
+        // Last reader of each blob within this run.
+        var lastUse: [String: Int] = [:]
+        for (i, l) in layers.enumerated() { for b in l.inputs { lastUse[b] = i } }
+        let backwardNeeds = Set(training.tail.flatMap { $0.inputs + [$0.output] })
+        for (i, layer) in layers.enumerated() {
+            if fuse && training.fusedActivationNames.contains(layer.name) { continue }
+            let backend = self.backend(for: layer)
+            let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws) }
+            let fusedWith = fuse ? training.fusedReLU[layer.name] : nil
+            let outBlob = fusedWith?.output ?? layer.output
+            let outShape = layer.outputShape.withBatch(ws.batch)
+            let out = try ws.acquire(outShape.count, on: backend)
+            try runForward(layer, inputs: inputs, output: out, fusedReLU: fusedWith != nil, batch: ws.batch, backend: backend)
+            ws.setValue(outBlob, out, on: backend)
+            for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) {
+                ws.dropValue(b)
+            }
+        }
+    }
+
+    /// A blob's value on `backend`, copied across through the host when the producer ran elsewhere.
+    private func value(_ blob: String, on backend: Backend, ws: Workspace) throws -> DeviceBuffer {
+        guard let v = ws.value(blob) else { throw UpdraftError(.invalidModel, "blob '\(blob)' is used before it is computed") }
+        if v.backend === backend { return v.buffer }
+        let moved = try ws.acquire(v.buffer.count, on: backend)
+        try backend.upload(try v.backend.download(v.buffer), to: moved)
+        ws.setValue(blob, moved, on: backend)
+        return moved
+    }
+
+    private func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, fusedReLU: Bool,
+                            batch: Int, backend: Backend) throws {
+        let p = params(layer)
+        switch layer.op {
+        case .convolution:
+            try backend.convolutionForward(try layer.convolutionGeometry(batch: batch)!, input: x[0], weights: p.weights!,
+                                           bias: p.bias, output: y, fusedReLU: fusedReLU)
+        case .innerProduct:
+            try backend.innerProductForward(try layer.innerProductGeometry(batch: batch)!, input: x[0], weights: p.weights!,
+                                            bias: p.bias, output: y)
+        case let .activation(a):
+            try backend.activationForward(a, input: x[0], output: y, count: y.count)
+        case .pooling:
+            try backend.poolingForward(try layer.poolingGeometry(batch: batch)!, input: x[0], output: y)
+        case .concat:
+            try backend.concatForward(x, channels: layer.inputShapes.map(\.c), batch: batch,
+                                      spatial: layer.outputShape.h * layer.outputShape.w, output: y)
+        case .softmax:
+            try backend.softmaxForward(SoftmaxGeometry(shape: layer.outputShape.withBatch(batch)), input: x[0], output: y)
+        case .flatten:
+            try backend.copy(x[0], to: y)
+        case .batchnorm:
+            try backend.channelAffine(layer.outputShape.withBatch(batch), input: x[0], scale: p.scale!, shift: p.shift!, output: y)
+        case .add, .multiply:
+            let op: ElementwiseOp = { if case .add = layer.op { return .add } else { return .multiply } }()
+            try backend.elementwise(op, x[0], x[1], output: y, count: y.count)
+            for extra in x.dropFirst(2) { try backend.elementwise(op, y, extra, output: y, count: y.count) }
+        }
+    }
+
+    /// The loss of the batch, and (when `withGradient`) the gradient of the loss blob.
+    func lossAndGradient(ws: Workspace, targets: [TrainingExample.Target], withGradient: Bool) throws -> BatchResult {
+        let backend = tailBackend
+        let n = ws.batch
+        let lossBuffer = try ws.scratch("loss", count: 1, on: backend)
+        guard let loss = training.loss, let lossBlob = training.lossBlob else {
+            throw UpdraftError(.invalidModel, "the model has no loss layer", hint: "only updatable models have a loss to evaluate")
+        }
+        guard let shape = graph.blobShapes[lossBlob] else {
+            throw UpdraftError(.invalidModel, "the loss input '\(lossBlob)' has no shape")
+        }
+        let x = try value(lossBlob, on: backend, ws: ws)
+        let itemCount = shape.itemCount
+        switch loss.kind {
+        case .categoricalCrossEntropy:
+            var labels: [Float] = []
+            labels.reserveCapacity(n)
+            for t in targets {
+                guard case let .classIndex(i) = t, i >= 0, i < itemCount else {
+                    throw UpdraftError(.data, "a cross-entropy target must be a class index below \(itemCount), got \(t)")
+                }
+                labels.append(Float(i))
+            }
+            let labelBuffer = try ws.scratch("labels", count: n, on: backend)
+            try backend.upload(labels, to: labelBuffer)
+            let correct = try ws.scratch("correct", count: 1, on: backend)
+            var grad: DeviceBuffer? = nil
+            if withGradient { grad = try ws.acquire(n * itemCount, on: backend) }
+            try backend.softmaxCrossEntropy(SoftmaxGeometry(batch: n, channels: itemCount, spatial: 1), logits: x,
+                                            labels: labelBuffer, loss: lossBuffer, logitsGradient: grad, correct: correct)
+            if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
+            let l = try backend.download(lossBuffer)[0], c = try backend.download(correct)[0]
+            return BatchResult(loss: Double(l), correct: Int(c.rounded()), count: n)
+        case .meanSquaredError:
+            var values: [Float] = []
+            values.reserveCapacity(n * itemCount)
+            for t in targets {
+                guard case let .values(tensor) = t, tensor.count == itemCount else {
+                    throw UpdraftError(.data, "a mean-squared-error target must have \(itemCount) values (the shape of '\(loss.input)'), got \(t)")
+                }
+                values += tensor.data
+            }
+            let targetBuffer = try ws.scratch("targets", count: n * itemCount, on: backend)
+            try backend.upload(values, to: targetBuffer)
+            var grad: DeviceBuffer? = nil
+            if withGradient { grad = try ws.acquire(n * itemCount, on: backend) }
+            try backend.meanSquaredError(count: n * itemCount, input: x, target: targetBuffer, loss: lossBuffer, inputGradient: grad)
+            if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
+            return BatchResult(loss: Double(try backend.download(lossBuffer)[0]), correct: 0, count: n)
+        }
+    }
+
+    /// Backward through the tail in reverse order: parameter gradients for updatable layers,
+    /// input gradients for inputs that carry one. Nothing runs for the frozen prefix.
+    func backward(ws: Workspace) throws {
+        let backend = tailBackend
+        let n = ws.batch
+        for layer in training.tail.reversed() {
+            guard let dy = ws.gradient(layer.output) else { continue }
+            let p = params(layer)
+            let wantsInput = layer.inputs.map { training.gradientBlobs.contains($0) }
+            func inputValue(_ i: Int) throws -> DeviceBuffer {
+                // A ReLU fused into its convolution has no stored input: its output serves (y > 0 iff x > 0).
+                if let v = ws.value(layer.inputs[i]) { return v.buffer }
+                if training.fusedActivationNames.contains(layer.name), let v = ws.value(layer.output) { return v.buffer }
+                throw UpdraftError(.invalidModel, "blob '\(layer.inputs[i])' is needed for backward but was not kept")
+            }
+            func newInputGradient(_ i: Int) throws -> DeviceBuffer {
+                try ws.acquire(layer.inputShapes[i].withBatch(n).count, on: backend)
+            }
+            switch layer.op {
+            case .convolution:
+                let g = try layer.convolutionGeometry(batch: n)!
+                if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
+                    try backend.convolutionBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
+                                                           weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
+                }
+                if wantsInput[0] {
+                    let dx = try newInputGradient(0)
+                    try backend.convolutionBackwardData(g, outputGradient: dy, weights: p.weights!, inputGradient: dx)
+                    try ws.addGradient(layer.inputs[0], dx, on: backend)
+                }
+            case .innerProduct:
+                let g = try layer.innerProductGeometry(batch: n)!
+                if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
+                    try backend.innerProductBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
+                                                            weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
+                }
+                if wantsInput[0] {
+                    let dx = try newInputGradient(0)
+                    try backend.innerProductBackwardData(g, outputGradient: dy, weights: p.weights!, inputGradient: dx)
+                    try ws.addGradient(layer.inputs[0], dx, on: backend)
+                }
+            case let .activation(a):
+                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
+                let dx = try newInputGradient(0)
+                try backend.activationBackward(a, input: try inputValue(0), output: y.buffer, outputGradient: dy,
+                                               inputGradient: dx, count: dx.count)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .pooling:
+                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
+                let dx = try newInputGradient(0)
+                try backend.poolingBackward(try layer.poolingGeometry(batch: n)!, input: try inputValue(0), output: y.buffer,
+                                            outputGradient: dy, inputGradient: dx)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .concat:
+                let parts = try layer.inputs.indices.map { try newInputGradient($0) }
+                try backend.concatBackward(dy, channels: layer.inputShapes.map(\.c), batch: n,
+                                           spatial: layer.outputShape.h * layer.outputShape.w, inputGradients: parts)
+                for (i, part) in parts.enumerated() {
+                    if wantsInput[i] { try ws.addGradient(layer.inputs[i], part, on: backend) } else { ws.release(part, from: backend) }
+                }
+            case .softmax:
+                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
+                let dx = try newInputGradient(0)
+                try backend.softmaxBackward(SoftmaxGeometry(shape: layer.outputShape.withBatch(n)), output: y.buffer,
+                                            outputGradient: dy, inputGradient: dx)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .flatten:
+                guard wantsInput[0] else { continue }
+                let dx = try newInputGradient(0)
+                try backend.copy(dy, to: dx)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .batchnorm:
+                guard wantsInput[0] else { continue }
+                let dx = try newInputGradient(0)
+                try backend.channelAffineBackward(layer.outputShape.withBatch(n), outputGradient: dy, scale: p.scale!, inputGradient: dx)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .add:
+                for i in layer.inputs.indices where wantsInput[i] {
+                    let dx = try newInputGradient(i)
+                    try backend.copy(dy, to: dx)
+                    try ws.addGradient(layer.inputs[i], dx, on: backend)
+                }
+            case .multiply:
+                guard layer.inputs.count == 2 else {
+                    throw UpdraftError(.unsupported, "backward through multiply layer '\(layer.name)' with \(layer.inputs.count) inputs",
+                                       hint: "Updraft back-propagates through two-input multiply layers")
+                }
+                for i in 0..<2 where wantsInput[i] {
+                    let dx = try newInputGradient(i)
+                    try backend.elementwise(.multiply, dy, try inputValue(1 - i), output: dx, count: dx.count)
+                    try ws.addGradient(layer.inputs[i], dx, on: backend)
+                }
+            }
+        }
+    }
+
+    /// One fused optimizer pass per updatable parameter tensor.
+    func update(_ hyper: TrainingParameters) throws {
+        stepCount += 1
+        for layer in graph.updatableLayers {
+            guard let p = parameters[layer.name] else { continue }
+            for (buffer, slot) in [(p.weights, weightSlotFor(layer.name)), (p.bias, biasSlotFor(layer.name))] {
+                guard let buffer, let slot else { continue }
+                switch optimizer {
+                case .sgd:
+                    try tailBackend.sgdStep(hyper.sgd, parameter: buffer, gradient: slot.gradient, velocity: slot.first, count: slot.count)
+                case .adam:
+                    try tailBackend.adamStep(hyper.adam, step: stepCount, parameter: buffer, gradient: slot.gradient,
+                                             m: slot.first, v: slot.second!, count: slot.count)
+                }
+            }
+        }
+    }
+}

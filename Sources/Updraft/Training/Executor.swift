@@ -1,0 +1,259 @@
+/// Runs a model's network on backends: the frozen prefix forward only on `prefixBackend`, the
+/// trainable tail forward and backward on `tailBackend` (the same backend unless the scheduler
+/// splits), then one fused optimizer pass per parameter tensor. No gradient work is done for the
+/// frozen prefix. Parameters and optimizer state stay on the device; the host reads back the loss
+/// and the correct count of each step, and weights only when asked.
+public final class Executor {
+    public let training: TrainingGraph
+    public var graph: NetworkGraph { training.graph }
+    public let prefixBackend: Backend
+    public let tailBackend: Backend
+    public let optimizer: OptimizerKind
+
+    struct Parameters {
+        var weights: DeviceBuffer?
+        var bias: DeviceBuffer?
+        var scale: DeviceBuffer?
+        var shift: DeviceBuffer?
+    }
+    /// Optimizer state of one parameter tensor: its gradient and one or two moment buffers.
+    struct Slot {
+        var gradient: DeviceBuffer
+        var first: DeviceBuffer    // SGD velocity, Adam m
+        var second: DeviceBuffer?  // Adam v
+        var count: Int
+    }
+
+    var parameters: [String: Parameters] = [:]
+    private var weightSlots: [String: Slot] = [:]
+    private var biasSlots: [String: Slot] = [:]
+    private var workspaces: [Int: Workspace] = [:]
+    private let tailNames: Set<String>
+    private let skipped: Set<String>
+    /// Adam's step count (bias correction), advanced once per training step.
+    public internal(set) var stepCount = 0
+
+    public init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
+        self.training = training
+        self.optimizer = optimizer
+        self.prefixBackend = prefixBackend
+        self.tailBackend = tailBackend
+        tailNames = Set(training.tail.map(\.name))
+        skipped = training.fusedActivationNames
+        for layer in training.graph.layers {
+            let backend = tailNames.contains(layer.name) ? tailBackend : prefixBackend
+            var p = Parameters()
+            if let w = layer.weights { p.weights = try backend.makeBuffer(w) }
+            if let b = layer.bias { p.bias = try backend.makeBuffer(b) }
+            if case let .batchnorm(scale, shift) = layer.op {
+                p.scale = try backend.makeBuffer(scale)
+                p.shift = try backend.makeBuffer(shift)
+            }
+            parameters[layer.name] = p
+            if layer.isUpdatable, tailNames.contains(layer.name) {
+                if let w = layer.weights { weightSlots[layer.name] = try makeSlot(w.count) }
+                if let b = layer.bias { biasSlots[layer.name] = try makeSlot(b.count) }
+            }
+        }
+    }
+
+    /// Convenience: one backend for everything.
+    public convenience init(training: TrainingGraph, optimizer: OptimizerKind, backend: Backend) throws {
+        try self.init(training: training, optimizer: optimizer, prefixBackend: backend, tailBackend: backend)
+    }
+
+    private func makeSlot(_ count: Int) throws -> Slot {
+        let g = try tailBackend.makeBuffer(count: count)
+        let m = try tailBackend.makeBuffer(count: count)
+        try tailBackend.fill(m, with: 0)
+        var v: DeviceBuffer? = nil
+        if optimizer == .adam {
+            v = try tailBackend.makeBuffer(count: count)
+            try tailBackend.fill(v!, with: 0)
+        }
+        return Slot(gradient: g, first: m, second: v, count: count)
+    }
+
+    func weightSlotFor(_ name: String) -> Slot? { weightSlots[name] }
+    func biasSlotFor(_ name: String) -> Slot? { biasSlots[name] }
+
+    func workspace(_ batch: Int) -> Workspace {
+        if let w = workspaces[batch] { return w }
+        let w = Workspace(batch: batch)
+        workspaces[batch] = w
+        return w
+    }
+
+    func backend(for layer: GraphLayer) -> Backend { tailNames.contains(layer.name) ? tailBackend : prefixBackend }
+    func params(_ layer: GraphLayer) -> Parameters { parameters[layer.name] ?? Parameters() }
+
+    // MARK: Public API
+
+    /// The result of one step or evaluation batch.
+    public struct BatchResult: Sendable {
+        /// Mean loss over the batch.
+        public var loss: Double
+        /// Examples whose first arg-max is the label (classifiers; 0 otherwise).
+        public var correct: Int
+        public var count: Int
+    }
+
+    /// One training step on a batch: forward, loss, backward through the tail, optimizer update.
+    public func trainStep(_ batch: TrainingBatch, parameters hyper: TrainingParameters) throws -> BatchResult {
+        let ws = workspace(batch.targets.count)
+        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
+        try uploadInput(batch.inputs, ws: ws)
+        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
+        let result = try lossAndGradient(ws: ws, targets: batch.targets, withGradient: true)
+        try backward(ws: ws)
+        try update(hyper)
+        return result
+    }
+
+    /// A training step on cached boundary features (the frozen prefix's outputs for this batch):
+    /// only the tail runs. `features[blob]` holds the batch's values of each `training.boundary` blob.
+    public func trainStep(features: [String: [Float]], targets: [TrainingExample.Target],
+                          parameters hyper: TrainingParameters) throws -> BatchResult {
+        let ws = workspace(targets.count)
+        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
+        try uploadFeatures(features, ws: ws)
+        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
+        let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
+        try backward(ws: ws)
+        try update(hyper)
+        return result
+    }
+
+    /// Loss and correct count from cached boundary features (validation with the feature cache).
+    public func evaluate(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
+        let ws = workspace(targets.count)
+        defer { ws.clearValues() }
+        try uploadFeatures(features, ws: ws)
+        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
+        return try lossAndGradient(ws: ws, targets: targets, withGradient: false)
+    }
+
+    private func uploadFeatures(_ features: [String: [Float]], ws: Workspace) throws {
+        for blob in training.boundary {
+            guard let values = features[blob] else {
+                throw UpdraftError(.invalidArgument, "cached features for blob '\(blob)' are missing")
+            }
+            let b = try ws.acquire(values.count, on: tailBackend)
+            try tailBackend.upload(values, to: b)
+            ws.setValue(blob, b, on: tailBackend)
+        }
+    }
+
+    /// Runs the frozen prefix on a batch and returns its boundary blobs (for the feature cache),
+    /// each as the batch's values, `[N] + blob shape`.
+    public func prefixFeatures(_ inputs: Tensor) throws -> [String: [Float]] {
+        let ws = workspace(inputs.shape.n)
+        defer { ws.clearValues() }
+        try uploadInput(inputs, ws: ws)
+        try forward(layers: training.prefix, ws: ws, keep: Set(training.boundary))
+        var out: [String: [Float]] = [:]
+        for blob in training.boundary {
+            guard let v = ws.value(blob) else { throw UpdraftError(.invalidModel, "boundary blob '\(blob)' was not computed") }
+            out[blob] = try v.backend.download(v.buffer)
+        }
+        return out
+    }
+
+    /// Loss and correct count without training (validation).
+    public func evaluate(_ batch: TrainingBatch) throws -> BatchResult {
+        let ws = workspace(batch.targets.count)
+        defer { ws.clearValues() }
+        try uploadInput(batch.inputs, ws: ws)
+        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
+        return try lossAndGradient(ws: ws, targets: batch.targets, withGradient: false)
+    }
+
+    /// The values of `blob` (default: the class probabilities, else the first output) for a batch of
+    /// inputs, as `[N] + blob shape`.
+    public func predict(_ inputs: Tensor, blob: String? = nil) throws -> Tensor {
+        let target = blob ?? defaultOutputBlob
+        guard let shape = graph.blobShapes[target] else {
+            throw UpdraftError(.invalidArgument, "the network has no blob named '\(target)'")
+        }
+        var needed: Set<String> = []
+        var stack = [target]
+        while let b = stack.popLast() {
+            guard let p = graph.producer(of: b), !needed.contains(p.name) else { continue }
+            needed.insert(p.name); stack.append(contentsOf: p.inputs)
+        }
+        let ws = workspace(inputs.shape.n)
+        defer { ws.clearValues() }
+        try uploadInput(inputs, ws: ws)
+        try forward(layers: graph.layers.filter { needed.contains($0.name) }, ws: ws, keep: [target], fuse: false)
+        guard let v = ws.value(target) else { throw UpdraftError(.invalidModel, "blob '\(target)' was not computed") }
+        return Tensor(shape: shape.withBatch(inputs.shape.n), data: Array(try v.backend.download(v.buffer)))
+    }
+
+    var defaultOutputBlob: String {
+        if !graph.predictedProbabilitiesName.isEmpty, graph.blobShapes[graph.predictedProbabilitiesName] != nil {
+            return graph.predictedProbabilitiesName
+        }
+        return graph.layers.last?.output ?? graph.input.name
+    }
+
+    /// A layer's current weights and bias (downloaded from the device).
+    public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
+        guard let layer = graph.layer(named: name), let w = layer.weights, let p = parameters[name], let wb = p.weights else {
+            throw UpdraftError(.invalidArgument, "layer '\(name)' has no weights",
+                               hint: "layers with weights: \(graph.layers.filter { $0.weights != nil }.map(\.name).joined(separator: ", "))")
+        }
+        let backend = self.backend(for: layer)
+        let weights = Tensor(shape: w.shape, data: try backend.download(wb))
+        var bias: Tensor? = nil
+        if let b = layer.bias, let bb = p.bias { bias = Tensor(shape: b.shape, data: try backend.download(bb)) }
+        return (weights, bias)
+    }
+
+    /// Replaces a layer's weights and bias on the device (e.g. restoring a checkpoint).
+    public func setWeights(ofLayer name: String, weights: Tensor, bias: Tensor?) throws {
+        guard let layer = graph.layer(named: name), let p = parameters[name], let wb = p.weights,
+              wb.count == weights.count, (bias == nil) == (p.bias == nil), bias.map({ $0.count == p.bias!.count }) ?? true else {
+            throw UpdraftError(.invalidArgument, "weights for layer '\(name)' do not match its shape")
+        }
+        try backend(for: layer).upload(weights.data, to: wb)
+        if let bias, let bb = p.bias { try backend(for: layer).upload(bias.data, to: bb) }
+    }
+
+    /// `model` with every updatable layer's weights and bias replaced by the trained values.
+    public func exportModel(into model: CoreMLModel) throws -> CoreMLModel {
+        var m = model
+        for layer in graph.updatableLayers {
+            let (w, b) = try weights(ofLayer: layer.name)
+            try m.setWeights(w, ofLayer: layer.name)
+            if let b { try m.setBias(b, ofLayer: layer.name) }
+        }
+        return m
+    }
+
+    /// Gradients of the last step for an updatable layer (tests, data-parallel reduction).
+    public func gradients(ofLayer name: String) throws -> (weights: [Float], bias: [Float]?) {
+        guard let w = weightSlots[name] else { throw UpdraftError(.invalidArgument, "layer '\(name)' is not updatable") }
+        return (try tailBackend.download(w.gradient), try biasSlots[name].map { try tailBackend.download($0.gradient) })
+    }
+
+    // MARK: Input
+
+    private func uploadInput(_ inputs: Tensor, ws: Workspace) throws {
+        let itemCount = graph.input.shape.itemCount
+        guard inputs.shape.n == ws.batch, inputs.count == ws.batch * itemCount else {
+            throw UpdraftError(.data, "inputs \(inputs.shape) do not match the model input \(graph.input.shape) (batch \(ws.batch))",
+                               hint: "check the data's shape against `updraft inspect`")
+        }
+        var data = inputs.data
+        if let pre = graph.input.preprocessing {
+            let channels = pre.bias.count, plane = itemCount / max(1, channels)
+            data.withUnsafeMutableBufferPointer { p in
+                for i in 0..<p.count { p[i] = pre.scale * p[i] + pre.bias[(i / plane) % channels] }
+            }
+        }
+        let backend = training.prefix.isEmpty ? tailBackend : prefixBackend
+        let b = try ws.acquire(data.count, on: backend)
+        try backend.upload(data, to: b)
+        ws.setValue(graph.input.name, b, on: backend)
+    }
+}

@@ -1,0 +1,134 @@
+/// What training needs to know about a graph beyond its shapes: which layers are frozen (forward
+/// only), which need backward, which blobs carry gradients, which conv → ReLU pairs fuse, and where
+/// the frozen prefix hands over to the trainable tail (the blobs a feature cache keeps).
+public struct TrainingGraph: Sendable {
+    public let graph: NetworkGraph
+    /// The loss; nil for a graph made only to run forward (`inference(graph:)`).
+    public let loss: GraphLoss?
+    /// Layers whose output depends on an updatable parameter, in topological order.
+    public let tail: [GraphLayer]
+    /// Layers whose output depends on no updatable parameter and that training needs, in order.
+    public let prefix: [GraphLayer]
+    /// Tail layers that run backward (they lie between an updatable layer and the loss).
+    public let backwardLayers: Set<String>
+    /// Blobs that receive a gradient.
+    public let gradientBlobs: Set<String>
+    /// Blobs the prefix (or the network input) hands to the tail: what a feature cache stores.
+    public let boundary: [String]
+    /// Convolutions whose only consumer is a ReLU layer: the convolution writes the ReLU's output
+    /// with a fused epilogue and the ReLU layer is skipped. Maps convolution name -> ReLU layer.
+    public let fusedReLU: [String: GraphLayer]
+    /// The blob training forward must reach: the logits for fused softmax + CE, else the loss input.
+    public let lossBlob: String?
+
+    /// A graph that only runs forward (prediction, evaluation of models without a loss): every layer
+    /// is in the prefix, nothing is trained.
+    public static func inference(graph: NetworkGraph) -> TrainingGraph { TrainingGraph(inferenceOnly: graph) }
+
+    private init(inferenceOnly graph: NetworkGraph) {
+        self.graph = graph
+        loss = graph.loss
+        lossBlob = graph.loss.map { $0.kind == .categoricalCrossEntropy && $0.logits != nil ? $0.logits! : $0.input }
+        tail = []
+        prefix = graph.layers
+        backwardLayers = []
+        gradientBlobs = []
+        boundary = []
+        fusedReLU = [:]
+    }
+
+    public init(graph: NetworkGraph) throws {
+        self.graph = graph
+        let loss = try graph.requireLoss()
+        self.loss = loss
+        guard !graph.updatableLayers.isEmpty else {
+            throw UpdraftError(.invalidModel, "the model has no updatable layer",
+                               hint: "mark convolution or inner-product layers updatable (coremltools: make_updatable)")
+        }
+        let fusedLoss = loss.kind == .categoricalCrossEntropy && loss.logits != nil
+        let lossBlob = fusedLoss ? loss.logits! : loss.input
+        self.lossBlob = lossBlob
+
+        // Layers needed to reach the loss blob.
+        var needed: Set<String> = []
+        var stack = [lossBlob]
+        while let blob = stack.popLast() {
+            guard let p = graph.producer(of: blob), !needed.contains(p.name) else { continue }
+            needed.insert(p.name)
+            stack.append(contentsOf: p.inputs)
+        }
+        let trainingLayers = graph.layers.filter { needed.contains($0.name) }
+        guard trainingLayers.contains(where: \.isUpdatable) else {
+            throw UpdraftError(.invalidModel, "no updatable layer lies on the path to the loss input '\(loss.input)'",
+                               hint: "the updatable layers must feed the loss")
+        }
+
+        // Blobs that depend on updatable parameters.
+        var dependent: Set<String> = []
+        for l in trainingLayers where l.isUpdatable || l.inputs.contains(where: dependent.contains) {
+            dependent.insert(l.output)
+        }
+        tail = trainingLayers.filter { dependent.contains($0.output) }
+        prefix = trainingLayers.filter { !dependent.contains($0.output) }
+
+        // Backward runs for every tail layer (each lies on the path to the loss by construction);
+        // gradients flow into dependent blobs only.
+        backwardLayers = Set(tail.map(\.name))
+        gradientBlobs = dependent
+
+        var boundary: [String] = []
+        for l in tail { for b in l.inputs where !dependent.contains(b) && !boundary.contains(b) { boundary.append(b) } }
+        self.boundary = boundary
+
+        // conv -> ReLU fusion, when the conv output feeds only that ReLU and nothing else reads it.
+        var fused: [String: GraphLayer] = [:]
+        for l in trainingLayers {
+            guard case .convolution = l.op, l.output != lossBlob, l.output != loss.input else { continue }
+            let consumers = graph.consumers(of: l.output).filter { needed.contains($0.name) }
+            guard consumers.count == 1, graph.consumers(of: l.output).count == 1,
+                  case .activation(.relu) = consumers[0].op, consumers[0].inputs == [l.output] else { continue }
+            fused[l.name] = consumers[0]
+        }
+        fusedReLU = fused
+    }
+
+    /// The ReLU layers skipped because their convolution applies them.
+    public var fusedActivationNames: Set<String> { Set(fusedReLU.values.map(\.name)) }
+
+    /// Work per example for one training step (forward of every training layer, backward of the
+    /// tail), from the op descriptions.
+    public func stepCost(batch: Int) throws -> (prefix: OpCost, tail: OpCost) {
+        var p = OpCost.zero, t = OpCost.zero
+        for l in prefix { p = p + (try LayerCost.forward(l, batch: batch)) }
+        for l in tail { t = t + (try LayerCost.forward(l, batch: batch)) + (try LayerCost.backward(l, batch: batch)) }
+        return (p, t)
+    }
+}
+
+/// FLOPs and bytes of a graph layer, from the op descriptions.
+public enum LayerCost {
+    public static func forward(_ l: GraphLayer, batch: Int) throws -> OpCost {
+        let n = l.outputShape.withBatch(batch).count
+        switch l.op {
+        case .convolution: return try l.convolutionGeometry(batch: batch)!.forwardCost
+        case .innerProduct: return try l.innerProductGeometry(batch: batch)!.forwardCost
+        case .pooling: return try l.poolingGeometry(batch: batch)!.forwardCost
+        case let .activation(a): return a.forwardCost(count: n)
+        case .softmax: return SoftmaxGeometry(shape: l.outputShape.withBatch(batch)).cost
+        default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
+        }
+    }
+
+    public static func backward(_ l: GraphLayer, batch: Int) throws -> OpCost {
+        let n = l.outputShape.withBatch(batch).count
+        switch l.op {
+        case .convolution:
+            let g = try l.convolutionGeometry(batch: batch)!
+            return g.backwardDataCost + g.backwardWeightsCost
+        case .innerProduct: return try l.innerProductGeometry(batch: batch)!.backwardCost
+        case .pooling: return try l.poolingGeometry(batch: batch)!.backwardCost
+        case let .activation(a): return a.backwardCost(count: n)
+        default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
+        }
+    }
+}

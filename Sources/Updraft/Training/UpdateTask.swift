@@ -1,0 +1,233 @@
+import Foundation
+
+/// Core ML's task states (MLTaskState), plus `cancelled`: Updraft calls the completion handler after
+/// `cancel()` with the model as trained so far, where Core ML drops the work.
+public enum UpdateTaskState: Int, Sendable, CustomStringConvertible {
+    case suspended = 1, running = 2, cancelling = 3, completed = 4, failed = 5, cancelled = 6
+    public var description: String {
+        switch self {
+        case .suspended: return "suspended"
+        case .running: return "running"
+        case .cancelling: return "cancelling"
+        case .completed: return "completed"
+        case .failed: return "failed"
+        case .cancelled: return "cancelled"
+        }
+    }
+}
+
+/// Core ML's progress events (MLUpdateProgressEvent).
+public struct UpdateProgressEvent: OptionSet, Hashable, Sendable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let trainingBegin = UpdateProgressEvent(rawValue: 1 << 0)
+    public static let epochEnd = UpdateProgressEvent(rawValue: 1 << 1)
+    public static let miniBatchEnd = UpdateProgressEvent(rawValue: 1 << 2)
+    public static let all: UpdateProgressEvent = [.trainingBegin, .epochEnd, .miniBatchEnd]
+}
+
+/// What a handler sees (MLUpdateContext).
+public struct UpdateContext {
+    public let task: UpdateTask
+    public let event: UpdateProgressEvent
+    public let metrics: TrainingMetrics?
+    /// The parameter values in force now.
+    public let parameters: TrainingParameters
+    /// Set when the task failed.
+    public let error: Error?
+
+    /// The model with the weights trained so far (reads them back from the device).
+    public func model() throws -> CoreMLModel { try task.currentModel() }
+    /// A layer's current weights and bias (MLParameterKey.weights/biases scoped to a layer).
+    public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) { try task.weights(ofLayer: name) }
+}
+
+/// Handlers for progress events and completion (MLUpdateProgressHandlers). Handlers run on the
+/// training thread; training waits while they run.
+public struct UpdateHandlers {
+    public var events: UpdateProgressEvent
+    public var progress: ((UpdateContext) -> Void)?
+    public var completion: ((UpdateContext) -> Void)?
+    public init(events: UpdateProgressEvent = .all, progress: ((UpdateContext) -> Void)? = nil,
+                completion: ((UpdateContext) -> Void)? = nil) {
+        self.events = events; self.progress = progress; self.completion = completion
+    }
+}
+
+/// How to train (MLModelConfiguration, and what Core ML cannot do).
+public struct UpdateConfiguration {
+    /// Parameter overrides, checked against the model's allowed values when training starts.
+    public var parameters: [ParameterKey: ParameterValue] = [:]
+    /// Where to run: the backends for the frozen prefix and the trainable tail. Nil: the CPU backend.
+    public var backends: (prefix: Backend, tail: Backend)?
+    /// Evaluated at the end of every epoch (loss and accuracy).
+    public var validationData: BatchProvider?
+    /// Keep a short last mini-batch instead of filling it by wrapping round (Core ML's behaviour).
+    public var shortLastBatch = false
+    /// Random flips applied to each example, seeded by (seed, epoch, index).
+    public var augmentation: ImageAugmentation = .none
+    /// Cache the frozen prefix's outputs per example (results are identical either way).
+    public var featureCache = true
+    public var featureCacheBudgetBytes = 4 << 30
+    /// Write the model (and its history) to `checkpointURL` every N epochs.
+    public var checkpointEvery: Int? = nil
+    public var checkpointURL: URL? = nil
+    public init() {}
+}
+
+/// Trains a Core ML updatable model, like MLUpdateTask: made from a model, training data, a
+/// configuration and handlers; `resume()` starts training on a background thread; handlers see
+/// every event; `resume(withParameters:)` from a handler changes optimizer settings for the rest of
+/// training; `cancel()` stops after the current mini-batch and — past Core ML — still calls the
+/// completion handler with the model as trained so far.
+public final class UpdateTask {
+    public let originalModel: CoreMLModel
+    public let trainingData: BatchProvider
+    public let configuration: UpdateConfiguration
+    let handlers: UpdateHandlers
+
+    private let lock = NSLock()
+    private var _state: UpdateTaskState = .suspended
+    private var cancelRequested = false
+    private var started = false
+    private let done = DispatchSemaphore(value: 0)
+    private var finalContext: UpdateContext?
+    var session: TrainingSession?
+    /// Optimizer changes requested from a handler, applied before the next mini-batch.
+    private var pendingParameters: [ParameterKey: ParameterValue]?
+
+    public private(set) var history = TrainingHistory(model: "", parameters: [:])
+
+    public var state: UpdateTaskState {
+        lock.lock(); defer { lock.unlock() }
+        return _state
+    }
+    func setState(_ s: UpdateTaskState) { lock.lock(); _state = s; lock.unlock() }
+
+    public init(model: CoreMLModel, trainingData: BatchProvider, configuration: UpdateConfiguration = UpdateConfiguration(),
+                handlers: UpdateHandlers = UpdateHandlers()) {
+        self.originalModel = model
+        self.trainingData = trainingData
+        self.configuration = configuration
+        self.handlers = handlers
+    }
+
+    public convenience init(modelAt url: URL, trainingData: BatchProvider,
+                            configuration: UpdateConfiguration = UpdateConfiguration(),
+                            handlers: UpdateHandlers = UpdateHandlers()) throws {
+        self.init(model: try CoreMLModel(contentsOf: url), trainingData: trainingData,
+                  configuration: configuration, handlers: handlers)
+    }
+
+    /// Starts training on a background thread and returns at once. Called from a handler (or again
+    /// after starting) it does nothing: training continues when the handler returns.
+    public func resume() {
+        lock.lock()
+        if started { lock.unlock(); return }
+        started = true
+        _state = .running
+        lock.unlock()
+        let thread = Thread { [self] in run() }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// From inside a handler: continue with new optimizer settings (learning rate, momentum, betas,
+    /// eps, weight decay). Mini-batch size, epochs, shuffle and seed are fixed once training starts;
+    /// changing them throws. Values are checked against the model's allowed values.
+    public func resume(withParameters parameters: [ParameterKey: ParameterValue]) throws {
+        let current = session?.parameters
+        for (key, value) in parameters where !key.isOptimizerSetting {
+            if let current, let now = current[key], (try? TrainingParameters.normalize(key, value)) == now { continue }
+            throw UpdraftError(.invalidArgument, "\(key) cannot change once training has started",
+                               hint: "only optimizer settings (learningRate, momentum, beta1, beta2, eps, weightDecay) can change in resume(withParameters:)")
+        }
+        if var p = current { for (k, v) in parameters { try p.set(k, v, descriptions: session!.hyperparameters) } }
+        lock.lock(); pendingParameters = parameters; lock.unlock()
+        resume()
+    }
+
+    /// Stops after the current mini-batch; the completion handler then gets the model trained so far.
+    public func cancel() {
+        lock.lock()
+        cancelRequested = true
+        if _state == .running || _state == .suspended { _state = .cancelling }
+        let notStarted = !started
+        started = true
+        lock.unlock()
+        if notStarted { finish(.cancelled, error: nil, metrics: nil) }
+    }
+
+    var isCancelRequested: Bool { lock.lock(); defer { lock.unlock() }; return cancelRequested }
+
+    /// Blocks until the task has completed, failed or been cancelled, and returns the final context.
+    @discardableResult
+    public func wait() -> UpdateContext {
+        done.wait()
+        done.signal()
+        return finalContext!
+    }
+
+    /// Runs training on the calling thread (resume() + wait() without the extra thread).
+    @discardableResult
+    public func run() -> UpdateContext {
+        lock.lock(); started = true; if _state == .suspended { _state = .running }; lock.unlock()
+        do {
+            let session = try TrainingSession(task: self)
+            self.session = session
+            history = TrainingHistory(model: "", parameters: session.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" })
+            try session.train()
+            finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)
+        } catch {
+            finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: session?.lastMetrics)
+        }
+        return finalContext!
+    }
+
+    private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
+        setState(state)
+        let params = session?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
+        let context = UpdateContext(task: self, event: [], metrics: metrics, parameters: params, error: error)
+        finalContext = context
+        handlers.completion?(context)
+        done.signal()
+    }
+
+    /// Calls the progress handler for `event` (if wanted), with the task suspended meanwhile, then
+    /// applies any parameters the handler passed to resume(withParameters:).
+    func emit(_ event: UpdateProgressEvent, metrics: TrainingMetrics?) throws {
+        if event == .epochEnd, let metrics { history.epochs.append(metrics) }
+        guard handlers.events.contains(event), let progress = handlers.progress, let session else { return }
+        setState(.suspended)
+        progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
+        lock.lock()
+        if _state == .suspended { _state = cancelRequested ? .cancelling : .running }
+        let pending = pendingParameters
+        pendingParameters = nil
+        lock.unlock()
+        if let pending {
+            for (k, v) in pending { try session.parameters.set(k, v, descriptions: session.hyperparameters) }
+        }
+    }
+
+    /// The model with the current weights.
+    public func currentModel() throws -> CoreMLModel {
+        guard let session else { return originalModel }
+        return try session.executor.exportModel(into: originalModel)
+    }
+
+    public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
+        guard let session else {
+            return (try originalModel.weights(ofLayer: name), try originalModel.bias(ofLayer: name))
+        }
+        return try session.executor.weights(ofLayer: name)
+    }
+
+    /// Writes the current model atomically, and its training history next to it.
+    public func write(to url: URL) throws {
+        try currentModel().write(to: url)
+        var h = history
+        h.model = url.lastPathComponent
+        try h.write(to: TrainingHistory.url(forModel: url))
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Updraft
+
+let evaluateCommand = CLICommand(CommandSpec(
+    name: "evaluate",
+    summary: "Loss, accuracy and confusion matrix of a model on a folder of labelled data.",
+    positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
+    options: [
+        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), or inputs.npy + targets.npy"),
+        OptionSpec("batch-size", value: "N", help: "examples per forward pass (default 32)"),
+        OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
+        OptionSpec("json", help: "print JSON"),
+    ] + computeOptions
+)) { args in
+    guard let dataPath = args.value("data") else { throw UsageError("--data DIR is required") }
+    let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
+    let graph = try NetworkGraph(model: model)
+    let data = try ModelDataset(model: model, path: URL(fileURLWithPath: dataPath), skipUnreadable: args.flag("skip-unreadable"))
+    data.warnings.forEach { printError("warning: \($0)") }
+    let batch = try args.int("batch-size") ?? 32
+    guard batch > 0 else { throw UsageError("--batch-size must be at least 1") }
+    let choice = try chooseBackends(args, graph: graph, batchSize: batch)
+    choice.warnings.forEach { printError($0) }
+    let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd,
+                                prefixBackend: choice.prefix, tailBackend: choice.tail)
+    let provider = data.provider
+    guard let labels = graph.classLabels?.asStrings else {
+        // A regressor: the loss is all there is.
+        var sum = 0.0, n = 0
+        for start in stride(from: 0, to: provider.count, by: batch) {
+            let r = try executor.evaluate(try provider.batch(at: start..<min(start + batch, provider.count)))
+            sum += r.loss * Double(r.count); n += r.count
+        }
+        let loss = sum / Double(max(1, n))
+        if args.flag("json") { print(#"{"examples":\#(n),"loss":\#(loss)}"#) } else { print("examples: \(n)\nloss: \(loss)") }
+        return 0
+    }
+    var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
+    var lossSum = 0.0, correct = 0
+    for start in stride(from: 0, to: provider.count, by: batch) {
+        let b = try provider.batch(at: start..<min(start + batch, provider.count))
+        let probabilities = try executor.predict(b.inputs)
+        let classes = probabilities.shape.itemCount
+        for (i, target) in b.targets.enumerated() {
+            guard case let .classIndex(truth) = target, truth < classes else { continue }
+            let row = probabilities.data[i * classes..<(i + 1) * classes]
+            let predicted = row.indices.max { row[$0] < row[$1] || (row[$0] == row[$1] && $0 > $1) }! - i * classes
+            confusion[truth][predicted] += 1
+            if predicted == truth { correct += 1 }
+            lossSum -= log(max(Double(row[row.startIndex + truth]), 1e-12))
+        }
+    }
+    let n = provider.count
+    let loss = lossSum / Double(max(1, n)), accuracy = Double(correct) / Double(max(1, n))
+    if args.flag("json") {
+        let obj: [String: Any] = ["examples": n, "loss": loss, "accuracy": accuracy, "labels": labels, "confusion": confusion,
+                                  "device": choice.description]
+        print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+        return 0
+    }
+    print("examples: \(n) (\(data.summary))")
+    print("device: \(choice.description)")
+    print(String(format: "loss: %.4f\naccuracy: %.2f%% (%d of %d)", loss, accuracy * 100, correct, n))
+    print("\nconfusion matrix (rows: true label, columns: predicted):")
+    var rows = [["true\\pred"] + labels]
+    for (i, r) in confusion.enumerated() { rows.append([labels[i]] + r.map(String.init)) }
+    print(formatTable(rows, rightAligned: Set(1...labels.count)), terminator: "")
+    return 0
+}

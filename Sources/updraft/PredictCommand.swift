@@ -1,0 +1,48 @@
+import Foundation
+import Updraft
+
+let predictCommand = CLICommand(CommandSpec(
+    name: "predict",
+    summary: "The top-5 labels with probabilities for each image.",
+    positionals: "MODEL.mlmodel IMAGE...", minPositionals: 2, maxPositionals: nil,
+    options: [OptionSpec("top", value: "K", help: "how many labels to show (default 5)"),
+              OptionSpec("json", help: "print JSON Lines, one object per image")] + computeOptions
+)) { args in
+    let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
+    let graph = try NetworkGraph(model: model)
+    guard let image = model.inputImage else {
+        throw UpdraftError(.unsupported, "predict takes images, and this model's input is not an image")
+    }
+    guard let labels = graph.classLabels?.asStrings else {
+        throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")
+    }
+    let top = try args.int("top") ?? 5
+    let pre = try ImagePreprocessing(image: image, scaler: nil)
+    let choice = try chooseBackends(args, graph: graph, batchSize: 1)
+    choice.warnings.forEach { printError($0) }
+    let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd,
+                                prefixBackend: choice.prefix, tailBackend: choice.tail)
+    var failures = 0
+    for path in args.positionals.dropFirst() {
+        do {
+            let decoded = try DecodedImage(contentsOf: URL(fileURLWithPath: path))
+            let input = pre.tensor(from: decoded)
+            let probabilities = try executor.predict(input.reshaped(Shape([1] + input.shape.dims)))
+            let ranked = probabilities.data.enumerated().sorted { $0.element > $1.element }.prefix(max(1, top))
+            if args.flag("json") {
+                let obj: [String: Any] = ["image": path, "top": ranked.map { ["label": labels[$0.offset], "probability": Double($0.element)] }]
+                print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+            } else {
+                print(path)
+                for r in ranked {
+                    print("  " + labels[r.offset].padding(toLength: max(20, labels[r.offset].count), withPad: " ", startingAt: 0)
+                          + String(format: " %6.2f%%", Double(r.element) * 100))
+                }
+            }
+        } catch {
+            failures += 1
+            printError("\(path): \(error)")
+        }
+    }
+    return failures == 0 ? 0 : 1
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Updraft
+
+let trainCommand = CLICommand(CommandSpec(
+    name: "train",
+    summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
+    positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
+    options: [
+        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), or inputs.npy + targets.npy"),
+        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch"),
+        OptionSpec("epochs", value: "N", help: "epochs (default: the model's)"),
+        OptionSpec("batch-size", value: "N", help: "mini-batch size (default: the model's; must be an allowed value)"),
+        OptionSpec("learning-rate", value: "X", help: "learning rate (default: the model's)"),
+        OptionSpec("momentum", value: "X", help: "SGD momentum (default: the model's)"),
+        OptionSpec("weight-decay", value: "X", help: "L2 weight decay (default 0; Core ML has none)"),
+        OptionSpec("no-shuffle", help: "keep the data's order every epoch"),
+        OptionSpec("seed", value: "S", help: "shuffling and augmentation seed (default: the model's)"),
+        OptionSpec("augment", value: "flip", help: "random flips: flip (horizontal), vflip, or flip,vflip"),
+        OptionSpec("short-last-batch", help: "keep a short last batch instead of wrapping round (Core ML wraps)"),
+        OptionSpec("no-feature-cache", help: "recompute the frozen layers every epoch"),
+        OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
+        OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
+        OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
+        OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
+        OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
+    ] + computeOptions,
+    discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far."
+)) { args in
+    let modelURL = URL(fileURLWithPath: args.positionals[0])
+    guard let trainPath = args.value("train") else { throw UsageError("--train DIR is required") }
+    let model = try CoreMLModel(contentsOf: modelURL)
+    let graph = try NetworkGraph(model: model)
+    let findings = ModelValidator.validate(model)
+    for finding in findings { printError("\(finding)") }
+    if !findings.errors.isEmpty {
+        printError("the model cannot be trained: fix the errors above (see `updraft inspect`)")
+        return 1
+    }
+
+    var overrides: [ParameterKey: ParameterValue] = [:]
+    if let v = try args.int("epochs") { overrides[.epochs] = .int(Int64(v)) }
+    if let v = try args.int("batch-size") { overrides[.miniBatchSize] = .int(Int64(v)) }
+    if let v = try args.double("learning-rate") { overrides[.learningRate] = .double(v) }
+    if let v = try args.double("momentum") { overrides[.momentum] = .double(v) }
+    if let v = try args.double("weight-decay") { overrides[.weightDecay] = .double(v) }
+    if let v = try args.int("seed") { overrides[.seed] = .int(Int64(v)) }
+    if args.flag("no-shuffle") { overrides[.shuffle] = .bool(false) }
+    // Checked now, so a bad value fails before any data is loaded.
+    let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
+                                            hyperparameters: graph.hyperparameters, overrides: overrides)
+
+    let skip = args.flag("skip-unreadable")
+    let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
+    train.warnings.forEach { printError("warning: \($0)") }
+    print("training data: \(train.summary)")
+    var config = UpdateConfiguration()
+    config.parameters = overrides
+    if let v = args.value("validation") {
+        let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), skipUnreadable: skip)
+        validation.warnings.forEach { printError("warning: \($0)") }
+        print("validation data: \(validation.summary)")
+        config.validationData = validation.provider
+    }
+    if let a = args.value("augment") {
+        let parts = Set(a.split(separator: ",").map(String.init))
+        guard parts.isSubset(of: ["flip", "hflip", "vflip"]) else {
+            throw UsageError("--augment takes flip, vflip or flip,vflip; got '\(a)'")
+        }
+        config.augmentation = ImageAugmentation(horizontalFlip: parts.contains("flip") || parts.contains("hflip"),
+                                                verticalFlip: parts.contains("vflip"), seed: parameters.seed)
+    }
+    config.shortLastBatch = args.flag("short-last-batch")
+    config.featureCache = !args.flag("no-feature-cache")
+    let out = URL(fileURLWithPath: args.value("out")
+        ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
+    if let every = try args.int("checkpoint-every") {
+        guard every > 0 else { throw UsageError("--checkpoint-every must be at least 1") }
+        config.checkpointEvery = every
+        config.checkpointURL = out
+    }
+    let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize)
+    choice.warnings.forEach { printError($0) }
+    config.backends = (choice.prefix, choice.tail)
+    let log = try args.value("log").map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
+    let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
+        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
+    print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
+    print("device: \(choice.description); \(parameters)")
+
+    let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
+                          handlers: UpdateHandlers(progress: progress.handle))
+    // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
+    signal(SIGINT, SIG_IGN)
+    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    interrupt.setEventHandler {
+        printError("\ninterrupted: finishing the current mini-batch and saving the model")
+        task.cancel()
+    }
+    interrupt.resume()
+    task.resume()
+    let final = task.wait()
+    interrupt.cancel()
+    progress.finish(state: final.task.state, error: final.error)
+    if final.task.state == .failed {
+        printError("training failed: \(final.error.map { "\($0)" } ?? "unknown error")")
+        return 1
+    }
+    try task.write(to: out)
+    if let sidecar = args.value("sidecar") {
+        try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
+    }
+    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : "")")
+    return final.task.state == .cancelled ? 130 : 0
+}
+
+func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { (count + batch - 1) / max(1, batch) }

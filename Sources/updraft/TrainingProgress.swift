@@ -1,0 +1,77 @@
+import Foundation
+import Updraft
+
+/// Prints training progress: on a terminal, a progress bar during each epoch; after each epoch a
+/// table row (epoch, train loss, train accuracy, validation loss and accuracy, images/s, device).
+/// Also writes every event to the JSON Lines log when one is given.
+final class TrainingProgressPrinter {
+    let epochs: Int
+    let batchesPerEpoch: Int
+    let device: String
+    let log: JSONLinesLog?
+    let interactive = isatty(STDOUT_FILENO) != 0
+    private var headerPrinted = false
+    private var epochLosses: [Double] = []
+
+    init(epochs: Int, batchesPerEpoch: Int, device: String, log: JSONLinesLog?) {
+        self.epochs = epochs; self.batchesPerEpoch = batchesPerEpoch; self.device = device; self.log = log
+    }
+
+    private static let columns = ["epoch", "train loss", "train acc", "val loss", "val acc", "images/s", "device"]
+    private static let widths = [7, 11, 10, 10, 9, 10, 0]
+
+    private func row(_ cells: [String]) -> String {
+        zip(cells, Self.widths).map { c, w in w == 0 ? c : String(repeating: " ", count: max(0, w - c.count)) + c }
+            .joined(separator: "  ")
+    }
+
+    func handle(_ ctx: UpdateContext) {
+        switch ctx.event {
+        case .trainingBegin:
+            var params: [String: Any] = [:]
+            for (k, v) in ctx.parameters.values { params[k.rawValue] = v.doubleValue ?? (v == .bool(true)) }
+            log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
+                                                "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
+            print(row(Self.columns))
+            fflush(stdout)
+        case .miniBatchEnd:
+            guard let m = ctx.metrics else { return }
+            log?.write(event: "miniBatchEnd", ["epoch": m.epochIndex, "batch": m.miniBatchIndex ?? 0, "loss": m.lossValue])
+            if interactive {
+                let done = (m.miniBatchIndex ?? 0) + 1
+                let width = 30, filled = width * done / max(1, batchesPerEpoch)
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                print("\r  epoch \(m.epochIndex + 1)/\(epochs) [\(bar)] \(done)/\(batchesPerEpoch) loss \(String(format: "%.4f", m.lossValue))",
+                      terminator: "")
+                fflush(stdout)
+            }
+        case .epochEnd:
+            guard let m = ctx.metrics else { return }
+            var fields: [String: Any] = ["epoch": m.epochIndex, "loss": m.lossValue]
+            if let v = m.meanLoss { fields["meanLoss"] = v }
+            if let v = m.trainingAccuracy { fields["trainingAccuracy"] = v }
+            if let v = m.validationLoss { fields["validationLoss"] = v }
+            if let v = m.validationAccuracy { fields["validationAccuracy"] = v }
+            if let v = m.examplesPerSecond { fields["imagesPerSecond"] = v }
+            if let v = m.seconds { fields["seconds"] = v }
+            if let v = m.device { fields["device"] = v }
+            fields["learningRate"] = ctx.parameters.learningRate
+            log?.write(event: "epochEnd", fields)
+            if interactive { print("\r" + String(repeating: " ", count: 78) + "\r", terminator: "") }
+            func f(_ v: Double?, _ digits: Int = 4) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "-" }
+            func pct(_ v: Double?) -> String { v.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
+            print(row(["\(m.epochIndex + 1)/\(epochs)", f(m.meanLoss), pct(m.trainingAccuracy), f(m.validationLoss),
+                       pct(m.validationAccuracy), f(m.examplesPerSecond, 1), m.device ?? device]))
+            fflush(stdout)
+        default:
+            break
+        }
+    }
+
+    func finish(state: UpdateTaskState, error: Error?) {
+        if interactive { print("") }
+        var fields: [String: Any] = ["state": "\(state)"]
+        if let error { fields["error"] = "\(error)" }
+        log?.write(event: "completion", fields)
+    }
+}

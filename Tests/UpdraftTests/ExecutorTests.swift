@@ -1,0 +1,47 @@
+import XCTest
+@testable import Updraft
+
+final class ExecutorTests: XCTestCase {
+    /// PyTorch's losses and updated weights for a few SGD / Adam steps, with gradients through
+    /// concat and pooling, are reproduced by the executor on `backend`.
+    func checkGolden(_ name: String, backend: Backend, file: StaticString = #filePath, line: UInt = #line) throws {
+        let (golden, model) = try GoldenRun.load(name)
+        let graph = try NetworkGraph(model: model)
+        let training = try TrainingGraph(graph: graph)
+        let optimizer: OptimizerKind = golden.optimizer == "sgd" ? .sgd : .adam
+        let hyper = try TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters)
+        let executor = try Executor(training: training, optimizer: optimizer, backend: backend)
+        let provider = try ArrayBatchProvider(examples: golden.examples)
+        var losses: [Double] = []
+        for _ in 0..<golden.epochs {
+            for start in stride(from: 0, to: provider.count, by: golden.batch) {
+                let batch = try provider.batch(at: start..<min(start + golden.batch, provider.count))
+                losses.append(try executor.trainStep(batch, parameters: hyper).loss)
+            }
+        }
+        XCTAssertEqual(losses.count, golden.losses.count, file: file, line: line)
+        for (a, b) in zip(losses, golden.losses) {
+            XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(b)), "losses \(losses) vs PyTorch \(golden.losses)", file: file, line: line)
+        }
+        for (layer, expected) in golden.final {
+            let (w, b) = try executor.weights(ofLayer: layer)
+            let maxW = zip(w.data, expected.weights).map { abs($0 - $1) }.max() ?? 0
+            let maxB = zip(b!.data, expected.bias).map { abs($0 - $1) }.max() ?? 0
+            XCTAssertLessThan(maxW, 2e-5, "\(layer) weights differ from PyTorch by \(maxW)", file: file, line: line)
+            XCTAssertLessThan(maxB, 2e-5, "\(layer) bias differs from PyTorch by \(maxB)", file: file, line: line)
+        }
+    }
+
+    func testGoldenSGDOnReference() throws { try checkGolden("branches_sgd", backend: ReferenceBackend()) }
+    func testGoldenAdamOnReference() throws { try checkGolden("branches_adam", backend: ReferenceBackend()) }
+
+    func testTrainingGraphSplitsPrefixAndTail() throws {
+        let (_, model) = try GoldenRun.load("branches_sgd")
+        let t = try TrainingGraph(graph: try NetworkGraph(model: model))
+        XCTAssertEqual(t.prefix.map(\.name), ["conv1", "relu1"])
+        XCTAssertEqual(t.boundary, ["relu1_out"])
+        XCTAssertEqual(t.lossBlob, "logits")
+        XCTAssertEqual(Set(t.fusedReLU.keys), ["conv1", "conv2a", "conv2b"])
+        XCTAssertFalse(t.gradientBlobs.contains("relu1_out"), "no gradient flows into the frozen prefix")
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+@testable import Updraft
+
+/// Locates committed fixtures (Tests/UpdraftTests/Fixtures is excluded from the target's sources).
+enum Fixtures {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures")
+    static func url(_ name: String) -> URL { root.appendingPathComponent(name) }
+    static let repositoryRoot = root.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}
+
+/// A PyTorch training trajectory written by Tests/Scripts/make_golden.py.
+struct GoldenRun: Decodable {
+    struct Layer: Decodable { var weights: [Float]; var bias: [Float] }
+    var optimizer: String
+    var batch: Int
+    var epochs: Int
+    var shape: [Int]
+    var inputs: [Float]
+    var labels: [Int]
+    var losses: [Double]
+    var final: [String: Layer]
+
+    static func load(_ name: String) throws -> (GoldenRun, CoreMLModel) {
+        let json = try JSONDecoder().decode(GoldenRun.self, from: Data(contentsOf: Fixtures.url("golden/\(name).json")))
+        let model = try CoreMLModel(contentsOf: Fixtures.url("golden/\(name).mlmodel"))
+        return (json, model)
+    }
+
+    /// The examples as an in-memory batch provider.
+    var examples: [TrainingExample] {
+        let item = shape.reduce(1, *)
+        return labels.indices.map { i in
+            TrainingExample(input: Tensor(shape: Shape(shape), data: Array(inputs[i * item..<(i + 1) * item])),
+                            target: .classIndex(labels[i]))
+        }
+    }
+}
