@@ -259,6 +259,11 @@ final class CPUBackendTests: XCTestCase {
         assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss")
         assertClose(try be.download(dzb), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz")
         XCTAssertEqual(try be.download(cb), [Float(expected.correct)])
+        // The gradient may overwrite the logits (every row reads its label logit before writing).
+        let inPlace = try be.makeBuffer(z)
+        try be.softmaxCrossEntropy(g, logits: inPlace, labels: lb, loss: lossb, logitsGradient: inPlace, correct: cb)
+        assertClose(try be.download(inPlace), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz in place")
+        assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss in place")
         for bad: Float in [4, -1, 1.5, .nan] {
             let badLabels = try be.makeBuffer([0, 1, bad, 0, 0, 0])
             XCTAssertThrowsError(try be.softmaxCrossEntropy(g, logits: zb, labels: badLabels, loss: lossb,
@@ -280,6 +285,8 @@ final class CPUBackendTests: XCTestCase {
         let expected = try Reference.meanSquaredError(input: double(x), target: double(t))
         assertClose(try be.download(lb), [expected.loss], atol: 1e-7, rtol: 1e-5, "mse")
         assertClose(try be.download(db), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx")
+        try be.meanSquaredError(count: count, input: xb, target: tb, loss: lb, inputGradient: xb)
+        assertClose(try be.download(xb), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx in place")
     }
 
     func testOptimizersLarge() throws {
