@@ -1,4 +1,3 @@
-import COpenBLAS
 import Foundation
 
 /// The fast CPU path (`cpuOnly`): float32 throughout, convolutions and inner products as OpenBLAS

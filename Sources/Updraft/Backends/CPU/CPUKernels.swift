@@ -49,20 +49,7 @@ enum CPUKernels {
         return total
     }
 
-    /// The sum of `count` floats accumulated in Double (for losses, where N may be large).
-    static func sumDouble(_ p: UnsafePointer<Float>, _ count: Int) -> Double {
-        var acc = SIMD4<Double>()
-        var i = 0
-        while i + 4 <= count {
-            acc += SIMD4<Double>(Double(p[i]), Double(p[i + 1]), Double(p[i + 2]), Double(p[i + 3]))
-            i += 4
-        }
-        var total = acc.sum()
-        while i < count { total += Double(p[i]); i += 1 }
-        return total
-    }
-
-    /// a ceiling division that is right for negative numerators (b > 0).
+    /// A ceiling division that is right for negative numerators (b > 0).
     @inline(__always) static func ceilDiv(_ a: Int, _ b: Int) -> Int {
         a >= 0 ? (a + b - 1) / b : -((-a) / b)
     }
