@@ -147,6 +147,13 @@ final class CPUBackendTests: XCTestCase {
             (PoolingSpec(kind: .average, kernelH: 2, kernelW: 2, strideH: 1, strideW: 1,
                          padding: .valid(top: 2, bottom: 0, left: 0, right: 0), excludePadding: false), [1, 1, 3, 3]),
             (PoolingSpec(kind: .max, global: true), [3, 4, 5, 3]),
+            // Rows wide enough for the eight-at-a-time taps (strides 1 and 2), with edges on both sides.
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                         padding: .includeLastPixel(height: 1, width: 1)), [2, 3, 9, 41]),
+            (PoolingSpec(kind: .average, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                         padding: .same(.bottomRightHeavy), excludePadding: false), [1, 2, 7, 38]),
+            (PoolingSpec(kind: .max, kernelH: 2, kernelW: 3, strideH: 1, strideW: 1, padding: .same(.topLeftHeavy)), [2, 2, 5, 27]),
+            (PoolingSpec(kind: .average, kernelH: 3, kernelW: 2, strideH: 1, strideW: 1), [1, 2, 6, 19]),
             // Enough planes to split over threads.
             (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [8, 64, 17, 17]),
             (PoolingSpec(kind: .average, global: true), [8, 64, 13, 13]),
