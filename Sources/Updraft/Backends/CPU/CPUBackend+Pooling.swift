@@ -96,10 +96,11 @@ extension CPUBackend {
                 ow += 8
             }
         }
-        while ow < hi {
-            let v = tap[ow * stride], a = o[ow]
-            o[ow] = isMax ? (v > a ? v : a) : a + v
-            ow += 1
+        // The rest one at a time (wrapping index arithmetic: the range is known to be in bounds).
+        if isMax {
+            while ow < hi { let v = tap[ow &* stride], a = o[ow]; o[ow] = v > a ? v : a; ow &+= 1 }
+        } else {
+            while ow < hi { o[ow] += tap[ow &* stride]; ow &+= 1 }
         }
     }
 
@@ -143,7 +144,7 @@ extension CPUBackend {
                     }
                     guard lo < hi else { continue }
                     let first = plane + r0 * W - pl  // tap (r0, 0) of window ow is first[ow * sw]
-                    for ow in lo..<hi { o[ow] = first[ow * sw] }
+                    for ow in lo..<hi { o[ow] = first[ow &* sw] }
                     for ih in r0..<r1 {
                         for kw in 0..<kW where ih > r0 || kw > 0 {
                             Self.poolTap(o, plane + ih * W + kw - pl, lo, hi, stride: sw, max: isMax)
