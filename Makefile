@@ -16,9 +16,20 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The main job on bundled data: create SqueezeNet 1.1, fine-tune conv10 + fullyconnected0 on the
+# 8x8 handwritten digits scikit-learn ships (PNG class folders in Tests/Data/digits), validate on the
+# held-out split after every epoch, write the trained model, its history and a JSON Lines log.
+DEMO_DIR = demo-output
+DEMO_TRAIN_FLAGS ?= --epochs 10 --batch-size 32 --learning-rate 0.05 --momentum 0.9
 demo: release
 	$(UPDRAFT) devices
-	$(UPDRAFT) gradcheck
+	@mkdir -p $(DEMO_DIR)
+	$(UPDRAFT) create squeezenet --classes 10 --seed 1 --out $(DEMO_DIR)/squeezenet.mlmodel
+	$(UPDRAFT) train $(DEMO_DIR)/squeezenet.mlmodel \
+	  --train Tests/Data/digits/train --validation Tests/Data/digits/validation $(DEMO_TRAIN_FLAGS) \
+	  --out $(DEMO_DIR)/squeezenet-digits.mlmodel --log $(DEMO_DIR)/train.jsonl
+	$(UPDRAFT) evaluate $(DEMO_DIR)/squeezenet-digits.mlmodel --data Tests/Data/digits/validation
+	@echo "demo: the trained model, its history and the event log are in $(DEMO_DIR)/"
 
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps

@@ -3,6 +3,8 @@ import Updraft
 
 // `updraft-bench`: benchmarks that check correctness first, then time (one subcommand per file here).
 let commands: [CLICommand] = [
+    kernelsCommand,
+    epochsCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

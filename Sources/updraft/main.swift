@@ -4,6 +4,7 @@ import Updraft
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
     devicesCommand,
+    planCommand,
     gradcheckCommand,
     createCommand,
     inspectCommand,

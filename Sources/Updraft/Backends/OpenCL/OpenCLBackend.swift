@@ -4,6 +4,8 @@
 public final class OpenCLBackend: Backend {
     public let context: OpenCLContext
     public let tuning: OpenCLTuning
+    /// Scratch memory and launch recording of the GEMM-based ops (OpenCLGemm.swift).
+    public let gemmWorkspace = OpenCLGemmWorkspace()
 
     public var name: String { "opencl:\(context.device.info.name)" }
     public var device: OpenCLDeviceInfo { context.device.info }

@@ -4,18 +4,151 @@
 public struct OpenCLTuning: Hashable, Sendable {
     /// Work-group size for 1-D element-wise and reduction kernels.
     public var workGroupSize: Int
+    /// Shapes of the tiled GEMM (Kernels/gemm_params.h) this device may use, largest first. Each GEMM
+    /// or convolution picks one per problem (`gemmTiling(rows:columns:slabs:)`).
+    public var gemmTilings: [GemmTiling]
+    /// Work-groups that run at once per compute unit (for the wave model that picks tilings and splits).
+    public var groupsPerComputeUnit: Int
+    /// Compute units of the device (copied from its info; 1 for hand-made tunings).
+    public var computeUnits: Int
 
-    /// Safe everywhere: small work-groups, no assumptions about local memory.
-    public static let safeDefaults = OpenCLTuning(workGroupSize: 64)
+    public init(workGroupSize: Int, gemmTilings: [GemmTiling] = [.medium, .small, .tiny, .minimal],
+                groupsPerComputeUnit: Int = 1, computeUnits: Int = 1) {
+        self.workGroupSize = workGroupSize
+        self.gemmTilings = gemmTilings
+        self.groupsPerComputeUnit = groupsPerComputeUnit
+        self.computeUnits = computeUnits
+    }
+
+    /// Safe everywhere: small work-groups, little local memory.
+    public static let safeDefaults = OpenCLTuning(workGroupSize: 64, gemmTilings: [.medium, .small, .tiny, .minimal])
+
+    /// NVIDIA GPUs, aimed at the H200 (132 SMs, 48 KiB local memory per work-group, 1024 work-items):
+    /// 256 work-items of 8x8 outputs for big problems, thinner tiles for layers with few output channels.
+    public static let nvidiaGPU = OpenCLTuning(
+        workGroupSize: 256,
+        gemmTilings: [.large, .wide64, .wide32, .wide16, .thin8, .medium, .small],
+        groupsPerComputeUnit: 2)
+
+    /// Other GPUs (AMD, Intel): the medium tiles, 256 work-items.
+    public static let otherGPU = OpenCLTuning(workGroupSize: 256, gemmTilings: [.medium, .small, .tiny, .minimal],
+                                              groupsPerComputeUnit: 2)
+
+    /// CPU devices (PoCL): one work-group per core, small tiles.
+    public static let cpu = OpenCLTuning(workGroupSize: 64, gemmTilings: [.small])
 
     /// The entry for a device: table lookup, then clamped to its limits.
     public static func forDevice(_ info: OpenCLDeviceInfo) -> OpenCLTuning {
-        var t = safeDefaults
+        var t: OpenCLTuning
         switch info.type {
-        case .gpu: t.workGroupSize = 256
-        case .cpu, .accelerator, .other: t.workGroupSize = 64
+        case .gpu:
+            let vendor = (info.vendor + " " + info.platformName).lowercased()
+            t = vendor.contains("nvidia") ? .nvidiaGPU : .otherGPU
+        case .cpu: t = .cpu
+        case .accelerator, .other: t = .safeDefaults
         }
+        return t.clamped(to: info)
+    }
+
+    /// This tuning with every size the device cannot run removed or reduced.
+    public func clamped(to info: OpenCLDeviceInfo) -> OpenCLTuning {
+        var t = self
         t.workGroupSize = max(1, min(t.workGroupSize, info.maxWorkGroupSize, info.maxWorkItemSizes.first ?? 1))
+        var tilings = gemmTilings.filter { $0.fits(info) }
+        if tilings.isEmpty { tilings = [GemmTiling.minimal] }
+        t.gemmTilings = tilings
+        t.computeUnits = max(1, info.computeUnits)
         return t
     }
+
+    /// The tiling for a GEMM of `rows` x `columns` outputs repeated over `slabs` (batch, groups), by a
+    /// wave model: each compute unit runs `groupsPerComputeUnit` work-groups of 256 work-items at once
+    /// (proportionally more of smaller ones, but groups under 128 work-items count as 128: they fill the
+    /// machine badly); a wave lasts as long as one work-item's share of its tile divided by the tiling's
+    /// relative efficiency. Padded tiles cost like full ones. When the reduction will be split to fill
+    /// the device (`splittable`), waves are not rounded up: the split spreads the tiles' work evenly.
+    public func gemmTiling(rows: Int, columns: Int, slabs: Int = 1, splittable: Bool = false) -> GemmTiling {
+        var best = gemmTilings.first ?? .minimal, bestCost = Double.infinity
+        for t in gemmTilings {
+            let resident = max(1, computeUnits * max(1, groupsPerComputeUnit * 256 / max(t.threads, 128)))
+            let tiles = ceilDiv(rows, t.tileM) * ceilDiv(columns, t.tileN) * max(1, slabs)
+            let waves = splittable ? Double(tiles) / Double(resident) : Double(ceilDiv(tiles, resident))
+            let cost = waves * Double(t.tileM * t.tileN) / Double(t.threads) / t.relativeEfficiency
+            if cost < bestCost { best = t; bestCost = cost }
+        }
+        return best
+    }
 }
+
+/// One shape of the tiled GEMM engine (Kernels/gemm_params.h): a work-group computes `tileM` x `tileN`
+/// outputs, `tileK` deep per local-memory slice, each work-item `workM` x `workN` of them, reading
+/// local memory in vectors of `vectorM` / `vectorN`.
+public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
+    public var tileM: Int, tileN: Int, tileK: Int
+    public var workM: Int, workN: Int
+    public var vectorM: Int, vectorN: Int
+
+    public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int) {
+        self.tileM = tileM; self.tileN = tileN; self.tileK = tileK
+        self.workM = workM; self.workN = workN; self.vectorM = vectorM; self.vectorN = vectorN
+    }
+
+    /// 128x128 tiles, 8x8 outputs per work-item, 256 work-items: big GEMMs on big GPUs.
+    public static let large = GemmTiling(tileM: 128, tileN: 128, tileK: 16, workM: 8, workN: 8, vectorM: 4, vectorN: 4)
+    /// 64x128, 4x8 per work-item: 64-channel layers.
+    public static let wide64 = GemmTiling(tileM: 64, tileN: 128, tileK: 16, workM: 4, workN: 8, vectorM: 4, vectorN: 4)
+    /// 32x128, 2x8 per work-item: 32-channel layers.
+    public static let wide32 = GemmTiling(tileM: 32, tileN: 128, tileK: 16, workM: 2, workN: 8, vectorM: 2, vectorN: 4)
+    /// 16x128, 1x8 per work-item: squeeze layers with 16 output channels.
+    public static let wide16 = GemmTiling(tileM: 16, tileN: 128, tileK: 16, workM: 1, workN: 8, vectorM: 1, vectorN: 4)
+    /// 8x256, 1x8 per work-item, 32-deep slices: outputs with a handful of rows (conv1's input gradient).
+    public static let thin8 = GemmTiling(tileM: 8, tileN: 256, tileK: 32, workM: 1, workN: 8, vectorM: 1, vectorN: 4)
+    /// 64x64, 4x4 per work-item, 256 work-items.
+    public static let medium = GemmTiling(tileM: 64, tileN: 64, tileK: 16, workM: 4, workN: 4, vectorM: 4, vectorN: 4)
+    /// 32x32, 4x4 per work-item, 64 work-items (the kernels' own defaults).
+    public static let small = GemmTiling(tileM: 32, tileN: 32, tileK: 16, workM: 4, workN: 4, vectorM: 4, vectorN: 4)
+    /// 16x16, 2x2 per work-item, 64 work-items.
+    public static let tiny = GemmTiling(tileM: 16, tileN: 16, tileK: 16, workM: 2, workN: 2, vectorM: 2, vectorN: 2)
+    /// 8x8, 2x2 per work-item, 16 work-items: runs on anything.
+    public static let minimal = GemmTiling(tileM: 8, tileN: 8, tileK: 4, workM: 2, workN: 2, vectorM: 1, vectorN: 1)
+
+    /// Work-group size (dimension 0 along N, 1 along M).
+    public var workGroup: [Int] { [tileN / workN, tileM / workM] }
+    public var threads: Int { (tileN / workN) * (tileM / workM) }
+    /// Local memory of the two staged slices (rows padded by one vector) and the convolutions' k table.
+    public var localMemoryBytes: Int { 4 * tileK * (tileM + vectorM + tileN + vectorN) + 16 * tileK }
+    /// Multiply-adds per value read from local memory, relative to 8x8 outputs per work-item.
+    public var relativeEfficiency: Double {
+        Double(workM * workN) / Double(workM + workN) / 4
+    }
+
+    /// The constraints gemm_params.h checks with #error, so a bad table entry fails here, not in a build.
+    public var isWellFormed: Bool {
+        let sizes = [tileM, tileN, tileK, workM, workN, vectorM, vectorN]
+        guard sizes.allSatisfy({ $0 >= 1 }), [1, 2, 4].contains(vectorM), [1, 2, 4].contains(vectorN) else { return false }
+        guard tileM % workM == 0, tileN % workN == 0, workM % vectorM == 0, workN % vectorN == 0 else { return false }
+        let nt = threads
+        return nt % tileM == 0 && nt % tileN == 0 && nt % tileK == 0
+            && (tileM * tileK) % nt == 0 && (tileN * tileK) % nt == 0
+    }
+
+    /// Whether a device can run this tiling (work-group size and local memory, with 1 KiB to spare).
+    public func fits(_ info: OpenCLDeviceInfo) -> Bool {
+        let items = info.maxWorkItemSizes
+        return isWellFormed && threads <= info.maxWorkGroupSize
+            && workGroup[0] <= (items.first ?? 1) && workGroup[1] <= (items.count > 1 ? items[1] : 1)
+            && UInt64(localMemoryBytes + 1024) <= info.localMemory
+    }
+
+    /// The -D defines of Kernels/gemm_params.h.
+    public var defines: [String: String] {
+        ["TM": "\(tileM)", "TN": "\(tileN)", "TK": "\(tileK)", "WPTM": "\(workM)", "WPTN": "\(workN)",
+         "VWM": "\(vectorM)", "VWN": "\(vectorN)"]
+    }
+
+    public var description: String {
+        "\(tileM)x\(tileN)x\(tileK) tiles, \(workM)x\(workN) per work-item, vectors \(vectorM)/\(vectorN)"
+    }
+}
+
+@inline(__always) private func ceilDiv(_ a: Int, _ b: Int) -> Int { (a + b - 1) / b }

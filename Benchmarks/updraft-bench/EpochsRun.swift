@@ -1,0 +1,248 @@
+import Foundation
+import Updraft
+
+/// The workload of `updraft-bench epochs`: SqueezeNet 1.1 at 227x227, 10 classes, conv10 and
+/// fullyconnected0 trained with SGD (momentum 0.9, learning rate 0.001), mini-batch 64, on seeded
+/// synthetic images — the same as Benchmarks/pytorch_baseline.py.
+enum EpochsWorkload {
+    static let inputSize = 227
+    static let classes = 10
+    static let batch = 64
+    static let learningRate = 0.001
+    static let momentum = 0.9
+    static let dataSeed: UInt64 = 1
+
+    /// The model, built in memory, with `epochs` as its default and allowed epoch count (the builder
+    /// allows 1, 10 or 50 only). Mini-batch size, momentum and learning rate are set per run through
+    /// the configuration's parameter overrides, as a user would.
+    static func model(epochs: Int) throws -> CoreMLModel {
+        let base = try SqueezeNet.build(SqueezeNet.Options(labels: (0..<classes).map(String.init), seed: 0, inputSize: inputSize))
+        var spec = base.spec
+        guard var update = spec.network.updateParameters else {
+            throw UpdraftError(.invalidModel, "the SqueezeNet builder made a model without update parameters")
+        }
+        update.epochs = Int64Parameter(defaultValue: Int64(epochs), allowed: .set([Int64(epochs)]))
+        spec.network.updateParameters = update
+        return CoreMLModel(spec: spec)
+    }
+
+    static var overrides: [ParameterKey: ParameterValue] {
+        [.miniBatchSize: .int(Int64(batch)), .momentum: .double(momentum), .learningRate: .double(learningRate)]
+    }
+
+    static func dataset(images: Int) throws -> SyntheticImageDataset {
+        try SyntheticImageDataset(count: images, itemShape: [3, inputSize, inputSize], classes: classes, seed: dataSeed)
+    }
+}
+
+/// Where one run trains: the CPU backend, or one OpenCL device.
+struct EpochsTarget: Hashable {
+    /// Core ML's compute-units setting that selects this target: cpuOnly, cpuAndGPU (GPUs) or all.
+    var computeUnits: String
+    /// nil for the CPU backend.
+    var openCLIndex: Int?
+    var deviceName: String
+    var deviceKind: String   // "cpu" for the CPU backend, else the OpenCL device type
+
+    var label: String { openCLIndex.map { "opencl \($0)" } ?? "cpu" }
+}
+
+/// One configuration's measurements (one object of `--json`'s "runs").
+struct EpochsRunResult: Codable {
+    var computeUnits: String
+    var device: String
+    var deviceIndex: Int?
+    var deviceKind: String
+    var backend: String
+    var featureCache: Bool
+    var images: Int
+    var batch: Int
+    var epochs: Int
+    var threads: Int?
+    /// Images trained per epoch: whole mini-batches, the last filled by wrapping round (Core ML).
+    var imagesPerEpoch: Int
+    var epochMilliseconds: [Double]
+    var firstEpochMilliseconds: Double
+    /// Best of the epochs after the first (as pytorch_baseline.py); the first epoch when there is one only.
+    var steadyEpochMilliseconds: Double
+    var firstEpochImagesPerSecond: Double
+    /// Steady state.
+    var imagesPerSecond: Double
+    var gflopPerImageSteady: Double
+    var gflopPerImageFirst: Double
+    var effectiveGflopsFirst: Double
+    var effectiveGflops: Double
+    var meanLoss: [Double]
+    var peakHostBytes: Int?
+    var peakHostScope: String
+    var datasetBytes: Int
+    /// What the feature cache holds once every example is cached (0 without the cache).
+    var featureCacheBytes: Int
+    /// Peak bytes in buffers the executor made through the backend; device memory for OpenCL.
+    var backendBufferBytes: Int
+    var deviceMemoryBytes: Int?
+    /// With --op-times: per epoch, the time in each backend op.
+    var opBreakdown: [EpochBreakdown]?
+    /// CPU runs: `CPUCalibration.gemmGflops`, measured right after the run (so as not to count in its peak memory).
+    var referenceGemmGflops: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case computeUnits = "compute_units", device, deviceIndex = "device_index", deviceKind = "device_kind", backend
+        case featureCache = "feature_cache", images, batch, epochs, threads
+        case imagesPerEpoch = "images_per_epoch", epochMilliseconds = "epoch_ms"
+        case firstEpochMilliseconds = "first_epoch_ms", steadyEpochMilliseconds = "steady_epoch_ms"
+        case firstEpochImagesPerSecond = "first_epoch_images_per_second", imagesPerSecond = "images_per_second"
+        case gflopPerImageSteady = "gflop_per_image_steady", gflopPerImageFirst = "gflop_per_image_first"
+        case effectiveGflopsFirst = "first_epoch_gflops", effectiveGflops = "steady_gflops"
+        case meanLoss = "mean_loss", peakHostBytes = "peak_host_bytes", peakHostScope = "peak_host_scope"
+        case datasetBytes = "dataset_bytes", featureCacheBytes = "feature_cache_bytes"
+        case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
+        case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops"
+    }
+}
+
+/// Where one epoch's time went (--op-times): milliseconds and calls per op kind and shape, and the
+/// time outside backend ops (batching, the feature cache, host-side copies, the training loop).
+struct EpochBreakdown: Codable {
+    struct Op: Codable { var op: String; var ms: Double; var calls: Int }
+    var epochMilliseconds: Double
+    var outsideOpsMilliseconds: Double
+    var ops: [Op]
+
+    enum CodingKeys: String, CodingKey {
+        case epochMilliseconds = "epoch_ms", outsideOpsMilliseconds = "outside_ops_ms", ops
+    }
+
+    init(epochSeconds: Double, ops: [String: MeasuringBackend.OpTime]) {
+        self.ops = ops.map { Op(op: $0.key, ms: $0.value.seconds * 1e3, calls: $0.value.calls) }.sorted { $0.ms > $1.ms }
+        epochMilliseconds = epochSeconds * 1e3
+        outsideOpsMilliseconds = epochMilliseconds - self.ops.reduce(0) { $0 + $1.ms }
+    }
+}
+
+/// Runs one configuration in this process: builds the model and data, trains `epochs` epochs through
+/// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
+/// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
+func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
+               progress: @escaping (String) -> Void) throws -> EpochsRunResult {
+    let model = try EpochsWorkload.model(epochs: epochs)
+    let data = try EpochsWorkload.dataset(images: images)
+    let inner: Backend
+    var threads: Int? = nil
+    if let index = target.openCLIndex {
+        let devices = try OpenCLRuntime.devices()
+        guard let device = devices.first(where: { $0.info.index == index }) else {
+            throw UpdraftError(.invalidArgument, "no OpenCL device with index \(index)",
+                               hint: "see `updraft devices` for the indices")
+        }
+        inner = try OpenCLBackend(device: device)
+    } else {
+        let cpu = CPUBackend()
+        threads = cpu.threadCount
+        inner = cpu
+    }
+    let backend = MeasuringBackend(inner)
+    backend.timing = opTimes
+
+    var config = UpdateConfiguration()
+    config.parameters = EpochsWorkload.overrides
+    config.backends = (backend, backend)
+    config.featureCache = featureCache
+    var seconds: [Double] = []
+    var losses: [Double] = []
+    let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
+    var breakdowns: [EpochBreakdown] = []
+    let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
+        guard context.event == .epochEnd else { _ = backend.takeOpTimes(); return }
+        guard let m = context.metrics else { return }
+        if opTimes { breakdowns.append(EpochBreakdown(epochSeconds: m.seconds ?? 0, ops: backend.takeOpTimes())) }
+        let s = m.seconds ?? 0
+        seconds.append(s)
+        losses.append(m.meanLoss ?? m.lossValue)
+        progress("  \(tag): epoch \(m.epochIndex + 1)  " + String(format: "%.0f ms  %.1f images/s  loss %.4f", s * 1e3,
+                                                                      m.examplesPerSecond ?? 0, m.meanLoss ?? m.lossValue))
+    })
+    let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: handlers)
+    let done = task.run()
+    if let error = done.error { throw error }
+    guard seconds.count == epochs else {
+        throw UpdraftError(.device, "training ended after \(seconds.count) of \(epochs) epochs (\(task.state))")
+    }
+    if let bad = losses.first(where: { !$0.isFinite }) {
+        throw UpdraftError(.device, "the training loss is \(bad): the \(backend.name) backend computed garbage")
+    }
+
+    let graph = try NetworkGraph(model: model)
+    let training = try TrainingGraph(graph: graph)
+    let work = try StepWork(training: training, batch: EpochsWorkload.batch)
+    let batches = (images + EpochsWorkload.batch - 1) / EpochsWorkload.batch
+    let perEpoch = batches * EpochsWorkload.batch
+    let first = seconds[0]
+    let steady = seconds.count > 1 ? seconds.dropFirst().min()! : first
+    // With the cache, the first epoch runs the prefix once per distinct example and the tail per
+    // trained image; later epochs run the tail only.
+    // Past its byte budget the cache keeps no more examples; the others run the prefix every epoch.
+    let boundaryValues = training.boundary.reduce(0) { $0 + (graph.blobShapes[$1]?.itemCount ?? 0) }
+    let exampleBytes = max(1, boundaryValues * MemoryLayout<Float>.size)
+    let cached = featureCache ? min(images, config.featureCacheBudgetBytes / exampleBytes) : 0
+    let distinct = min(images, perEpoch)
+    let firstWork = featureCache ? Double(distinct) * work.prefixForward + Double(perEpoch) * work.cachedStep
+                                 : Double(perEpoch) * work.fullStep
+    let steadyPerImage = featureCache && seconds.count > 1
+        ? work.cachedStep + Double(max(0, distinct - cached)) / Double(distinct) * work.prefixForward
+        : firstWork / Double(perEpoch)
+    var result = EpochsRunResult(
+        computeUnits: target.computeUnits, device: target.deviceName, deviceIndex: target.openCLIndex,
+        deviceKind: target.deviceKind, backend: backend.name, featureCache: featureCache, images: images,
+        batch: EpochsWorkload.batch, epochs: epochs, threads: threads, imagesPerEpoch: perEpoch,
+        epochMilliseconds: seconds.map { $0 * 1e3 }, firstEpochMilliseconds: first * 1e3,
+        steadyEpochMilliseconds: steady * 1e3,
+        firstEpochImagesPerSecond: Double(perEpoch) / max(first, 1e-9),
+        imagesPerSecond: Double(perEpoch) / max(steady, 1e-9),
+        gflopPerImageSteady: steadyPerImage / 1e9, gflopPerImageFirst: firstWork / Double(perEpoch) / 1e9,
+        effectiveGflopsFirst: firstWork / max(first, 1e-9) / 1e9,
+        effectiveGflops: steadyPerImage * Double(perEpoch) / max(steady, 1e-9) / 1e9,
+        meanLoss: losses, peakHostBytes: ProcessMemory.peakResidentBytes(), peakHostScope: peakScope,
+        datasetBytes: data.byteCount,
+        featureCacheBytes: cached * exampleBytes,
+        backendBufferBytes: backend.peakBytes,
+        deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
+        opBreakdown: opTimes ? breakdowns : nil)
+    if target.openCLIndex == nil { result.referenceGemmGflops = CPUCalibration.gemmGflops(threads: threads) }
+    return result
+}
+
+/// What the CPU's SGEMM delivers right now, for judging a CPU run on a shared machine: the CPU
+/// backend's inner product on conv10's GEMM shape (M = 64·14·14, N = 1000, K = 512; one OpenBLAS
+/// GEMM split over the threads), best of three.
+enum CPUCalibration {
+    static func gemmGflops(threads: Int?) -> Double? {
+        let cpu = CPUBackend(threads: threads)
+        let g = InnerProductGeometry(batch: 64 * 14 * 14, inputChannels: 512, outputChannels: 1000, hasBias: false)
+        guard let x = try? cpu.makeBuffer(Tensor(shape: g.inputShape, uniformIn: 0...1, seed: 1)),
+              let w = try? cpu.makeBuffer(Tensor(shape: g.weightShape, uniformIn: -1...1, seed: 2)),
+              let y = try? cpu.makeBuffer(count: g.outputShape.count) else { return nil }
+        var best = Double.infinity
+        for _ in 0..<3 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            guard (try? cpu.innerProductForward(g, input: x, weights: w, bias: nil, output: y)) != nil else { return nil }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        return g.forwardCost.flops / best / 1e9
+    }
+}
+
+/// The process's peak resident memory.
+enum ProcessMemory {
+    /// VmHWM from /proc/self/status, else getrusage's ru_maxrss.
+    static func peakResidentBytes() -> Int? {
+        if let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count >= 2, let kib = Int(fields[1]) { return kib * 1024 }
+        }
+        var usage = rusage()
+        guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return nil }
+        return Int(usage.ru_maxrss) * 1024
+    }
+}

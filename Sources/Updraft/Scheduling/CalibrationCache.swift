@@ -1,0 +1,109 @@
+import Foundation
+
+/// Device measurements kept on disk so each device is calibrated once: one JSON file,
+/// `calibration.json`, in `$UPDRAFT_CACHE_DIR`, else `$XDG_CACHE_HOME/updraft`, else
+/// `~/.cache/updraft`. Entries are keyed by what the measurement depends on (device name, driver
+/// version, calibration method), so a new driver or a new host backend is measured afresh. A file
+/// that cannot be read or decoded is ignored and rewritten on the next store.
+public struct CalibrationCache: Sendable {
+    /// Bumped when the calibration method changes, which invalidates every stored entry.
+    public static let formatVersion = 1
+    public static let fileName = "calibration.json"
+    public static let directoryVariable = "UPDRAFT_CACHE_DIR"
+
+    public var directory: URL
+    public var fileURL: URL { directory.appendingPathComponent(Self.fileName) }
+
+    public init(directory: URL) { self.directory = directory }
+
+    /// The cache in its default place for this environment.
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.init(directory: Self.defaultDirectory(environment: environment))
+    }
+
+    public static func defaultDirectory(environment: [String: String]) -> URL {
+        if let dir = environment[directoryVariable], !dir.isEmpty { return URL(fileURLWithPath: dir, isDirectory: true) }
+        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("updraft", isDirectory: true)
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache/updraft", isDirectory: true)
+    }
+
+    /// The key of a device's entry.
+    public static func key(kind: String, name: String, driverVersion: String) -> String {
+        "\(kind)|\(name)|\(driverVersion)"
+    }
+
+    struct Entry: Codable {
+        var profile: DeviceProfile
+        var measuredAt: Date
+    }
+
+    struct File: Codable {
+        var format: Int
+        var devices: [String: Entry]
+    }
+
+    /// Every stored entry; empty when the file is missing, unreadable, corrupt or of another format.
+    public func load() -> [String: DeviceProfile] { loadFile().mapValues(\.profile) }
+
+    func loadFile() -> [String: Entry] {
+        guard let data = try? Data(contentsOf: fileURL) else { return [:] }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard let file = try? decoder.decode(File.self, from: data), file.format == Self.formatVersion else { return [:] }
+        return file.devices.filter { $0.value.profile.isUsable }
+    }
+
+    /// The stored profile for `key`, if any.
+    public func lookup(_ key: String) -> DeviceProfile? { loadFile()[key]?.profile }
+
+    /// Adds or replaces one entry (keeping the others that decode), writing the file atomically.
+    public func store(_ profile: DeviceProfile, key: String) throws {
+        var entries = loadFile()
+        entries[key] = Entry(profile: profile, measuredAt: Date())
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let data = try encoder.encode(File(format: Self.formatVersion, devices: entries))
+            try data.write(to: fileURL, options: .atomic)
+        } catch {
+            throw UpdraftError(.io, "cannot write the calibration cache \(fileURL.path): \(error.localizedDescription)",
+                               hint: "set \(Self.directoryVariable) to a writable folder")
+        }
+    }
+
+    /// The result of `profile(key:measure:)`.
+    public struct Outcome: Sendable {
+        public var profile: DeviceProfile
+        /// Whether the profile came from the cache (no measurement ran).
+        public var cached: Bool
+        /// Set when the measurement could not be stored (the profile is still good).
+        public var warning: String?
+    }
+
+    /// The cached profile for `key`, or a fresh measurement, which is then stored.
+    public func profile(key: String, measure: () throws -> DeviceProfile) throws -> Outcome {
+        if let p = lookup(key) { return Outcome(profile: p, cached: true, warning: nil) }
+        let measured = try measure()
+        guard measured.isUsable else {
+            throw UpdraftError(.device, "calibrating \(measured.name) gave unusable numbers (\(measured))",
+                               hint: "run again; if it persists, pin another device with --device")
+        }
+        do {
+            try store(measured, key: key)
+            return Outcome(profile: measured, cached: false, warning: nil)
+        } catch {
+            return Outcome(profile: measured, cached: false,
+                           warning: "calibration of \(measured.name) not cached: \(firstLine(of: error))")
+        }
+    }
+}
+
+/// The first line of an error's description (for one-line warnings).
+func firstLine(of error: Error) -> String {
+    String(describing: error).split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? "\(error)"
+}

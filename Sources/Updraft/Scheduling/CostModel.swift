@@ -1,0 +1,133 @@
+/// The scheduler's cost model: what each layer launches (one `KernelWork` per Backend call, its
+/// FLOPs and bytes from the op descriptions in Ops/), and how long that takes on a device:
+///
+///     time(kernel, device) = max(flops / rate, bytes / bandwidth) + launch latency
+///
+/// where rate is the device's multiply-add rate (times its matrix efficiency for convolution and
+/// matrix kernels). Copies between host and device take bytes / transfer bandwidth plus the
+/// device's per-copy latency, for each side that is not the host. Times are estimates for choosing devices, not promises.
+
+/// One Backend call's work.
+public struct KernelWork: Hashable, Sendable {
+    public var cost: OpCost
+    /// Convolution and matrix products, which reach only `matrixEfficiency` of the peak rate.
+    public var isMatrix: Bool
+    public init(_ cost: OpCost, isMatrix: Bool = false) { self.cost = cost; self.isMatrix = isMatrix }
+}
+
+/// The kernels one layer launches for one batch.
+public struct LayerWork: Hashable, Sendable {
+    public var forward: [KernelWork] = []
+    /// The input gradient (dx), when a layer upstream needs it.
+    public var backwardData: [KernelWork] = []
+    /// The parameter gradients and the optimizer step, for updatable layers.
+    public var backwardWeights: [KernelWork] = []
+}
+
+public enum CostModel {
+    /// Seconds for one kernel on a device.
+    public static func seconds(_ k: KernelWork, on d: DeviceProfile) -> Double {
+        let rate = d.fmaGFLOPS * 1e9 * (k.isMatrix ? d.matrixEfficiency : 1)
+        let compute = k.cost.flops > 0 ? k.cost.flops / max(rate, 1) : 0
+        let memory = k.cost.bytes > 0 ? k.cost.bytes / max(d.bandwidthGBps * 1e9, 1) : 0
+        return max(compute, memory) + d.launchLatencyMicroseconds * 1e-6
+    }
+
+    public static func seconds(_ ks: [KernelWork], on d: DeviceProfile) -> Double {
+        ks.reduce(0) { $0 + seconds($1, on: d) }
+    }
+
+    /// Seconds to move `bytes` from one place to another. The host is free to reach; between two
+    /// OpenCL devices the tensor goes down to the host and up again.
+    public static func transferSeconds(bytes: Double, from source: DeviceProfile, to destination: DeviceProfile) -> Double {
+        if source == destination { return 0 }
+        var t = 0.0
+        for side in [source, destination] where !side.isHost {
+            t += bytes / max(side.transferGBps * 1e9, 1) + side.transferLatencyMicroseconds * 1e-6
+        }
+        return t
+    }
+
+    /// The kernels of `layer` for a batch of `batch`, with the backward parts asked for.
+    /// - Parameters:
+    ///   - backwardData: the layer must produce its input gradient.
+    ///   - backwardWeights: the layer's parameters are trained (gradients and an optimizer step).
+    public static func work(for layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
+                            backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
+        var w = LayerWork()
+        let count = layer.outputShape.withBatch(batch).count
+        switch layer.op {
+        case .convolution:
+            guard let g = try layer.convolutionGeometry(batch: batch) else { break }
+            w.forward = [KernelWork(g.forwardCost, isMatrix: true)]
+            if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
+            if backwardWeights {
+                w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
+                    + optimizerSteps(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0], optimizer)
+            }
+        case .innerProduct:
+            guard let g = try layer.innerProductGeometry(batch: batch) else { break }
+            let macs = Double(g.batch) * Double(g.inputChannels) * Double(g.outputChannels)
+            let x = g.batch * g.inputChannels, y = g.batch * g.outputChannels, wc = g.inputChannels * g.outputChannels
+            w.forward = [KernelWork(g.forwardCost, isMatrix: true)]
+            // InnerProductGeometry.backwardCost is both gradients together; each is half its FLOPs.
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(y, wc, x)), isMatrix: true)] }
+            if backwardWeights {
+                w.backwardWeights = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(x, y, wc, g.hasBias ? g.outputChannels : 0)),
+                                                isMatrix: true)]
+                    + optimizerSteps(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0], optimizer)
+            }
+        case let .activation(a):
+            w.forward = [KernelWork(a.forwardCost(count: count))]
+            if backwardData { w.backwardData = [KernelWork(a.backwardCost(count: count))] }
+        case .pooling:
+            guard let g = try layer.poolingGeometry(batch: batch) else { break }
+            w.forward = [KernelWork(g.forwardCost)]
+            if backwardData { w.backwardData = [KernelWork(g.backwardCost)] }
+        case .concat:
+            // One pass that reads every input and writes the output (and the reverse for gradients).
+            w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
+        case .softmax:
+            let g = SoftmaxGeometry(shape: layer.outputShape.withBatch(batch))
+            w.forward = [KernelWork(g.cost)]
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count)))] }
+        case .flatten:
+            // The same memory layout in NCHW; the executor copies it (and its gradient) once.
+            w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
+        case .batchnorm:
+            w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
+            if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
+        case .add, .multiply:
+            // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
+            let k = max(1, layer.inputs.count)
+            let pass = KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count, count)))
+            w.forward = Array(repeating: pass, count: max(1, k - 1))
+            if backwardData { w.backwardData = Array(repeating: pass, count: k) }
+        }
+        return w
+    }
+
+    /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
+    /// and writes two of them; Adam reads four and writes three.
+    static func optimizerSteps(parameterCounts: [Int], _ optimizer: OptimizerKind) -> [KernelWork] {
+        parameterCounts.filter { $0 > 0 }.map { n in
+            switch optimizer {
+            case .sgd: return KernelWork(OpCost(flops: Double(4 * n), bytes: f32Bytes(5 * n)))
+            case .adam: return KernelWork(OpCost(flops: Double(12 * n), bytes: f32Bytes(7 * n)))
+            }
+        }
+    }
+
+    /// The loss kernel for a batch: fused softmax + cross-entropy on the logits, or mean squared error.
+    static func lossWork(_ loss: GraphLoss, batch: Int) -> KernelWork {
+        let count = (loss.inputShape.withBatch(batch)).count
+        switch loss.kind {
+        case .categoricalCrossEntropy:
+            return KernelWork(OpCost(flops: Double(6 * count), bytes: f32Bytes(count, count, batch)))
+        case .meanSquaredError:
+            return KernelWork(OpCost(flops: Double(3 * count), bytes: f32Bytes(count, count, count)))
+        }
+    }
+}

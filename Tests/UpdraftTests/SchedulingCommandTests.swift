@@ -1,0 +1,118 @@
+import XCTest
+@testable import Updraft
+
+/// `updraft plan` and `updraft devices` as a user runs them, in a subprocess. OCL_ICD_VENDORS pointed
+/// at an empty folder makes OpenCL unavailable (the ICD loader finds no platform), which must leave
+/// a CPU plan and a warning, never a failure.
+final class SchedulingCommandTests: XCTestCase {
+    /// One calibration cache for the class: the host is measured once.
+    private static let cacheDirectory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("updraft-cli-cache-\(UUID().uuidString)", isDirectory: true)
+    private static let emptyVendors = FileManager.default.temporaryDirectory
+        .appendingPathComponent("updraft-no-icd-\(UUID().uuidString)", isDirectory: true)
+
+    override class func tearDown() {
+        try? FileManager.default.removeItem(at: cacheDirectory)
+        try? FileManager.default.removeItem(at: emptyVendors)
+    }
+
+    struct Run { var status: Int32; var stdout: String; var stderr: String }
+
+    /// Runs the `updraft` built next to this test bundle.
+    private func updraft(_ arguments: [String], environment extra: [String: String] = [:],
+                         file: StaticString = #filePath, line: UInt = #line) throws -> Run {
+        // The test runner lives in the build folder (.build/debug/UpdraftPackageTests.xctest).
+        let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
+                          Bundle.main.bundleURL.deletingLastPathComponent()]
+            .compactMap { $0 }.map { $0.appendingPathComponent("updraft") }
+        guard let binary = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            XCTFail("the updraft executable is not built next to the tests (\(candidates.map(\.path))); run `swift build` first",
+                    file: file, line: line)
+            throw XCTSkip("no updraft binary")
+        }
+        try FileManager.default.createDirectory(at: Self.emptyVendors, withIntermediateDirectories: true)
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: DevicePin.environmentVariable)
+        env[CalibrationCache.directoryVariable] = Self.cacheDirectory.path
+        env.merge(extra) { $1 }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                   stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    private var noOpenCL: [String: String] { ["OCL_ICD_VENDORS": Self.emptyVendors.path] }
+    private var model: String { Fixtures.url("conv_image_classifier.mlmodel").path }
+
+    func testPlanWithoutOpenCLFallsBackToTheCPUWithAWarning() throws {
+        let run = try updraft(["plan", model, "--batch-size", "4"], environment: noOpenCL)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("all on cpu"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("Total per batch"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("warning: no OpenCL platform or device found; planning with the CPU only"), run.stderr)
+
+        let json = try updraft(["plan", model, "--json", "--compute-units", "cpuAndGPU"], environment: noOpenCL)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(object["computeUnits"] as? String, "cpuAndGPU")
+        XCTAssertEqual(object["isSplit"] as? Bool, false)
+        XCTAssertEqual((object["tailDevice"] as? [String: Any])?["name"] as? String, HostInfo.current.cpuName)
+        // The batch size defaults to the model's miniBatchSize.
+        let graph = try NetworkGraph(model: CoreMLModel(contentsOf: Fixtures.url("conv_image_classifier.mlmodel")))
+        let expected = graph.updateParameters?.optimizer?.miniBatchSize.map { Int($0.defaultValue) } ?? 8
+        XCTAssertEqual(object["batchSize"] as? Int, expected)
+        XCTAssertEqual((object["warnings"] as? [String])?.count, 1)
+    }
+
+    func testPinningAnUnknownDeviceListsTheDevices() throws {
+        let option = try updraft(["plan", model, "--device", "0"], environment: noOpenCL)
+        XCTAssertEqual(option.status, 1)
+        XCTAssertTrue(option.stderr.contains("--device names OpenCL device #0, which does not exist"), option.stderr)
+        XCTAssertTrue(option.stderr.contains("cpu (the host CPU backend)"), option.stderr)
+        XCTAssertTrue(option.stderr.contains("no OpenCL platform"), option.stderr)
+
+        var env = noOpenCL
+        env[DevicePin.environmentVariable] = "no-such-gpu"
+        let variable = try updraft(["plan", model], environment: env)
+        XCTAssertEqual(variable.status, 1)
+        XCTAssertTrue(variable.stderr.contains("UPDRAFT_DEVICE 'no-such-gpu' matches no device"), variable.stderr)
+        // The option wins over the variable.
+        let pinned = try updraft(["plan", model, "--device", "cpu"], environment: env)
+        XCTAssertEqual(pinned.status, 0, pinned.stderr)
+        XCTAssertTrue(pinned.stdout.contains("device pinned by --device to cpu"), pinned.stdout)
+    }
+
+    func testBadComputeUnitsIsAUsageError() throws {
+        let run = try updraft(["plan", model, "--compute-units", "gpuOnly"], environment: noOpenCL)
+        XCTAssertEqual(run.status, 2)
+        XCTAssertTrue(run.stderr.contains("cpuOnly, cpuAndGPU, all"), run.stderr)
+    }
+
+    func testDevicesWithoutOpenCLStillShowsThePicks() throws {
+        let run = try updraft(["devices"], environment: noOpenCL)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.hasPrefix("CPU: "), run.stdout)
+        XCTAssertTrue(run.stdout.contains("OpenCL: no OpenCL platform or device found"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("Typical workload: SqueezeNet 1.1"), run.stdout)
+        for units in ComputeUnits.allCases {
+            XCTAssertNotNil(run.stdout.range(of: "\(units.rawValue) +all on cpu", options: .regularExpression), run.stdout)
+        }
+        let json = try updraft(["devices", "--json"], environment: noOpenCL)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual((object["opencl"] as? [Any])?.count, 0)
+        XCTAssertNotNil(object["openclProblem"])
+        let choices = try XCTUnwrap((object["scheduling"] as? [String: Any])?["choices"] as? [[String: Any]])
+        XCTAssertEqual(choices.map { $0["computeUnits"] as? String }, ComputeUnits.allCases.map(\.rawValue))
+        XCTAssertTrue(choices.allSatisfy { $0["tailDevice"] as? String == "cpu" })
+    }
+}
