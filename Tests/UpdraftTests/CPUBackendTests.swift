@@ -321,6 +321,45 @@ final class CPUBackendTests: XCTestCase {
         XCTAssertThrowsError(try be.adamStep(adam, step: 0, parameter: wb, gradient: gb, m: mb, v: sb, count: count))
     }
 
+    // MARK: Concurrent use
+
+    /// Two backends running convolutions and inner products at once (as data-parallel replicas do)
+    /// get the right answers, and OpenBLAS's thread count is back to what it was afterwards.
+    func testConcurrentBackendsAgreeAndRestoreBLASThreads() throws {
+        let before = CPUKernels.blasThreadCount
+        let g = try ConvolutionSpec(inputChannels: 16, outputChannels: 24, kernelH: 3, kernelW: 3,
+                                    padding: .same(.bottomRightHeavy)).geometry(input: [4, 16, 12, 12])
+        let ip = try InnerProductSpec(inputChannels: 300, outputChannels: 250, hasBias: false).geometry(input: [64, 300])
+        let x = random(g.inputShape.count, seed: 170), w = random(g.weightShape.count, seed: 171), b = random(24, seed: 172)
+        let ipx = random(64 * 300, seed: 173), ipw = random(250 * 300, seed: 174)
+        let expected = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: double(b))
+        let ipExpected = try Reference.innerProductForward(ip, input: double(ipx), weights: double(ipw), bias: nil)
+        let backends = [CPUBackend(), CPUBackend()]
+        var results = [[Float]](repeating: [], count: 2), ipResults = results
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            do {
+                let be = backends[i]
+                let y = try be.makeBuffer(count: g.outputShape.count), ipy = try be.makeBuffer(count: 64 * 250)
+                for _ in 0..<5 {
+                    try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w),
+                                              bias: try be.makeBuffer(b), output: y, fusedReLU: false)
+                    try be.innerProductForward(ip, input: try be.makeBuffer(ipx), weights: try be.makeBuffer(ipw),
+                                               bias: nil, output: ipy)
+                }
+                let (r, q) = (try be.download(y), try be.download(ipy))
+                lock.lock(); results[i] = r; ipResults[i] = q; lock.unlock()
+            } catch {
+                XCTFail("backend \(i): \(error)")
+            }
+        }
+        for i in 0..<2 {
+            assertClose(results[i], expected, "concurrent convolution \(i)")
+            assertClose(ipResults[i], ipExpected, "concurrent inner product \(i)")
+        }
+        XCTAssertEqual(CPUKernels.blasThreadCount, before)
+    }
+
     // MARK: Memory and errors
 
     func testMemoryOps() throws {

@@ -1,4 +1,5 @@
 import COpenBLAS
+import Foundation
 
 /// The small building blocks the CPU backend's ops share: a row-major SGEMM wrapper, OpenBLAS thread
 /// control and SIMD reductions. Free functions over raw pointers, so the op files read as loop nests.
@@ -24,15 +25,32 @@ enum CPUKernels {
 
     /// Runs `body` with OpenBLAS limited to one thread, then restores the previous count. The backend
     /// runs every GEMM this way and splits the work over its own threads (by image, or by blocks of
-    /// the output): OpenBLAS's workers spin for a while after each threaded call, and would compete
-    /// with the element-wise loops that follow. The count is process-wide; nothing else here uses BLAS.
+    /// the output), so OpenBLAS's workers never add threads beside ours. The count is process-wide:
+    /// calls that overlap (several backends, data-parallel replicas) share one reference-counted
+    /// setting, restored when the last of them ends.
     static func withSingleThreadedBLAS<R>(_ body: () throws -> R) rethrows -> R {
-        let previous = openblas_get_num_threads()
-        if previous == 1 { return try body() }
-        openblas_set_num_threads(1)
-        defer { openblas_set_num_threads(previous) }
+        blasLock.lock()
+        if blasHolders == 0 {
+            blasSavedThreads = openblas_get_num_threads()
+            if blasSavedThreads != 1 { openblas_set_num_threads(1) }
+        }
+        blasHolders += 1
+        blasLock.unlock()
+        defer {
+            blasLock.lock()
+            blasHolders -= 1
+            if blasHolders == 0, blasSavedThreads != 1 { openblas_set_num_threads(blasSavedThreads) }
+            blasLock.unlock()
+        }
         return try body()
     }
+
+    /// OpenBLAS's current thread count (for tests).
+    static var blasThreadCount: Int { Int(openblas_get_num_threads()) }
+
+    private static let blasLock = NSLock()
+    nonisolated(unsafe) private static var blasHolders = 0
+    nonisolated(unsafe) private static var blasSavedThreads: Int32 = 1
 
     /// The sum of `count` floats, with eight independent partial sums (vectorised; more accurate than
     /// one running sum).
