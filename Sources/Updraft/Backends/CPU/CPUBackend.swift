@@ -14,7 +14,7 @@ import Foundation
 /// GEMMs itself: a convolution gives each thread a slice of the batch (`CPUConvolutionSchedule`), an
 /// inner product or a single-image convolution splits the output matrix into row or column blocks
 /// (`parallelSGEMM`). Measured on the 2-core build machine (release build, SqueezeNet shapes at batch
-/// 64): batch slices did 5-15% more GFLOP per CPU-second than threading each GEMM, and up to 1.5x
+/// 64): batch slices did 5-30% more GFLOP per CPU-second than threading each GEMM, and up to 1.7x
 /// the wall-clock rate; splitting one big GEMM ourselves matched OpenBLAS's own threads.
 ///
 /// Calls from several threads are safe: ops that use the scratch workspaces take a lock (and so run
