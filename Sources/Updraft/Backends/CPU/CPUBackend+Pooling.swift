@@ -71,6 +71,39 @@ extension CPUBackend {
         return best
     }
 
+    /// One window tap for the outputs [lo, hi) of a row: o[ow] = max(o[ow], tap[ow * stride]) (the
+    /// later tap replaces only when strictly greater, as in the window loop) or o[ow] += tap[ow * stride].
+    /// Strides 1 and 2 run eight outputs at a time; every load stays inside the taps the row reads.
+    @inline(__always)
+    private static func poolTap(_ o: UnsafeMutablePointer<Float>, _ tap: UnsafeMutablePointer<Float>,
+                                _ lo: Int, _ hi: Int, stride: Int, max isMax: Bool) {
+        var ow = lo
+        let out = UnsafeMutableRawPointer(o), src = UnsafeRawPointer(tap)
+        @inline(__always) func combine(_ v: SIMD8<Float>) {
+            let a = out.loadUnaligned(fromByteOffset: ow * 4, as: SIMD8<Float>.self)
+            out.storeBytes(of: isMax ? a.replacing(with: v, where: v .> a) : a + v, toByteOffset: ow * 4, as: SIMD8<Float>.self)
+        }
+        if stride == 1 {
+            while ow + 8 <= hi {
+                combine(src.loadUnaligned(fromByteOffset: ow * 4, as: SIMD8<Float>.self))
+                ow += 8
+            }
+        } else if stride == 2 {
+            // 16 consecutive floats hold 8 taps in their even lanes; the odd lane after the last one
+            // is read too, so stop while it is still before the row's last tap.
+            while ow + 8 < hi {
+                combine(src.loadUnaligned(fromByteOffset: 2 * ow * 4, as: SIMD16<Float>.self).evenHalf)
+                ow += 8
+            }
+        }
+        // The rest one at a time (wrapping index arithmetic: the range is known to be in bounds).
+        if isMax {
+            while ow < hi { let v = tap[ow &* stride], a = o[ow]; o[ow] = v > a ? v : a; ow &+= 1 }
+        } else {
+            while ow < hi { o[ow] += tap[ow &* stride]; ow &+= 1 }
+        }
+    }
+
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g)
         let x = try pointer(input, g.inputShape.count, "pooling input")
@@ -78,25 +111,47 @@ extension CPUBackend {
         let (r, c) = axes(g)
         defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        let (kW, sw, pl) = (g.kernelW, g.strideW, g.padLeft)
         let isMax = g.kind == .max
+        // Columns whose window lies wholly inside the image: there each output row is computed tap by
+        // tap across all its columns at once (branch-free, vectorisable), keeping each window's
+        // row-major order, so the result is the same as the window-by-window loop used at the edges.
+        var inLo = 0
+        while inLo < Wo && c.hi[inLo] - c.lo[inLo] != kW { inLo += 1 }
+        var inHi = inLo
+        while inHi < Wo && c.hi[inHi] - c.lo[inHi] == kW { inHi += 1 }
+        let (lo, hi) = (inLo, inHi)
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
             for p in planes {
                 let plane = x + p * H * W, out = y + p * Ho * Wo
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
-                    for ow in 0..<Wo {
+                    let o = out + oh * Wo
+                    guard r0 < r1 else { o.update(repeating: 0, count: Wo); continue }
+                    for ow in 0..<Wo where ow < lo || ow >= hi {
                         let (c0, c1) = (c.lo[ow], c.hi[ow])
-                        guard r0 < r1, c0 < c1 else { out[oh * Wo + ow] = 0; continue }
+                        guard c0 < c1 else { o[ow] = 0; continue }
                         if isMax {
-                            out[oh * Wo + ow] = plane[Self.argMax(plane, width: W, r0, r1, c0, c1)]
+                            o[ow] = plane[Self.argMax(plane, width: W, r0, r1, c0, c1)]
                         } else {
                             var sum: Float = 0
                             for ih in r0..<r1 {
                                 let row = plane + ih * W
                                 for iw in c0..<c1 { sum += row[iw] }
                             }
-                            out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
+                            o[ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
                         }
+                    }
+                    guard lo < hi else { continue }
+                    let first = plane + r0 * W - pl  // tap (r0, 0) of window ow is first[ow * sw]
+                    for ow in lo..<hi { o[ow] = first[ow &* sw] }
+                    for ih in r0..<r1 {
+                        for kw in 0..<kW where ih > r0 || kw > 0 {
+                            Self.poolTap(o, plane + ih * W + kw - pl, lo, hi, stride: sw, max: isMax)
+                        }
+                    }
+                    if !isMax {
+                        for ow in lo..<hi { o[ow] /= Float(r.divisor[oh] * c.divisor[ow]) }
                     }
                 }
             }
