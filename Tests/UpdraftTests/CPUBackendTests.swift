@@ -175,6 +175,76 @@ final class CPUBackendTests: XCTestCase {
         }
     }
 
+    /// Max pooling's vectorised forward against one row-major scan, bit for bit: NaN first elements
+    /// stay, later NaNs never win, -0 and +0 tie with the first one kept, -infinity everywhere; at widths
+    /// that take the stride-1, stride-2 and gathered vector paths and their scalar borders. Average
+    /// windows that never overlap (written, not added), covering the plane or not.
+    func testPoolingVectorPathsExactly() throws {
+        let specs: [(PoolingSpec, Shape)] = [
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                         padding: .includeLastPixel(height: 0, width: 0)), [2, 3, 21, 40]),
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [1, 2, 19, 37]),
+            // The last vector block of each row reads one float past it: past the buffer on the last row.
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [1, 1, 7, 33]),
+            (PoolingSpec(kind: .max, kernelH: 2, kernelW: 3, strideH: 1, strideW: 1, padding: .same(.topLeftHeavy)), [2, 2, 9, 29]),
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 2, strideH: 2, strideW: 3,
+                         padding: .valid(top: 1, bottom: 0, left: 2, right: 1)), [1, 3, 11, 61]),
+            (PoolingSpec(kind: .max, global: true), [2, 3, 5, 17]),
+            (PoolingSpec(kind: .average, kernelH: 2, kernelW: 2, strideH: 3, strideW: 3), [2, 2, 10, 20]),
+            (PoolingSpec(kind: .average, kernelH: 2, kernelW: 3, strideH: 2, strideW: 3), [2, 2, 8, 21]),
+        ]
+        let levels: [Float] = [-1, -0.0, 0, 1, .nan, -.infinity, 2]
+        let be = CPUBackend()
+        for (i, (spec, shape)) in specs.enumerated() {
+            let g = try spec.geometry(input: shape)
+            var rng = SplitMix64(seed: UInt64(200 + i))
+            let x = (0..<shape.count).map { _ in levels[Int(rng.next() % UInt64(levels.count))] }
+            let xb = try be.makeBuffer(x)
+            let yb = try be.makeBuffer([Float](repeating: 9, count: g.outputShape.count))
+            try be.poolingForward(g, input: xb, output: yb)
+            let y = try be.download(yb), expected = try Reference.poolingForward(g, input: double(x))
+            if spec.kind == .max {
+                for (j, (a, e)) in zip(y, expected).enumerated() where !(a.isNaN && e.isNaN) && a.bitPattern != Float(e).bitPattern {
+                    XCTFail("max pooling \(i) y[\(j)] = \(a), expected \(e)")
+                    break
+                }
+            } else {
+                let finite = (0..<shape.count).map { _ in rng.nextFloat(in: -1...1) }
+                let fb = try be.makeBuffer(finite), dy = random(g.outputShape.count, seed: UInt64(220 + i))
+                let dxb = try be.makeBuffer([Float](repeating: 9, count: g.inputShape.count))
+                try be.poolingForward(g, input: fb, output: yb)
+                assertClose(try be.download(yb), try Reference.poolingForward(g, input: double(finite)), "average pooling \(i) y")
+                try be.poolingBackward(g, input: fb, output: yb, outputGradient: try be.makeBuffer(dy), inputGradient: dxb)
+                assertClose(try be.download(dxb), try Reference.poolingBackward(g, input: double(finite), outputGradient: double(dy)),
+                            "average pooling \(i) dx")
+            }
+        }
+    }
+
+    // MARK: Work splitting
+
+    /// Every item runs exactly once, whatever the thread count and grain, and worker indices stay
+    /// below the worker count (they pick per-worker scratch).
+    func testParallelLoopsCoverEveryItemOnce() {
+        for threads in [1, 2, 3] {
+            let be = CPUBackend(threads: threads)
+            for (count, grain) in [(0, 1), (1, 1), (7, 1), (100, 10), (100_003, 1 << 12), (50, 1 << 15)] {
+                let hits = UnsafeMutablePointer<Int>.allocate(capacity: max(1, count))
+                hits.initialize(repeating: 0, count: max(1, count))
+                defer { hits.deallocate() }
+                be.parallelChunks(count, grain: grain) { r in for i in r { hits[i] += 1 } }
+                XCTAssertTrue((0..<count).allSatisfy { hits[$0] == 1 }, "parallelChunks \(count)/\(grain), \(threads) threads")
+                let workers = UnsafeMutablePointer<Int>.allocate(capacity: max(1, count))
+                defer { workers.deallocate() }
+                hits.update(repeating: 0, count: count)
+                be.dynamicForEach(count, workers: 4) { t, i in hits[i] += 1; workers[i] = t }
+                XCTAssertTrue((0..<count).allSatisfy { hits[$0] == 1 }, "dynamicForEach \(count), \(threads) threads")
+                XCTAssertTrue((0..<count).allSatisfy { workers[$0] >= 0 && workers[$0] < min(4, threads) },
+                              "dynamicForEach worker indices, \(threads) threads")
+            }
+        }
+    }
+
     // MARK: Streaming ops at sizes that split over threads, and in place
 
     func testActivationsLargeAndInPlace() throws {

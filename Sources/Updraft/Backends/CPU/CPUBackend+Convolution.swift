@@ -65,16 +65,17 @@ extension CPUBackend {
         return even || macs < Self.imageThreadsBelowMACs ? .imageThreads : .gemmThreads
     }
 
-    /// Runs `body(worker, images)` over the batch as the schedule says; `parallelInner` tells the body
-    /// whether it may split its own loops over threads.
-    private func forEachImageSlice(_ schedule: CPUConvolutionSchedule, batch: Int,
-                                   _ body: (_ worker: Int, _ images: Range<Int>, _ parallelInner: Bool) -> Void) {
+    /// Runs `body(worker, image, parallelInner)` for every image of the batch as the schedule says;
+    /// `parallelInner` tells the body whether it may split its own loops over threads. Under
+    /// `imageThreads` each worker takes the next image nobody has taken yet, so a core slowed by other
+    /// work on the machine takes fewer images instead of holding the others up at the end; what each
+    /// image produces does not depend on which worker ran it.
+    private func forEachImage(_ schedule: CPUConvolutionSchedule, batch: Int,
+                              _ body: (_ worker: Int, _ image: Int, _ parallelInner: Bool) -> Void) {
         CPUKernels.withSingleThreadedBLAS {
-            let pieces = workerCount(schedule, batch: batch)
-            guard pieces > 1 else { body(0, 0..<batch, true); return }
-            DispatchQueue.concurrentPerform(iterations: pieces) { t in
-                body(t, (batch * t / pieces)..<(batch * (t + 1) / pieces), false)
-            }
+            let workers = workerCount(schedule, batch: batch)
+            guard workers > 1 else { for n in 0..<batch { body(0, n, true) }; return }
+            dynamicForEach(batch, workers: workers) { t, n in body(t, n, false) }
         }
     }
 
@@ -94,22 +95,20 @@ extension CPUBackend {
         let schedule = schedule(for: g)
         withWorkspaces { ws in
             let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
-            forEachImageSlice(schedule, batch: g.batch) { t, images, parallelInner in
-                for n in images {
-                    for grp in 0..<G {
-                        let xg = x + (n * g.inChannels + grp * cinG) * inPlane
-                        var operand = UnsafePointer(xg)
-                        if !direct {
-                            im2col(g, image: xg, col: cols[t], parallel: parallelInner)
-                            operand = UnsafePointer(cols[t])
-                        }
-                        parallelSGEMM(m: M, n: S, k: K, a: w + grp * M * K, lda: K, b: operand, ldb: S,
-                                      c: y + (n * g.outChannels + grp * M) * S, ldc: S, parallel: parallelInner)
+            forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
+                for grp in 0..<G {
+                    let xg = x + (n * g.inChannels + grp * cinG) * inPlane
+                    var operand = UnsafePointer(xg)
+                    if !direct {
+                        im2col(g, image: xg, col: cols[t], parallel: parallelInner)
+                        operand = UnsafePointer(cols[t])
                     }
-                    if b != nil || fusedReLU {
-                        biasReLU(y + n * g.outChannels * S, channels: g.outChannels, spatial: S, bias: b,
-                                 relu: fusedReLU, parallel: parallelInner)
-                    }
+                    parallelSGEMM(m: M, n: S, k: K, a: w + grp * M * K, lda: K, b: operand, ldb: S,
+                                  c: y + (n * g.outChannels + grp * M) * S, ldc: S, parallel: parallelInner)
+                }
+                if b != nil || fusedReLU {
+                    biasReLU(y + n * g.outChannels * S, channels: g.outChannels, spatial: S, bias: b,
+                             relu: fusedReLU, parallel: parallelInner)
                 }
             }
         }
@@ -145,16 +144,14 @@ extension CPUBackend {
         let schedule = schedule(for: g)
         withWorkspaces { ws in
             let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
-            forEachImageSlice(schedule, batch: g.batch) { t, images, parallelInner in
-                for n in images {
-                    for grp in 0..<G {
-                        let dxg = x(dx, n, grp)
-                        let target = direct ? dxg : cols[t]
-                        parallelSGEMM(transA: true, m: K, n: S, k: M, a: w + grp * M * K, lda: K,
-                                      b: dy + (n * g.outChannels + grp * M) * S, ldb: S, c: target, ldc: S,
-                                      parallel: parallelInner)
-                        if !direct { col2im(g, col: cols[t], image: dxg, parallel: parallelInner) }
-                    }
+            forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
+                for grp in 0..<G {
+                    let dxg = x(dx, n, grp)
+                    let target = direct ? dxg : cols[t]
+                    parallelSGEMM(transA: true, m: K, n: S, k: M, a: w + grp * M * K, lda: K,
+                                  b: dy + (n * g.outChannels + grp * M) * S, ldb: S, c: target, ldc: S,
+                                  parallel: parallelInner)
+                    if !direct { col2im(g, col: cols[t], image: dxg, parallel: parallelInner) }
                 }
             }
         }
@@ -179,29 +176,40 @@ extension CPUBackend {
         if g.batch == 0 { dw.update(repeating: 0, count: weightCount) }
         withWorkspaces { ws in
             let colCount = direct ? 0 : K * S
-            // Worker 0 sums into dw; the others into a private copy after their columns, added at the end.
             let workers = workerCount(schedule, batch: g.batch)
-            let scratch = ws.prefix(workers).enumerated().map { t, w in w.floats(colCount + (t == 0 ? 0 : weightCount)) }
-            forEachImageSlice(schedule, batch: g.batch) { t, images, parallelInner in
-                let sums = t == 0 ? dw : scratch[t] + colCount
-                for (i, n) in images.enumerated() {
-                    for grp in 0..<G {
-                        let xg = x + (n * g.inChannels + grp * cinG) * inPlane
-                        var operand = UnsafePointer(xg)
-                        if !direct {
-                            im2col(g, image: xg, col: scratch[t], parallel: parallelInner)
-                            operand = UnsafePointer(scratch[t])
+            let cols = ws.prefix(workers).map { $0.floats(colCount) }
+            // The batch in fixed runs of images, each summed into its own buffer (run 0 into dw), then
+            // the runs added in order: the result does not depend on which worker took which run, and
+            // with a few runs per worker a worker slowed by other load takes fewer.
+            let runs = workers > 1 ? min(g.batch, 4 * workers) : 1
+            let partials = partialSums.floats((runs - 1) * weightCount)
+            let sums = { (run: Int) in run == 0 ? dw : partials + (run - 1) * weightCount }
+            let images = { (run: Int) in (g.batch * run / runs)..<(g.batch * (run + 1) / runs) }
+            CPUKernels.withSingleThreadedBLAS {
+                let body = { (t: Int, run: Int, parallelInner: Bool) in
+                    for (i, n) in images(run).enumerated() {
+                        for grp in 0..<G {
+                            let xg = x + (n * g.inChannels + grp * cinG) * inPlane
+                            var operand = UnsafePointer(xg)
+                            if !direct {
+                                self.im2col(g, image: xg, col: cols[t], parallel: parallelInner)
+                                operand = UnsafePointer(cols[t])
+                            }
+                            self.parallelSGEMM(transB: true, m: M, n: K, k: S, a: dy + (n * g.outChannels + grp * M) * S,
+                                               lda: S, b: operand, ldb: S, beta: i == 0 ? 0 : 1,
+                                               c: sums(run) + grp * M * K, ldc: K, parallel: parallelInner)
                         }
-                        parallelSGEMM(transB: true, m: M, n: K, k: S, a: dy + (n * g.outChannels + grp * M) * S, lda: S,
-                                      b: operand, ldb: S, beta: i == 0 ? 0 : 1, c: sums + grp * M * K, ldc: K,
-                                      parallel: parallelInner)
                     }
                 }
+                if workers > 1 {
+                    dynamicForEach(runs, workers: workers) { t, run in body(t, run, false) }
+                } else {
+                    body(0, 0, true)
+                }
             }
-            if workers > 1 {
-                let partials = (1..<workers).map { scratch[$0] + colCount }
+            if runs > 1 {
                 chunks(weightCount, grain: CPUParallel.elementGrain, parallel: true) { r in
-                    for p in partials { for i in r { dw[i] += p[i] } }
+                    for run in 1..<runs { CPUKernels.map(r, dw, sums(run), into: dw, +) }
                 }
             }
         }
@@ -227,32 +235,71 @@ extension CPUBackend {
         return (lo, hi)
     }
 
+    /// The output rows [lo, hi) whose input row `oh*strideH + offset` lies inside [0, height).
+    @inline(__always)
+    private func validRows(_ g: ConvGeometry, offset: Int) -> (Int, Int) {
+        let lo = min(g.outHeight, max(0, CPUKernels.ceilDiv(-offset, g.strideH)))
+        let hi = min(g.outHeight, max(lo, CPUKernels.ceilDiv(g.inHeight - offset, g.strideH)))
+        return (lo, hi)
+    }
+
     /// Fills col [K, S] from the Cin/G channels of one group of one image (`image` points at its first channel).
+    ///
+    /// With stride 1 and output width = input width (3x3 "same" convolutions), the row of tap (kh, kw)
+    /// is the plane shifted by a constant: one contiguous copy, then zeros over the rows and columns
+    /// that fall outside the input. Otherwise row by row, stride 2 with vector loads.
     func im2col(_ g: ConvGeometry, image: UnsafeMutablePointer<Float>, col: UnsafeMutablePointer<Float>, parallel: Bool) {
         let (H, W, Ho, Wo, kH, kW) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth, g.kernelH, g.kernelW)
         let (sh, sw, S) = (g.strideH, g.strideW, Ho * Wo)
         let channels = g.inChannels / g.groups
+        let shifted = sh == 1 && sw == 1 && Wo == W
         chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, kH * kW * S)), parallel: parallel) { cs in
             for c in cs {
-                let plane = image + c * H * W
+                let plane = UnsafePointer(image + c * H * W), planeEnd = plane + H * W
                 for kh in 0..<kH {
                     let rowOffset = kh * g.dilationH - g.padTop
+                    let (ohLo, ohHi) = validRows(g, offset: rowOffset)
                     for kw in 0..<kW {
                         let colOffset = kw * g.dilationW - g.padLeft
                         let (lo, hi) = validColumns(g, offset: colOffset)
                         let row = col + ((c * kH + kh) * kW + kw) * S
-                        for oh in 0..<Ho {
+                        row.update(repeating: 0, count: ohLo * Wo)
+                        (row + ohHi * Wo).update(repeating: 0, count: S - ohHi * Wo)
+                        guard ohLo < ohHi else { continue }
+                        if shifted {
+                            // col[s] = plane[s + shift] wherever the tap is inside the input; the copy is
+                            // clipped to the plane, and whatever it leaves or wrongly takes lies in the
+                            // border columns, zeroed next.
+                            let shift = rowOffset * W + colOffset
+                            let s0 = max(ohLo * Wo, -shift), s1 = min(ohHi * Wo, H * W - shift)
+                            if s0 < s1 { (row + s0).update(from: plane + s0 + shift, count: s1 - s0) }
+                            if lo > 0 || hi < Wo {
+                                for oh in ohLo..<ohHi {
+                                    let out = row + oh * Wo
+                                    for ow in 0..<lo { out[ow] = 0 }
+                                    for ow in hi..<Wo { out[ow] = 0 }
+                                }
+                            }
+                            continue
+                        }
+                        for oh in ohLo..<ohHi {
                             let out = row + oh * Wo
-                            let ih = oh * sh + rowOffset
-                            guard ih >= 0, ih < H else { out.update(repeating: 0, count: Wo); continue }
-                            let src = plane + ih * W + colOffset
-                            if lo > 0 { out.update(repeating: 0, count: lo) }
+                            let src = plane + (oh * sh + rowOffset) * W + colOffset
+                            out.update(repeating: 0, count: lo)
                             if sw == 1 {
                                 (out + lo).update(from: src + lo, count: hi - lo)
                             } else {
-                                for ow in lo..<hi { out[ow] = src[ow * sw] }
+                                var ow = lo
+                                if sw == 2 {
+                                    // Eight floats read for four kept: the last must still be in the plane.
+                                    while ow + 4 <= hi, src + 2 * ow + 8 <= planeEnd {
+                                        CPUKernels.store4(CPUKernels.loadEven4(src + 2 * ow), out + ow)
+                                        ow += 4
+                                    }
+                                }
+                                while ow < hi { out[ow] = src[ow * sw]; ow += 1 }
                             }
-                            if hi < Wo { (out + hi).update(repeating: 0, count: Wo - hi) }
+                            (out + hi).update(repeating: 0, count: Wo - hi)
                         }
                     }
                 }

@@ -18,14 +18,15 @@ extension CPUBackend {
         try requireCount(count, "\(a)")
         let x = try pointer(input, count, "\(a) input")
         let y = try pointer(output, count, "\(a) output")
+        let zero = SIMD4<Float>()
         switch a {
         case .relu:
             parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                for i in r { y[i] = x[i] > 0 ? x[i] : 0 }
+                CPUKernels.map(r, x, into: y) { v in zero.replacing(with: v, where: v .> 0) }
             }
         case let .leakyReLU(alpha):
             parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                for i in r { let v = x[i]; y[i] = v > 0 ? v : alpha * v }
+                CPUKernels.map(r, x, into: y) { v in (alpha * v).replacing(with: v, where: v .> 0) }
             }
         case .sigmoid:
             parallelChunks(count, grain: CPUParallel.transcendentalGrain) { r in
@@ -37,7 +38,7 @@ extension CPUBackend {
             }
         case let .linear(alpha, beta):
             parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                for i in r { y[i] = alpha * x[i] + beta }
+                CPUKernels.map(r, x, into: y) { v in alpha * v + beta }
             }
         }
     }
@@ -49,18 +50,19 @@ extension CPUBackend {
         let y = try pointer(output, count, "\(a) output")
         let dy = try pointer(outputGradient, count, "\(a) output gradient")
         let dx = try pointer(inputGradient, count, "\(a) input gradient")
+        let zero = SIMD4<Float>()
         parallelChunks(count, grain: CPUParallel.elementGrain) { r in
             switch a {
             case .relu:
-                for i in r { dx[i] = x[i] > 0 ? dy[i] : 0 }
+                CPUKernels.map(r, x, dy, into: dx) { v, d in zero.replacing(with: d, where: v .> 0) }
             case let .leakyReLU(alpha):
-                for i in r { let d = dy[i]; dx[i] = x[i] > 0 ? d : alpha * d }
+                CPUKernels.map(r, x, dy, into: dx) { v, d in (alpha * d).replacing(with: d, where: v .> 0) }
             case .sigmoid:
-                for i in r { let v = y[i]; dx[i] = dy[i] * v * (1 - v) }
+                CPUKernels.map(r, y, dy, into: dx) { v, d in d * v * (1 - v) }
             case .tanh:
-                for i in r { let v = y[i]; dx[i] = dy[i] * (1 - v * v) }
+                CPUKernels.map(r, y, dy, into: dx) { v, d in d * (1 - v * v) }
             case let .linear(alpha, _):
-                for i in r { dx[i] = alpha * dy[i] }
+                CPUKernels.map(r, dy, into: dx) { d in alpha * d }
             }
         }
     }
@@ -72,8 +74,8 @@ extension CPUBackend {
         let y = try pointer(output, count, "element-wise output")
         parallelChunks(count, grain: CPUParallel.elementGrain) { r in
             switch op {
-            case .add: for i in r { y[i] = pa[i] + pb[i] }
-            case .multiply: for i in r { y[i] = pa[i] * pb[i] }
+            case .add: CPUKernels.map(r, pa, pb, into: y, +)
+            case .multiply: CPUKernels.map(r, pa, pb, into: y, *)
             }
         }
     }

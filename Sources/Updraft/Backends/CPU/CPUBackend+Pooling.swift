@@ -4,6 +4,17 @@
 // replaces), backward routes dy to it. Average: in-image sum / divisor, where the divisor counts the
 // in-image positions (excludePadding) or the positions inside the padded extent. An empty window
 // (padding >= kernel) yields 0 and passes no gradient.
+//
+// Max forward is separable and keeps that order exactly. Each input row first reduces its part of
+// every window column to two values: the window's first element in that row (`rowFirst[ih, ow]`) and
+// the first maximum of the row part's non-NaN values (`rowMax`, a scan from -infinity; -infinity when
+// there are none). Each output then scans, with "strictly greater replaces", from its window's very
+// first element through the `rowMax` of its rows, top to bottom. That picks the same element as one
+// row-major scan from the first element: a NaN first element stays, later NaNs never replace, and
+// among equal values (-0 and +0 included) the first in row-major order wins. Both passes are
+// branch-free SIMD: the vertical one over whole output rows, the horizontal one over the interior
+// columns (windows wholly inside the row) with stride-1, stride-2 or gathered vector loads; border
+// columns (clipped, ceil-mode or padded windows) take a scalar loop.
 extension CPUBackend {
     func validate(_ g: PoolGeometry) throws {
         try requireSizes(["batch": g.batch, "channels": g.channels, "input height": g.inHeight,
@@ -16,14 +27,19 @@ extension CPUBackend {
 
     /// The in-image span [lo, hi) of each window along one axis and its average-pooling divisor
     /// factor, as three rows of `outputs` integers in one allocation (read through raw pointers in the
-    /// hot loops). Freed by `deallocate`.
+    /// hot loops), and the interior: the outputs [interiorLo, interiorHi) whose window lies wholly
+    /// inside the input. Freed by `deallocate`.
     private struct PoolAxis {
         let lo: UnsafeMutablePointer<Int>, hi: UnsafeMutablePointer<Int>, divisor: UnsafeMutablePointer<Int>
+        let interiorLo: Int, interiorHi: Int
+        /// Every input position lies in some window.
+        let coversInput: Bool
 
         init(outputs: Int, input: Int, kernel: Int, stride: Int, padBefore: Int, padAfter: Int, excludePadding: Bool) {
             lo = UnsafeMutablePointer<Int>.allocate(capacity: max(1, 3 * outputs))
             hi = lo + outputs
             divisor = hi + outputs
+            var first = outputs, last = 0, reach = 0, gapless = true
             for o in 0..<outputs {
                 let start = o * stride - padBefore
                 let l = max(0, start), h = max(l, min(input, start + kernel))
@@ -34,7 +50,15 @@ extension CPUBackend {
                     let pl = max(-padBefore, start), ph = max(pl, min(input + padAfter, start + kernel))
                     divisor[o] = ph - pl
                 }
+                if start >= 0, start + kernel <= input { first = min(first, o); last = o + 1 }
+                if l < h {
+                    if l > reach { gapless = false }
+                    reach = max(reach, h)
+                }
             }
+            interiorLo = first
+            interiorHi = max(first, last)
+            coversInput = gapless && reach == input
         }
 
         func deallocate() { lo.deallocate() }
@@ -51,111 +75,205 @@ extension CPUBackend {
         max(1, CPUParallel.elementGrain / max(1, g.outHeight * g.outWidth * g.kernelH * g.kernelW + g.inHeight * g.inWidth))
     }
 
-    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
-    @inline(__always)
-    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
-                               _ c0: Int, _ c1: Int) -> Int {
-        var best = r0 * W + c0
-        var bestValue = plane[best]
-        var ih = r0
-        while ih < r1 {
-            let row = ih * W
-            var iw = c0
-            while iw < c1 {
-                let v = plane[row + iw]
-                if v > bestValue { best = row + iw; bestValue = v }
-                iw += 1
-            }
-            ih += 1
-        }
-        return best
-    }
-
-    /// One window tap for the outputs [lo, hi) of a row: o[ow] = max(o[ow], tap[ow * stride]) (the
-    /// later tap replaces only when strictly greater, as in the window loop) or o[ow] += tap[ow * stride].
-    /// Strides 1 and 2 run eight outputs at a time; every load stays inside the taps the row reads.
-    @inline(__always)
-    private static func poolTap(_ o: UnsafeMutablePointer<Float>, _ tap: UnsafeMutablePointer<Float>,
-                                _ lo: Int, _ hi: Int, stride: Int, max isMax: Bool) {
-        var ow = lo
-        let out = UnsafeMutableRawPointer(o), src = UnsafeRawPointer(tap)
-        @inline(__always) func combine(_ v: SIMD8<Float>) {
-            let a = out.loadUnaligned(fromByteOffset: ow * 4, as: SIMD8<Float>.self)
-            out.storeBytes(of: isMax ? a.replacing(with: v, where: v .> a) : a + v, toByteOffset: ow * 4, as: SIMD8<Float>.self)
-        }
-        if stride == 1 {
-            while ow + 8 <= hi {
-                combine(src.loadUnaligned(fromByteOffset: ow * 4, as: SIMD8<Float>.self))
-                ow += 8
-            }
-        } else if stride == 2 {
-            // 16 consecutive floats hold 8 taps in their even lanes; the odd lane after the last one
-            // is read too, so stop while it is still before the row's last tap.
-            while ow + 8 < hi {
-                combine(src.loadUnaligned(fromByteOffset: 2 * ow * 4, as: SIMD16<Float>.self).evenHalf)
-                ow += 8
-            }
-        }
-        // The rest one at a time (wrapping index arithmetic: the range is known to be in bounds).
-        if isMax {
-            while ow < hi { let v = tap[ow &* stride], a = o[ow]; o[ow] = v > a ? v : a; ow &+= 1 }
-        } else {
-            while ow < hi { o[ow] += tap[ow &* stride]; ow &+= 1 }
-        }
-    }
-
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g)
         let x = try pointer(input, g.inputShape.count, "pooling input")
         let y = try pointer(output, g.outputShape.count, "pooling output")
         let (r, c) = axes(g)
         defer { r.deallocate(); c.deallocate() }
+        if g.kind == .max {
+            maxPoolForward(g, x: x, y: y, rows: r, cols: c)
+        } else {
+            averagePoolForward(g, x: x, y: y, rows: r, cols: c)
+        }
+    }
+
+    // MARK: Max forward
+
+    /// `best` with each lane replaced by `v`'s where `v` is strictly greater (NaN never replaces, a NaN
+    /// `best` stays): one step of the row-major scan, four lanes at once (one maxps).
+    @inline(__always)
+    private static func fold(_ best: SIMD4<Float>, _ v: SIMD4<Float>) -> SIMD4<Float> {
+        best.replacing(with: v, where: v .> best)
+    }
+
+    private func maxPoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                rows r: PoolAxis, cols c: PoolAxis) {
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
-        let (kW, sw, pl) = (g.kernelW, g.strideW, g.padLeft)
-        let isMax = g.kind == .max
-        // Columns whose window lies wholly inside the image: there each output row is computed tap by
-        // tap across all its columns at once (branch-free, vectorisable), keeping each window's
-        // row-major order, so the result is the same as the window-by-window loop used at the edges.
-        var inLo = 0
-        while inLo < Wo && c.hi[inLo] - c.lo[inLo] != kW { inLo += 1 }
-        var inHi = inLo
-        while inHi < Wo && c.hi[inHi] - c.lo[inHi] == kW { inHi += 1 }
-        let (lo, hi) = (inLo, inHi)
+        let (kW, sw, padLeft) = (g.kernelW, g.strideW, g.padLeft)
+        let readEnd = UnsafePointer(x + g.inputShape.count)
+        // Rows some window reads (the windows' row spans are monotone).
+        let rowLo = Ho > 0 ? r.lo[0] : 0, rowHi = Ho > 0 ? max(rowLo, r.hi[Ho - 1]) : 0
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            // rowMax and rowFirst, [H, Wo] each, for one plane.
+            let scratch = UnsafeMutablePointer<Float>.allocate(capacity: max(1, 2 * H * Wo))
+            defer { scratch.deallocate() }
+            let rowMax = scratch, rowFirst = scratch + H * Wo
             for p in planes {
-                let plane = x + p * H * W, out = y + p * Ho * Wo
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
+                for ih in rowLo..<rowHi {
+                    Self.reduceRow(plane + ih * W, max: rowMax + ih * Wo, first: rowFirst + ih * Wo, outputs: Wo,
+                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft, readEnd: readEnd)
+                }
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
-                    let o = out + oh * Wo
-                    guard r0 < r1 else { o.update(repeating: 0, count: Wo); continue }
-                    for ow in 0..<Wo where ow < lo || ow >= hi {
-                        let (c0, c1) = (c.lo[ow], c.hi[ow])
-                        guard c0 < c1 else { o[ow] = 0; continue }
-                        if isMax {
-                            o[ow] = plane[Self.argMax(plane, width: W, r0, r1, c0, c1)]
+                    let dst = out + oh * Wo
+                    guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
+                    let first = UnsafePointer(rowFirst + r0 * Wo)
+                    // Four outputs at a time; a row whose width is not a multiple of 4 ends with a
+                    // block that overlaps the one before (the same outputs, recomputed).
+                    let threeRows = r1 - r0 == 3
+                    func block(_ ow: Int) {
+                        var acc = CPUKernels.load4(first + ow)
+                        if threeRows {
+                            // The common 3-row window, unrolled.
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + r0 * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 1) * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 2) * Wo + ow))
                         } else {
-                            var sum: Float = 0
-                            for ih in r0..<r1 {
-                                let row = plane + ih * W
-                                for iw in c0..<c1 { sum += row[iw] }
-                            }
-                            o[ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
+                            var ih = r0
+                            while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
                         }
+                        CPUKernels.store4(acc, dst + ow)
                     }
-                    guard lo < hi else { continue }
-                    let first = plane + r0 * W - pl  // tap (r0, 0) of window ow is first[ow * sw]
-                    for ow in lo..<hi { o[ow] = first[ow &* sw] }
-                    for ih in r0..<r1 {
-                        for kw in 0..<kW where ih > r0 || kw > 0 {
-                            Self.poolTap(o, plane + ih * W + kw - pl, lo, hi, stride: sw, max: isMax)
+                    if Wo >= 4 {
+                        var ow = 0
+                        while ow + 4 < Wo { block(ow); ow += 4 }
+                        block(Wo - 4)
+                    } else {
+                        for ow in 0..<Wo {
+                            var best = first[ow]
+                            var ih = r0
+                            while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
+                            dst[ow] = best
                         }
-                    }
-                    if !isMax {
-                        for ow in lo..<hi { o[ow] /= Float(r.divisor[oh] * c.divisor[ow]) }
                     }
                 }
             }
         }
+    }
+
+    /// For each window column ow, the first element of `row`'s part of it (`first[ow]`) and the
+    /// first maximum of that part's non-NaN values (`max[ow]`, -infinity if none); both 0 for a
+    /// column window with no in-image position.
+    @inline(__always)
+    private static func reduceRow(_ row: UnsafePointer<Float>, max dst: UnsafeMutablePointer<Float>,
+                                  first: UnsafeMutablePointer<Float>, outputs Wo: Int, cols c: PoolAxis,
+                                  kernel kW: Int, stride sw: Int, padLeft: Int, readEnd: UnsafePointer<Float>) {
+        // Border windows: clipped to the row, scalar.
+        func scalar(_ ow: Int) {
+            let (c0, c1) = (c.lo[ow], c.hi[ow])
+            guard c0 < c1 else { dst[ow] = 0; first[ow] = 0; return }
+            var best = -Float.infinity
+            var iw = c0
+            while iw < c1 { let v = row[iw]; if v > best { best = v }; iw += 1 }
+            dst[ow] = best
+            first[ow] = row[c0]
+        }
+        let floor = SIMD4<Float>(repeating: -.infinity)
+        var ow = 0
+        while ow < c.interiorLo { scalar(ow); ow += 1 }
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time,
+        // the last block overlapping the one before when the interior is not a multiple of 4 wide
+        // (the same outputs, recomputed). `fits(o)`: block o reads only memory of the input buffer.
+        func blocks(_ fits: (Int) -> Bool, _ body: (_ ow: Int, _ p: UnsafePointer<Float>) -> Void) {
+            guard c.interiorHi - ow >= 4 else { return }
+            while ow < c.interiorHi {
+                let o = min(ow, c.interiorHi - 4)
+                guard fits(o) else { return }
+                body(o, row + sw * o - padLeft)
+                ow = o + 4
+            }
+        }
+        switch sw {
+        case 1:
+            blocks({ _ in true }) { o, p in
+                let v0 = CPUKernels.load4(p)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.load4(p + k)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        case 2 where kW == 3:
+            // The common 3x3/2 window, unrolled: taps 0 and 1 are the even and odd lanes of one
+            // 8-wide load, tap 2 the even lanes of another (reading 10 floats).
+            blocks({ row + 2 * $0 - padLeft + 10 <= readEnd }) { o, p in
+                let pair = CPUKernels.load8(p)
+                let v0 = pair.evenHalf
+                let acc = fold(fold(fold(floor, v0), pair.oddHalf), CPUKernels.loadEven4(p + 2))
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        case 2:
+            // 8-wide loads keep their even lanes; the odd lane past the last one must still be memory
+            // of the input buffer.
+            blocks({ row + 2 * $0 - padLeft + kW + 7 <= readEnd }) { o, p in
+                let v0 = CPUKernels.loadEven4(p)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.loadEven4(p + k)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        default:
+            blocks({ _ in true }) { o, p in
+                let v0 = CPUKernels.gather4(p, stride: sw)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.gather4(p + k, stride: sw)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        }
+        while ow < Wo { scalar(ow); ow += 1 }
+    }
+
+    // MARK: Average forward
+
+    private func averagePoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                    rows r: PoolAxis, cols c: PoolAxis) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            for p in planes {
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
+                for oh in 0..<Ho {
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
+                    for ow in 0..<Wo {
+                        let (c0, c1) = (c.lo[ow], c.hi[ow])
+                        guard r0 < r1, c0 < c1 else { out[oh * Wo + ow] = 0; continue }
+                        var sum: Float
+                        if c0 == 0, c1 == W {
+                            // Whole rows (global pooling): one contiguous run.
+                            sum = CPUKernels.sum(plane + r0 * W, (r1 - r0) * W)
+                        } else {
+                            sum = 0
+                            for ih in r0..<r1 { sum += CPUKernels.sum(plane + ih * W + c0, c1 - c0) }
+                        }
+                        out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Backward
+
+    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
+    @inline(__always)
+    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
+                               _ c0: Int, _ c1: Int) -> Int {
+        var best = r0 &* W &+ c0
+        var bestValue = plane[best]
+        var ih = r0
+        while ih < r1 {
+            let row = ih &* W
+            var iw = c0
+            while iw < c1 {
+                let v = plane[row &+ iw]
+                if v > bestValue { best = row &+ iw; bestValue = v }
+                iw &+= 1
+            }
+            ih &+= 1
+        }
+        return best
     }
 
     public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
@@ -169,10 +287,14 @@ extension CPUBackend {
         defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         let isMax = g.kind == .max
+        // Average windows that never overlap write their share instead of adding it: the plane needs
+        // no zeroing first when they also cover it (global pooling: one fill per plane).
+        let disjoint = !isMax && g.strideH >= g.kernelH && g.strideW >= g.kernelW
+        let needsZero = !(disjoint && r.coversInput && c.coversInput)
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
             for p in planes {
                 let plane = x + p * H * W, grad = dx + p * H * W, d = dy + p * Ho * Wo
-                grad.update(repeating: 0, count: H * W)
+                if needsZero { grad.update(repeating: 0, count: H * W) }
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
                     for ow in 0..<Wo {
@@ -182,9 +304,15 @@ extension CPUBackend {
                             grad[Self.argMax(plane, width: W, r0, r1, c0, c1)] += d[oh * Wo + ow]
                         } else {
                             let share = d[oh * Wo + ow] / Float(r.divisor[oh] * c.divisor[ow])
-                            for ih in r0..<r1 {
-                                let row = grad + ih * W
-                                for iw in c0..<c1 { row[iw] += share }
+                            if disjoint, c0 == 0, c1 == W {
+                                (grad + r0 * W).update(repeating: share, count: (r1 - r0) * W)
+                            } else if disjoint {
+                                for ih in r0..<r1 { (grad + ih * W + c0).update(repeating: share, count: c1 - c0) }
+                            } else {
+                                for ih in r0..<r1 {
+                                    let row = grad + ih * W
+                                    for iw in c0..<c1 { row[iw] += share }
+                                }
                             }
                         }
                     }

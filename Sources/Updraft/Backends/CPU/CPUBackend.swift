@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The fast CPU path (`cpuOnly`): float32 throughout, convolutions and inner products as OpenBLAS
 /// SGEMMs (im2col for general convolutions, none for pointwise ones), every other op a tight loop over
@@ -27,6 +28,8 @@ public final class CPUBackend: Backend {
     /// One scratch workspace per worker thread, reused across calls.
     let workspaces: [CPUWorkspace]
     let workspaceLock = NSLock()
+    /// Partial weight-gradient sums of a batch-parallel convolution (held with the workspaces).
+    let partialSums = CPUWorkspace()
     /// Forces a convolution schedule (tests and measurements); nil chooses per geometry.
     var convolutionScheduleOverride: CPUConvolutionSchedule?
 
@@ -134,7 +137,7 @@ public final class CPUBackend: Backend {
         let d = try pointer(destination, s.count, "accumulate destination")
         let sp = s.pointer
         parallelChunks(s.count, grain: CPUParallel.elementGrain) { r in
-            for i in r { d[i] += sp[i] }
+            CPUKernels.map(r, d, sp, into: d, +)
         }
     }
 
@@ -179,13 +182,34 @@ public final class CPUBackend: Backend {
         }
     }
 
-    /// Splits `0..<count` into at most `threadCount` contiguous chunks of at least `grain` items and
-    /// runs `body` on each, in parallel when there is more than one.
+    /// Runs `body(worker, item)` for every item in `0..<count` on `workers` threads (at most
+    /// `threadCount`, the calling thread among them), each taking the next item nobody has taken yet:
+    /// a thread slowed by other work on the machine takes fewer items. `worker` is in 0..<workers and
+    /// is the same for every item one thread runs (per-worker scratch).
+    func dynamicForEach(_ count: Int, workers: Int, _ body: (_ worker: Int, _ item: Int) -> Void) {
+        let workers = max(1, min(workers, threadCount, count))
+        guard workers > 1 else { for i in 0..<count { body(0, i) }; return }
+        let next = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: workers) { t in
+            while true {
+                let i = next.wrappingAdd(1, ordering: .relaxed).oldValue
+                guard i < count else { return }
+                body(t, i)
+            }
+        }
+    }
+
+    /// Splits `0..<count` into contiguous chunks of at least `grain` items and runs `body` on each, on
+    /// at most `threadCount` threads. With more than one thread there are a few chunks per thread,
+    /// taken in turn (`dynamicForEach`), so a core slowed by other work does less of the loop.
+    /// `body` must only depend on its range (chunk boundaries vary with the thread count).
     func parallelChunks(_ count: Int, grain: Int, _ body: (Range<Int>) -> Void) {
         guard count > 0 else { return }
-        let pieces = min(threadCount, count / max(1, grain))
-        if pieces <= 1 { body(0..<count); return }
-        DispatchQueue.concurrentPerform(iterations: pieces) { i in
+        let most = count / max(1, grain)
+        let workers = min(threadCount, most)
+        if workers <= 1 { body(0..<count); return }
+        let pieces = min(most, 4 * workers)
+        dynamicForEach(pieces, workers: workers) { _, i in
             body((count * i / pieces)..<(count * (i + 1) / pieces))
         }
     }

@@ -52,6 +52,69 @@ enum CPUKernels {
     nonisolated(unsafe) private static var blasHolders = 0
     nonisolated(unsafe) private static var blasSavedThreads: Int32 = 1
 
+    // MARK: Vector loads and stores (any alignment)
+    //
+    // Four lanes: the package builds for baseline x86-64 (SSE2), where SIMD4<Float> is one register
+    // and a compare-and-replace compiles to one maxps / cmpps+andps; wider Swift vectors are split
+    // and their masks widened lane by lane.
+
+    @inline(__always) static func load4(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
+    }
+
+    @inline(__always) static func load4(_ p: UnsafeMutablePointer<Float>) -> SIMD4<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
+    }
+
+    /// p[0...7] as one value (split with evenHalf / oddHalf).
+    @inline(__always) static func load8(_ p: UnsafePointer<Float>) -> SIMD8<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
+    }
+
+    /// p[0], p[2], p[4], p[6] (reads p[0...7]).
+    @inline(__always) static func loadEven4(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
+        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self).evenHalf
+    }
+
+    /// p[0], p[stride], p[2 * stride], p[3 * stride].
+    @inline(__always) static func gather4(_ p: UnsafePointer<Float>, stride s: Int) -> SIMD4<Float> {
+        SIMD4(p[0], p[s], p[2 &* s], p[3 &* s])
+    }
+
+    @inline(__always) static func store4(_ v: SIMD4<Float>, _ p: UnsafeMutablePointer<Float>) {
+        UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD4<Float>.self)
+    }
+
+    // MARK: Streaming maps
+
+    /// y[i] = f(x[i]) for i in `r`, four lanes at a time; the tail runs the same vector function on
+    /// one lane, so every element gets exactly the same arithmetic. y may be x (each block is read
+    /// before it is written).
+    @inline(__always)
+    static func map(_ r: Range<Int>, _ x: UnsafeMutablePointer<Float>, into y: UnsafeMutablePointer<Float>,
+                    _ f: (SIMD4<Float>) -> SIMD4<Float>) {
+        var i = r.lowerBound
+        while i + 8 <= r.upperBound {
+            let (u, v) = (load4(x + i), load4(x + i + 4))
+            store4(f(u), y + i); store4(f(v), y + i + 4)
+            i += 8
+        }
+        while i < r.upperBound { y[i] = f(SIMD4(repeating: x[i]))[0]; i += 1 }
+    }
+
+    /// y[i] = f(a[i], b[i]) for i in `r` (see `map`); y may be a or b.
+    @inline(__always)
+    static func map(_ r: Range<Int>, _ a: UnsafeMutablePointer<Float>, _ b: UnsafeMutablePointer<Float>,
+                    into y: UnsafeMutablePointer<Float>, _ f: (SIMD4<Float>, SIMD4<Float>) -> SIMD4<Float>) {
+        var i = r.lowerBound
+        while i + 8 <= r.upperBound {
+            let (a0, a1, b0, b1) = (load4(a + i), load4(a + i + 4), load4(b + i), load4(b + i + 4))
+            store4(f(a0, b0), y + i); store4(f(a1, b1), y + i + 4)
+            i += 8
+        }
+        while i < r.upperBound { y[i] = f(SIMD4(repeating: a[i]), SIMD4(repeating: b[i]))[0]; i += 1 }
+    }
+
     /// The sum of `count` floats, with eight independent partial sums (vectorised; more accurate than
     /// one running sum).
     static func sum(_ p: UnsafePointer<Float>, _ count: Int) -> Float {
