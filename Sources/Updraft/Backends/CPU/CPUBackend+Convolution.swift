@@ -13,9 +13,9 @@ enum CPUConvolutionSchedule: Sendable {
     /// Images one after another; each GEMM is split into blocks of its output over the threads, and
     /// im2col/col2im and the epilogue over channels. For batches smaller than the thread count.
     case gemmThreads
-    /// Each thread takes a slice of the batch with its own workspace and runs whole single-threaded
-    /// GEMMs: no fork/join per GEMM, every core busy on an independent product. Measured faster on
-    /// the SqueezeNet shapes whenever the batch splits evenly.
+    /// Each thread takes images in turn with its own workspace and runs whole single-threaded GEMMs:
+    /// no fork/join per GEMM, every core busy on an independent product. Measured faster on the
+    /// SqueezeNet shapes whenever the batch splits evenly.
     case imageThreads
 }
 

@@ -1,7 +1,8 @@
 import Foundation
 
 // Activations, element-wise add/multiply, concat and the frozen channel affine: streaming loops over
-// raw pointers (the compiler vectorises them), split into contiguous chunks over threads when large.
+// raw pointers (four-lane SIMD through `CPUKernels.map`, or loops the compiler vectorises), split
+// into contiguous chunks over threads when large.
 // In-place calls (output == input) are fine: every element is read before it is written.
 //
 //   relu:      y = max(0, x)            dx = dy if x > 0 else 0

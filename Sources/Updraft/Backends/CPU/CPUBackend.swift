@@ -10,13 +10,15 @@ import Synchronization
 /// at least the elements an op reads or writes (a larger one is fine: elements past those are neither
 /// read nor changed); a smaller one throws. Work runs immediately, so `synchronize` has nothing to wait for.
 ///
-/// Threads: everything runs on Dispatch's pool, `threadCount` ways at most, so the cores are never
-/// oversubscribed. OpenBLAS is held to one thread while the backend calls it, and the backend splits
-/// GEMMs itself: a convolution gives each thread a slice of the batch (`CPUConvolutionSchedule`), an
-/// inner product or a single-image convolution splits the output matrix into row or column blocks
-/// (`parallelSGEMM`). Measured on the 2-core build machine (release build, SqueezeNet shapes at batch
-/// 64): batch slices did 5-30% more GFLOP per CPU-second than threading each GEMM, and up to 1.7x
-/// the wall-clock rate; splitting one big GEMM ourselves matched OpenBLAS's own threads.
+/// Threads: everything runs on Dispatch's pool, `threadCount` ways at most. OpenBLAS is held to one
+/// thread while the backend calls it, and the backend splits GEMMs itself: in a convolution each
+/// thread takes the batch's images one at a time (`CPUConvolutionSchedule`), an inner product or a
+/// single-image convolution splits the output matrix into row or column blocks (`parallelSGEMM`).
+/// Loops and image lists are handed out in turn (`dynamicForEach`), so that on a shared machine a
+/// core slowed by other processes does less of the work instead of holding the others up; every
+/// result is the same whichever thread computed it. Measured on 2 cores this beats OpenBLAS's own
+/// threads (whose workers spin after each call and then compete with the element-wise loops that
+/// follow), and it never runs more threads than cores.
 ///
 /// Calls from several threads are safe: ops that use the scratch workspaces take a lock (and so run
 /// one at a time); the others touch only the buffers they are given.
