@@ -15,12 +15,14 @@ let planCommand = CLICommand(
             OptionSpec("device", value: "NAME|INDEX",
                        help: "run everything on one device: cpu, or an index or part of a name from `updraft devices`"),
             OptionSpec("json", help: "print the plan as JSON"),
+            dataParallelOption,
         ],
         discussion: """
         Devices are calibrated once (a short measurement) and cached in $\(CalibrationCache.directoryVariable), \
         $XDG_CACHE_HOME/updraft or ~/.cache/updraft. Times are estimates from each layer's FLOPs and bytes and \
         each device's measured speed. The model stays on one device unless running the frozen prefix (layers that \
-        depend on no updatable layer, forward only) on another device than the trainable tail is clearly faster. \(DevicePin.environmentVariable) pins \
+        depend on no updatable layer, forward only) on another device than the trainable tail is clearly faster, or \
+        splitting every batch across OpenCL devices (data parallelism) is. \(DevicePin.environmentVariable) pins \
         a device like --device (the option wins).
         """),
     run: { args in
@@ -36,8 +38,10 @@ let planCommand = CLICommand(
         let request = DevicePin.request(option: args.value("device"))
         let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
         let pin = try inventory.resolvePin(request)
+        let mode = try DataParallelMode.resolve(option: args.value("data-parallel"), environment: ProcessInfo.processInfo.environment)
         let (plan, warnings) = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits,
-                                                  pin: pin, pinSource: request?.source, cache: CalibrationCache())
+                                                  pin: pin, pinSource: request?.source, cache: CalibrationCache(),
+                                                  options: Scheduler.Options(dataParallel: mode))
         for w in warnings { printError("warning: \(w)") }
         if args.flag("json") {
             var object = try plan.jsonObject()

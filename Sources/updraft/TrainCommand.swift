@@ -23,8 +23,10 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
-    ] + computeOptions,
-    discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far."
+    ] + computeOptions + [dataParallelOption],
+    discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far. "
+        + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
+        + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
     let modelURL = URL(fileURLWithPath: args.positionals[0])
     guard let trainPath = args.value("train") else { throw UsageError("--train DIR is required") }
@@ -48,6 +50,8 @@ let trainCommand = CLICommand(CommandSpec(
     // Checked now, so a bad value fails before any data is loaded.
     let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
                                             hyperparameters: graph.hyperparameters, overrides: overrides)
+
+    if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
 
     let skip = args.flag("skip-unreadable")
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
@@ -78,9 +82,10 @@ let trainCommand = CLICommand(CommandSpec(
         config.checkpointEvery = every
         config.checkpointURL = out
     }
-    let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize)
+    let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize, dataParallel: true)
     choice.warnings.forEach { printError($0) }
     config.backends = (choice.prefix, choice.tail)
+    if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
     let log = try args.value("log").map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
@@ -88,7 +93,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("device: \(choice.description); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
-                          handlers: UpdateHandlers(progress: progress.handle))
+                          handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
     // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
     signal(SIGINT, SIG_IGN)
     let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())

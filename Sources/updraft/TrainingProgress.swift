@@ -68,6 +68,14 @@ final class TrainingProgressPrinter {
         }
     }
 
+    /// A device that failed and the fallback taken: one line on stderr (after clearing the progress
+    /// bar on a terminal), and a "warning" event in the log.
+    func warn(_ message: String) {
+        if interactive { print("\r" + String(repeating: " ", count: 78) + "\r", terminator: ""); fflush(stdout) }
+        printError("warning: \(message)")
+        log?.write(event: "warning", ["message": message])
+    }
+
     func finish(state: UpdateTaskState, error: Error?) {
         if interactive { print("") }
         var fields: [String: Any] = ["state": "\(state)"]

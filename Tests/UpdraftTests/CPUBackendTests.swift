@@ -147,6 +147,13 @@ final class CPUBackendTests: XCTestCase {
             (PoolingSpec(kind: .average, kernelH: 2, kernelW: 2, strideH: 1, strideW: 1,
                          padding: .valid(top: 2, bottom: 0, left: 0, right: 0), excludePadding: false), [1, 1, 3, 3]),
             (PoolingSpec(kind: .max, global: true), [3, 4, 5, 3]),
+            // Rows wide enough for the eight-at-a-time taps (strides 1 and 2), with edges on both sides.
+            (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                         padding: .includeLastPixel(height: 1, width: 1)), [2, 3, 9, 41]),
+            (PoolingSpec(kind: .average, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                         padding: .same(.bottomRightHeavy), excludePadding: false), [1, 2, 7, 38]),
+            (PoolingSpec(kind: .max, kernelH: 2, kernelW: 3, strideH: 1, strideW: 1, padding: .same(.topLeftHeavy)), [2, 2, 5, 27]),
+            (PoolingSpec(kind: .average, kernelH: 3, kernelW: 2, strideH: 1, strideW: 1), [1, 2, 6, 19]),
             // Enough planes to split over threads.
             (PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [8, 64, 17, 17]),
             (PoolingSpec(kind: .average, global: true), [8, 64, 13, 13]),
@@ -329,6 +336,11 @@ final class CPUBackendTests: XCTestCase {
         assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss")
         assertClose(try be.download(dzb), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz")
         XCTAssertEqual(try be.download(cb), [Float(expected.correct)])
+        // The gradient may overwrite the logits (every row reads its label logit before writing).
+        let inPlace = try be.makeBuffer(z)
+        try be.softmaxCrossEntropy(g, logits: inPlace, labels: lb, loss: lossb, logitsGradient: inPlace, correct: cb)
+        assertClose(try be.download(inPlace), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz in place")
+        assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss in place")
         for bad: Float in [4, -1, 1.5, .nan] {
             let badLabels = try be.makeBuffer([0, 1, bad, 0, 0, 0])
             XCTAssertThrowsError(try be.softmaxCrossEntropy(g, logits: zb, labels: badLabels, loss: lossb,
@@ -350,6 +362,8 @@ final class CPUBackendTests: XCTestCase {
         let expected = try Reference.meanSquaredError(input: double(x), target: double(t))
         assertClose(try be.download(lb), [expected.loss], atol: 1e-7, rtol: 1e-5, "mse")
         assertClose(try be.download(db), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx")
+        try be.meanSquaredError(count: count, input: xb, target: tb, loss: lb, inputGradient: xb)
+        assertClose(try be.download(xb), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx in place")
     }
 
     func testOptimizersLarge() throws {
@@ -375,6 +389,45 @@ final class CPUBackendTests: XCTestCase {
         assertClose(try be.download(mb), m, atol: 1e-6, rtol: 1e-5, "Adam m")
         assertClose(try be.download(sb), s, atol: 1e-6, rtol: 1e-5, "Adam v")
         XCTAssertThrowsError(try be.adamStep(adam, step: 0, parameter: wb, gradient: gb, m: mb, v: sb, count: count))
+    }
+
+    // MARK: Concurrent use
+
+    /// Two backends running convolutions and inner products at once (as data-parallel replicas do)
+    /// get the right answers, and OpenBLAS's thread count is back to what it was afterwards.
+    func testConcurrentBackendsAgreeAndRestoreBLASThreads() throws {
+        let before = CPUKernels.blasThreadCount
+        let g = try ConvolutionSpec(inputChannels: 16, outputChannels: 24, kernelH: 3, kernelW: 3,
+                                    padding: .same(.bottomRightHeavy)).geometry(input: [4, 16, 12, 12])
+        let ip = try InnerProductSpec(inputChannels: 300, outputChannels: 250, hasBias: false).geometry(input: [64, 300])
+        let x = random(g.inputShape.count, seed: 170), w = random(g.weightShape.count, seed: 171), b = random(24, seed: 172)
+        let ipx = random(64 * 300, seed: 173), ipw = random(250 * 300, seed: 174)
+        let expected = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: double(b))
+        let ipExpected = try Reference.innerProductForward(ip, input: double(ipx), weights: double(ipw), bias: nil)
+        let backends = [CPUBackend(), CPUBackend()]
+        var results = [[Float]](repeating: [], count: 2), ipResults = results
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            do {
+                let be = backends[i]
+                let y = try be.makeBuffer(count: g.outputShape.count), ipy = try be.makeBuffer(count: 64 * 250)
+                for _ in 0..<5 {
+                    try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w),
+                                              bias: try be.makeBuffer(b), output: y, fusedReLU: false)
+                    try be.innerProductForward(ip, input: try be.makeBuffer(ipx), weights: try be.makeBuffer(ipw),
+                                               bias: nil, output: ipy)
+                }
+                let (r, q) = (try be.download(y), try be.download(ipy))
+                lock.lock(); results[i] = r; ipResults[i] = q; lock.unlock()
+            } catch {
+                XCTFail("backend \(i): \(error)")
+            }
+        }
+        for i in 0..<2 {
+            assertClose(results[i], expected, "concurrent convolution \(i)")
+            assertClose(ipResults[i], ipExpected, "concurrent inner product \(i)")
+        }
+        XCTAssertEqual(CPUKernels.blasThreadCount, before)
     }
 
     // MARK: Memory and errors

@@ -44,4 +44,20 @@ final class ExecutorTests: XCTestCase {
         XCTAssertEqual(Set(t.fusedReLU.keys), ["conv1", "conv2a", "conv2b"])
         XCTAssertFalse(t.gradientBlobs.contains("relu1_out"), "no gradient flows into the frozen prefix")
     }
+
+    /// The work per image of the product's workload, from the op descriptions: the frozen forward
+    /// pass plus conv10's and fullyconnected0's forward and weight gradients (14x14 before conv10 at
+    /// 227x227 with ceil-mode pools).
+    func testSqueezeNetStepWorkPerImage() throws {
+        let model = try SqueezeNet.build(SqueezeNet.Options(classes: 10))
+        let t = try TrainingGraph(graph: try NetworkGraph(model: model))
+        XCTAssertEqual(t.boundary, ["fire9/concat"])
+        let cost = try t.stepCost(batch: 64)
+        let perImage = { (c: OpCost) in c.flops / 64 / 1e9 }
+        XCTAssertEqual(perImage(cost.prefixForward), 0.582, accuracy: 0.01)
+        XCTAssertEqual(perImage(cost.weightGradients), 0.201, accuracy: 0.01)
+        XCTAssertEqual(perImage(cost.fullStep), 0.985, accuracy: 0.01)
+        XCTAssertEqual(perImage(cost.cachedStep), 0.403, accuracy: 0.01)
+        XCTAssertEqual(cost.tailBackwardData.flops, 0, accuracy: 1e9, "no input gradient is computed for conv10")
+    }
 }

@@ -16,38 +16,13 @@ final class SchedulingCommandTests: XCTestCase {
         try? FileManager.default.removeItem(at: emptyVendors)
     }
 
-    struct Run { var status: Int32; var stdout: String; var stderr: String }
+    typealias Run = CommandRun
 
     /// Runs the `updraft` built next to this test bundle.
     private func updraft(_ arguments: [String], environment extra: [String: String] = [:],
                          file: StaticString = #filePath, line: UInt = #line) throws -> Run {
-        // The test runner lives in the build folder (.build/debug/UpdraftPackageTests.xctest).
-        let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
-                          Bundle.main.bundleURL.deletingLastPathComponent()]
-            .compactMap { $0 }.map { $0.appendingPathComponent("updraft") }
-        guard let binary = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            XCTFail("the updraft executable is not built next to the tests (\(candidates.map(\.path))); run `swift build` first",
-                    file: file, line: line)
-            throw XCTSkip("no updraft binary")
-        }
         try FileManager.default.createDirectory(at: Self.emptyVendors, withIntermediateDirectories: true)
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: DevicePin.environmentVariable)
-        env[CalibrationCache.directoryVariable] = Self.cacheDirectory.path
-        env.merge(extra) { $1 }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = env
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                   stderr: String(decoding: stderr, as: UTF8.self))
+        return try runUpdraft(arguments, cacheDirectory: Self.cacheDirectory, environment: extra, file: file, line: line)
     }
 
     private var noOpenCL: [String: String] { ["OCL_ICD_VENDORS": Self.emptyVendors.path] }

@@ -95,9 +95,11 @@ extension DeviceInventory {
     /// plans. Returns the plan and the warnings about devices left out.
     /// - Parameter pinSource: where the pin came from ("--device", "UPDRAFT_DEVICE"), noted in the plan.
     public func plan(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits, pin: DevicePin?,
-                     pinSource: String? = nil, cache: CalibrationCache?) throws -> (plan: ExecutionPlan, warnings: [String]) {
+                     pinSource: String? = nil, cache: CalibrationCache?,
+                     options: Scheduler.Options = Scheduler.Options()) throws -> (plan: ExecutionPlan, warnings: [String]) {
         let setup = try profiles(computeUnits: computeUnits, pin: pin, cache: cache)
-        var plan = try Scheduler.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, devices: setup.profiles)
+        var plan = try Scheduler.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, devices: setup.profiles,
+                                      options: options)
         if let pin {
             plan.notes.insert("device pinned by \(pinSource ?? "--device") to \(pin)", at: 0)
         }

@@ -56,14 +56,21 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
     public var candidates: [Candidate]
     /// Remarks on the choice (a pinned device, memory that does not fit, an empty tail).
     public var notes: [String]
+    /// Set when every mini-batch is split across several devices; the layers and transfers above
+    /// then describe the single-device placement it was weighed against.
+    public var dataParallel: DataParallelPlan? = nil
 
     public var isSplit: Bool { prefixDevice != tailDevice }
     public var prefixLayerCount: Int { layers.filter { $0.segment == .prefix }.count }
     public var transferMs: Double { transfers.reduce(0) { $0 + $1.ms } }
-    /// The devices used, prefix first, without repeats.
-    public var devices: [DeviceProfile] { isSplit ? [prefixDevice, tailDevice] : [tailDevice] }
+    /// The devices used, prefix first (or the data-parallel replicas), without repeats.
+    public var devices: [DeviceProfile] {
+        if let dp = dataParallel { return dp.devices }
+        return isSplit ? [prefixDevice, tailDevice] : [tailDevice]
+    }
     public var summary: String {
-        isSplit ? "prefix on \(prefixDevice.label), tail on \(tailDevice.label)" : "all on \(tailDevice.label)"
+        if let dp = dataParallel { return dp.summary }
+        return isSplit ? "prefix on \(prefixDevice.label), tail on \(tailDevice.label)" : "all on \(tailDevice.label)"
     }
 
     // MARK: Rendering

@@ -39,7 +39,21 @@ public struct ResolvedBackends {
     public var tail: Backend
     /// One line per device that could not be used, naming the reason and the fallback taken.
     public var warnings: [String]
+    /// Data-parallel replicas (two or more; `prefix` and `tail` are then the first), else empty.
+    public var replicas: [Backend] = []
+    /// Each replica's share of a mini-batch (the plan's slice sizes).
+    public var shares: [Double] = []
     public var isSplit: Bool { prefix !== tail }
+    public var isDataParallel: Bool { replicas.count > 1 }
+
+    /// "cpu", "<prefix> (frozen prefix) + <tail> (trainable tail)", or
+    /// "data parallel: <a> (4) + <b> (4)".
+    public var description: String {
+        if isDataParallel {
+            return "data parallel: " + zip(replicas, shares).map { "\($0.name) (\(Int($1)))" }.joined(separator: " + ")
+        }
+        return isSplit ? "\(prefix.name) (frozen prefix) + \(tail.name) (trainable tail)" : tail.name
+    }
 }
 
 extension Scheduler {
@@ -78,6 +92,25 @@ extension Scheduler {
             }
             opened[device.identifier] = backend
             return backend
+        }
+        if let dp = plan.dataParallel {
+            // Each replica on its own device; one that cannot be opened is left out (the host backend
+            // is already a replica or the fallback, so it does not stand in for it).
+            var replicas: [Backend] = [], shares: [Double] = []
+            for (device, slice) in zip(dp.devices, dp.slices) {
+                do {
+                    let b = device.isHost ? try host() : try opener.openCL(device)
+                    replicas.append(b)
+                    shares.append(Double(slice))
+                } catch {
+                    warnings.append("cannot use \(device.label) as a data-parallel replica: \(firstLine(of: error)); leaving it out")
+                }
+            }
+            if replicas.count > 1 {
+                return ResolvedBackends(prefix: replicas[0], tail: replicas[0], warnings: warnings, replicas: replicas, shares: shares)
+            }
+            let one = try replicas.first ?? host()
+            return ResolvedBackends(prefix: one, tail: one, warnings: warnings)
         }
         let bothParts = !plan.isSplit
         let prefix = try open(plan.prefixDevice, role: bothParts ? "whole model" : "frozen prefix")

@@ -8,11 +8,9 @@ public struct MachineSchedule {
     /// One line each: devices left out, OpenCL missing, fallbacks taken. Print them; nothing here did.
     public var warnings: [String]
 
-    /// "cpu", "opencl:<name>", or "<prefix> (frozen prefix) + <tail> (trainable tail)".
-    public var description: String {
-        backends.isSplit ? "\(backends.prefix.name) (frozen prefix) + \(backends.tail.name) (trainable tail)"
-                         : backends.tail.name
-    }
+    /// "cpu", "opencl:<name>", "<prefix> (frozen prefix) + <tail> (trainable tail)", or
+    /// "data parallel: <a> (n) + <b> (m)".
+    public var description: String { backends.description }
 }
 
 extension Scheduler {
@@ -20,18 +18,22 @@ extension Scheduler {
     /// - Parameters:
     ///   - deviceOption: the `--device` value, if given; `UPDRAFT_DEVICE` in `environment` otherwise.
     ///   - cache: where calibrations are kept (default: `CalibrationCache(environment:)`).
+    ///   - dataParallel: the `--data-parallel` value, if given; `UPDRAFT_DATA_PARALLEL` in
+    ///     `environment` otherwise; `auto` without either.
     /// - Throws: for a pin that names no device or one `computeUnits` rules out; never for missing
     ///   OpenCL, which leaves a CPU plan and a warning.
     public static func schedule(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
                                 deviceOption: String? = nil,
                                 environment: [String: String] = ProcessInfo.processInfo.environment,
-                                cache: CalibrationCache? = nil) throws -> MachineSchedule {
+                                cache: CalibrationCache? = nil, dataParallel: String? = nil) throws -> MachineSchedule {
+        let mode = try DataParallelMode.resolve(option: dataParallel, environment: environment)
         let request = DevicePin.request(option: deviceOption, environment: environment)
         let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
         let pin = try inventory.resolvePin(request)
         let (plan, warnings) = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
                                                   pinSource: request?.source,
-                                                  cache: cache ?? CalibrationCache(environment: environment))
+                                                  cache: cache ?? CalibrationCache(environment: environment),
+                                                  options: Scheduler.Options(dataParallel: mode))
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }

@@ -13,8 +13,11 @@ public enum Scheduler {
         public var minimumSplitGain: Double = 0.1
         /// Share of a device's memory the plan may fill.
         public var memoryHeadroom: Double = 0.9
-        public init(minimumSplitGain: Double = 0.1, memoryHeadroom: Double = 0.9) {
-            self.minimumSplitGain = minimumSplitGain; self.memoryHeadroom = memoryHeadroom
+        /// Whether each mini-batch may be split across devices (`auto`: when it pays by
+        /// `minimumSplitGain`, like a prefix/tail split).
+        public var dataParallel: DataParallelMode = .auto
+        public init(minimumSplitGain: Double = 0.1, memoryHeadroom: Double = 0.9, dataParallel: DataParallelMode = .auto) {
+            self.minimumSplitGain = minimumSplitGain; self.memoryHeadroom = memoryHeadroom; self.dataParallel = dataParallel
         }
     }
 
@@ -75,7 +78,7 @@ public enum Scheduler {
             let names = skipped.count <= 4 ? skipped.joined(separator: ", ") : "\(skipped.count) layers"
             notes.append("not run in training (off the path to the loss, or fused into it): \(names)")
         }
-        return ExecutionPlan(
+        var plan = ExecutionPlan(
             batchSize: batchSize, computeUnits: computeUnits,
             prefixDevice: chosen.prefix, tailDevice: chosen.tail,
             layers: chosen.steps, transfers: chosen.transfers, totalMs: chosen.totalSeconds * 1e3,
@@ -85,6 +88,8 @@ public enum Scheduler {
                                         totalMs: $0.totalSeconds * 1e3, fits: $0.fits)
             },
             notes: notes)
+        try considerDataParallel(&plan, graph: graph, devices: allowed, options: options)
+        return plan
     }
 
     // MARK: Evaluating one placement

@@ -211,21 +211,34 @@ extension Executor {
         }
     }
 
-    /// One fused optimizer pass per updatable parameter tensor.
+    /// One fused optimizer pass per updatable parameter tensor. While it runs the parameters are
+    /// part old, part new: `isMidUpdate` stays true if a pass fails after the first tensor changed, so
+    /// recovery knows not to trust this executor's state. A failure before any tensor changed leaves
+    /// the state (and the step count) as it was.
     func update(_ hyper: TrainingParameters) throws {
-        stepCount += 1
-        for layer in graph.updatableLayers {
-            guard let p = parameters[layer.name] else { continue }
-            for (buffer, slot) in [(p.weights, weightSlotFor(layer.name)), (p.bias, biasSlotFor(layer.name))] {
-                guard let buffer, let slot else { continue }
+        let step = stepCount + 1
+        var updated = 0
+        do {
+            for t in trainableTensors() {
                 switch optimizer {
                 case .sgd:
-                    try tailBackend.sgdStep(hyper.sgd, parameter: buffer, gradient: slot.gradient, velocity: slot.first, count: slot.count)
+                    try tailBackend.sgdStep(hyper.sgd, parameter: t.parameter, gradient: t.slot.gradient, velocity: t.slot.first,
+                                            count: t.slot.count)
                 case .adam:
-                    try tailBackend.adamStep(hyper.adam, step: stepCount, parameter: buffer, gradient: slot.gradient,
-                                             m: slot.first, v: slot.second!, count: slot.count)
+                    guard let second = t.slot.second else {
+                        throw UpdraftError(.invalidModel, "layer '\(t.layer)' has no Adam state")
+                    }
+                    try tailBackend.adamStep(hyper.adam, step: step, parameter: t.parameter, gradient: t.slot.gradient,
+                                             m: t.slot.first, v: second, count: t.slot.count)
                 }
+                updated += 1
+                isMidUpdate = true
             }
+        } catch {
+            if updated > 0 { stepCount = step }
+            throw error
         }
+        stepCount = step
+        isMidUpdate = false
     }
 }

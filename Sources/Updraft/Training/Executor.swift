@@ -25,13 +25,16 @@ public final class Executor {
     }
 
     var parameters: [String: Parameters] = [:]
-    private var weightSlots: [String: Slot] = [:]
-    private var biasSlots: [String: Slot] = [:]
+    var weightSlots: [String: Slot] = [:]
+    var biasSlots: [String: Slot] = [:]
     private var workspaces: [Int: Workspace] = [:]
     private let tailNames: Set<String>
     private let skipped: Set<String>
     /// Adam's step count (bias correction), advanced once per training step.
     public internal(set) var stepCount = 0
+    /// True after an optimizer pass failed part-way: some tensors hold the new step's values, others
+    /// the old ones, so this executor's state cannot be read back to resume from (`captureState`).
+    public internal(set) var isMidUpdate = false
 
     public init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
         self.training = training
@@ -56,6 +59,9 @@ public final class Executor {
             }
         }
     }
+
+    /// "cpu", or "<prefix backend> + <tail backend>" when the parts run apart.
+    public var deviceName: String { prefixBackend === tailBackend ? tailBackend.name : "\(prefixBackend.name) + \(tailBackend.name)" }
 
     /// Convenience: one backend for everything.
     public convenience init(training: TrainingGraph, optimizer: OptimizerKind, backend: Backend) throws {
@@ -100,13 +106,8 @@ public final class Executor {
 
     /// One training step on a batch: forward, loss, backward through the tail, optimizer update.
     public func trainStep(_ batch: TrainingBatch, parameters hyper: TrainingParameters) throws -> BatchResult {
-        let ws = workspace(batch.targets.count)
-        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
-        try uploadInput(batch.inputs, ws: ws)
-        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
-        let result = try lossAndGradient(ws: ws, targets: batch.targets, withGradient: true)
-        try backward(ws: ws)
-        try update(hyper)
+        let result = try computeGradients(batch)
+        try applyUpdate(hyper)
         return result
     }
 
@@ -114,15 +115,39 @@ public final class Executor {
     /// only the tail runs. `features[blob]` holds the batch's values of each `training.boundary` blob.
     public func trainStep(features: [String: [Float]], targets: [TrainingExample.Target],
                           parameters hyper: TrainingParameters) throws -> BatchResult {
+        let result = try computeGradients(features: features, targets: targets)
+        try applyUpdate(hyper)
+        return result
+    }
+
+    /// The first half of a training step: forward, loss and backward, leaving the gradient of the
+    /// batch's mean loss in each parameter's gradient buffer (`gradientValues()`), without touching
+    /// the parameters or the optimizer state. `applyUpdate` is the second half. Data parallelism
+    /// runs this on each replica's slice, combines the gradients, and then updates every replica.
+    public func computeGradients(_ batch: TrainingBatch) throws -> BatchResult {
+        let ws = workspace(batch.targets.count)
+        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
+        try uploadInput(batch.inputs, ws: ws)
+        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
+        let result = try lossAndGradient(ws: ws, targets: batch.targets, withGradient: true)
+        try backward(ws: ws)
+        return result
+    }
+
+    /// `computeGradients` on cached boundary features: only the tail runs.
+    public func computeGradients(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
         let ws = workspace(targets.count)
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
         try uploadFeatures(features, ws: ws)
         try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
         let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
         try backward(ws: ws)
-        try update(hyper)
         return result
     }
+
+    /// The second half of a training step: one optimizer pass per parameter tensor with the
+    /// gradients now in the gradient buffers (from `computeGradients`, or set by `setGradients`).
+    public func applyUpdate(_ hyper: TrainingParameters) throws { try update(hyper) }
 
     /// Loss and correct count from cached boundary features (validation with the feature cache).
     public func evaluate(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
@@ -247,8 +272,14 @@ public final class Executor {
         var data = inputs.data
         if let pre = graph.input.preprocessing {
             let channels = pre.bias.count, plane = itemCount / max(1, channels)
+            // One pass per (example, channel) plane: x = scale * x + bias[channel].
             data.withUnsafeMutableBufferPointer { p in
-                for i in 0..<p.count { p[i] = pre.scale * p[i] + pre.bias[(i / plane) % channels] }
+                let scale = pre.scale
+                for planeIndex in 0..<(p.count / max(1, plane)) {
+                    let bias = pre.bias[planeIndex % channels]
+                    let base = planeIndex * plane
+                    for i in base..<(base + plane) { p[i] = scale * p[i] + bias }
+                }
             }
         }
         let backend = training.prefix.isEmpty ? tailBackend : prefixBackend

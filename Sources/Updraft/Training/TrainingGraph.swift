@@ -95,13 +95,46 @@ public struct TrainingGraph: Sendable {
     /// The ReLU layers skipped because their convolution applies them.
     public var fusedActivationNames: Set<String> { Set(fusedReLU.values.map(\.name)) }
 
-    /// Work per example for one training step (forward of every training layer, backward of the
-    /// tail), from the op descriptions.
-    public func stepCost(batch: Int) throws -> (prefix: OpCost, tail: OpCost) {
-        var p = OpCost.zero, t = OpCost.zero
-        for l in prefix { p = p + (try LayerCost.forward(l, batch: batch)) }
-        for l in tail { t = t + (try LayerCost.forward(l, batch: batch)) + (try LayerCost.backward(l, batch: batch)) }
-        return (p, t)
+    /// Work of one training step, split the way the executor runs it.
+    public struct StepCost: Sendable {
+        /// The frozen prefix forward (fused ReLUs cost nothing of their own).
+        public var prefixForward = OpCost.zero
+        public var tailForward = OpCost.zero
+        /// Input gradients of tail layers whose inputs carry one.
+        public var tailBackwardData = OpCost.zero
+        /// Weight (and bias) gradients of the updatable layers.
+        public var weightGradients = OpCost.zero
+        /// A step through the whole network.
+        public var fullStep: OpCost { prefixForward + cachedStep }
+        /// A step on cached boundary features: the tail only.
+        public var cachedStep: OpCost { tailForward + tailBackwardData + weightGradients }
+    }
+
+    /// Work of one training step at `batch`, from the op descriptions: only what the executor
+    /// computes (no input gradient for the first updatable layer, no separate fused ReLU pass).
+    public func stepCost(batch: Int) throws -> StepCost {
+        var c = StepCost()
+        let skipped = fusedActivationNames
+        for l in prefix where !skipped.contains(l.name) { c.prefixForward = c.prefixForward + (try LayerCost.forward(l, batch: batch)) }
+        for l in tail {
+            if !skipped.contains(l.name) { c.tailForward = c.tailForward + (try LayerCost.forward(l, batch: batch)) }
+            let wantsInput = l.inputs.contains(where: gradientBlobs.contains)
+            switch l.op {
+            case .convolution:
+                let g = try l.convolutionGeometry(batch: batch)!
+                if l.isUpdatable { c.weightGradients = c.weightGradients + g.backwardWeightsCost }
+                if wantsInput { c.tailBackwardData = c.tailBackwardData + g.backwardDataCost }
+            case .innerProduct:
+                // backwardCost covers the input and the weight gradient, GEMMs of the same size.
+                let g = try l.innerProductGeometry(batch: batch)!
+                let half = OpCost(flops: g.backwardCost.flops / 2, bytes: g.backwardCost.bytes / 2)
+                if l.isUpdatable { c.weightGradients = c.weightGradients + half }
+                if wantsInput { c.tailBackwardData = c.tailBackwardData + half }
+            default:
+                if wantsInput { c.tailBackwardData = c.tailBackwardData + (try LayerCost.backward(l, batch: batch)) }
+            }
+        }
+        return c
     }
 }
 

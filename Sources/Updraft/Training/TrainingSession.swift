@@ -6,7 +6,10 @@ final class TrainingSession {
     unowned let task: UpdateTask
     let graph: NetworkGraph
     let training: TrainingGraph
-    let executor: Executor
+    /// The executors (one, or data-parallel replicas), fallbacks and recovery.
+    let devices: TrainingDevices
+    /// The executor that answers for the weights: the only one, or the first replica.
+    var executor: Executor { devices.primary }
     let hyperparameters: [Hyperparameter]
     var parameters: TrainingParameters
     let cache: FeatureCache?
@@ -29,8 +32,8 @@ final class TrainingSession {
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
-        let backends = task.configuration.backends ?? (ReferenceBackend(), ReferenceBackend())
-        executor = try Executor(training: training, optimizer: optimizer, prefixBackend: backends.prefix, tailBackend: backends.tail)
+        devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
+                                      warn: { [unowned task] in task.warn($0) })
         cache = task.configuration.featureCache && !training.prefix.isEmpty
             ? FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes) : nil
         validationCache = cache == nil ? nil : FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes)
@@ -49,13 +52,13 @@ final class TrainingSession {
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
             for (b, indices) in plan.batches.enumerated() {
                 if task.isCancelRequested { return }
-                let result = try step(indices: indices, epoch: epoch)
+                let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)")
                 lossSum += result.loss * Double(result.count)
                 correct += result.correct
                 seen += result.count
                 lastLoss = result.loss
                 var m = TrainingMetrics(epochIndex: epoch, miniBatchIndex: b, lossValue: result.loss)
-                m.device = executor.tailBackend.name
+                m.device = devices.description
                 lastMetrics = m
                 try task.emit(.miniBatchEnd, metrics: m)
             }
@@ -65,9 +68,9 @@ final class TrainingSession {
             if training.loss?.kind == .categoricalCrossEntropy { m.trainingAccuracy = Double(correct) / Double(max(1, seen)) }
             m.seconds = seconds
             m.examplesPerSecond = Double(seen) / max(seconds, 1e-9)
-            m.device = executor.tailBackend.name
+            m.device = devices.description
             if let validation = config.validationData {
-                let (loss, accuracy) = try evaluate(validation)
+                let (loss, accuracy) = try evaluate(validation, position: "validation after epoch \(epoch + 1)")
                 m.validationLoss = loss
                 m.validationAccuracy = training.loss?.kind == .categoricalCrossEntropy ? accuracy : nil
             }
@@ -79,18 +82,21 @@ final class TrainingSession {
         }
     }
 
-    /// One mini-batch: through the feature cache when it is on, else the whole network.
-    private func step(indices: [Int], epoch: Int) throws -> Executor.BatchResult {
+    /// One mini-batch: through the feature cache when it is on, else the whole network; split
+    /// between the replicas when training is data parallel.
+    private func step(indices: [Int], epoch: Int, position: String) throws -> Executor.BatchResult {
         let augmentation = task.configuration.augmentation
         func example(_ i: Int) throws -> TrainingExample {
             var e = try task.trainingData.example(at: i)
             if !augmentation.isIdentity { e.input = try augmentation.apply(to: e.input, epoch: epoch, index: i) }
             return e
         }
+        let parameters = { [unowned self] in self.parameters }
         guard let cache else {
-            let examples = try indices.map(example)
-            return try executor.trainStep(try ArrayBatchProvider(examples: examples).batch(at: examples.indices),
-                                          parameters: parameters)
+            return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+                let examples = try indices[range].map(example)
+                return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+            }, gradients: { executor, batch in try executor.computeGradients(batch) })
         }
         // Feature-cache path: the prefix runs only for examples (and flip variants) not cached yet.
         func variant(_ i: Int) -> Int {
@@ -98,26 +104,68 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        let variants = indices.map(variant)
-        let stacked = try cachedFeatures(indices: indices, variants: variants, cache: cache, example: example)
-        let targets = try indices.map { try task.trainingData.target(at: $0) }
-        return try executor.trainStep(features: stacked, targets: targets, parameters: parameters)
+        let training = self.training
+        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            let slice = Array(indices[range])
+            let targets = try slice.map { try self.task.trainingData.target(at: $0) }
+            return (try CachedSlice(indices: slice, variants: slice.map(variant), cache: cache, example: example), targets)
+        }, gradients: { executor, input in
+            let features = try input.0.features(on: executor, training: training, cache: cache)
+            return try executor.computeGradients(features: features, targets: input.1)
+        })
     }
 
-    /// The boundary features of `indices` stacked per blob, computing the prefix only for the
-    /// (index, variant) pairs the cache does not hold yet.
-    private func cachedFeatures(indices: [Int], variants: [Int], cache: FeatureCache,
-                                example: (Int) throws -> TrainingExample) throws -> [String: [Float]] {
-        var features: [FeatureCache.Key: [String: [Float]]] = [:]
-        var missing: [FeatureCache.Key] = []
-        for (i, v) in zip(indices, variants) {
-            let key = FeatureCache.Key(index: i, variant: v)
-            guard features[key] == nil, !missing.contains(key) else { continue }
-            if let f = cache.lookup(key) { features[key] = f } else { missing.append(key) }
+    /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round),
+    /// on the primary replica.
+    func evaluate(_ data: BatchProvider, position: String = "validation") throws -> (loss: Double, accuracy: Double) {
+        var lossSum = 0.0, correct = 0, seen = 0
+        let size = parameters.miniBatchSize
+        for start in stride(from: 0, to: data.count, by: size) {
+            let indices = Array(start..<min(start + size, data.count))
+            let r: Executor.BatchResult
+            if let cache = validationCache {
+                let slice = try CachedSlice(indices: indices, variants: indices.map { _ in 0 }, cache: cache,
+                                            example: { try data.example(at: $0) })
+                let targets = try indices.map { try data.target(at: $0) }
+                r = try devices.onPrimary(position: position) { executor in
+                    try executor.evaluate(features: try slice.features(on: executor, training: training, cache: cache), targets: targets)
+                }
+            } else {
+                let batch = try data.batch(at: indices)
+                r = try devices.onPrimary(position: position) { try $0.evaluate(batch) }
+            }
+            lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
+        }
+        return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
+    }
+}
+
+/// The boundary features of some examples: those the cache holds, and the examples whose prefix
+/// must still run (loaded on the calling thread; the prefix runs on whichever executor takes the slice).
+struct CachedSlice {
+    var keys: [FeatureCache.Key]
+    var known: [FeatureCache.Key: [String: [Float]]]
+    var missing: [FeatureCache.Key]
+    var missingBatch: TrainingBatch?
+
+    init(indices: [Int], variants: [Int], cache: FeatureCache, example: (Int) throws -> TrainingExample) throws {
+        keys = zip(indices, variants).map { FeatureCache.Key(index: $0, variant: $1) }
+        known = [:]
+        missing = []
+        for key in keys where known[key] == nil && !missing.contains(key) {
+            if let f = cache.lookup(key) { known[key] = f } else { missing.append(key) }
         }
         if !missing.isEmpty {
             let examples = try missing.map { try example($0.index) }
-            let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+        }
+    }
+
+    /// The features stacked per blob in `keys` order, running the prefix on `executor` for the
+    /// missing examples and storing them in `cache`.
+    func features(on executor: Executor, training: TrainingGraph, cache: FeatureCache) throws -> [String: [Float]] {
+        var features = known
+        if let batch = missingBatch {
             let computed = try executor.prefixFeatures(batch.inputs)
             for (k, key) in missing.enumerated() {
                 var one: [String: [Float]] = [:]
@@ -132,28 +180,14 @@ final class TrainingSession {
         var stacked: [String: [Float]] = [:]
         for blob in training.boundary {
             var v: [Float] = []
-            for (i, variant) in zip(indices, variants) { v += features[FeatureCache.Key(index: i, variant: variant)]![blob]! }
+            for key in keys {
+                guard let f = features[key]?[blob] else {
+                    throw UpdraftError(.invalidModel, "boundary blob '\(blob)' is missing for example \(key.index)")
+                }
+                v += f
+            }
             stacked[blob] = v
         }
         return stacked
-    }
-
-    /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round).
-    func evaluate(_ data: BatchProvider) throws -> (loss: Double, accuracy: Double) {
-        var lossSum = 0.0, correct = 0, seen = 0
-        let size = parameters.miniBatchSize
-        for start in stride(from: 0, to: data.count, by: size) {
-            let indices = Array(start..<min(start + size, data.count))
-            let r: Executor.BatchResult
-            if let cache = validationCache {
-                let features = try cachedFeatures(indices: indices, variants: indices.map { _ in 0 }, cache: cache,
-                                                  example: { try data.example(at: $0) })
-                r = try executor.evaluate(features: features, targets: try indices.map { try data.target(at: $0) })
-            } else {
-                r = try executor.evaluate(try data.batch(at: indices))
-            }
-            lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
-        }
-        return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
     }
 }

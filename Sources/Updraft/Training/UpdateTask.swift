@@ -48,9 +48,12 @@ public struct UpdateHandlers {
     public var events: UpdateProgressEvent
     public var progress: ((UpdateContext) -> Void)?
     public var completion: ((UpdateContext) -> Void)?
+    /// Called with each one-line warning (a device that failed and the fallback taken) as it
+    /// happens, on the training thread. `UpdateTask.warnings` keeps them all.
+    public var warning: ((String) -> Void)?
     public init(events: UpdateProgressEvent = .all, progress: ((UpdateContext) -> Void)? = nil,
-                completion: ((UpdateContext) -> Void)? = nil) {
-        self.events = events; self.progress = progress; self.completion = completion
+                completion: ((UpdateContext) -> Void)? = nil, warning: ((String) -> Void)? = nil) {
+        self.events = events; self.progress = progress; self.completion = completion; self.warning = warning
     }
 }
 
@@ -58,8 +61,20 @@ public struct UpdateHandlers {
 public struct UpdateConfiguration {
     /// Parameter overrides, checked against the model's allowed values when training starts.
     public var parameters: [ParameterKey: ParameterValue] = [:]
-    /// Where to run: the backends for the frozen prefix and the trainable tail. Nil: the CPU backend.
+    /// Where to run: the backends for the frozen prefix and the trainable tail. Nil: the reference
+    /// backend. Ignored when `dataParallel` is set.
     public var backends: (prefix: Backend, tail: Backend)?
+    /// Train on several devices at once: each mini-batch is split between the replicas and their
+    /// gradients combined before one identical update on each. Wins over `backends`.
+    public var dataParallel: DataParallelism?
+    /// Where training goes on when a device fails (a kernel that does not build, memory that runs
+    /// out, a device error mid-training), in the order tried, after any data-parallel replicas that
+    /// still work. Nil: the host CPU backend, unless training already runs only on the host.
+    /// Empty: none, and a device failure ends training. Backends that training already runs on
+    /// are not fallbacks.
+    public var fallbacks: [Backend]?
+    /// Whether to keep a host copy of the state after each step so a failed device loses nothing.
+    public var snapshots: SnapshotPolicy = .automatic
     /// Evaluated at the end of every epoch (loss and accuracy).
     public var validationData: BatchProvider?
     /// Keep a short last mini-batch instead of filling it by wrapping round (Core ML's behaviour).
@@ -97,6 +112,19 @@ public final class UpdateTask {
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
+    private var _warnings: [String] = []
+
+    /// One line per device that failed during training, naming the reason and where training went
+    /// on (also passed to `UpdateHandlers.warning` as they happen).
+    public var warnings: [String] {
+        lock.lock(); defer { lock.unlock() }
+        return _warnings
+    }
+
+    func warn(_ message: String) {
+        lock.lock(); _warnings.append(message); lock.unlock()
+        handlers.warning?(message)
+    }
 
     public var state: UpdateTaskState {
         lock.lock(); defer { lock.unlock() }

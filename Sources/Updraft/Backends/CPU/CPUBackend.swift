@@ -1,4 +1,3 @@
-import COpenBLAS
 import Foundation
 import Synchronization
 
@@ -21,8 +20,8 @@ import Synchronization
 /// threads (whose workers spin after each call and then compete with the element-wise loops that
 /// follow), and it never runs more threads than cores.
 ///
-/// One backend may be called from one thread at a time per op; ops that use the scratch workspaces
-/// take a lock, so calls from several threads are safe but serialised.
+/// Calls from several threads are safe: ops that use the scratch workspaces take a lock (and so run
+/// one at a time); the others touch only the buffers they are given.
 public final class CPUBackend: Backend {
     public let name = "cpu"
 

@@ -1,4 +1,5 @@
 import COpenBLAS
+import Foundation
 
 /// The small building blocks the CPU backend's ops share: a row-major SGEMM wrapper, OpenBLAS thread
 /// control and SIMD reductions. Free functions over raw pointers, so the op files read as loop nests.
@@ -24,15 +25,32 @@ enum CPUKernels {
 
     /// Runs `body` with OpenBLAS limited to one thread, then restores the previous count. The backend
     /// runs every GEMM this way and splits the work over its own threads (by image, or by blocks of
-    /// the output): OpenBLAS's workers spin for a while after each threaded call, and would compete
-    /// with the element-wise loops that follow. The count is process-wide; nothing else here uses BLAS.
+    /// the output), so OpenBLAS's workers never add threads beside ours. The count is process-wide:
+    /// calls that overlap (several backends, data-parallel replicas) share one reference-counted
+    /// setting, restored when the last of them ends.
     static func withSingleThreadedBLAS<R>(_ body: () throws -> R) rethrows -> R {
-        let previous = openblas_get_num_threads()
-        if previous == 1 { return try body() }
-        openblas_set_num_threads(1)
-        defer { openblas_set_num_threads(previous) }
+        blasLock.lock()
+        if blasHolders == 0 {
+            blasSavedThreads = openblas_get_num_threads()
+            if blasSavedThreads != 1 { openblas_set_num_threads(1) }
+        }
+        blasHolders += 1
+        blasLock.unlock()
+        defer {
+            blasLock.lock()
+            blasHolders -= 1
+            if blasHolders == 0, blasSavedThreads != 1 { openblas_set_num_threads(blasSavedThreads) }
+            blasLock.unlock()
+        }
         return try body()
     }
+
+    /// OpenBLAS's current thread count (for tests).
+    static var blasThreadCount: Int { Int(openblas_get_num_threads()) }
+
+    private static let blasLock = NSLock()
+    nonisolated(unsafe) private static var blasHolders = 0
+    nonisolated(unsafe) private static var blasSavedThreads: Int32 = 1
 
     // MARK: Vector loads and stores (any alignment)
     //
@@ -112,20 +130,7 @@ enum CPUKernels {
         return total
     }
 
-    /// The sum of `count` floats accumulated in Double (for losses, where N may be large).
-    static func sumDouble(_ p: UnsafePointer<Float>, _ count: Int) -> Double {
-        var acc = SIMD4<Double>()
-        var i = 0
-        while i + 4 <= count {
-            acc += SIMD4<Double>(Double(p[i]), Double(p[i + 1]), Double(p[i + 2]), Double(p[i + 3]))
-            i += 4
-        }
-        var total = acc.sum()
-        while i < count { total += Double(p[i]); i += 1 }
-        return total
-    }
-
-    /// a ceiling division that is right for negative numerators (b > 0).
+    /// A ceiling division that is right for negative numerators (b > 0).
     @inline(__always) static func ceilDiv(_ a: Int, _ b: Int) -> Int {
         a >= 0 ? (a + b - 1) / b : -((-a) / b)
     }

@@ -1,5 +1,5 @@
-/// A buffer in host memory: the storage of the CPU backends (reference and optimized).
-/// Any CPU backend accepts any `HostBuffer`, since the memory is the same kind.
+/// A buffer in host memory: the storage of the Double reference backend. (The fast CPU backend
+/// keeps its own aligned `CPUBuffer`s; a buffer goes only to the backend that made it.)
 public final class HostBuffer: DeviceBuffer {
     /// The float32 elements, read and written directly by the CPU backends.
     public var values: [Float]

@@ -1,0 +1,303 @@
+import Foundation
+
+/// When training keeps a host copy of its state (parameters, optimizer moments, step count) so that
+/// it can carry on elsewhere if every device it runs on fails.
+public enum SnapshotPolicy: String, Sendable {
+    /// After every completed step, while a fallback device is left to carry on with. The copy is
+    /// the trained tensors only (not the frozen ones): for fine-tuning a head it is a few kilobytes.
+    case automatic
+    /// Never: recovery reads the state back from a replica that still works, or from the failed
+    /// device if it still answers and failed outside an optimizer update; otherwise training fails.
+    case never
+}
+
+/// Whether an error means "this device cannot do it" (so another device may) rather than "this
+/// input is wrong" (which no device fixes): OpenCL errors, Updraft's device and unsupported errors,
+/// and errors of types Updraft does not know (a custom backend's). Data, model and argument errors
+/// are not.
+func isDeviceFailure(_ error: Error) -> Bool {
+    if error is OpenCLError { return true }
+    if let e = error as? UpdraftError { return e.kind == .device || e.kind == .unsupported }
+    return true
+}
+
+/// Device failures of some replicas during one phase of a step.
+struct ReplicaFailure: Error, CustomStringConvertible {
+    enum Phase: String { case gradients, reduction, update, snapshot, evaluation }
+    var phase: Phase
+    /// Replica index and its error.
+    var failures: [(index: Int, error: Error)]
+    var description: String { failures.map { "replica \($0.index): \(firstLine(of: $0.error))" }.joined(separator: "; ") }
+}
+
+/// The executors a training run steps: one, or one replica per device for data parallelism; the
+/// devices left to fall back to; the last completed step's state. When a device fails, the step is
+/// taken again from the last completed one on what is left (the other replicas, else the next
+/// fallback device), after a one-line warning naming the device, the reason and the way out.
+final class TrainingDevices {
+    let training: TrainingGraph
+    let optimizer: OptimizerKind
+    private(set) var replicas: [Executor] = []
+    /// Each replica's share of a mini-batch.
+    private(set) var shares: [Double] = []
+    /// Devices not in use yet, in the order they are tried.
+    private(set) var fallbacks: [Backend]
+    let snapshotPolicy: SnapshotPolicy
+    /// The state after `completedSteps` steps, when the policy keeps one (nil before the first step:
+    /// a new executor holds the initial state).
+    private(set) var snapshot: ExecutorState?
+    /// Steps every working replica has completed.
+    private(set) var completedSteps = 0
+    /// Time spent taking snapshots, and how many (the cost of being able to recover).
+    private(set) var snapshotSeconds = 0.0
+    private(set) var snapshotCount = 0
+    private let warn: (String) -> Void
+
+    var primary: Executor { replicas[0] }
+    /// Whether the replicas may run at the same time: no backend object serves two of them (one
+    /// given twice runs its replicas one after the other, as a backend serves one thread at a time).
+    private var replicasRunTogether: Bool {
+        var seen = Set<ObjectIdentifier>()
+        for r in replicas {
+            for b in Set([ObjectIdentifier(r.prefixBackend), ObjectIdentifier(r.tailBackend)]) where !seen.insert(b).inserted {
+                return false
+            }
+        }
+        return true
+    }
+    /// Where training runs: "cpu", or "opencl:A + opencl:B (data parallel)".
+    var description: String {
+        replicas.count == 1 ? primary.deviceName : replicas.map(\.deviceName).joined(separator: " + ") + " (data parallel)"
+    }
+
+    init(training: TrainingGraph, optimizer: OptimizerKind, configuration config: UpdateConfiguration,
+         warn: @escaping (String) -> Void) throws {
+        self.training = training
+        self.optimizer = optimizer
+        self.snapshotPolicy = config.snapshots
+        self.warn = warn
+        var running: [Backend] = []
+        var problems: [String] = []
+        if let dp = config.dataParallel, !dp.replicas.isEmpty {
+            let shares = dp.shares ?? dp.replicas.map { _ in 1 }
+            guard shares.count == dp.replicas.count, shares.allSatisfy({ $0.isFinite && $0 > 0 }) else {
+                throw UpdraftError(.invalidArgument, "data parallelism needs one positive share per replica, got \(shares) for \(dp.replicas.count)")
+            }
+            for (backend, share) in zip(dp.replicas, shares) {
+                running.append(backend)
+                do {
+                    replicas.append(try Executor(training: training, optimizer: optimizer, backend: backend))
+                    self.shares.append(share)
+                } catch where isDeviceFailure(error) {
+                    problems.append("cannot start a replica on \(backend.name) (\(firstLine(of: error)))")
+                }
+            }
+        } else {
+            let (prefix, tail) = config.backends ?? (ReferenceBackend(), ReferenceBackend())
+            running = [prefix, tail]
+            do {
+                replicas = [try Executor(training: training, optimizer: optimizer, prefixBackend: prefix, tailBackend: tail)]
+                shares = [1]
+            } catch where isDeviceFailure(error) {
+                let name = prefix === tail ? tail.name : "\(prefix.name) + \(tail.name)"
+                problems.append("cannot start training on \(name) (\(firstLine(of: error)))")
+            }
+        }
+        let onlyHost = running.allSatisfy { $0 is CPUBackend || $0 is ReferenceBackend }
+        fallbacks = (config.fallbacks ?? (onlyHost ? [] : [Scheduler.makeHostBackend()]))
+            .filter { f in !running.contains { $0 === f } }
+        if replicas.isEmpty {
+            try takeOver(state: nil, problems: problems)
+        } else if !problems.isEmpty {
+            warn(problems.joined(separator: "; ") + "; training on \(description)")
+        }
+    }
+
+    // MARK: Steps
+
+    /// One optimizer step over a mini-batch of `count` examples: each replica's slice is prepared
+    /// on this thread (`prepare`, given the slice's positions in the batch), its gradients computed
+    /// on all replicas at once (`gradients`), combined on the host, and applied on every replica.
+    /// A device failure is recovered from and the step taken again.
+    /// - Parameter position: where training stands, for warnings ("epoch 1 mini-batch 3").
+    func step<Input>(count: Int, position: String, parameters: () -> TrainingParameters,
+                     prepare: (Range<Int>) throws -> Input,
+                     gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+        while true {
+            do {
+                return try attemptStep(count: count, parameters: parameters(), prepare: prepare, gradients: gradients)
+            } catch let failure as ReplicaFailure {
+                try recover(from: failure, position: position)
+            }
+        }
+    }
+
+    private func attemptStep<Input>(count: Int, parameters: TrainingParameters, prepare: (Range<Int>) throws -> Input,
+                                    gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+        let reps = replicas
+        let sizes = reps.count == 1 ? [count] : DataParallelism.sliceSizes(count: count, shares: shares)
+        let inputs = try DataParallelism.ranges(sizes).map { $0.isEmpty ? nil : try prepare($0) }
+        let outcomes = DataParallelism.concurrently(reps.count, together: replicasRunTogether) { i -> Executor.BatchResult? in
+            guard let input = inputs[i] else { return nil }
+            return try gradients(reps[i], input)
+        }
+        var results: [Executor.BatchResult] = []
+        try collect(outcomes, phase: .gradients) { if let r = $0 { results.append(r) } }
+        let result = DataParallelism.combine(results)
+
+        if reps.count == 1 {
+            do { try reps[0].applyUpdate(parameters) } catch where isDeviceFailure(error) {
+                throw ReplicaFailure(phase: .update, failures: [(0, error)])
+            }
+        } else {
+            var gathered: [[[Float]]] = [], weights: [Double] = []
+            let downloads = reps.indices.map { i in Result { sizes[i] > 0 ? try reps[i].gradientValues() : nil } }
+            try collect(downloads, phase: .reduction) { _ in }
+            for (i, d) in downloads.enumerated() {
+                if case let .success(g?) = d { gathered.append(g); weights.append(Double(sizes[i]) / Double(max(1, count))) }
+            }
+            let combined = try DataParallelism.combine(gathered, weights: weights)
+            let updates = DataParallelism.concurrently(reps.count, together: replicasRunTogether) { i in
+                try reps[i].setGradients(combined)
+                try reps[i].applyUpdate(parameters)
+            }
+            let failed = try deviceFailures(updates)
+            if failed.count == reps.count { throw ReplicaFailure(phase: .update, failures: failed) }
+            // The others completed the step: it stands, without the replicas that failed.
+            if !failed.isEmpty { drop(failed, note: "while applying the update") }
+        }
+        try keepSnapshot()
+        completedSteps += 1
+        return result
+    }
+
+    /// Runs `body` on the primary replica (validation), recovering from device failures.
+    func onPrimary<T>(position: String, _ body: (Executor) throws -> T) throws -> T {
+        while true {
+            do { return try body(primary) } catch where isDeviceFailure(error) {
+                try recover(from: ReplicaFailure(phase: .evaluation, failures: [(0, error)]), position: position)
+            }
+        }
+    }
+
+    /// Passes successes to `use`; throws a `ReplicaFailure` for device failures, and any other
+    /// error as it is.
+    private func collect<T>(_ outcomes: [Result<T, Error>], phase: ReplicaFailure.Phase, _ use: (T) -> Void) throws {
+        let failed = try deviceFailures(outcomes)
+        if !failed.isEmpty { throw ReplicaFailure(phase: phase, failures: failed) }
+        for case let .success(v) in outcomes { use(v) }
+    }
+
+    private func deviceFailures<T>(_ outcomes: [Result<T, Error>]) throws -> [(index: Int, error: Error)] {
+        var failed: [(index: Int, error: Error)] = []
+        for (i, o) in outcomes.enumerated() {
+            if case let .failure(e) = o {
+                guard isDeviceFailure(e) else { throw e }
+                failed.append((i, e))
+            }
+        }
+        return failed
+    }
+
+    // MARK: Snapshots
+
+    /// Whether a copy of the state is worth keeping: there is somewhere left to carry on.
+    private var keepsSnapshots: Bool { snapshotPolicy == .automatic && !fallbacks.isEmpty }
+
+    /// Copies the state of the step just completed, from the first replica that answers. Replicas
+    /// that do not are dropped; when none does, the step is lost with them (`.snapshot`), and is taken
+    /// again from the previous snapshot.
+    private func keepSnapshot() throws {
+        guard keepsSnapshots else { snapshot = nil; return }
+        var failed: [(index: Int, error: Error)] = []
+        for (i, r) in replicas.enumerated() {
+            do {
+                // The step's queued work first: waiting for it is not the snapshot's cost.
+                try r.tailBackend.synchronize()
+                let start = Date()
+                let s = try r.captureState()
+                snapshotSeconds += Date().timeIntervalSince(start)
+                snapshotCount += 1
+                if !failed.isEmpty { drop(failed, note: "while reading back the state") }
+                snapshot = s
+                return
+            } catch where isDeviceFailure(error) {
+                failed.append((i, error))
+            }
+        }
+        throw ReplicaFailure(phase: .snapshot, failures: failed)
+    }
+
+    // MARK: Recovery
+
+    /// Removes failed replicas that others outlive, with a warning.
+    private func drop(_ failed: [(index: Int, error: Error)], note: String) {
+        let gone = Set(failed.map(\.index))
+        let names = failed.map { replicas[$0.index].deviceName }
+        let kept = replicas.indices.filter { !gone.contains($0) }
+        replicas = kept.map { replicas[$0] }
+        shares = kept.map { shares[$0] }
+        warn("\(names.joined(separator: ", ")) failed \(note) (\(firstLine(of: failed[0].error))); continuing on \(description)")
+    }
+
+    /// Carries on after `failure`: on the replicas that did not fail (their state is the last
+    /// completed step's), else on the next fallback device with the state of the last completed step
+    /// (the snapshot, or read back from a failed device that still answers). Throws when neither is
+    /// possible.
+    func recover(from failure: ReplicaFailure, position: String) throws {
+        let gone = Set(failure.failures.map(\.index))
+        let names = failure.failures.map { replicas[$0.index].deviceName }
+        let reason = "\(names.joined(separator: ", ")) failed (\(firstLine(of: failure.failures[0].error)))"
+        let kept = replicas.indices.filter { !gone.contains($0) }
+        if !kept.isEmpty {
+            replicas = kept.map { replicas[$0] }
+            shares = kept.map { shares[$0] }
+            warn("\(reason); continuing on \(description) from the last completed step, \(position) again")
+            return
+        }
+        guard !fallbacks.isEmpty else {
+            throw UpdraftError(.device, "\(reason); no other device is left to train on",
+                               hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+        }
+        // Executors count their steps from 0 in this run, so the last completed step's state is the
+        // one whose step count is `completedSteps`.
+        var state: ExecutorState? = nil
+        if completedSteps > 0 {
+            if let s = snapshot, s.stepCount == completedSteps {
+                state = s
+            } else if failure.phase != .snapshot {
+                for i in gone.sorted() {
+                    if let s = try? replicas[i].captureState(), s.stepCount == completedSteps { state = s; break }
+                }
+            }
+            guard state != nil else {
+                throw UpdraftError(.device, "\(reason), and the state of the last completed step could not be read back",
+                                   hint: "run again (with --compute-units cpuOnly to avoid the device)")
+            }
+        }
+        try takeOver(state: state, problems: [reason], position: position)
+    }
+
+    /// Makes a single executor on the next fallback device that works, with `state` (nil: the
+    /// initial state), and warns once naming what failed and where training goes on.
+    private func takeOver(state: ExecutorState?, problems: [String], position: String? = nil) throws {
+        var problems = problems
+        while !fallbacks.isEmpty {
+            let backend = fallbacks.removeFirst()
+            do {
+                let e = try Executor(training: training, optimizer: optimizer, backend: backend)
+                if let state { try e.restoreState(state) }
+                replicas = [e]
+                shares = [1]
+                if !keepsSnapshots { snapshot = nil }
+                let resume = position.map { " from the last completed step, \($0) again" } ?? ""
+                warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
+                return
+            } catch where isDeviceFailure(error) {
+                problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
+            }
+        }
+        throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left to train on",
+                           hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+    }
+}

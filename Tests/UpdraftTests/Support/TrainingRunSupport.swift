@@ -1,0 +1,116 @@
+import Foundation
+import XCTest
+@testable import Updraft
+
+/// One training run through `UpdateTask`, with what the multi-device and fallback tests compare.
+struct TrainingRun {
+    var task: UpdateTask
+    var state: UpdateTaskState
+    var error: Error?
+    /// Every mini-batch's loss, in order.
+    var losses: [Double]
+    var epochs: [TrainingMetrics]
+    /// Updatable layer -> trained weights and bias.
+    var weights: [String: (weights: [Float], bias: [Float]?)]
+    var warnings: [String]
+    /// Warnings as the handler saw them (must equal `warnings`).
+    var handlerWarnings: [String]
+
+    /// Trains `model` on `data` with the configuration `configure` makes.
+    static func train(_ model: CoreMLModel, _ data: BatchProvider,
+                      configure: (inout UpdateConfiguration) throws -> Void = { _ in }) throws -> TrainingRun {
+        var config = UpdateConfiguration()
+        try configure(&config)
+        var losses: [Double] = [], epochs: [TrainingMetrics] = [], seen: [String] = []
+        let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
+            progress: { ctx in
+                if ctx.event == .miniBatchEnd, let m = ctx.metrics { losses.append(m.lossValue) }
+                if ctx.event == .epochEnd, let m = ctx.metrics { epochs.append(m) }
+            },
+            warning: { seen.append($0) }))
+        let final = task.run()
+        var weights: [String: (weights: [Float], bias: [Float]?)] = [:]
+        if final.task.state == .completed {
+            for layer in try NetworkGraph(model: model).updatableLayers {
+                let (w, b) = try task.weights(ofLayer: layer.name)
+                weights[layer.name] = (w.data, b?.data)
+            }
+        }
+        return TrainingRun(task: task, state: final.task.state, error: final.error, losses: losses, epochs: epochs,
+                           weights: weights, warnings: task.warnings, handlerWarnings: seen)
+    }
+
+    /// The largest difference between two runs' weights (infinity when the layers differ).
+    func maxWeightDifference(from other: TrainingRun) -> Float {
+        guard Set(weights.keys) == Set(other.weights.keys), !weights.isEmpty else { return .infinity }
+        var worst: Float = 0
+        for (name, mine) in weights {
+            guard let theirs = other.weights[name], mine.weights.count == theirs.weights.count,
+                  (mine.bias?.count ?? 0) == (theirs.bias?.count ?? 0) else { return .infinity }
+            for (a, b) in zip(mine.weights + (mine.bias ?? []), theirs.weights + (theirs.bias ?? [])) { worst = max(worst, abs(a - b)) }
+        }
+        return worst
+    }
+}
+
+/// Asserts two runs completed with the same losses and weights within `tolerance` (relative for the
+/// losses, absolute for the weights).
+func assertSameTraining(_ a: TrainingRun, _ b: TrainingRun, tolerance: Double = 1e-5, _ what: String = "",
+                        file: StaticString = #filePath, line: UInt = #line) {
+    XCTAssertEqual(a.state, .completed, "\(what): \(a.error.map { "\($0)" } ?? "")", file: file, line: line)
+    XCTAssertEqual(b.state, .completed, "\(what): \(b.error.map { "\($0)" } ?? "")", file: file, line: line)
+    XCTAssertEqual(a.losses.count, b.losses.count, "\(what): mini-batch counts differ", file: file, line: line)
+    for (x, y) in zip(a.losses, b.losses) {
+        XCTAssertEqual(x, y, accuracy: tolerance * max(1, abs(y)), "\(what): losses \(a.losses) vs \(b.losses)", file: file, line: line)
+    }
+    let d = a.maxWeightDifference(from: b)
+    XCTAssertLessThanOrEqual(d, Float(tolerance), "\(what): weights differ by \(d)", file: file, line: line)
+}
+
+/// A small model with SqueezeNet's shape: a strided convolution and a ceil-mode max pool, one fire
+/// module (squeeze 1x1, expand 1x1 and 3x3 concatenated), conv10 to the classes with ReLU, global
+/// average pooling, flatten, a fully connected head and softmax. The expands, conv10 and the head
+/// train (gradients flow through concat, ReLU and pooling); conv1 and the squeeze are the frozen prefix.
+enum SqueezeShaped {
+    static let classes = 4
+
+    static func model(optimizer: OptimizerKind = .sgd, batch: Int64 = 4) throws -> CoreMLModel {
+        let image = ImageFeatureType(width: 15, height: 15, colorSpace: .rgb)
+        var b = try ModelBuilder(input: FeatureDescription(name: "image", type: .image(image)), seed: 7)
+        try b.convolution("conv1", outputChannels: 8, kernel: (3, 3), stride: (2, 2))
+        try b.activation("relu_conv1", .relu)
+        try b.pooling("pool1", .max, kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0))
+        try b.convolution("fire2/squeeze1x1", outputChannels: 4, kernel: (1, 1))
+        let squeezed = try b.activation("fire2/relu_squeeze1x1", .relu)
+        try b.convolution("fire2/expand1x1", input: squeezed, outputChannels: 6, kernel: (1, 1))
+        let left = try b.activation("fire2/relu_expand1x1", .relu)
+        try b.convolution("fire2/expand3x3", input: squeezed, outputChannels: 6, kernel: (3, 3), padding: .same(.bottomRightHeavy))
+        let right = try b.activation("fire2/relu_expand3x3", .relu)
+        try b.concat("fire2/concat", inputs: [left, right])
+        try b.convolution("conv10", outputChannels: classes, kernel: (1, 1))
+        try b.activation("relu_conv10", .relu)
+        try b.pooling("pool10", .average, global: true)
+        try b.flatten("flatten")
+        try b.innerProduct("fullyconnected0", outputChannels: classes)
+        try b.softmax("softmax", output: "probabilities")
+        try b.makeClassifier(labels: .strings((0..<classes).map(String.init)), probabilities: "probabilities")
+        try b.makeUpdatable(["fire2/expand1x1", "fire2/expand3x3", "conv10", "fullyconnected0"])
+        try b.setCrossEntropyLoss(input: "probabilities")
+        switch optimizer {
+        case .sgd: b.setOptimizer(.sgd(learningRate: 0.05, miniBatchSize: batch, momentum: 0.9))
+        case .adam: b.setOptimizer(.adam(learningRate: 0.01, miniBatchSize: batch))
+        }
+        b.setEpochs(2)
+        b.setShuffle(true, seed: 3)
+        return try b.build()
+    }
+
+    /// `count` random images (values in 0...1) with labels cycling through the classes.
+    static func data(count: Int = 12, seed: UInt64 = 11) throws -> ArrayBatchProvider {
+        let examples = (0..<count).map { i in
+            TrainingExample(input: Tensor(shape: [3, 15, 15], uniformIn: 0...1, seed: seed &+ UInt64(i)),
+                            target: .classIndex(i % classes))
+        }
+        return try ArrayBatchProvider(examples: examples)
+    }
+}

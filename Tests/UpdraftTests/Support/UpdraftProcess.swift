@@ -1,0 +1,42 @@
+import Foundation
+import XCTest
+@testable import Updraft
+
+/// What a run of the `updraft` executable printed, and how it ended.
+struct CommandRun { var status: Int32; var stdout: String; var stderr: String }
+
+/// Runs the `updraft` built next to this test bundle (.build/debug/UpdraftPackageTests.xctest), as a
+/// user would: the device-pin and data-parallel variables cleared, the calibration cache in
+/// `cacheDirectory`, then `extra` on top.
+func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
+                file: StaticString = #filePath, line: UInt = #line) throws -> CommandRun {
+    let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
+                      Bundle.main.bundleURL.deletingLastPathComponent()]
+        .compactMap { $0 }.map { $0.appendingPathComponent("updraft") }
+    guard let binary = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+        XCTFail("the updraft executable is not built next to the tests (\(candidates.map(\.path))); run `swift build` first",
+                file: file, line: line)
+        throw XCTSkip("no updraft binary")
+    }
+    var env = ProcessInfo.processInfo.environment
+    for key in [DevicePin.environmentVariable, DataParallelMode.environmentVariable] { env.removeValue(forKey: key) }
+    env[CalibrationCache.directoryVariable] = cacheDirectory.path
+    env.merge(extra) { $1 }
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    process.environment = env
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Drain stderr beside stdout, so a full pipe on either side cannot stall the child.
+    var stderr = Data()
+    let drained = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async { stderr = err.fileHandleForReading.readDataToEndOfFile(); drained.signal() }
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    drained.wait()
+    process.waitUntilExit()
+    return CommandRun(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+}
