@@ -29,6 +29,18 @@ public protocol Backend: AnyObject {
     /// Waits for all queued work.
     func synchronize() throws
 
+    // MARK: Ranges and rows (feature-cache gathers and spills; defaults below go through the host)
+    /// buffer[offset ..< offset + values.count] = values.
+    func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws
+    /// buffer[offset ..< offset + count].
+    func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float]
+    /// Sees both buffers as rows of `rowLength` floats and copies row `sourceRows[i]` of `source` to
+    /// row `destinationRows[i]` of `destination`, for every i. The destination rows are distinct and
+    /// `source` and `destination` are different buffers (gathering a batch from a cache arena, or
+    /// scattering a batch into one).
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                  rows destinationRows: [Int], rowLength: Int) throws
+
     // MARK: Convolution — x [N, Cin, H, W], w [Cout, Cin/g, kH, kW], b [Cout], y [N, Cout, Ho, Wo]
     /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
@@ -97,6 +109,64 @@ public protocol Backend: AnyObject {
 }
 
 public extension Backend {
+    func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
+        try checkRange(offset: offset, count: values.count, in: buffer, "upload destination")
+        if values.isEmpty { return }
+        if offset == 0, values.count == buffer.count { return try upload(values, to: buffer) }
+        var all = try download(buffer)
+        all.replaceSubrange(offset..<(offset + values.count), with: values)
+        try upload(all, to: buffer)
+    }
+
+    func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float] {
+        try checkRange(offset: offset, count: count, in: buffer, "download source")
+        if count == 0 { return [] }
+        let all = try download(buffer)
+        return offset == 0 && count == all.count ? all : Array(all[offset..<(offset + count)])
+    }
+
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                  rows destinationRows: [Int], rowLength: Int) throws {
+        try checkRows(source, rows: sourceRows, destination, rows: destinationRows, rowLength: rowLength)
+        if sourceRows.isEmpty || rowLength == 0 { return }
+        let s = try download(source)
+        var d = try download(destination)
+        for (from, to) in zip(sourceRows, destinationRows) {
+            d.replaceSubrange(to * rowLength..<(to + 1) * rowLength, with: s[from * rowLength..<(from + 1) * rowLength])
+        }
+        try upload(d, to: destination)
+    }
+
+    /// Throws unless buffer[offset ..< offset + count] exists.
+    func checkRange(offset: Int, count: Int, in buffer: DeviceBuffer, _ what: String) throws {
+        guard offset >= 0, count >= 0, offset <= buffer.count - count else {
+            throw UpdraftError(.invalidArgument, "\(name): \(what) range \(offset)..<\(offset + count) is outside its \(buffer.count) values")
+        }
+    }
+
+    /// Throws unless `copyRows`' arguments are consistent: as many source as destination rows, every
+    /// row inside its buffer, distinct destination rows, two different buffers.
+    func checkRows(_ source: DeviceBuffer, rows sourceRows: [Int], _ destination: DeviceBuffer, rows destinationRows: [Int],
+                   rowLength: Int) throws {
+        guard sourceRows.count == destinationRows.count, rowLength >= 0 else {
+            throw UpdraftError(.invalidArgument, "\(name): copyRows got \(sourceRows.count) source rows, \(destinationRows.count) destination rows, row length \(rowLength)")
+        }
+        guard source !== destination else {
+            throw UpdraftError(.invalidArgument, "\(name): copyRows needs two different buffers")
+        }
+        if rowLength == 0 { return }
+        let sourceRowCount = source.count / rowLength, destinationRowCount = destination.count / rowLength
+        if let bad = sourceRows.first(where: { $0 < 0 || $0 >= sourceRowCount }) {
+            throw UpdraftError(.invalidArgument, "\(name): copyRows source row \(bad) is outside the \(sourceRowCount) rows of \(rowLength) values")
+        }
+        if let bad = destinationRows.first(where: { $0 < 0 || $0 >= destinationRowCount }) {
+            throw UpdraftError(.invalidArgument, "\(name): copyRows destination row \(bad) is outside the \(destinationRowCount) rows of \(rowLength) values")
+        }
+        guard Set(destinationRows).count == destinationRows.count else {
+            throw UpdraftError(.invalidArgument, "\(name): copyRows destination rows repeat")
+        }
+    }
+
     func makeBuffer(_ values: [Float]) throws -> DeviceBuffer {
         let b = try makeBuffer(count: values.count)
         try upload(values, to: b)
