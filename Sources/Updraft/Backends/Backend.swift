@@ -15,6 +15,8 @@ public enum ElementwiseOp: Hashable, Sendable { case add, multiply }
 public protocol Backend: AnyObject {
     /// Short name for tables and logs: "reference", "cpu", "opencl:<device name>".
     var name: String { get }
+    /// Where the backend's buffers live, for memory budgets (the feature cache). Default: host memory.
+    var memory: BackendMemory { get }
 
     // MARK: Memory
     func makeBuffer(count: Int) throws -> DeviceBuffer
@@ -108,7 +110,17 @@ public protocol Backend: AnyObject {
                   m: DeviceBuffer, v: DeviceBuffer, count: Int) throws
 }
 
+/// Where a backend's buffers live.
+public enum BackendMemory: Equatable, Sendable {
+    /// Host memory: the CPU backends, and OpenCL devices that are the CPU (PoCL).
+    case host
+    /// Memory of the device's own, `bytes` in all (a GPU's global memory).
+    case device(bytes: UInt64)
+}
+
 public extension Backend {
+    var memory: BackendMemory { .host }
+
     func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         try checkRange(offset: offset, count: values.count, in: buffer, "upload destination")
         if values.isEmpty { return }

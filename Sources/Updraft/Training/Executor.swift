@@ -263,7 +263,7 @@ public final class Executor {
 
     // MARK: Input
 
-    private func uploadInput(_ inputs: Tensor, ws: Workspace) throws {
+    func uploadInput(_ inputs: Tensor, ws: Workspace) throws {
         let itemCount = graph.input.shape.itemCount
         guard inputs.shape.n == ws.batch, inputs.count == ws.batch * itemCount else {
             throw UpdraftError(.data, "inputs \(inputs.shape) do not match the model input \(graph.input.shape) (batch \(ws.batch))",

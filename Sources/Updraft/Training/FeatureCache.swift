@@ -1,36 +1,225 @@
 import Foundation
 
-/// Keeps the frozen prefix's outputs (the tail's inputs) per example and augmentation variant, so
-/// that epochs after the first run only the trainable tail. Host memory, up to a byte budget; past
-/// the budget, examples are simply recomputed. Safe to use from several threads (data-parallel
-/// replicas store what they computed).
+/// Keeps the frozen prefix's outputs (the tail's inputs, one row per boundary blob) per example and
+/// augmentation variant, so that epochs after the first run only the trainable tail.
+///
+/// Two tiers. The **device tier** lives on the backend that runs the tail, in arenas of rows that a
+/// batch is gathered from with one `copyRows` per arena and blob: no host round trip. Past its budget
+/// (half a GPU's memory by default) the **host tier** keeps rows as host arrays, uploaded row by row
+/// when a batch needs them. Past both budgets, examples are simply recomputed. On a backend whose
+/// buffers are host memory (the CPU backends, PoCL) the device tier *is* host memory, so both tiers
+/// share the host budget.
+///
+/// The device tier belongs to one backend: `bind(to:)` drops it when training moves elsewhere (a
+/// fallback after a device failure, or data-parallel replicas, which use the host tier only); its
+/// examples are then recomputed once. Safe to use from several threads.
 final class FeatureCache {
+    struct Key: Hashable {
+        /// Which data set: training or validation.
+        enum DataSet: Hashable { case training, validation }
+        var set: DataSet
+        var index: Int
+        var variant: Int
+    }
+
+    /// Where an example's rows are.
+    enum Location {
+        /// Slot `slot` of `tier`'s arenas.
+        case device(tier: DeviceTier, slot: Int)
+        /// Host rows, one per boundary blob.
+        case host([[Float]])
+    }
+
+    /// Boundary blobs and the floats per example of each.
+    let blobs: [String]
+    let rowLengths: [Int]
+    var rowBytes: Int { rowLengths.reduce(0, +) * 4 }
+    let hostBudgetBytes: Int
+    /// Nil: automatic (half of a GPU's memory; the host budget on host-memory backends). 0: no device tier.
+    let deviceBudgetBytes: Int?
+    /// How many distinct rows training and validation can ask for (sizes the first arena).
+    let expectedEntries: Int
+
     private let lock = NSLock()
-    struct Key: Hashable { var index: Int; var variant: Int }
-    private var entries: [Key: [String: [Float]]] = [:]
-    private(set) var bytes = 0
-    let budgetBytes: Int
+    private var host: [Key: [[Float]]] = [:]
+    private(set) var hostBytes = 0
+    private(set) var tier: DeviceTier?
     private(set) var hits = 0
     private(set) var misses = 0
+    /// Device-tier entries lost because training moved to another backend.
+    private(set) var dropped = 0
 
-    init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
+    init(blobs: [String], rowLengths: [Int], hostBudgetBytes: Int, deviceBudgetBytes: Int?, expectedEntries: Int) {
+        self.blobs = blobs
+        self.rowLengths = rowLengths
+        self.hostBudgetBytes = max(0, hostBudgetBytes)
+        self.deviceBudgetBytes = deviceBudgetBytes.map { max(0, $0) }
+        self.expectedEntries = max(1, expectedEntries)
+    }
 
-    func lookup(_ key: Key) -> [String: [Float]]? {
+    /// Uses `backend`'s memory for the device tier from now on (nil: no device tier). A tier on
+    /// another backend is dropped with its entries.
+    func bind(to backend: Backend?) {
         lock.lock(); defer { lock.unlock() }
-        if let e = entries[key] { hits += 1; return e }
+        if let t = tier, t.backend === backend { return }
+        if let t = tier { dropped += t.slots.count; tier = nil }
+        guard let backend else { return }
+        let sharesHost = backend.memory == .host
+        let budget: Int
+        switch (deviceBudgetBytes, backend.memory) {
+        case let (explicit?, _): budget = explicit
+        case (nil, .host): budget = hostBudgetBytes
+        case let (nil, .device(bytes)): budget = Int(clamping: bytes / 2)
+        }
+        guard budget >= rowBytes, rowBytes > 0 else { return }
+        tier = DeviceTier(backend: backend, rowLengths: rowLengths, budgetBytes: budget, sharesHost: sharesHost,
+                          expectedEntries: expectedEntries)
+    }
+
+    /// Where `key`'s rows are, or nil (counted as a miss).
+    func locate(_ key: Key) -> Location? {
+        lock.lock(); defer { lock.unlock() }
+        if let t = tier, let slot = t.slots[key] { hits += 1; return .device(tier: t, slot: slot) }
+        if let rows = host[key] { hits += 1; return .host(rows) }
         misses += 1
         return nil
     }
 
-    /// Stores an example's features unless that would pass the budget.
-    func store(_ key: Key, _ features: [String: [Float]]) {
+    /// Keeps the rows of `keys` from `computed` (per blob, row k is `keys[k]`'s, on `backend`): in
+    /// the device tier while it has room and lives on `backend`, else in the host tier while it has
+    /// room. Keys already kept are skipped.
+    func store(_ keys: [Key], computed: [DeviceBuffer], on backend: Backend) throws {
         lock.lock(); defer { lock.unlock() }
-        guard entries[key] == nil else { return }
-        let size = features.values.reduce(0) { $0 + $1.count * 4 }
-        guard bytes + size <= budgetBytes else { return }
-        entries[key] = features
-        bytes += size
+        var forTier: [(key: Key, row: Int)] = [], forHost: [(key: Key, row: Int)] = []
+        var planned = Set<Key>()
+        var hostRoom = hostBudgetBytes - hostBytes - (tier?.sharesHost == true ? tier!.bytes : 0)
+        for (row, key) in keys.enumerated() where !planned.contains(key) && tier?.slots[key] == nil && host[key] == nil {
+            planned.insert(key)
+            if let t = tier, t.backend === backend, t.hasRoom(for: forTier.count + 1, hostRoom: hostRoom) {
+                forTier.append((key, row))
+            } else if hostRoom >= rowBytes {
+                forHost.append((key, row))
+                hostRoom -= rowBytes
+            }
+        }
+        if let t = tier, !forTier.isEmpty {
+            do {
+                try t.store(forTier, from: computed)
+            } catch {
+                // A tier that failed part-way cannot be trusted: drop it, and let the error decide.
+                dropped += t.slots.count
+                tier = nil
+                if isDeviceFailure(error) { throw error }
+            }
+        }
+        guard !forHost.isEmpty else { return }
+        let values = try computed.map { try backend.download($0) }
+        for (key, row) in forHost {
+            host[key] = zip(values, rowLengths).map { v, n in Array(v[row * n..<(row + 1) * n]) }
+            hostBytes += rowBytes
+        }
     }
 
-    var count: Int { lock.lock(); defer { lock.unlock() }; return entries.count }
+    var statistics: FeatureCacheStatistics {
+        lock.lock(); defer { lock.unlock() }
+        return FeatureCacheStatistics(deviceEntries: tier?.slots.count ?? 0, deviceBytes: tier?.bytes ?? 0, hostEntries: host.count,
+                          hostBytes: hostBytes, hits: hits, misses: misses, dropped: dropped, deviceName: tier?.backend.name)
+    }
+}
+
+/// What a feature cache holds: entries and bytes per tier, and how often lookups found what they asked for.
+public struct FeatureCacheStatistics: Sendable, Equatable {
+    /// Examples (and flip variants) in device memory, and the bytes of the arenas holding them.
+    public var deviceEntries = 0, deviceBytes = 0
+    /// Examples kept in host memory past the device tier, and their bytes.
+    public var hostEntries = 0, hostBytes = 0
+    /// Lookups that found an example, and those that had to run the frozen layers.
+    public var hits = 0, misses = 0
+    /// Device-tier entries lost when training moved to another device (recomputed once).
+    public var dropped = 0
+    /// The backend the device tier lives on, if any.
+    public var deviceName: String?
+}
+
+/// The device tier: arenas of rows on one backend, one buffer per boundary blob per arena. Arenas are
+/// allocated as rows arrive (the first sized for the rows expected, up to 256 MiB per buffer); slots
+/// are handed out in order and never freed (the frozen prefix's outputs never change).
+final class DeviceTier {
+    let backend: Backend
+    let rowLengths: [Int]
+    let budgetBytes: Int
+    /// Whether the arenas are host memory (they then count against the host budget too).
+    let sharesHost: Bool
+    /// Slots per arena.
+    let slotsPerArena: Int
+    /// arenas[a][b]: arena a's buffer for blob b.
+    private(set) var arenas: [[DeviceBuffer]] = []
+    private(set) var slots: [FeatureCache.Key: Int] = [:]
+    /// Bytes allocated in arenas.
+    private(set) var bytes = 0
+    /// Set when an arena could not be allocated: the tier keeps what it has and takes no more.
+    private(set) var isFull = false
+
+    static let arenaBufferLimit = 256 << 20
+
+    init(backend: Backend, rowLengths: [Int], budgetBytes: Int, sharesHost: Bool, expectedEntries: Int) {
+        self.backend = backend
+        self.rowLengths = rowLengths
+        self.budgetBytes = budgetBytes
+        self.sharesHost = sharesHost
+        let rowBytes = rowLengths.reduce(0, +) * 4
+        let longest = max(1, rowLengths.max() ?? 1) * 4
+        slotsPerArena = max(1, min(Self.arenaBufferLimit / longest, budgetBytes / max(1, rowBytes), expectedEntries))
+    }
+
+    private var arenaBytes: Int { slotsPerArena * rowLengths.reduce(0, +) * 4 }
+    private var capacity: Int { arenas.count * slotsPerArena }
+
+    /// Whether `extra` more rows fit: in arenas already allocated, or in new ones within the budgets.
+    func hasRoom(for extra: Int, hostRoom: Int) -> Bool {
+        let needed = slots.count + extra
+        if needed <= capacity { return true }
+        if isFull { return false }
+        let newArenas = (needed - capacity + slotsPerArena - 1) / slotsPerArena
+        let more = newArenas * arenaBytes
+        return bytes + more <= budgetBytes && (!sharesHost || more <= hostRoom)
+    }
+
+    /// Copies row `row` of each `computed` buffer into a new slot for each key, one `copyRows` per
+    /// arena and blob. The keys become visible only once their rows are in place.
+    func store(_ entries: [(key: FeatureCache.Key, row: Int)], from computed: [DeviceBuffer]) throws {
+        var placed: [(key: FeatureCache.Key, row: Int, slot: Int)] = []
+        for (i, e) in entries.enumerated() {
+            let slot = slots.count + i
+            while slot >= capacity {
+                do {
+                    arenas.append(try rowLengths.map { try backend.makeBuffer(count: slotsPerArena * $0) })
+                    bytes += arenaBytes
+                } catch {
+                    isFull = true
+                    break
+                }
+            }
+            guard slot < capacity else { break }
+            placed.append((e.key, e.row, slot))
+        }
+        for (a, group) in Dictionary(grouping: placed, by: { $0.slot / slotsPerArena }) {
+            for (b, buffer) in arenas[a].enumerated() {
+                try backend.copyRows(computed[b], rows: group.map(\.row), to: buffer,
+                                     rows: group.map { $0.slot % slotsPerArena }, rowLength: rowLengths[b])
+            }
+        }
+        for p in placed { slots[p.key] = p.slot }
+    }
+
+    /// Gathers the rows of `slots` into rows `positions` of `batch` (one buffer per blob).
+    func gather(slots wanted: [Int], positions: [Int], into batch: [DeviceBuffer]) throws {
+        let pairs = zip(wanted, positions).map { (slot: $0, position: $1) }
+        for (a, group) in Dictionary(grouping: pairs, by: { $0.slot / slotsPerArena }) {
+            for (b, buffer) in arenas[a].enumerated() {
+                try backend.copyRows(buffer, rows: group.map { $0.slot % slotsPerArena }, to: batch[b],
+                                     rows: group.map(\.position), rowLength: rowLengths[b])
+            }
+        }
+    }
 }

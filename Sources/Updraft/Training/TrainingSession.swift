@@ -12,9 +12,9 @@ final class TrainingSession {
     var executor: Executor { devices.primary }
     let hyperparameters: [Hyperparameter]
     var parameters: TrainingParameters
+    /// The frozen prefix's outputs per training example (and flip variant) and per validation
+    /// example: the frozen layers never change, so neither do they.
     let cache: FeatureCache?
-    /// The validation set's prefix features: the frozen layers never change, so neither do they.
-    let validationCache: FeatureCache?
     private(set) var lastMetrics: TrainingMetrics?
 
     init(task: UpdateTask) throws {
@@ -35,8 +35,28 @@ final class TrainingSession {
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
                                       warn: { [unowned task] in task.warn($0) })
         cache = task.configuration.featureCache && !training.prefix.isEmpty
-            ? FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes) : nil
-        validationCache = cache == nil ? nil : FeatureCache(budgetBytes: task.configuration.featureCacheBudgetBytes)
+            ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
+            : nil
+    }
+
+    private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
+                                  trainingCount: Int) throws -> FeatureCache {
+        let lengths = try training.boundary.map { blob in
+            guard let shape = training.graph.blobShapes[blob] else {
+                throw UpdraftError(.invalidModel, "the boundary blob '\(blob)' has no shape")
+            }
+            return shape.itemCount
+        }
+        let a = config.augmentation
+        let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
+        return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
+                            deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
+                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0))
+    }
+
+    /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.
+    private func bindCache() {
+        cache?.bind(to: devices.replicas.count == 1 ? devices.primary.tailBackend : nil)
     }
 
     func train() throws {
@@ -104,14 +124,14 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        let training = self.training
         return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
-            return (try CachedSlice(indices: slice, variants: slice.map(variant), cache: cache, example: example), targets)
+            let keys = slice.map { FeatureCache.Key(set: .training, index: $0, variant: variant($0)) }
+            return (try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) }), targets)
         }, gradients: { executor, input in
-            let features = try input.0.features(on: executor, training: training, cache: cache)
-            return try executor.computeGradients(features: features, targets: input.1)
+            try executor.computeGradients(cached: input.0, targets: input.1, cache: cache)
         })
     }
 
@@ -123,12 +143,13 @@ final class TrainingSession {
         for start in stride(from: 0, to: data.count, by: size) {
             let indices = Array(start..<min(start + size, data.count))
             let r: Executor.BatchResult
-            if let cache = validationCache {
-                let slice = try CachedSlice(indices: indices, variants: indices.map { _ in 0 }, cache: cache,
-                                            example: { try data.example(at: $0) })
+            if let cache {
+                let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
                 let targets = try indices.map { try data.target(at: $0) }
                 r = try devices.onPrimary(position: position) { executor in
-                    try executor.evaluate(features: try slice.features(on: executor, training: training, cache: cache), targets: targets)
+                    self.bindCache()
+                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try data.example(at: $0.index) })
+                    return try executor.evaluate(cached: slice, targets: targets, cache: cache)
                 }
             } else {
                 let batch = try data.batch(at: indices)
@@ -137,57 +158,5 @@ final class TrainingSession {
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
         }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
-    }
-}
-
-/// The boundary features of some examples: those the cache holds, and the examples whose prefix
-/// must still run (loaded on the calling thread; the prefix runs on whichever executor takes the slice).
-struct CachedSlice {
-    var keys: [FeatureCache.Key]
-    var known: [FeatureCache.Key: [String: [Float]]]
-    var missing: [FeatureCache.Key]
-    var missingBatch: TrainingBatch?
-
-    init(indices: [Int], variants: [Int], cache: FeatureCache, example: (Int) throws -> TrainingExample) throws {
-        keys = zip(indices, variants).map { FeatureCache.Key(index: $0, variant: $1) }
-        known = [:]
-        missing = []
-        for key in keys where known[key] == nil && !missing.contains(key) {
-            if let f = cache.lookup(key) { known[key] = f } else { missing.append(key) }
-        }
-        if !missing.isEmpty {
-            let examples = try missing.map { try example($0.index) }
-            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-        }
-    }
-
-    /// The features stacked per blob in `keys` order, running the prefix on `executor` for the
-    /// missing examples and storing them in `cache`.
-    func features(on executor: Executor, training: TrainingGraph, cache: FeatureCache) throws -> [String: [Float]] {
-        var features = known
-        if let batch = missingBatch {
-            let computed = try executor.prefixFeatures(batch.inputs)
-            for (k, key) in missing.enumerated() {
-                var one: [String: [Float]] = [:]
-                for (blob, values) in computed {
-                    let per = values.count / missing.count
-                    one[blob] = Array(values[k * per..<(k + 1) * per])
-                }
-                features[key] = one
-                cache.store(key, one)
-            }
-        }
-        var stacked: [String: [Float]] = [:]
-        for blob in training.boundary {
-            var v: [Float] = []
-            for key in keys {
-                guard let f = features[key]?[blob] else {
-                    throw UpdraftError(.invalidModel, "boundary blob '\(blob)' is missing for example \(key.index)")
-                }
-                v += f
-            }
-            stacked[blob] = v
-        }
-        return stacked
     }
 }

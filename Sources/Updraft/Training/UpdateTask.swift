@@ -83,7 +83,11 @@ public struct UpdateConfiguration {
     public var augmentation: ImageAugmentation = .none
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
+    /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
     public var featureCacheBudgetBytes = 4 << 30
+    /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
+    /// the device's memory (on host-memory backends, the host budget). 0: keep features on the host only.
+    public var featureCacheDeviceBudgetBytes: Int? = nil
     /// Write the model (and its history) to `checkpointURL` every N epochs.
     public var checkpointEvery: Int? = nil
     public var checkpointURL: URL? = nil
@@ -125,6 +129,9 @@ public final class UpdateTask {
         lock.lock(); _warnings.append(message); lock.unlock()
         handlers.warning?(message)
     }
+
+    /// What the feature cache holds (nil when it is off, or before training starts).
+    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics }
 
     public var state: UpdateTaskState {
         lock.lock(); defer { lock.unlock() }

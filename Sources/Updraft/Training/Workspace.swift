@@ -40,6 +40,9 @@ final class Workspace {
 
     func value(_ blob: String) -> (buffer: DeviceBuffer, backend: Backend)? { values[blob] }
 
+    /// Removes `blob`'s value and hands it to the caller (who releases it when done).
+    func takeValue(_ blob: String) -> (buffer: DeviceBuffer, backend: Backend)? { values.removeValue(forKey: blob) }
+
     func dropValue(_ blob: String) {
         if let old = values.removeValue(forKey: blob) { release(old.buffer, from: old.backend) }
     }

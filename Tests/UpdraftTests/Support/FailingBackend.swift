@@ -58,6 +58,7 @@ final class FailingBackend: Backend {
         try check(.accumulate); try inner.accumulate(source, into: destination)
     }
     func synchronize() throws { try check(.synchronize); try inner.synchronize() }
+    var memory: BackendMemory { inner.memory }
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, fusedReLU: Bool) throws {

@@ -1,0 +1,149 @@
+import XCTest
+@testable import Updraft
+
+/// The frozen-prefix feature cache: device memory first (on the backend that runs the tail), host
+/// memory past the device budget, recomputation past both, and the same training in every case.
+final class TrainingFeatureCacheTests: XCTestCase {
+    /// The SqueezeNet-shaped model (conv1, pool1 and the squeeze are frozen: the squeeze's ReLU output
+    /// is the cached boundary), 12 examples in batches of 4, 2 epochs.
+    let model = Result { try SqueezeShaped.model(batch: 4) }
+    let data = Result { try SqueezeShaped.data(count: 12) }
+
+    func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
+        try TrainingRun.train(try model.get(), try data.get(), configure: configure)
+    }
+
+    /// Bytes of one example's boundary rows.
+    func rowBytes() throws -> Int {
+        let training = try TrainingGraph(graph: try NetworkGraph(model: try model.get()))
+        return try training.boundary.reduce(0) { sum, blob in
+            sum + 4 * (try XCTUnwrap(training.graph.blobShapes[blob])).itemCount
+        }
+    }
+
+    func statistics(_ run: TrainingRun, file: StaticString = #filePath, line: UInt = #line) throws -> FeatureCacheStatistics {
+        try XCTUnwrap(run.task.featureCacheStatistics, "the cache is on", file: file, line: line)
+    }
+
+    func testDeviceTierHoldsEveryExampleAndChangesNothing() throws {
+        let cached = try run { $0.backends = (CPUBackend(), CPUBackend()) }
+        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        assertSameTraining(cached, uncached, tolerance: 0, "CPU backend, device tier")
+        let s = try statistics(cached)
+        XCTAssertEqual(s.deviceName, "cpu")
+        XCTAssertEqual(s.deviceEntries, 12)
+        XCTAssertEqual(s.hostEntries, 0, "the CPU backend's device tier is host memory: nothing beyond it")
+        XCTAssertEqual(s.misses, 12, "the prefix ran once per example, in the first epoch")
+        XCTAssertEqual(s.hits, 12, "the second epoch found every example")
+        XCTAssertEqual(s.deviceBytes, 12 * (try rowBytes()), "one arena sized for the examples expected")
+        XCTAssertNil(uncached.task.featureCacheStatistics)
+    }
+
+    func testOpenCLDeviceTierChangesNothing() throws {
+        let device = try OpenCLTestSupport.context().device
+        let openCL = try OpenCLBackend(device: device)
+        let cached = try run { $0.backends = (openCL, openCL); $0.fallbacks = [] }
+        let uncached = try run { $0.backends = (openCL, openCL); $0.fallbacks = []; $0.featureCache = false }
+        assertSameTraining(cached, uncached, tolerance: 0, "OpenCL, device tier")
+        let s = try statistics(cached)
+        XCTAssertEqual(s.deviceName, openCL.name)
+        XCTAssertEqual(s.deviceEntries, 12)
+        XCTAssertEqual(s.hits, 12)
+    }
+
+    /// A device budget of five rows: five examples in device memory, the other seven in host memory.
+    /// Then no device tier and a host budget of three rows: nine examples run the prefix every epoch.
+    func testSmallBudgetsSpillToTheHostAndThenRecompute() throws {
+        let row = try rowBytes()
+        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        let spilled = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 5 * row }
+        assertSameTraining(spilled, uncached, tolerance: 0, "device and host tiers")
+        var s = try statistics(spilled)
+        XCTAssertEqual(s.deviceEntries, 5)
+        XCTAssertEqual(s.hostEntries, 7)
+        XCTAssertEqual(s.hits, 12)
+
+        let recomputed = try run {
+            $0.backends = (CPUBackend(), CPUBackend())
+            $0.featureCacheDeviceBudgetBytes = 0
+            $0.featureCacheBudgetBytes = 3 * row + row / 2
+        }
+        assertSameTraining(recomputed, uncached, tolerance: 0, "host tier past its budget")
+        s = try statistics(recomputed)
+        XCTAssertNil(s.deviceName, "a device budget of 0: no device tier")
+        XCTAssertEqual(s.hostEntries, 3)
+        XCTAssertEqual(s.hostBytes, 3 * row)
+        XCTAssertEqual(s.hits, 3)
+        XCTAssertEqual(s.misses, 12 + 9)
+    }
+
+    /// Validation examples are cached once too (their own keys), and the validation metrics agree.
+    func testValidationFeaturesAreCached() throws {
+        let validation = try SqueezeShaped.data(count: 5, seed: 99)
+        let cached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.validationData = validation }
+        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.validationData = validation; $0.featureCache = false }
+        assertSameTraining(cached, uncached, tolerance: 0, "with validation")
+        XCTAssertEqual(cached.epochs.map(\.validationLoss), uncached.epochs.map(\.validationLoss))
+        XCTAssertEqual(cached.epochs.map(\.validationAccuracy), uncached.epochs.map(\.validationAccuracy))
+        let s = try statistics(cached)
+        XCTAssertEqual(s.deviceEntries, 12 + 5)
+        XCTAssertEqual(s.misses, 12 + 5)
+        XCTAssertEqual(s.hits, 12 + 5, "epoch 2 found every training and validation example")
+    }
+
+    /// Data-parallel replicas each need every example: the host tier serves them all.
+    func testDataParallelReplicasShareTheHostTier() throws {
+        let cached = try run { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }
+        let uncached = try run { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]); $0.featureCache = false }
+        assertSameTraining(cached, uncached, tolerance: 0, "data parallel")
+        let s = try statistics(cached)
+        XCTAssertNil(s.deviceName)
+        XCTAssertEqual(s.deviceEntries, 0)
+        XCTAssertEqual(s.hostEntries, 12)
+        XCTAssertEqual(s.hits, 12)
+    }
+
+    /// A device that fails in epoch 2: its device tier goes with it, and the fallback recomputes the
+    /// examples it needs (once) into a tier of its own. Training ends as an uninterrupted CPU run does.
+    func testFallbackDropsTheFailedDevicesTier() throws {
+        // The tail's loss runs once per step: call 5 is epoch 2's second mini-batch.
+        let failing = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 5, deadAfterFailure: true,
+                                     name: "gpu")
+        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [CPUBackend()] }
+        let expected = try run { $0.backends = (CPUBackend(), CPUBackend()) }
+        assertSameTraining(recovered, expected, tolerance: 0, "resumed on the CPU")
+        XCTAssertEqual(recovered.warnings.count, 1, "\(recovered.warnings)")
+        let s = try statistics(recovered)
+        XCTAssertEqual(s.deviceName, "cpu")
+        XCTAssertEqual(s.dropped, 12, "the failed device's entries")
+        XCTAssertEqual(s.deviceEntries, 8, "the two mini-batches the CPU ran, recomputed once")
+    }
+
+    // MARK: The cache itself
+
+    func testBindingAnotherBackendDropsTheDeviceTier() throws {
+        let a = CPUBackend(), b = CPUBackend()
+        let cache = FeatureCache(blobs: ["x"], rowLengths: [3], hostBudgetBytes: 1 << 20, deviceBudgetBytes: nil, expectedEntries: 4)
+        cache.bind(to: a)
+        let rows = try a.makeBuffer([1, 2, 3, 4, 5, 6])
+        let k0 = FeatureCache.Key(set: .training, index: 0, variant: 0), k1 = FeatureCache.Key(set: .training, index: 1, variant: 1)
+        try cache.store([k0, k1, k0], computed: [try a.makeBuffer([1, 2, 3, 4, 5, 6, 7, 8, 9])], on: a)
+        guard case let .device(tier, slot)? = cache.locate(k1) else { return XCTFail("k1 is in the device tier") }
+        let out = try a.makeBuffer(count: 6)
+        try tier.gather(slots: [slot], positions: [1], into: [out])
+        XCTAssertEqual(try a.download(out), [0, 0, 0, 4, 5, 6])
+        XCTAssertNil(cache.locate(FeatureCache.Key(set: .validation, index: 0, variant: 0)))
+        cache.bind(to: a)
+        XCTAssertEqual(cache.statistics.deviceEntries, 2, "binding the same backend keeps the tier")
+        cache.bind(to: b)
+        XCTAssertNil(cache.locate(k0), "entries on another backend are gone")
+        XCTAssertEqual(cache.statistics.dropped, 2)
+        // Rows computed on a backend that is not the tier's go to the host tier.
+        try cache.store([k0], computed: [rows], on: a)
+        guard case let .host(values)? = cache.locate(k0) else { return XCTFail("k0 is in the host tier") }
+        XCTAssertEqual(values, [[1, 2, 3]])
+        cache.bind(to: nil)
+        XCTAssertNil(cache.statistics.deviceName)
+        XCTAssertEqual(cache.statistics.hostEntries, 1, "the host tier stays")
+    }
+}
