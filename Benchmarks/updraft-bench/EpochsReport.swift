@@ -33,10 +33,14 @@ extension EpochsBench {
             out += "% SGEMM = steady GFLOP/s against the CPU backend's SGEMM rate at conv10's shape, measured right after the run\n"
             out += "  (the ceiling on this machine at that moment: it moves with whatever else runs on the cores);\n"
             out += "peak host = peak resident memory of \(scope), including \(formatBytes(UInt64(results[0].datasetBytes))) of synthetic images"
-            if let cached = results.first(where: { $0.featureCache }) {
-                out += " and, with the cache, \(formatBytes(UInt64(cached.featureCacheBytes))) of cached features"
+            out += ";\nbackend buffers = peak bytes in buffers the executor allocates (device memory on OpenCL; ops' internal scratch not included;\n"
+            out += "  with the cache, its device tier's arenas are among them).\n"
+            for r in results where r.featureCache {
+                let host = r.featureCacheBytes - r.featureCacheDeviceBytes
+                out += "feature cache, \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"): "
+                    + (r.featureCacheDevice.map { "\(formatBytes(UInt64(r.featureCacheDeviceBytes))) in the device tier on \($0), " } ?? "no device tier, ")
+                    + "\(formatBytes(UInt64(host))) in host arrays\n"
             }
-            out += ";\nbackend buffers = peak bytes in buffers the executor allocates (device memory on OpenCL; ops' internal scratch not included).\n"
             for r in results {
                 guard let epochs = r.opBreakdown, !epochs.isEmpty else { continue }
                 out += "\nwhere the time goes: \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), "

@@ -76,8 +76,12 @@ struct EpochsRunResult: Codable {
     var peakHostBytes: Int?
     var peakHostScope: String
     var datasetBytes: Int
-    /// What the feature cache holds once every example is cached (0 without the cache).
+    /// What the feature cache held at the end (0 without the cache): all of it, and the part in
+    /// device memory (the tier on the backend that runs the tail; host memory on the CPU and PoCL).
     var featureCacheBytes: Int
+    var featureCacheDeviceBytes: Int
+    /// Where the cache's device tier lived ("cpu", "opencl:…"), nil without one.
+    var featureCacheDevice: String?
     /// Peak bytes in buffers the executor made through the backend; device memory for OpenCL.
     var backendBufferBytes: Int
     var deviceMemoryBytes: Int?
@@ -96,6 +100,7 @@ struct EpochsRunResult: Codable {
         case effectiveGflopsFirst = "first_epoch_gflops", effectiveGflops = "steady_gflops"
         case meanLoss = "mean_loss", peakHostBytes = "peak_host_bytes", peakHostScope = "peak_host_scope"
         case datasetBytes = "dataset_bytes", featureCacheBytes = "feature_cache_bytes"
+        case featureCacheDeviceBytes = "feature_cache_device_bytes", featureCacheDevice = "feature_cache_device"
         case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
         case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops"
     }
@@ -181,10 +186,9 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     let steady = seconds.count > 1 ? seconds.dropFirst().min()! : first
     // With the cache, the first epoch runs the prefix once per distinct example and the tail per
     // trained image; later epochs run the tail only.
-    // Past its byte budget the cache keeps no more examples; the others run the prefix every epoch.
-    let boundaryValues = training.boundary.reduce(0) { $0 + (graph.blobShapes[$1]?.itemCount ?? 0) }
-    let exampleBytes = max(1, boundaryValues * MemoryLayout<Float>.size)
-    let cached = featureCache ? min(images, config.featureCacheBudgetBytes / exampleBytes) : 0
+    // Past its byte budgets the cache keeps no more examples; the others run the prefix every epoch.
+    let stats = task.featureCacheStatistics
+    let cached = stats.map { $0.deviceEntries + $0.hostEntries } ?? 0
     let distinct = min(images, perEpoch)
     let firstWork = featureCache ? Double(distinct) * work.prefixForward + Double(perEpoch) * work.cachedStep
                                  : Double(perEpoch) * work.fullStep
@@ -204,7 +208,8 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         effectiveGflops: steadyPerImage * Double(perEpoch) / max(steady, 1e-9) / 1e9,
         meanLoss: losses, peakHostBytes: ProcessMemory.peakResidentBytes(), peakHostScope: peakScope,
         datasetBytes: data.byteCount,
-        featureCacheBytes: cached * exampleBytes,
+        featureCacheBytes: stats.map { $0.deviceBytes + $0.hostBytes } ?? 0,
+        featureCacheDeviceBytes: stats?.deviceBytes ?? 0, featureCacheDevice: stats?.deviceName,
         backendBufferBytes: backend.peakBytes,
         deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
         opBreakdown: opTimes ? breakdowns : nil)

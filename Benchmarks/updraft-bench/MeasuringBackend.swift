@@ -28,6 +28,7 @@ final class MeasuringBackend: Backend {
     init(_ inner: Backend) { self.inner = inner }
 
     var name: String { inner.name }
+    var memory: BackendMemory { inner.memory }
 
     /// Bytes in buffers still alive now.
     var liveBytes: Int { entries.reduce(0) { $0 + ($1.buffer == nil ? 0 : $1.bytes) } }
@@ -72,6 +73,20 @@ final class MeasuringBackend: Backend {
         var values: [Float] = []
         try timed("download") { values = try inner.download(buffer) }
         return values
+    }
+    func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
+        try timed("upload rows") { try inner.upload(values, to: buffer, offset: offset) }
+    }
+    func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float] {
+        var values: [Float] = []
+        try timed("download rows") { values = try inner.download(buffer, offset: offset, count: count) }
+        return values
+    }
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer, rows destinationRows: [Int],
+                  rowLength: Int) throws {
+        try timed("copy rows") {
+            try inner.copyRows(source, rows: sourceRows, to: destination, rows: destinationRows, rowLength: rowLength)
+        }
     }
     func fill(_ buffer: DeviceBuffer, with value: Float) throws {
         try timed("fill") { try inner.fill(buffer, with: value) }

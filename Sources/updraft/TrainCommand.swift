@@ -18,6 +18,9 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("augment", value: "flip", help: "random flips: flip (horizontal), vflip, or flip,vflip"),
         OptionSpec("short-last-batch", help: "keep a short last batch instead of wrapping round (Core ML wraps)"),
         OptionSpec("no-feature-cache", help: "recompute the frozen layers every epoch"),
+        OptionSpec("feature-cache-device-mib", value: "MIB",
+                   help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
+        OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
@@ -52,6 +55,12 @@ let trainCommand = CLICommand(CommandSpec(
                                             hyperparameters: graph.hyperparameters, overrides: overrides)
 
     if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
+    func mebibytes(_ flag: String) throws -> Int? {
+        guard let mib = try args.int(flag) else { return nil }
+        guard mib >= 0, mib <= Int.max >> 20 else { throw UsageError("--\(flag) must be a number of MiB, 0 or more; got \(mib)") }
+        return mib << 20
+    }
+    let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
 
     let skip = args.flag("skip-unreadable")
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
@@ -75,6 +84,8 @@ let trainCommand = CLICommand(CommandSpec(
     }
     config.shortLastBatch = args.flag("short-last-batch")
     config.featureCache = !args.flag("no-feature-cache")
+    config.featureCacheDeviceBudgetBytes = deviceCacheBytes
+    if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
     let out = URL(fileURLWithPath: args.value("out")
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
     if let every = try args.int("checkpoint-every") {

@@ -28,6 +28,8 @@ public final class Executor {
     var weightSlots: [String: Slot] = [:]
     var biasSlots: [String: Slot] = [:]
     private var workspaces: [Int: Workspace] = [:]
+    /// The input preprocessing's per-channel scale and shift, on the backend that receives the input.
+    private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>
     private let skipped: Set<String>
     /// Adam's step count (bias correction), advanced once per training step.
@@ -263,28 +265,30 @@ public final class Executor {
 
     // MARK: Input
 
+    private func preprocessing(on backend: Backend, scale: Float, bias: [Float]) throws -> (scale: DeviceBuffer, shift: DeviceBuffer) {
+        if let p = preprocessingBuffers, p.backend == ObjectIdentifier(backend) { return (p.scale, p.shift) }
+        let made = (scale: try backend.makeBuffer([Float](repeating: scale, count: bias.count)), shift: try backend.makeBuffer(bias))
+        preprocessingBuffers = (ObjectIdentifier(backend), made.scale, made.shift)
+        return made
+    }
+
     func uploadInput(_ inputs: Tensor, ws: Workspace) throws {
         let itemCount = graph.input.shape.itemCount
         guard inputs.shape.n == ws.batch, inputs.count == ws.batch * itemCount else {
             throw UpdraftError(.data, "inputs \(inputs.shape) do not match the model input \(graph.input.shape) (batch \(ws.batch))",
                                hint: "check the data's shape against `updraft inspect`")
         }
-        var data = inputs.data
-        if let pre = graph.input.preprocessing {
-            let channels = pre.bias.count, plane = itemCount / max(1, channels)
-            // One pass per (example, channel) plane: x = scale * x + bias[channel].
-            data.withUnsafeMutableBufferPointer { p in
-                let scale = pre.scale
-                for planeIndex in 0..<(p.count / max(1, plane)) {
-                    let bias = pre.bias[planeIndex % channels]
-                    let base = planeIndex * plane
-                    for i in base..<(base + plane) { p[i] = scale * p[i] + bias }
-                }
-            }
-        }
         let backend = training.prefix.isEmpty ? tailBackend : prefixBackend
-        let b = try ws.acquire(data.count, on: backend)
-        try backend.upload(data, to: b)
+        let b = try ws.acquire(inputs.count, on: backend)
+        try backend.upload(inputs.data, to: b)
+        // The image preprocessing, x = scale * x + bias[channel], on the device, in place: the batch
+        // crosses to the device once and is not copied on the host.
+        if let pre = graph.input.preprocessing, !pre.bias.isEmpty {
+            let channels = pre.bias.count
+            let affine = try preprocessing(on: backend, scale: pre.scale, bias: pre.bias)
+            try backend.channelAffine(Shape(n: ws.batch, c: channels, h: itemCount / channels, w: 1), input: b,
+                                      scale: affine.scale, shift: affine.shift, output: b)
+        }
         ws.setValue(graph.input.name, b, on: backend)
     }
 }
