@@ -152,7 +152,8 @@ public extension Backend {
     /// Throws unless buffer[offset ..< offset + count] exists.
     func checkRange(offset: Int, count: Int, in buffer: DeviceBuffer, _ what: String) throws {
         guard offset >= 0, count >= 0, offset <= buffer.count - count else {
-            throw UpdraftError(.invalidArgument, "\(name): \(what) range \(offset)..<\(offset + count) is outside its \(buffer.count) values")
+            // Not offset + count: that overflows (and traps) for the absurd ranges this rejects.
+            throw UpdraftError(.invalidArgument, "\(name): \(what) range of \(count) values at \(offset) is outside its \(buffer.count) values")
         }
     }
 

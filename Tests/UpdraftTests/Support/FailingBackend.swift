@@ -8,6 +8,7 @@ import Foundation
 final class FailingBackend: Backend {
     enum Op: String, CaseIterable {
         case makeBuffer, upload, download, fill, copy, accumulate, synchronize
+        case uploadRange, downloadRange, copyRows
         case convolutionForward, convolutionBackwardData, convolutionBackwardWeights
         case innerProductForward, innerProductBackwardData, innerProductBackwardWeights
         case activationForward, activationBackward, poolingForward, poolingBackward, concatForward, concatBackward
@@ -59,6 +60,18 @@ final class FailingBackend: Backend {
     }
     func synchronize() throws { try check(.synchronize); try inner.synchronize() }
     var memory: BackendMemory { inner.memory }
+
+    func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
+        try check(.uploadRange); try inner.upload(values, to: buffer, offset: offset)
+    }
+    func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float] {
+        try check(.downloadRange); return try inner.download(buffer, offset: offset, count: count)
+    }
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer, rows destinationRows: [Int],
+                  rowLength: Int) throws {
+        try check(.copyRows)
+        try inner.copyRows(source, rows: sourceRows, to: destination, rows: destinationRows, rowLength: rowLength)
+    }
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, fusedReLU: Bool) throws {

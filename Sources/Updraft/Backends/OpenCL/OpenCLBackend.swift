@@ -6,6 +6,8 @@ public final class OpenCLBackend: Backend {
     public let tuning: OpenCLTuning
     /// Scratch memory and launch recording of the GEMM-based ops (OpenCLGemm.swift).
     public let gemmWorkspace = OpenCLGemmWorkspace()
+    /// Index buffers of queued `copyRows` launches, held until those kernels finish (OpenCLBackend+Rows.swift).
+    let inFlight = OpenCLInFlightBuffers()
 
     public var name: String { "opencl:\(context.device.info.name)" }
     public var device: OpenCLDeviceInfo { context.device.info }
@@ -64,5 +66,8 @@ public final class OpenCLBackend: Backend {
         try context.copy(try cl(source), to: try cl(destination))
     }
 
-    public func synchronize() throws { try context.finish() }
+    public func synchronize() throws {
+        try context.finish()
+        try inFlight.releaseFinished(context: context)
+    }
 }

@@ -90,6 +90,12 @@ public final class OpenCLContext {
         return b
     }
 
+    /// A buffer holding `values` as 32-bit ints (for kernels that take `__global const int*`), filled
+    /// when created rather than through the queue, so making it never waits for queued kernels.
+    public func makeIntBuffer(_ values: [Int32]) throws -> OpenCLBuffer {
+        try values.withUnsafeBytes { raw in try OpenCLBuffer(context: self, count: values.count, initial: raw.baseAddress) }
+    }
+
     public func write(_ values: [Float], to buffer: OpenCLBuffer, offset: Int = 0) throws {
         guard offset >= 0, offset + values.count <= buffer.count else {
             throw UpdraftError(.invalidArgument, "writing \(values.count) floats at \(offset) into a buffer of \(buffer.count)")
@@ -146,15 +152,20 @@ public final class OpenCLBuffer: DeviceBuffer {
     /// Keeps the context (and its queue) alive while the buffer lives.
     public let context: OpenCLContext
 
-    init(context: OpenCLContext, count: Int) throws {
+    /// - Parameter initial: when given, `count` * 4 bytes the buffer starts with (copied at creation,
+    ///   outside the queue: nothing waits for queued work, and the memory may be reused on return).
+    init(context: OpenCLContext, count: Int, initial: UnsafeRawPointer? = nil) throws {
         guard count >= 0 else { throw UpdraftError(.invalidArgument, "buffer size \(count) is negative") }
         let bytes = max(1, count) * 4
         guard UInt64(bytes) <= context.device.info.maxAllocation else {
             throw OpenCLError(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer",
                               "allocating \(bytes) bytes, above the device's largest allocation \(context.device.info.maxAllocation)")
         }
+        let copying = initial != nil && count > 0
+        let flags = cl_mem_flags(CL_MEM_READ_WRITE) | (copying ? cl_mem_flags(CL_MEM_COPY_HOST_PTR) : 0)
         var status: cl_int = 0
-        guard let m = clCreateBuffer(context.context, cl_mem_flags(CL_MEM_READ_WRITE), bytes, nil, &status),
+        guard let m = clCreateBuffer(context.context, flags, bytes, copying ? UnsafeMutableRawPointer(mutating: initial) : nil,
+                                     &status),
               status == CL_SUCCESS else {
             throw OpenCLError(status, "clCreateBuffer", "allocating \(bytes) bytes on \(context.device.info.name)")
         }

@@ -174,6 +174,14 @@ public final class OpenCLEvent {
         try clCheck(clWaitForEvents(1, &e), "clWaitForEvents")
     }
 
+    /// Whether the command has finished (or ended in an error): it no longer touches its buffers.
+    /// A failed query counts as not finished.
+    public var isComplete: Bool {
+        var status: cl_int = 0
+        let s = clGetEventInfo(event, cl_event_info(CL_EVENT_COMMAND_EXECUTION_STATUS), MemoryLayout<cl_int>.size, &status, nil)
+        return s == CL_SUCCESS && status <= CL_COMPLETE
+    }
+
     /// Device time between the command's start and end, in seconds (waits for it first).
     public func elapsedSeconds() throws -> Double {
         try wait()
