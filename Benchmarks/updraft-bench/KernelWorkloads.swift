@@ -36,6 +36,9 @@ enum KernelWorkloads {
             if let g = try layer.convolutionGeometry(batch: batch) { out += convolution(layer.name, g) }
             if let g = try layer.innerProductGeometry(batch: batch) { out += innerProduct(layer.name, g) }
         }
+        if let conv10 = layers.first(where: { $0.name == "conv10" }), let g = try conv10.convolutionGeometry(batch: batch) {
+            out.append(cacheGather(rowLength: g.inputShape.count / max(1, batch), batch: batch))
+        }
         out.append(gemm("sgemm", GemmOperation(m: gemmSide, n: gemmSide, k: gemmSide)))
         out.append(gemm("conv10 GEMM", GemmOperation(m: 1000, n: 169 * batch, k: 512)))
         return out
@@ -98,6 +101,18 @@ enum KernelWorkloads {
         KernelWorkload(layer: name, op: "gemm", shape: "M=\(op.m) N=\(op.n) K=\(op.k)", cost: op.cost) { cl in
             let a = try filled(cl, op.m * op.k, 0.5), b = try filled(cl, op.k * op.n, 0.01), c = try filled(cl, op.m * op.n, 0)
             return { try cl.sgemm(op, a: a, b: b, c: c) }
+        }
+    }
+
+    /// The feature cache's per-step gather: a batch of conv10 inputs from scattered slots of an
+    /// arena four batches long (one `copyRows`; bytes = rows read + rows written).
+    static func cacheGather(rowLength: Int, batch: Int) -> KernelWorkload {
+        let arenaRows = 4 * batch
+        let slots = (0..<batch).map { ($0 * 7 + 3) % arenaRows }
+        return KernelWorkload(layer: "feature cache", op: "gather", shape: "\(batch) rows of \(rowLength) from \(arenaRows)",
+                              cost: OpCost(flops: 0, bytes: Double(2 * batch * rowLength * 4))) { cl in
+            let arena = try filled(cl, arenaRows * rowLength, 0.5), out = try filled(cl, batch * rowLength, 0)
+            return { try cl.copyRows(arena, rows: slots, to: out, rows: Array(0..<batch), rowLength: rowLength) }
         }
     }
 

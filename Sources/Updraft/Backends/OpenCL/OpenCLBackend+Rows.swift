@@ -35,6 +35,9 @@ extension OpenCLBackend {
         let local = rowsWorkGroup(columns: columns, rows: sourceRows.count, kernel: k)
         if let done = try k.launch(global: [columns, sourceRows.count], local: local, profile: true) {
             inFlight.hold(indices, until: done)
+            // Seen by `recordLaunches` (updraft-bench kernels times the cache's gather by it).
+            gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [columns, sourceRows.count],
+                                                             local: local ?? [], event: done))
         } else {
             try context.finish()  // no event to watch: wait here rather than free a buffer the kernel reads
         }
