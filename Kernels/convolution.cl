@@ -170,10 +170,12 @@ GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, Gemm
 
 #if CONV_MODE == 0
 // y = conv(x, w) (+ b) (then ReLU). Grid: (column tiles of N*P, row tiles of Mg, groups).
+// Image n's output starts at y + offY + n * yChannels * P: yChannels > Cout writes a channel slice of a
+// wider tensor (offY = the slice's first channel * P), the concat of several convolutions.
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_forward(__global const float* x, const int offX, __global const float* w,
                   __global const float* bias, const int hasBias, const int relu,
-                  __global float* y, const int offY, const int batch, CONV_ARGS) {
+                  __global float* y, const int offY, const int yChannels, const int batch, CONV_ARGS) {
     GEMM_LOCAL_TILES;
     const GemmParams p = conv_params(Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL, groups);
     const int g = get_group_id(2), m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
@@ -185,7 +187,7 @@ void conv_forward(__global const float* x, const int offX, __global const float*
         const int col = n0 + GEMM_COL(j);
         if (!GEMM_EXACT && col >= N) continue;
         const int n = col / p.P, q = col - n * p.P;
-        __global float* yn = y + offY + n * Cout * p.P + q;
+        __global float* yn = y + offY + n * yChannels * p.P + q;
         #pragma unroll
         for (int i = 0; i < WPTM; i++) {
             const int m = m0 + GEMM_ROW(i), co = g * M + m;

@@ -29,6 +29,7 @@ final class MeasuringBackend: Backend {
 
     var name: String { inner.name }
     var memory: BackendMemory { inner.memory }
+    var writesConvolutionSlices: Bool { inner.writesConvolutionSlices }
 
     /// Bytes in buffers still alive now.
     var liveBytes: Int { entries.reduce(0) { $0 + ($1.buffer == nil ? 0 : $1.bytes) } }
@@ -103,6 +104,13 @@ final class MeasuringBackend: Backend {
                             output: DeviceBuffer, fusedReLU: Bool) throws {
         try timed("convolution forward " + Self.conv(g)) {
             try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+        }
+    }
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+        try timed("convolution forward " + Self.conv(g)) {
+            try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                         outputChannels: outputChannels, fusedReLU: fusedReLU)
         }
     }
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,

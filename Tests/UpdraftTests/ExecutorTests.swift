@@ -61,3 +61,46 @@ final class ExecutorTests: XCTestCase {
         XCTAssertEqual(cost.tailBackwardData.flops, 0, accuracy: 1e9, "no input gradient is computed for conv10")
     }
 }
+
+/// Frozen convolutions that feed a concat write their slices of its output, and the concat is skipped.
+final class ExecutorConcatSliceTests: XCTestCase {
+    func testSqueezeNetFireConcatsAreWrittenBySlices() throws {
+        let model = try SqueezeNet.build(SqueezeNet.Options(classes: 10))
+        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
+        XCTAssertEqual(training.slicedConcats, Set((2...9).map { "fire\($0)/concat" }))
+        XCTAssertEqual(training.concatSlices.count, 16)
+        let fire9 = try XCTUnwrap(training.concatSlices["fire9/expand3x3"])
+        XCTAssertEqual(fire9.offset, 256)
+        XCTAssertEqual(fire9.channels, 512)
+        XCTAssertEqual(training.concatSlices["fire9/expand1x1"]?.offset, 0)
+        // Training the expands puts the concats in the tail, which needs them for backward.
+        let shaped = try TrainingGraph(graph: try NetworkGraph(model: try SqueezeShaped.model()))
+        XCTAssertTrue(shaped.concatSlices.isEmpty)
+    }
+
+    /// A small SqueezeNet (conv10 and the classifier trained): slices and concats give the same steps,
+    /// on the CPU and on OpenCL.
+    func testSlicesTrainExactlyLikeTheConcat() throws {
+        let model = try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b", "c"], inputSize: 67))
+        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
+        XCTAssertFalse(training.slicedConcats.isEmpty)
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        let batch = try ArrayBatchProvider(examples: (0..<3).map {
+            TrainingExample(input: Tensor(shape: [3, 67, 67], uniformIn: 0...255, seed: UInt64($0)), target: .classIndex($0))
+        }).batch(at: 0..<3)
+        func steps(_ inner: Backend, slices: Bool) throws -> (losses: [Double], concats: Int, weights: [Float]) {
+            let backend = FailingBackend(inner)
+            backend.slices = slices
+            let executor = try Executor(training: training, optimizer: .sgd, backend: backend)
+            let losses = try (0..<2).map { _ in try executor.trainStep(batch, parameters: hyper).loss }
+            return (losses, backend.calls[.concatForward] ?? 0, try executor.weights(ofLayer: "conv10").weights.data)
+        }
+        for inner in [CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())] as [Backend] {
+            let sliced = try steps(inner, slices: true), concatenated = try steps(inner, slices: false)
+            XCTAssertEqual(sliced.concats, 0, "\(inner.name): no concat runs")
+            XCTAssertEqual(concatenated.concats, 2 * 8)
+            XCTAssertEqual(sliced.losses, concatenated.losses, inner.name)
+            XCTAssertEqual(sliced.weights, concatenated.weights, inner.name)
+        }
+    }
+}

@@ -47,6 +47,14 @@ public protocol Backend: AnyObject {
     /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, fusedReLU: Bool) throws
+    /// `convolutionForward` into channels [channelOffset, channelOffset + g.outChannels) of an output
+    /// [N, outputChannels, Ho, Wo], leaving its other channels as they are: convolutions that feed a
+    /// channel concat write their slices of its output directly, and the concat is not run.
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws
+    /// Whether the slice form above runs natively (the default goes through the host, and the
+    /// executor then keeps the concat).
+    var writesConvolutionSlices: Bool { get }
     /// dx from dy and w.
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                  inputGradient: DeviceBuffer) throws
@@ -120,6 +128,37 @@ public enum BackendMemory: Equatable, Sendable {
 
 public extension Backend {
     var memory: BackendMemory { .host }
+    var writesConvolutionSlices: Bool { false }
+
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+        let plane = g.outHeight * g.outWidth, block = g.outChannels * plane
+        try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
+        if channelOffset == 0 && outputChannels == g.outChannels {
+            return try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+        }
+        let own = try makeBuffer(count: g.outputShape.count)
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: own, fusedReLU: fusedReLU)
+        let values = try download(own)
+        var all = try download(output)
+        for n in 0..<g.batch {
+            let to = (n * outputChannels + channelOffset) * plane
+            all.replaceSubrange(to..<(to + block), with: values[n * block..<(n + 1) * block])
+        }
+        try upload(all, to: output)
+    }
+
+    /// Throws unless channels [channelOffset, channelOffset + g.outChannels) of a [N, outputChannels,
+    /// Ho, Wo] output exist in `output`.
+    func checkChannelSlice(_ g: ConvGeometry, output: DeviceBuffer, channelOffset: Int, outputChannels: Int) throws {
+        guard channelOffset >= 0, outputChannels >= g.outChannels, channelOffset <= outputChannels - g.outChannels else {
+            throw UpdraftError(.invalidArgument, "\(name): \(g.outChannels) output channels at channel \(channelOffset) do not fit in \(outputChannels)")
+        }
+        let (count, overflow) = g.batch.multipliedReportingOverflow(by: outputChannels * g.outHeight * g.outWidth)
+        guard !overflow, output.count >= count else {
+            throw UpdraftError(.invalidArgument, "\(name): a convolution output of \(g.batch)x\(outputChannels)x\(g.outHeight)x\(g.outWidth) does not fit in \(output.count) values")
+        }
+    }
 
     func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         try checkRange(offset: offset, count: values.count, in: buffer, "upload destination")

@@ -10,13 +10,30 @@ extension Executor {
         for (i, layer) in layers.enumerated() {
             if fuse && training.fusedActivationNames.contains(layer.name) { continue }
             let backend = self.backend(for: layer)
+            // Convolutions feeding a concat wrote its output already (see `TrainingGraph.concatSlices`).
+            let slicing = fuse && backend.writesConvolutionSlices
+            if slicing && training.slicedConcats.contains(layer.name) { continue }
             let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws) }
             let fusedWith = fuse ? training.fusedReLU[layer.name] : nil
-            let outBlob = fusedWith?.output ?? layer.output
-            let outShape = layer.outputShape.withBatch(ws.batch)
-            let out = try ws.acquire(outShape.count, on: backend)
-            try runForward(layer, inputs: inputs, output: out, fusedReLU: fusedWith != nil, batch: ws.batch, backend: backend)
-            ws.setValue(outBlob, out, on: backend)
+            if slicing, let slice = training.concatSlices[layer.name] {
+                let whole: DeviceBuffer
+                if let v = ws.value(slice.concat.output) {
+                    whole = v.buffer
+                } else {
+                    whole = try ws.acquire(slice.concat.outputShape.withBatch(ws.batch).count, on: backend)
+                    ws.setValue(slice.concat.output, whole, on: backend)
+                }
+                try backend.convolutionForward(try layer.convolutionGeometry(batch: ws.batch)!, input: inputs[0],
+                                               weights: params(layer).weights!, bias: params(layer).bias, output: whole,
+                                               channelOffset: slice.offset, outputChannels: slice.channels,
+                                               fusedReLU: fusedWith != nil)
+            } else {
+                let outBlob = fusedWith?.output ?? layer.output
+                let outShape = layer.outputShape.withBatch(ws.batch)
+                let out = try ws.acquire(outShape.count, on: backend)
+                try runForward(layer, inputs: inputs, output: out, fusedReLU: fusedWith != nil, batch: ws.batch, backend: backend)
+                ws.setValue(outBlob, out, on: backend)
+            }
             for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) {
                 ws.dropValue(b)
             }

@@ -20,6 +20,20 @@ public struct TrainingGraph: Sendable {
     public let fusedReLU: [String: GraphLayer]
     /// The blob training forward must reach: the logits for fused softmax + CE, else the loss input.
     public let lossBlob: String?
+    /// Frozen convolutions that write their slice of a channel concat's output (on backends that can,
+    /// `Backend.writesConvolutionSlices`), by convolution name; the concat itself is then skipped.
+    /// A concat qualifies when it is in the frozen prefix and each of its inputs is the (fused)
+    /// output of a distinct prefix convolution that nothing else reads.
+    public let concatSlices: [String: ConcatSlice]
+    /// The concats whose inputs write straight into them.
+    public var slicedConcats: Set<String> { Set(concatSlices.values.map(\.concat.name)) }
+
+    /// Where one convolution writes in a concat's output: channels [offset, offset + its channels) of `channels`.
+    public struct ConcatSlice: Sendable {
+        public var concat: GraphLayer
+        public var offset: Int
+        public var channels: Int
+    }
 
     /// A graph that only runs forward (prediction, evaluation of models without a loss): every layer
     /// is in the prefix, nothing is trained.
@@ -35,6 +49,7 @@ public struct TrainingGraph: Sendable {
         gradientBlobs = []
         boundary = []
         fusedReLU = [:]
+        concatSlices = [:]
     }
 
     public init(graph: NetworkGraph) throws {
@@ -90,6 +105,34 @@ public struct TrainingGraph: Sendable {
             fused[l.name] = consumers[0]
         }
         fusedReLU = fused
+        concatSlices = Self.concatSlices(graph: graph, prefix: prefix, fused: fused)
+    }
+
+    private static func concatSlices(graph: NetworkGraph, prefix: [GraphLayer], fused: [String: GraphLayer]) -> [String: ConcatSlice] {
+        // Prefix convolutions by the blob they finally write (the fused ReLU's output when fused).
+        var writer: [String: GraphLayer] = [:]
+        for l in prefix {
+            guard case .convolution = l.op else { continue }
+            writer[fused[l.name]?.output ?? l.output] = l
+        }
+        var slices: [String: ConcatSlice] = [:]
+        for concat in prefix {
+            guard case .concat = concat.op, concat.inputs.count > 1, Set(concat.inputs).count == concat.inputs.count,
+                  concat.inputShapes.count == concat.inputs.count else { continue }
+            let channels = concat.outputShape.c
+            let convs = concat.inputs.compactMap { writer[$0] }
+            guard convs.count == concat.inputs.count, Set(convs.map(\.name)).count == convs.count,
+                  concat.inputs.allSatisfy({ graph.consumers(of: $0).count == 1 }),
+                  zip(convs, concat.inputShapes).allSatisfy({ $0.outputShape == $1 }),
+                  concat.inputShapes.allSatisfy({ $0.h == concat.outputShape.h && $0.w == concat.outputShape.w }),
+                  concat.inputShapes.reduce(0, { $0 + $1.c }) == channels else { continue }
+            var offset = 0
+            for (conv, shape) in zip(convs, concat.inputShapes) {
+                slices[conv.name] = ConcatSlice(concat: concat, offset: offset, channels: channels)
+                offset += shape.c
+            }
+        }
+        return slices
     }
 
     /// The ReLU layers skipped because their convolution applies them.

@@ -60,6 +60,15 @@ final class FailingBackend: Backend {
     }
     func synchronize() throws { try check(.synchronize); try inner.synchronize() }
     var memory: BackendMemory { inner.memory }
+    /// Whether convolutions may write concat slices (the inner backend's answer unless set).
+    var slices: Bool?
+    var writesConvolutionSlices: Bool { slices ?? inner.writesConvolutionSlices }
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+        try check(.convolutionForward)
+        try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                     outputChannels: outputChannels, fusedReLU: fusedReLU)
+    }
 
     func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         try check(.uploadRange); try inner.upload(values, to: buffer, offset: offset)

@@ -83,12 +83,22 @@ extension CPUBackend {
 
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, fusedReLU: Bool) throws {
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
+                               outputChannels: g.outChannels, fusedReLU: fusedReLU)
+    }
+
+    public var writesConvolutionSlices: Bool { true }
+
+    /// Each image's output channels are one contiguous block, so a slice only moves where the block starts.
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
         try validate(g)
         try requireBias(g.hasBias, bias, "convolution")
+        try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
         let x = try pointer(input, g.inputShape.count, "convolution input")
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let b = try bias.map { try pointer($0, g.outChannels, "convolution bias") }
-        let y = try pointer(output, g.outputShape.count, "convolution output")
+        let y = try pointer(output, g.batch * outputChannels * g.outHeight * g.outWidth, "convolution output")
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
@@ -96,7 +106,7 @@ extension CPUBackend {
         withWorkspaces { ws in
             let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
             forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
-                let yn = y + n * g.outChannels * S
+                let yn = y + (n * outputChannels + channelOffset) * S
                 // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
                 // OpenBLAS's own beta = 0 pass, which zeroes C first, is slower than this fill and
                 // would leave the bias for a pass of its own.

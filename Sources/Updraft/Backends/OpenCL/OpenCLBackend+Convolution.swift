@@ -10,10 +10,22 @@
 extension OpenCLBackend {
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, fusedReLU: Bool) throws {
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
+                               outputChannels: g.outChannels, fusedReLU: fusedReLU)
+    }
+
+    public var writesConvolutionSlices: Bool { true }
+
+    /// The kernel's output pointer moves to the slice's first channel and steps images by the wider
+    /// tensor's channel count.
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
         let (x, w, y) = (try cl(input), try cl(weights), try cl(output))
         let b = try bias.map { try cl($0) }
+        try checkChannelSlice(g, output: y, channelOffset: channelOffset, outputChannels: outputChannels)
+        let plane = g.outHeight * g.outWidth
         try checkConvolution(g, "convolution forward", [("input", x, g.inputShape.count), ("weights", w, g.weightShape.count),
-                                                        ("output", y, g.outputShape.count)])
+                                                        ("output", y, g.batch * outputChannels * plane)])
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
         if g.outputShape.count == 0 { return }
         let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
@@ -23,7 +35,7 @@ extension OpenCLBackend {
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
             try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1), .int(fusedReLU ? 1 : 0),
-                            .buffer(y), .int(0), .int(g.batch)] + convArguments(g),
+                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + convArguments(g),
                         global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
                         local: tiling.workGroup + [1], defines: defines)
             return
