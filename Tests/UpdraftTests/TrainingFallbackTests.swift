@@ -4,15 +4,7 @@ import XCTest
 /// A device that fails mid-training (injected with `FailingBackend`) costs a one-line warning, never
 /// the run: training goes on from the last completed mini-batch on what is left, and ends where an
 /// uninterrupted run on the fallback device ends.
-final class TrainingFallbackTests: XCTestCase {
-    /// The SqueezeNet-shaped model: 12 examples in batches of 4, 2 epochs, so 6 steps, 3 per epoch,
-    /// 8 trained tensors (4 layers' weights and biases).
-    let model = Result { try SqueezeShaped.model(batch: 4) }
-    let data = Result { try SqueezeShaped.data(count: 12) }
-
-    func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
-        try TrainingRun.train(try model.get(), try data.get(), configure: configure)
-    }
+final class TrainingFallbackTests: SqueezeShapedRunTestCase {
 
     /// An uninterrupted run on one backend.
     func baseline(_ backend: Backend) throws -> TrainingRun {

@@ -3,16 +3,9 @@ import XCTest
 
 /// The frozen-prefix feature cache: device memory first (on the backend that runs the tail), host
 /// memory past the device budget, recomputation past both, and the same training in every case.
-final class TrainingFeatureCacheTests: XCTestCase {
-    /// The SqueezeNet-shaped model (conv1, pool1 and the squeeze are frozen: the squeeze's ReLU output
-    /// is the cached boundary), 12 examples in batches of 4, 2 epochs.
-    let model = Result { try SqueezeShaped.model(batch: 4) }
-    let data = Result { try SqueezeShaped.data(count: 12) }
-
-    func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
-        try TrainingRun.train(try model.get(), try data.get(), configure: configure)
-    }
-
+/// conv1, pool1 and the squeeze are frozen in the SqueezeNet-shaped model: the squeeze's ReLU output
+/// is the cached boundary.
+final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     /// Bytes of one example's boundary rows.
     func rowBytes() throws -> Int {
         let training = try TrainingGraph(graph: try NetworkGraph(model: try model.get()))

@@ -114,3 +114,14 @@ enum SqueezeShaped {
         return try ArrayBatchProvider(examples: examples)
     }
 }
+
+/// The runs the fallback and feature-cache tests make: the SqueezeNet-shaped model, 12 examples in
+/// batches of 4, 2 epochs (6 steps, 3 per epoch, 8 trained tensors: 4 layers' weights and biases).
+class SqueezeShapedRunTestCase: XCTestCase {
+    let model = Result { try SqueezeShaped.model(batch: 4) }
+    let data = Result { try SqueezeShaped.data(count: 12) }
+
+    func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
+        try TrainingRun.train(try model.get(), try data.get(), configure: configure)
+    }
+}
