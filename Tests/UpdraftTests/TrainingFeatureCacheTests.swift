@@ -112,6 +112,25 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         XCTAssertEqual(s.deviceEntries, 8, "the two mini-batches the CPU ran, recomputed once")
     }
 
+    /// Rows that the device cannot take (an arena out of memory on first use): one warning, the
+    /// features go to host memory, training stays on the device and learns the same.
+    func testADeviceTierThatFailsMovesTheCacheToTheHost() throws {
+        let failing = FailingBackend(CPUBackend(), failing: .copyRows, onCall: 1,
+                                     error: OpenCLError(-4, "clEnqueueNDRangeKernel", "copying rows"), name: "gpu")
+        let cached = try run { $0.backends = (failing, failing); $0.fallbacks = [] }
+        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        assertSameTraining(cached, uncached, tolerance: 0, "host tier after the device tier failed")
+        XCTAssertEqual(cached.warnings.count, 1, "\(cached.warnings)")
+        XCTAssertTrue(cached.warnings.first?.hasPrefix("the feature cache cannot keep more features on gpu (") ?? false,
+                      "\(cached.warnings)")
+        XCTAssertTrue(cached.warnings.first?.contains("CL_MEM_OBJECT_ALLOCATION_FAILURE") ?? false, "\(cached.warnings)")
+        XCTAssertEqual(cached.epochs.map(\.device), ["gpu", "gpu"], "training stays on the device")
+        let s = try statistics(cached)
+        XCTAssertNil(s.deviceName, "no second device tier on a backend whose tier failed")
+        XCTAssertEqual(s.hostEntries, 12)
+        XCTAssertEqual(s.hits, 12)
+    }
+
     // MARK: The cache itself
 
     func testBindingAnotherBackendDropsTheDeviceTier() throws {

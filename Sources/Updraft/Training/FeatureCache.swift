@@ -48,6 +48,10 @@ final class FeatureCache {
     private(set) var misses = 0
     /// Device-tier entries lost because training moved to another backend.
     private(set) var dropped = 0
+    /// Backends whose device tier failed: they get no other.
+    private var refused = Set<ObjectIdentifier>()
+    /// Told once per failed device tier (training passes its one-line warnings on).
+    var warn: ((String) -> Void)?
 
     init(blobs: [String], rowLengths: [Int], hostBudgetBytes: Int, deviceBudgetBytes: Int?, expectedEntries: Int) {
         self.blobs = blobs
@@ -63,7 +67,7 @@ final class FeatureCache {
         lock.lock(); defer { lock.unlock() }
         if let t = tier, t.backend === backend { return }
         if let t = tier { dropped += t.slots.count; tier = nil }
-        guard let backend else { return }
+        guard let backend, !refused.contains(ObjectIdentifier(backend)) else { return }
         let sharesHost = backend.memory == .host
         let budget: Int
         switch (deviceBudgetBytes, backend.memory) {
@@ -89,7 +93,12 @@ final class FeatureCache {
     /// the device tier while it has room and lives on `backend`, else in the host tier while it has
     /// room. Keys already kept are skipped.
     func store(_ keys: [Key], computed: [DeviceBuffer], on backend: Backend) throws {
-        lock.lock(); defer { lock.unlock() }
+        var warning: String?
+        lock.lock()
+        defer {
+            lock.unlock()
+            if let warning { warn?(warning) }
+        }
         var forTier: [(key: Key, row: Int)] = [], forHost: [(key: Key, row: Int)] = []
         var planned = Set<Key>()
         var hostRoom = hostBudgetBytes - hostBytes - (tier?.sharesHost == true ? tier!.bytes : 0)
@@ -106,10 +115,18 @@ final class FeatureCache {
             do {
                 try t.store(forTier, from: computed)
             } catch {
-                // A tier that failed part-way cannot be trusted: drop it, and let the error decide.
+                // The device could not take the rows (an arena that ran out of memory on first use,
+                // say): the tier goes, and this backend keeps features in host memory from now on. A
+                // device that is really lost fails its next op (the download below) like any other.
                 dropped += t.slots.count
                 tier = nil
-                if isDeviceFailure(error) { throw error }
+                refused.insert(ObjectIdentifier(t.backend))
+                warning = "the feature cache cannot keep more features on \(t.backend.name) (\(firstLine(of: error))); "
+                    + "keeping them in host memory"
+                for e in forTier where hostRoom >= rowBytes {
+                    forHost.append(e)
+                    hostRoom -= rowBytes
+                }
             }
         }
         guard !forHost.isEmpty else { return }

@@ -37,6 +37,7 @@ final class TrainingSession {
         cache = task.configuration.featureCache && !training.prefix.isEmpty
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
+        cache?.warn = { [unowned task] in task.warn($0) }
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
