@@ -70,6 +70,24 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         XCTAssertEqual(s.misses, 12 + 9)
     }
 
+    /// With room for only some examples, each mini-batch misses a different number of them: the prefix
+    /// runs on each such count, and the executor still holds a bounded set of workspaces.
+    func testMissCountsThatChangeDoNotGrowTheWorkspaces() throws {
+        let row = try rowBytes()
+        let data = try SqueezeShaped.data(count: 24)
+        var config = UpdateConfiguration()
+        config.backends = (CPUBackend(), CPUBackend())
+        config.featureCacheDeviceBudgetBytes = 0
+        config.featureCacheBudgetBytes = 7 * row
+        let task = UpdateTask(model: try model.get(), trainingData: data, configuration: config)
+        XCTAssertEqual(task.run().task.state, .completed)
+        let s = try XCTUnwrap(task.featureCacheStatistics)
+        XCTAssertEqual(s.hostEntries, 7)
+        XCTAssertEqual(s.misses, 24 + 17, "the 17 examples that do not fit run the prefix again in epoch 2")
+        let sizes = try XCTUnwrap(task.session?.executor.workspaceBatchSizes)
+        XCTAssertLessThanOrEqual(sizes.count, 2, "the batch's workspace and one spare, not one per miss count: \(sizes)")
+    }
+
     /// Validation examples are cached once too (their own keys), and the validation metrics agree.
     func testValidationFeaturesAreCached() throws {
         let validation = try SqueezeShaped.data(count: 5, seed: 99)

@@ -58,7 +58,7 @@ extension Executor {
         // The prefix first, on the missing examples only: its outputs leave its workspace (which may
         // be `ws` itself) before the batch buffers are staged.
         var computed: [DeviceBuffer] = []
-        let pws = slice.missing.isEmpty ? ws : workspace(slice.missing.count)
+        let pws = slice.missing.isEmpty ? ws : transientWorkspace(slice.missing.count)
         if let batch = slice.missingBatch {
             try uploadInput(batch.inputs, ws: pws)
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))

@@ -28,6 +28,7 @@ public final class Executor {
     var weightSlots: [String: Slot] = [:]
     var biasSlots: [String: Slot] = [:]
     private var workspaces: [Int: Workspace] = [:]
+    private var spareWorkspace: Workspace?
     /// The input preprocessing's per-channel scale and shift, on the backend that receives the input.
     private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>
@@ -91,6 +92,20 @@ public final class Executor {
         workspaces[batch] = w
         return w
     }
+
+    /// A workspace for a one-off batch size (the prefix on the examples a feature cache misses, whose
+    /// count changes from step to step): the workspace of that size if steps use one, else one spare
+    /// that a different size replaces, so memory does not grow with every count seen.
+    func transientWorkspace(_ batch: Int) -> Workspace {
+        if let w = workspaces[batch] { return w }
+        if let s = spareWorkspace, s.batch == batch { return s }
+        let s = Workspace(batch: batch)
+        spareWorkspace = s
+        return s
+    }
+
+    /// Batch sizes of the workspaces held (tests: memory must not grow with every batch size seen).
+    var workspaceBatchSizes: [Int] { workspaces.keys.sorted() + (spareWorkspace.map { [$0.batch] } ?? []) }
 
     func backend(for layer: GraphLayer) -> Backend { tailNames.contains(layer.name) ? tailBackend : prefixBackend }
     func params(_ layer: GraphLayer) -> Parameters { parameters[layer.name] ?? Parameters() }
@@ -174,7 +189,7 @@ public final class Executor {
     /// Runs the frozen prefix on a batch and returns its boundary blobs (for the feature cache),
     /// each as the batch's values, `[N] + blob shape`.
     public func prefixFeatures(_ inputs: Tensor) throws -> [String: [Float]] {
-        let ws = workspace(inputs.shape.n)
+        let ws = transientWorkspace(inputs.shape.n)
         defer { ws.clearValues() }
         try uploadInput(inputs, ws: ws)
         try forward(layers: training.prefix, ws: ws, keep: Set(training.boundary))
