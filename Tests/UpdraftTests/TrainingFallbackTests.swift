@@ -78,6 +78,36 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         }
     }
 
+    /// Snapshots every third step: a device lost in step 5 hands over the snapshot after step 3, the
+    /// fallback takes step 4 again (same examples, same hyperparameters), then step 5, and the run
+    /// ends where an uninterrupted one on the fallback ends.
+    func testStepsSinceTheSnapshotAreTakenAgain() throws {
+        let failing = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 5, deadAfterFailure: true)
+        let recovered = try run { $0.backends = (failing, failing); $0.snapshots = .every(3) }
+        assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "replayed on the CPU")
+        assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu", "epoch 2 mini-batch 2"])
+        let devices = try XCTUnwrap(recovered.task.session?.devices)
+        XCTAssertEqual(devices.snapshotCount, 1, "after step 3")
+        XCTAssertEqual(devices.replayedSteps, 1, "step 4")
+        XCTAssertEqual(recovered.losses.count, 6, "replayed steps are not reported again")
+
+        // Lost before the first snapshot is due: the fallback starts from the model and takes steps 1 and 2 again.
+        let early = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 3, deadAfterFailure: true)
+        let fromStart = try run { $0.backends = (early, early); $0.snapshots = .every(4) }
+        assertSameTraining(fromStart, try baseline(CPUBackend()), tolerance: 1e-6, "replayed from the start")
+        XCTAssertEqual(fromStart.task.session?.devices.replayedSteps, 2)
+    }
+
+    /// The automatic interval: every step until a snapshot has been timed, then as many steps as keep
+    /// snapshots at 2% of step time, never more than 20.
+    func testAutomaticSnapshotIntervalFollowsTheCost() {
+        XCTAssertEqual(TrainingDevices.automaticInterval(snapshotSeconds: 0, snapshots: 0, stepSeconds: 0, steps: 0), 1)
+        XCTAssertEqual(TrainingDevices.automaticInterval(snapshotSeconds: 0.0001, snapshots: 1, stepSeconds: 0.1, steps: 1), 1)
+        XCTAssertEqual(TrainingDevices.automaticInterval(snapshotSeconds: 0.002, snapshots: 2, stepSeconds: 0.02, steps: 2), 5)
+        XCTAssertEqual(TrainingDevices.automaticInterval(snapshotSeconds: 1, snapshots: 1, stepSeconds: 0.001, steps: 1), 20)
+        XCTAssertEqual(TrainingDevices.automaticInterval(snapshotSeconds: 1, snapshots: 1, stepSeconds: 0, steps: 1), 1)
+    }
+
     /// The device dies while the step's snapshot is read back: the step is lost with it, and taken
     /// again from the previous snapshot.
     func testFailureWhileTakingTheSnapshotRedoesTheStep() throws {

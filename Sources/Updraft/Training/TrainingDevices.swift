@@ -1,11 +1,16 @@
 import Foundation
 
 /// When training keeps a host copy of its state (parameters, optimizer moments, step count) so that
-/// it can carry on elsewhere if every device it runs on fails.
-public enum SnapshotPolicy: String, Sendable {
-    /// After every completed step, while a fallback device is left to carry on with. The copy is
-    /// the trained tensors only (not the frozen ones): for fine-tuning a head it is a few kilobytes.
+/// it can carry on elsewhere if every device it runs on fails. The steps since the copy are kept
+/// too (which examples, which hyperparameters) and taken again on the device that takes over.
+public enum SnapshotPolicy: Equatable, Sendable {
+    /// While a fallback device is left to carry on with: after the first step, then as often as
+    /// costs at most 2% of training time (reading the copy back synchronises with the device and
+    /// crosses the bus), at least every 20 steps. The copy is the trained tensors only (not the
+    /// frozen ones): for fine-tuning a head, a few megabytes at most.
     case automatic
+    /// After every `n`-th completed step, while a fallback device is left.
+    case every(Int)
     /// Never: recovery reads the state back from a replica that still works, or from the failed
     /// device if it still answers and failed outside an optimizer update; otherwise training fails.
     case never
@@ -43,14 +48,25 @@ final class TrainingDevices {
     /// Devices not in use yet, in the order they are tried.
     private(set) var fallbacks: [Backend]
     let snapshotPolicy: SnapshotPolicy
-    /// The state after `completedSteps` steps, when the policy keeps one (nil before the first step:
-    /// a new executor holds the initial state).
+    /// The last host copy of the state, when the policy keeps one (nil before the first: a new
+    /// executor holds the initial state), and the steps completed since, to take again after it.
     private(set) var snapshot: ExecutorState?
+    private var stepsSinceSnapshot: [ReplayStep] = []
     /// Steps every working replica has completed.
     private(set) var completedSteps = 0
     /// Time spent taking snapshots, and how many (the cost of being able to recover).
     private(set) var snapshotSeconds = 0.0
     private(set) var snapshotCount = 0
+    /// Time spent in steps (for the automatic snapshot interval), and steps taken again after a snapshot.
+    private(set) var stepSeconds = 0.0
+    private(set) var replayedSteps = 0
+
+    /// What a completed step needs to be taken again on one executor: its gradients (the examples
+    /// and how they are computed) and the hyperparameters of its update.
+    struct ReplayStep {
+        var parameters: TrainingParameters
+        var gradients: (Executor) throws -> Void
+    }
     private let warn: (String) -> Void
 
     var primary: Executor { replicas[0] }
@@ -121,11 +137,25 @@ final class TrainingDevices {
     /// A device failure is recovered from and the step taken again.
     /// - Parameter position: where training stands, for warnings ("epoch 1 mini-batch 3").
     func step<Input>(count: Int, position: String, parameters: () -> TrainingParameters,
-                     prepare: (Range<Int>) throws -> Input,
-                     gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+                     prepare: @escaping (Range<Int>) throws -> Input,
+                     gradients: @escaping (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
         while true {
             do {
-                return try attemptStep(count: count, parameters: parameters(), prepare: prepare, gradients: gradients)
+                let hyper = parameters()
+                let start = Date()
+                let result = try attemptStep(count: count, parameters: hyper, prepare: prepare, gradients: gradients)
+                stepSeconds += Date().timeIntervalSince(start)
+                completedSteps += 1
+                if keepsSnapshots {
+                    stepsSinceSnapshot.append(ReplayStep(parameters: hyper, gradients: { e in
+                        _ = try gradients(e, try prepare(0..<count))
+                    }))
+                    try keepSnapshotIfDue()
+                } else {
+                    snapshot = nil
+                    stepsSinceSnapshot = []
+                }
+                return result
             } catch let failure as ReplicaFailure {
                 try recover(from: failure, position: position)
             }
@@ -166,8 +196,6 @@ final class TrainingDevices {
             // The others completed the step: it stands, without the replicas that failed.
             if !failed.isEmpty { drop(failed, note: "while applying the update") }
         }
-        try keepSnapshot()
-        completedSteps += 1
         return result
     }
 
@@ -202,13 +230,36 @@ final class TrainingDevices {
     // MARK: Snapshots
 
     /// Whether a copy of the state is worth keeping: there is somewhere left to carry on.
-    private var keepsSnapshots: Bool { snapshotPolicy == .automatic && !fallbacks.isEmpty }
+    private var keepsSnapshots: Bool { snapshotPolicy != .never && !fallbacks.isEmpty }
+
+    /// Steps between snapshots now. Automatic: 1 until the first is measured, then enough that
+    /// snapshots cost at most 2% of step time, and at most 20 (the steps a fallback may have to take again).
+    var snapshotInterval: Int {
+        switch snapshotPolicy {
+        case .never: return .max
+        case let .every(n): return max(1, n)
+        case .automatic:
+            return Self.automaticInterval(snapshotSeconds: snapshotSeconds, snapshots: snapshotCount,
+                                          stepSeconds: stepSeconds, steps: completedSteps)
+        }
+    }
+
+    static func automaticInterval(snapshotSeconds: Double, snapshots: Int, stepSeconds: Double, steps: Int) -> Int {
+        guard snapshots > 0, steps > 0, stepSeconds > 0 else { return 1 }
+        let ratio = (snapshotSeconds / Double(snapshots)) / (0.02 * stepSeconds / Double(steps))
+        return ratio.isFinite ? max(1, min(20, Int(ratio.rounded(.up)))) : 20
+    }
+
+    /// Takes a snapshot when enough steps have passed since the last.
+    private func keepSnapshotIfDue() throws {
+        guard stepsSinceSnapshot.count >= snapshotInterval else { return }
+        try keepSnapshot()
+    }
 
     /// Copies the state of the step just completed, from the first replica that answers. Replicas
     /// that do not are dropped; when none does, the step is lost with them (`.snapshot`), and is taken
     /// again from the previous snapshot.
     private func keepSnapshot() throws {
-        guard keepsSnapshots else { snapshot = nil; return }
         var failed: [(index: Int, error: Error)] = []
         for (i, r) in replicas.enumerated() {
             do {
@@ -220,11 +271,15 @@ final class TrainingDevices {
                 snapshotCount += 1
                 if !failed.isEmpty { drop(failed, note: "while reading back the state") }
                 snapshot = s
+                stepsSinceSnapshot = []
                 return
             } catch where isDeviceFailure(error) {
                 failed.append((i, error))
             }
         }
+        // Not completed after all: the step is taken again after recovery.
+        completedSteps -= 1
+        stepsSinceSnapshot.removeLast()
         throw ReplicaFailure(phase: .snapshot, failures: failed)
     }
 
@@ -260,28 +315,34 @@ final class TrainingDevices {
                                hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
         }
         // Executors count their steps from 0 in this run, so the last completed step's state is the
-        // one whose step count is `completedSteps`.
+        // one whose step count is `completedSteps`: read back from a failed device that still
+        // answers, else the snapshot with the steps since taken again.
         var state: ExecutorState? = nil
+        var replay: [ReplayStep] = []
         if completedSteps > 0 {
-            if let s = snapshot, s.stepCount == completedSteps {
-                state = s
-            } else if failure.phase != .snapshot {
+            if failure.phase != .snapshot, snapshot?.stepCount != completedSteps {
                 for i in gone.sorted() {
                     if let s = try? replicas[i].captureState(), s.stepCount == completedSteps { state = s; break }
                 }
             }
-            guard state != nil else {
+            if state == nil, keepsSnapshots || snapshot != nil,
+               (snapshot?.stepCount ?? 0) + stepsSinceSnapshot.count == completedSteps {
+                state = snapshot
+                replay = stepsSinceSnapshot
+            }
+            guard state != nil || replay.count == completedSteps else {
                 throw UpdraftError(.device, "\(reason), and the state of the last completed step could not be read back",
                                    hint: "run again (with --compute-units cpuOnly to avoid the device)")
             }
         }
-        try takeOver(state: state, problems: [reason], position: position)
+        try takeOver(state: state, replay: replay, problems: [reason], position: position)
     }
 
     /// Makes a single executor on the next fallback device that works, with `state` (nil: the
     /// initial state), and warns once naming what failed and where training goes on.
-    private func takeOver(state: ExecutorState?, problems: [String], position: String? = nil) throws {
+    private func takeOver(state: ExecutorState?, replay: [ReplayStep] = [], problems: [String], position: String? = nil) throws {
         var problems = problems
+        let before = (replicas, shares)
         while !fallbacks.isEmpty {
             let backend = fallbacks.removeFirst()
             do {
@@ -289,7 +350,17 @@ final class TrainingDevices {
                 if let state { try e.restoreState(state) }
                 replicas = [e]
                 shares = [1]
-                if !keepsSnapshots { snapshot = nil }
+                // The steps since the snapshot, again (on this executor alone: it is the only replica now).
+                for step in replay {
+                    try step.gradients(e)
+                    try e.applyUpdate(step.parameters)
+                }
+                replayedSteps += replay.count
+                if !replay.isEmpty {
+                    snapshot = try e.captureState()
+                    stepsSinceSnapshot = []
+                }
+                if !keepsSnapshots { snapshot = nil; stepsSinceSnapshot = [] }
                 let resume = position.map { " from the last completed step, \($0) again" } ?? ""
                 warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
                 return
@@ -297,6 +368,7 @@ final class TrainingDevices {
                 problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
             }
         }
+        (replicas, shares) = before
         throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left to train on",
                            hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
     }

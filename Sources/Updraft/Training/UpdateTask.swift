@@ -73,7 +73,7 @@ public struct UpdateConfiguration {
     /// Empty: none, and a device failure ends training. Backends that training already runs on
     /// are not fallbacks.
     public var fallbacks: [Backend]?
-    /// Whether to keep a host copy of the state after each step so a failed device loses nothing.
+    /// How often to keep a host copy of the state (and the steps since) so a lost device loses nothing.
     public var snapshots: SnapshotPolicy = .automatic
     /// Evaluated at the end of every epoch (loss and accuracy).
     public var validationData: BatchProvider?

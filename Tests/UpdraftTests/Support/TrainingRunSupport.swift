@@ -117,11 +117,16 @@ enum SqueezeShaped {
 
 /// The runs the fallback and feature-cache tests make: the SqueezeNet-shaped model, 12 examples in
 /// batches of 4, 2 epochs (6 steps, 3 per epoch, 8 trained tensors: 4 layers' weights and biases).
+/// Snapshots are taken after every step unless `configure` says otherwise: the automatic interval
+/// follows measured times, and what a test expects must not.
 class SqueezeShapedRunTestCase: XCTestCase {
     let model = Result { try SqueezeShaped.model(batch: 4) }
     let data = Result { try SqueezeShaped.data(count: 12) }
 
     func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
-        try TrainingRun.train(try model.get(), try data.get(), configure: configure)
+        try TrainingRun.train(try model.get(), try data.get()) { config in
+            config.snapshots = .every(1)
+            try configure(&config)
+        }
     }
 }
