@@ -21,14 +21,14 @@ let evaluateCommand = CLICommand(CommandSpec(
     guard batch > 0 else { throw UsageError("--batch-size must be at least 1") }
     let choice = try chooseBackends(args, graph: graph, batchSize: batch)
     choice.warnings.forEach { printError($0) }
-    let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd,
-                                prefixBackend: choice.prefix, tailBackend: choice.tail)
+    let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
     let provider = data.provider
     guard let labels = graph.classLabels?.asStrings else {
         // A regressor: the loss is all there is.
         var sum = 0.0, n = 0
         for start in stride(from: 0, to: provider.count, by: batch) {
-            let r = try executor.evaluate(try provider.batch(at: start..<min(start + batch, provider.count)))
+            let b = try provider.batch(at: start..<min(start + batch, provider.count))
+            let r = try runner.run(position: "examples \(start + 1)-\(start + b.targets.count)") { try $0.evaluate(b) }
             sum += r.loss * Double(r.count); n += r.count
         }
         let loss = sum / Double(max(1, n))
@@ -39,7 +39,7 @@ let evaluateCommand = CLICommand(CommandSpec(
     var lossSum = 0.0, correct = 0
     for start in stride(from: 0, to: provider.count, by: batch) {
         let b = try provider.batch(at: start..<min(start + batch, provider.count))
-        let probabilities = try executor.predict(b.inputs)
+        let probabilities = try runner.run(position: "examples \(start + 1)-\(start + b.targets.count)") { try $0.predict(b.inputs) }
         let classes = probabilities.shape.itemCount
         for (i, target) in b.targets.enumerated() {
             guard case let .classIndex(truth) = target, truth < classes else { continue }
@@ -54,12 +54,12 @@ let evaluateCommand = CLICommand(CommandSpec(
     let loss = lossSum / Double(max(1, n)), accuracy = Double(correct) / Double(max(1, n))
     if args.flag("json") {
         let obj: [String: Any] = ["examples": n, "loss": loss, "accuracy": accuracy, "labels": labels, "confusion": confusion,
-                                  "device": choice.description]
+                                  "device": runner.deviceName]
         print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
         return 0
     }
     print("examples: \(n) (\(data.summary))")
-    print("device: \(choice.description)")
+    print("device: \(runner.deviceName)")
     print(String(format: "loss: %.4f\naccuracy: %.2f%% (%d of %d)", loss, accuracy * 100, correct, n))
     print("\nconfusion matrix (rows: true label, columns: predicted):")
     var rows = [["true\\pred"] + labels]

@@ -20,14 +20,13 @@ let predictCommand = CLICommand(CommandSpec(
     let pre = try ImagePreprocessing(image: image, scaler: nil)
     let choice = try chooseBackends(args, graph: graph, batchSize: 1)
     choice.warnings.forEach { printError($0) }
-    let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd,
-                                prefixBackend: choice.prefix, tailBackend: choice.tail)
+    let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
     var failures = 0
     for path in args.positionals.dropFirst() {
         do {
             let decoded = try DecodedImage(contentsOf: URL(fileURLWithPath: path))
             let input = pre.tensor(from: decoded)
-            let probabilities = try executor.predict(input.reshaped(Shape([1] + input.shape.dims)))
+            let probabilities = try runner.run(position: path) { try $0.predict(input.reshaped(Shape([1] + input.shape.dims))) }
             let ranked = probabilities.data.enumerated().sorted { $0.element > $1.element }.prefix(max(1, top))
             if args.flag("json") {
                 let obj: [String: Any] = ["image": path, "top": ranked.map { ["label": labels[$0.offset], "probability": Double($0.element)] }]

@@ -31,12 +31,13 @@ func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [
     process.standardError = err
     try process.run()
     // Drain stderr beside stdout, so a full pipe on either side cannot stall the child.
-    var stderr = Data()
+    final class Drained: @unchecked Sendable { var data = Data() }  // written by the reader, read after `wait`
+    let stderr = Drained()
     let drained = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async { stderr = err.fileHandleForReading.readDataToEndOfFile(); drained.signal() }
+    DispatchQueue.global().async { stderr.data = err.fileHandleForReading.readDataToEndOfFile(); drained.signal() }
     let stdout = out.fileHandleForReading.readDataToEndOfFile()
     drained.wait()
     process.waitUntilExit()
     return CommandRun(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                      stderr: String(decoding: stderr, as: UTF8.self))
+                      stderr: String(decoding: stderr.data, as: UTF8.self))
 }

@@ -1,0 +1,69 @@
+/// Forward-only work (evaluation, prediction) on a chosen device, with training's fallback: when the
+/// device fails (a kernel that does not build, memory that runs out, a device error), one warning
+/// names it, the reason and where the work goes on, and the batch runs again on the next fallback
+/// device (the host CPU backend unless the work already runs on the host). Data and model errors
+/// are not device failures and go straight to the caller.
+public final class InferenceRunner {
+    public let graph: NetworkGraph
+    public private(set) var executor: Executor
+    /// Devices not used yet, in the order they are tried.
+    public private(set) var fallbacks: [Backend]
+    private let warn: (String) -> Void
+
+    /// - Parameters:
+    ///   - fallbacks: nil: the host CPU backend, unless `prefix` and `tail` are host backends already.
+    public init(graph: NetworkGraph, prefix: Backend, tail: Backend, fallbacks: [Backend]? = nil,
+                warn: @escaping (String) -> Void) throws {
+        self.graph = graph
+        self.warn = warn
+        let onHost = [prefix, tail].allSatisfy { $0 is CPUBackend || $0 is ReferenceBackend }
+        var left = (fallbacks ?? (onHost ? [] : [Scheduler.makeHostBackend()])).filter { $0 !== prefix && $0 !== tail }
+        let training = TrainingGraph.inference(graph: graph)
+        do {
+            executor = try Executor(training: training, optimizer: .sgd, prefixBackend: prefix, tailBackend: tail)
+        } catch where isDeviceFailure(error) {
+            let name = prefix === tail ? tail.name : "\(prefix.name) + \(tail.name)"
+            executor = try Self.takeOver(training: training, fallbacks: &left,
+                                         problems: ["cannot start on \(name) (\(firstLine(of: error)))"], warn: warn)
+        }
+        self.fallbacks = left
+    }
+
+    /// Where the work runs now ("cpu", "opencl:…").
+    public var deviceName: String { executor.deviceName }
+
+    /// `body` on the current executor; after a device failure, again on the next fallback.
+    /// - Parameter position: where the work stands, for the warning ("batch 3").
+    public func run<T>(position: String, _ body: (Executor) throws -> T) throws -> T {
+        while true {
+            do {
+                return try body(executor)
+            } catch where isDeviceFailure(error) {
+                let reason = "\(executor.deviceName) failed (\(firstLine(of: error)))"
+                guard !fallbacks.isEmpty else {
+                    throw UpdraftError(.device, "\(reason); no other device is left",
+                                       hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+                }
+                executor = try Self.takeOver(training: executor.training, fallbacks: &fallbacks, problems: [reason],
+                                             resume: ", \(position) again", warn: warn)
+            }
+        }
+    }
+
+    private static func takeOver(training: TrainingGraph, fallbacks: inout [Backend], problems: [String], resume: String = "",
+                                 warn: (String) -> Void) throws -> Executor {
+        var problems = problems
+        while !fallbacks.isEmpty {
+            let backend = fallbacks.removeFirst()
+            do {
+                let e = try Executor(training: training, optimizer: .sgd, backend: backend)
+                warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
+                return e
+            } catch where isDeviceFailure(error) {
+                problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
+            }
+        }
+        throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left",
+                           hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+    }
+}
