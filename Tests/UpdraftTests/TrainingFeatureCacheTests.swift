@@ -151,6 +151,34 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
 
     // MARK: The cache itself
 
+    /// A device that cannot allocate an arena as large as asked: the tier halves its request until
+    /// one fits, keeps going in arenas of that size, and gathers rows back from all of them.
+    func testArenasShrinkWhenAllocationsFail() throws {
+        let device = FailingBackend(CPUBackend(), name: "gpu")
+        device.memoryOverride = .device(bytes: 1 << 30, largestBuffer: 1 << 30)
+        let a = try device.makeBuffer((0..<21).map(Float.init)), b = try device.makeBuffer((0..<42).map { Float(100 + $0) })
+        let outA = try device.makeBuffer(count: 21), outB = try device.makeBuffer(count: 42)
+        device.allocationLimit = 2 * 3 * 2  // two rows of the longer blob
+        let cache = FeatureCache(blobs: ["a", "b"], rowLengths: [3, 6], hostBudgetBytes: 0, deviceBudgetBytes: nil,
+                                 expectedEntries: 10)
+        cache.bind(to: device)
+        let keys = (0..<7).map { FeatureCache.Key(set: .training, index: $0, variant: 0) }
+        try cache.store(keys, computed: [a, b], on: device)
+        let tier = try XCTUnwrap(cache.tier)
+        XCTAssertEqual(tier.slotsPerArena, 10, "asked for the rows expected")
+        XCTAssertEqual(tier.arenas.map(\.count), [2, 2, 2, 2], "10 and 5 rows failed, 2 fit")
+        XCTAssertEqual(cache.statistics.deviceEntries, 7)
+        XCTAssertEqual(cache.statistics.deviceBytes, 8 * 9 * 4)
+        var slots: [Int] = []
+        for key in keys.reversed() {
+            guard case let .device(_, slot)? = cache.locate(key) else { return XCTFail("\(key) is on the device") }
+            slots.append(slot)
+        }
+        try tier.gather(slots: slots, positions: Array(0..<7), into: [outA, outB])
+        XCTAssertEqual(try device.download(outA), (0..<7).reversed().flatMap { r in (0..<3).map { Float(r * 3 + $0) } })
+        XCTAssertEqual(try device.download(outB), (0..<7).reversed().flatMap { r in (0..<6).map { Float(100 + r * 6 + $0) } })
+    }
+
     func testBindingAnotherBackendDropsTheDeviceTier() throws {
         let a = CPUBackend(), b = CPUBackend()
         let cache = FeatureCache(blobs: ["x"], rowLengths: [3], hostBudgetBytes: 1 << 20, deviceBudgetBytes: nil, expectedEntries: 4)

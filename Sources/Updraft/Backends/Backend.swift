@@ -122,8 +122,8 @@ public protocol Backend: AnyObject {
 public enum BackendMemory: Equatable, Sendable {
     /// Host memory: the CPU backends, and OpenCL devices that are the CPU (PoCL).
     case host
-    /// Memory of the device's own, `bytes` in all (a GPU's global memory).
-    case device(bytes: UInt64)
+    /// Memory of the device's own, `bytes` in all (a GPU's global memory), `largestBuffer` at most per buffer.
+    case device(bytes: UInt64, largestBuffer: UInt64)
 }
 
 public extension Backend {

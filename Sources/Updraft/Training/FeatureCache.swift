@@ -73,7 +73,7 @@ final class FeatureCache {
         switch (deviceBudgetBytes, backend.memory) {
         case let (explicit?, _): budget = explicit
         case (nil, .host): budget = hostBudgetBytes
-        case let (nil, .device(bytes)): budget = Int(clamping: bytes / 2)
+        case let (nil, .device(bytes, _)): budget = Int(clamping: bytes / 2)
         }
         guard budget >= rowBytes, rowBytes > 0 else { return }
         tier = DeviceTier(backend: backend, rowLengths: rowLengths, budgetBytes: budget, sharesHost: sharesHost,
@@ -158,48 +158,86 @@ public struct FeatureCacheStatistics: Sendable, Equatable {
     public var deviceName: String?
 }
 
-/// The device tier: arenas of rows on one backend, one buffer per boundary blob per arena. Arenas are
-/// allocated as rows arrive (the first sized for the rows expected, up to 256 MiB per buffer); slots
-/// are handed out in order and never freed (the frozen prefix's outputs never change).
+/// The device tier: arenas of rows on one backend, one buffer per boundary blob per arena. Arenas
+/// are allocated as rows arrive, each as large as allowed (the rows expected, the budget, the
+/// device's largest buffer; 256 MiB per buffer in host memory), halved when an allocation fails;
+/// slots are handed out in order and never freed (the frozen prefix's outputs never change).
+/// A batch gathers with one `copyRows` per arena it touches and blob.
 final class DeviceTier {
+    struct Arena {
+        /// The arena's first slot, its slot count, and its buffer per blob.
+        var first: Int
+        var count: Int
+        var buffers: [DeviceBuffer]
+    }
+
     let backend: Backend
     let rowLengths: [Int]
+    let rowBytes: Int
     let budgetBytes: Int
     /// Whether the arenas are host memory (they then count against the host budget too).
     let sharesHost: Bool
-    /// Slots per arena.
+    /// Slots a new arena asks for.
     let slotsPerArena: Int
-    /// arenas[a][b]: arena a's buffer for blob b.
-    private(set) var arenas: [[DeviceBuffer]] = []
+    private(set) var arenas: [Arena] = []
     private(set) var slots: [FeatureCache.Key: Int] = [:]
     /// Bytes allocated in arenas.
     private(set) var bytes = 0
-    /// Set when an arena could not be allocated: the tier keeps what it has and takes no more.
+    /// Set when no arena could be allocated: the tier keeps what it has and takes no more.
     private(set) var isFull = false
 
-    static let arenaBufferLimit = 256 << 20
+    static let hostArenaBufferLimit = 256 << 20
 
     init(backend: Backend, rowLengths: [Int], budgetBytes: Int, sharesHost: Bool, expectedEntries: Int) {
         self.backend = backend
         self.rowLengths = rowLengths
+        self.rowBytes = max(1, rowLengths.reduce(0, +) * 4)
         self.budgetBytes = budgetBytes
         self.sharesHost = sharesHost
-        let rowBytes = rowLengths.reduce(0, +) * 4
         let longest = max(1, rowLengths.max() ?? 1) * 4
-        slotsPerArena = max(1, min(Self.arenaBufferLimit / longest, budgetBytes / max(1, rowBytes), expectedEntries))
+        let bufferLimit: Int
+        switch backend.memory {
+        case .host: bufferLimit = Self.hostArenaBufferLimit
+        case let .device(_, largestBuffer): bufferLimit = Int(clamping: largestBuffer)
+        }
+        slotsPerArena = max(1, min(bufferLimit / longest, budgetBytes / rowBytes, expectedEntries))
     }
 
-    private var arenaBytes: Int { slotsPerArena * rowLengths.reduce(0, +) * 4 }
-    private var capacity: Int { arenas.count * slotsPerArena }
+    private var capacity: Int { arenas.last.map { $0.first + $0.count } ?? 0 }
 
     /// Whether `extra` more rows fit: in arenas already allocated, or in new ones within the budgets.
     func hasRoom(for extra: Int, hostRoom: Int) -> Bool {
         let needed = slots.count + extra
         if needed <= capacity { return true }
         if isFull { return false }
-        let newArenas = (needed - capacity + slotsPerArena - 1) / slotsPerArena
-        let more = newArenas * arenaBytes
+        let more = (needed - capacity + slotsPerArena - 1) / slotsPerArena * slotsPerArena * rowBytes
         return bytes + more <= budgetBytes && (!sharesHost || more <= hostRoom)
+    }
+
+    /// Adds an arena of as many slots as allowed, halving on allocation failure; false when not even
+    /// one slot can be had (the tier is then full).
+    private func grow() -> Bool {
+        var size = min(slotsPerArena, (budgetBytes - bytes) / rowBytes)
+        while size >= 1 {
+            if let buffers = try? rowLengths.map({ try backend.makeBuffer(count: size * $0) }) {
+                arenas.append(Arena(first: capacity, count: size, buffers: buffers))
+                bytes += size * rowBytes
+                return true
+            }
+            size /= 2
+        }
+        isFull = true
+        return false
+    }
+
+    /// The arena holding `slot`.
+    private func arena(of slot: Int) -> Int {
+        var lo = 0, hi = arenas.count - 1
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2
+            if arenas[mid].first <= slot { lo = mid } else { hi = mid - 1 }
+        }
+        return lo
     }
 
     /// Copies row `row` of each `computed` buffer into a new slot for each key, one `copyRows` per
@@ -208,22 +246,15 @@ final class DeviceTier {
         var placed: [(key: FeatureCache.Key, row: Int, slot: Int)] = []
         for (i, e) in entries.enumerated() {
             let slot = slots.count + i
-            while slot >= capacity {
-                do {
-                    arenas.append(try rowLengths.map { try backend.makeBuffer(count: slotsPerArena * $0) })
-                    bytes += arenaBytes
-                } catch {
-                    isFull = true
-                    break
-                }
-            }
+            while slot >= capacity, grow() {}
             guard slot < capacity else { break }
             placed.append((e.key, e.row, slot))
         }
-        for (a, group) in Dictionary(grouping: placed, by: { $0.slot / slotsPerArena }) {
-            for (b, buffer) in arenas[a].enumerated() {
+        for (a, group) in Dictionary(grouping: placed, by: { arena(of: $0.slot) }) {
+            let arena = arenas[a]
+            for (b, buffer) in arena.buffers.enumerated() {
                 try backend.copyRows(computed[b], rows: group.map(\.row), to: buffer,
-                                     rows: group.map { $0.slot % slotsPerArena }, rowLength: rowLengths[b])
+                                     rows: group.map { $0.slot - arena.first }, rowLength: rowLengths[b])
             }
         }
         for p in placed { slots[p.key] = p.slot }
@@ -232,9 +263,10 @@ final class DeviceTier {
     /// Gathers the rows of `slots` into rows `positions` of `batch` (one buffer per blob).
     func gather(slots wanted: [Int], positions: [Int], into batch: [DeviceBuffer]) throws {
         let pairs = zip(wanted, positions).map { (slot: $0, position: $1) }
-        for (a, group) in Dictionary(grouping: pairs, by: { $0.slot / slotsPerArena }) {
-            for (b, buffer) in arenas[a].enumerated() {
-                try backend.copyRows(buffer, rows: group.map { $0.slot % slotsPerArena }, to: batch[b],
+        for (a, group) in Dictionary(grouping: pairs, by: { arena(of: $0.slot) }) {
+            let arena = arenas[a]
+            for (b, buffer) in arena.buffers.enumerated() {
+                try backend.copyRows(buffer, rows: group.map { $0.slot - arena.first }, to: batch[b],
                                      rows: group.map(\.position), rowLength: rowLengths[b])
             }
         }

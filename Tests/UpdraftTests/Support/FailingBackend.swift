@@ -50,7 +50,13 @@ final class FailingBackend: Backend {
         }
     }
 
-    func makeBuffer(count: Int) throws -> DeviceBuffer { try check(.makeBuffer); return try inner.makeBuffer(count: count) }
+    func makeBuffer(count: Int) throws -> DeviceBuffer {
+        try check(.makeBuffer)
+        if let limit = allocationLimit, count > limit {
+            throw OpenCLError(-4, "clCreateBuffer", "allocating \(count) floats, above the injected limit \(limit)")
+        }
+        return try inner.makeBuffer(count: count)
+    }
     func upload(_ values: [Float], to buffer: DeviceBuffer) throws { try check(.upload); try inner.upload(values, to: buffer) }
     func download(_ buffer: DeviceBuffer) throws -> [Float] { try check(.download); return try inner.download(buffer) }
     func fill(_ buffer: DeviceBuffer, with value: Float) throws { try check(.fill); try inner.fill(buffer, with: value) }
@@ -59,7 +65,11 @@ final class FailingBackend: Backend {
         try check(.accumulate); try inner.accumulate(source, into: destination)
     }
     func synchronize() throws { try check(.synchronize); try inner.synchronize() }
-    var memory: BackendMemory { inner.memory }
+    /// What the backend says of its memory (the inner backend's unless set).
+    var memoryOverride: BackendMemory?
+    var memory: BackendMemory { memoryOverride ?? inner.memory }
+    /// Buffers of more values than this fail to allocate (CL_MEM_OBJECT_ALLOCATION_FAILURE).
+    var allocationLimit: Int?
     /// Whether convolutions may write concat slices (the inner backend's answer unless set).
     var slices: Bool?
     var writesConvolutionSlices: Bool { slices ?? inner.writesConvolutionSlices }

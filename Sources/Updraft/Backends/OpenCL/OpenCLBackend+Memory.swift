@@ -2,6 +2,6 @@
 extension OpenCLBackend {
     /// A CPU device (PoCL) allocates its buffers in host memory; any other device has its own.
     public var memory: BackendMemory {
-        device.type == .cpu ? .host : .device(bytes: device.globalMemory)
+        device.type == .cpu ? .host : .device(bytes: device.globalMemory, largestBuffer: device.maxAllocation)
     }
 }
