@@ -70,7 +70,12 @@ final class MeasuringBackend: Backend {
     func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
         try timed("upload") { try inner.upload(values, to: buffer) }
     }
-    func download(_ buffer: DeviceBuffer) throws -> [Float] {
+    func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload {
+        var pending: PendingDownload?
+        try timed("download") { pending = try inner.downloadLater(buffer) }
+        return pending!
+    }
+        func download(_ buffer: DeviceBuffer) throws -> [Float] {
         var values: [Float] = []
         try timed("download") { values = try inner.download(buffer) }
         return values

@@ -81,3 +81,22 @@ final class OpenCLRuntimeTests: XCTestCase {
         XCTAssertNotNil(OpenCLError(-4, "clCreateBuffer").hint)
     }
 }
+
+/// Reads that do not wait: the values are the buffer's at the point the read was queued, whatever is
+/// queued after it, and a read nobody waits for is cleaned up safely.
+final class OpenCLDeferredReadTests: XCTestCase {
+    func testDeferredReadSeesTheBufferAsQueued() throws {
+        let backend = OpenCLBackend(context: try OpenCLTestSupport.context())
+        let values = (0..<1000).map { Float($0) * 0.5 }
+        let buffer = try backend.makeBuffer(values)
+        let pending = try backend.downloadLater(buffer)
+        try backend.fill(buffer, with: -1)
+        let dropped = try backend.downloadLater(buffer)
+        _ = dropped  // never waited for
+        XCTAssertEqual(try pending.values(), values)
+        XCTAssertEqual(try pending.values(), values, "a second call returns the same values")
+        XCTAssertEqual(try backend.downloadLater(buffer).values(), Array(repeating: -1, count: 1000))
+        XCTAssertEqual(try backend.downloadLater(try backend.makeBuffer(count: 0)).values(), [])
+        XCTAssertEqual(try CPUBackend().downloadLater(try CPUBackend().makeBuffer([3, 4])).values(), [3, 4])
+    }
+}

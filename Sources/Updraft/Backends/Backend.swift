@@ -30,6 +30,10 @@ public protocol Backend: AnyObject {
     func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws
     /// Waits for all queued work.
     func synchronize() throws
+    /// Starts reading `buffer` back without waiting: the values are the buffer's once the work queued
+    /// so far has run, and `PendingDownload.values()` waits for them. Lets a step queue its backward
+    /// pass before the host waits for the loss. Default: an ordinary download.
+    func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload
 
     // MARK: Ranges and rows (feature-cache gathers and spills; defaults below go through the host)
     /// buffer[offset ..< offset + values.count] = values.
@@ -126,8 +130,29 @@ public enum BackendMemory: Equatable, Sendable {
     case device(bytes: UInt64, largestBuffer: UInt64)
 }
 
+/// Values being read back from a device (`Backend.downloadLater`).
+public final class PendingDownload {
+    private var wait: (() throws -> [Float])?
+    private var result: [Float]?
+
+    /// Values read already.
+    public init(values: [Float]) { result = values }
+    /// Values that `wait` delivers (once).
+    public init(wait: @escaping () throws -> [Float]) { self.wait = wait }
+
+    /// The values, waiting for them the first time.
+    public func values() throws -> [Float] {
+        if let result { return result }
+        let v = try wait!()
+        result = v
+        wait = nil
+        return v
+    }
+}
+
 public extension Backend {
     var memory: BackendMemory { .host }
+    func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,

@@ -34,9 +34,9 @@ extension Executor {
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
         try stageBoundary(slice, cache: cache, ws: ws)
         try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
+        let pending = try queueLoss(ws: ws, targets: targets, withGradient: true)
         try backward(ws: ws)
-        return result
+        return try pending.resolve()
     }
 
     /// Loss and correct count of a batch through the feature cache (validation).

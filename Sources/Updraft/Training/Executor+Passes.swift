@@ -80,8 +80,24 @@ extension Executor {
         }
     }
 
+    /// The loss of a batch as it is being read back: queued, so that the backward pass can be queued
+    /// behind it before the host waits for the number.
+    struct PendingResult {
+        var loss: PendingDownload
+        var correct: PendingDownload?
+        var count: Int
+        func resolve() throws -> BatchResult {
+            BatchResult(loss: Double(try loss.values()[0]), correct: Int(try correct?.values()[0].rounded() ?? 0), count: count)
+        }
+    }
+
     /// The loss of the batch, and (when `withGradient`) the gradient of the loss blob.
     func lossAndGradient(ws: Workspace, targets: [TrainingExample.Target], withGradient: Bool) throws -> BatchResult {
+        try queueLoss(ws: ws, targets: targets, withGradient: withGradient).resolve()
+    }
+
+    /// `lossAndGradient` without waiting for the loss.
+    func queueLoss(ws: Workspace, targets: [TrainingExample.Target], withGradient: Bool) throws -> PendingResult {
         let backend = tailBackend
         let n = ws.batch
         let lossBuffer = try ws.scratch("loss", count: 1, on: backend)
@@ -111,8 +127,7 @@ extension Executor {
             try backend.softmaxCrossEntropy(SoftmaxGeometry(batch: n, channels: itemCount, spatial: 1), logits: x,
                                             labels: labelBuffer, loss: lossBuffer, logitsGradient: grad, correct: correct)
             if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
-            let l = try backend.download(lossBuffer)[0], c = try backend.download(correct)[0]
-            return BatchResult(loss: Double(l), correct: Int(c.rounded()), count: n)
+            return PendingResult(loss: try backend.downloadLater(lossBuffer), correct: try backend.downloadLater(correct), count: n)
         case .meanSquaredError:
             var values: [Float] = []
             values.reserveCapacity(n * itemCount)
@@ -128,7 +143,7 @@ extension Executor {
             if withGradient { grad = try ws.acquire(n * itemCount, on: backend) }
             try backend.meanSquaredError(count: n * itemCount, input: x, target: targetBuffer, loss: lossBuffer, inputGradient: grad)
             if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
-            return BatchResult(loss: Double(try backend.download(lossBuffer)[0]), correct: 0, count: n)
+            return PendingResult(loss: try backend.downloadLater(lossBuffer), correct: nil, count: n)
         }
     }
 

@@ -146,9 +146,9 @@ public final class Executor {
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
         try uploadInput(batch.inputs, ws: ws)
         try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
-        let result = try lossAndGradient(ws: ws, targets: batch.targets, withGradient: true)
+        let pending = try queueLoss(ws: ws, targets: batch.targets, withGradient: true)
         try backward(ws: ws)
-        return result
+        return try pending.resolve()
     }
 
     /// `computeGradients` on cached boundary features: only the tail runs.
@@ -157,9 +157,9 @@ public final class Executor {
         defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
         try uploadFeatures(features, ws: ws)
         try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        let result = try lossAndGradient(ws: ws, targets: targets, withGradient: true)
+        let pending = try queueLoss(ws: ws, targets: targets, withGradient: true)
         try backward(ws: ws)
-        return result
+        return try pending.resolve()
     }
 
     /// The second half of a training step: one optimizer pass per parameter tensor with the

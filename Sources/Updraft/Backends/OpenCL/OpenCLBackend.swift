@@ -59,6 +59,9 @@ public final class OpenCLBackend: Backend {
     }
 
     public func download(_ buffer: DeviceBuffer) throws -> [Float] { try context.read(try cl(buffer)) }
+    public func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload {
+        PendingDownload(wait: try context.readLater(try cl(buffer)))
+    }
 
     public func fill(_ buffer: DeviceBuffer, with value: Float) throws { try context.fill(try cl(buffer), with: value) }
 

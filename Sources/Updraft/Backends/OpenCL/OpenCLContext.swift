@@ -121,6 +121,24 @@ public final class OpenCLContext {
         return out
     }
 
+    /// Enqueues a read of the whole buffer without waiting; the closure waits for it and returns
+    /// the values. The host memory stays allocated until the read has finished, even if the closure
+    /// is never called (it is released once the command completes).
+    public func readLater(_ buffer: OpenCLBuffer) throws -> () throws -> [Float] {
+        let target = PendingRead(count: buffer.count)
+        if buffer.count == 0 { return { [] } }
+        var event: cl_event? = nil
+        try clCheck(clEnqueueReadBuffer(queue, buffer.mem, cl_bool(CL_FALSE), 0, buffer.count * 4, target.pointer,
+                                        0, nil, &event), "clEnqueueReadBuffer", "downloading \(buffer.count) floats")
+        guard let event else { throw OpenCLError(CL_INVALID_EVENT, "clEnqueueReadBuffer", "no event for a read") }
+        target.event = OpenCLEvent(event)
+        try flush()
+        return {
+            try target.event?.wait()
+            return Array(UnsafeBufferPointer(start: target.pointer, count: target.count))
+        }
+    }
+
     public func fill(_ buffer: OpenCLBuffer, with value: Float, count: Int? = nil) throws {
         let n = count ?? buffer.count
         if n == 0 { return }
@@ -143,6 +161,21 @@ public final class OpenCLContext {
     public func finish() throws { try clCheck(clFinish(queue), "clFinish") }
     /// Submits queued commands without waiting.
     public func flush() throws { try clCheck(clFlush(queue), "clFlush") }
+}
+
+/// Host memory a non-blocking read writes into: freed only after the read has finished.
+final class PendingRead {
+    let count: Int
+    let pointer: UnsafeMutablePointer<Float>
+    var event: OpenCLEvent?
+    init(count: Int) {
+        self.count = count
+        pointer = .allocate(capacity: max(1, count))
+    }
+    deinit {
+        try? event?.wait()
+        pointer.deallocate()
+    }
 }
 
 /// Device memory for `count` float32 values. Released when the last reference goes.
