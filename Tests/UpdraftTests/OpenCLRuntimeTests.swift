@@ -82,9 +82,25 @@ final class OpenCLRuntimeTests: XCTestCase {
     }
 }
 
-/// Reads that do not wait: the values are the buffer's at the point the read was queued, whatever is
-/// queued after it, and a read nobody waits for is cleaned up safely.
+/// Transfers that do not wait for the queue: a deferred read sees the buffer as it was when the read
+/// was queued, whatever is queued after it, and a read nobody waits for is cleaned up safely; a small
+/// upload takes effect in queue order (after the work queued before it, before the work after).
 final class OpenCLDeferredReadTests: XCTestCase {
+    func testSmallUploadsTakeEffectInQueueOrder() throws {
+        let backend = OpenCLBackend(context: try OpenCLTestSupport.context())
+        for count in [1, 3, 1000, OpenCLBackend.stagedUploadLimit, OpenCLBackend.stagedUploadLimit + 1] {
+            let old = (0..<count).map { Float($0) }, new = (0..<count).map { Float(-$0 - 1) }
+            let b = try backend.makeBuffer(old), before = try backend.makeBuffer(count: count), after = try backend.makeBuffer(count: count)
+            try backend.copy(b, to: before)
+            try backend.upload(new, to: b)
+            try backend.copy(b, to: after)
+            XCTAssertEqual(try backend.download(before), old, "\(count): queued before the upload")
+            XCTAssertEqual(try backend.download(after), new, "\(count): queued after the upload")
+        }
+        for _ in 0..<200 { try backend.upload([1, 2], to: try backend.makeBuffer(count: 2)) }
+        try backend.synchronize()
+    }
+
     func testDeferredReadSeesTheBufferAsQueued() throws {
         let backend = OpenCLBackend(context: try OpenCLTestSupport.context())
         let values = (0..<1000).map { Float($0) * 0.5 }

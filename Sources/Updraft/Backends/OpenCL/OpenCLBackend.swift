@@ -1,3 +1,4 @@
+import COpenCL
 /// The `Backend` for one OpenCL device. Tensors stay on the device; the host reads back only what it
 /// asks for (`download`). Kernel programs are built once per (device, file, defines) by the context.
 /// The ops live in extensions, one file per kernel family (OpenCLBackend+*.swift).
@@ -55,7 +56,34 @@ public final class OpenCLBackend: Backend {
         guard values.count == b.count else {
             throw UpdraftError(.invalidArgument, "uploading \(values.count) values into a buffer of \(b.count)")
         }
-        try context.write(values, to: b)
+        if values.count <= Self.stagedUploadLimit {
+            try stagedUpload(values, to: b)
+        } else {
+            try context.write(values, to: b)
+        }
+    }
+
+    /// Uploads up to this many floats (labels, targets, small tensors) go through `stagedUpload`.
+    static let stagedUploadLimit = 1 << 16
+
+    /// A blocking write in an in-order queue returns only once everything queued before it has run,
+    /// so a step that uploads its labels after queueing its forward pass would wait for that pass.
+    /// Small uploads instead fill a staging buffer at creation (no queue involved) and queue a copy
+    /// into place; the staging buffer is held until the copy has run.
+    private func stagedUpload(_ values: [Float], to buffer: OpenCLBuffer) throws {
+        if values.isEmpty { return }
+        let staging = try values.withUnsafeBytes { raw in
+            try OpenCLBuffer(context: context, count: values.count, initial: raw.baseAddress)
+        }
+        try inFlight.releaseFinished(context: context)
+        var event: cl_event? = nil
+        try clCheck(clEnqueueCopyBuffer(context.queue, staging.mem, buffer.mem, 0, 0, values.count * 4, 0, nil, &event),
+                    "clEnqueueCopyBuffer", "uploading \(values.count) floats")
+        if let event {
+            inFlight.hold(staging, until: OpenCLEvent(event))
+        } else {
+            try context.finish()  // no event to watch: wait here rather than free a buffer the copy reads
+        }
     }
 
     public func download(_ buffer: DeviceBuffer) throws -> [Float] { try context.read(try cl(buffer)) }
