@@ -30,22 +30,12 @@ struct CachedSlice {
 extension Executor {
     /// `computeGradients` on a batch through the feature cache: only the tail runs for cached examples.
     func computeGradients(cached slice: CachedSlice, targets: [TrainingExample.Target], cache: FeatureCache) throws -> BatchResult {
-        let ws = workspace(targets.count)
-        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
-        try stageBoundary(slice, cache: cache, ws: ws)
-        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        let pending = try queueLoss(ws: ws, targets: targets, withGradient: true)
-        try backward(ws: ws)
-        return try pending.resolve()
+        try runBatch(targets: targets, layers: training.tail, gradients: true) { try stageBoundary(slice, cache: cache, ws: $0) }
     }
 
     /// Loss and correct count of a batch through the feature cache (validation).
     func evaluate(cached slice: CachedSlice, targets: [TrainingExample.Target], cache: FeatureCache) throws -> BatchResult {
-        let ws = workspace(targets.count)
-        defer { ws.clearValues() }
-        try stageBoundary(slice, cache: cache, ws: ws)
-        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        return try lossAndGradient(ws: ws, targets: targets, withGradient: false)
+        try runBatch(targets: targets, layers: training.tail, gradients: false) { try stageBoundary(slice, cache: cache, ws: $0) }
     }
 
     /// Sets the workspace's boundary blobs for the slice's batch on the tail backend: rows from the
@@ -63,17 +53,8 @@ extension Executor {
             try uploadInput(batch.inputs, ws: pws)
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))
             for blob in cache.blobs {
-                guard let v = pws.takeValue(blob) else {
-                    throw UpdraftError(.invalidModel, "boundary blob '\(blob)' was not computed")
-                }
-                if v.backend === backend {
-                    computed.append(v.buffer)
-                } else {
-                    let moved = try backend.makeBuffer(count: v.buffer.count)
-                    try backend.upload(try v.backend.download(v.buffer), to: moved)
-                    pws.release(v.buffer, from: v.backend)
-                    computed.append(moved)
-                }
+                _ = try value(blob, on: backend, ws: pws)  // on the tail's backend, moved there if the prefix ran elsewhere
+                computed.append(pws.takeValue(blob)!.buffer)
             }
             pws.clearValues()
             try cache.store(slice.missing, computed: computed, on: backend)

@@ -41,7 +41,7 @@ extension Executor {
     }
 
     /// A blob's value on `backend`, copied across through the host when the producer ran elsewhere.
-    private func value(_ blob: String, on backend: Backend, ws: Workspace) throws -> DeviceBuffer {
+    func value(_ blob: String, on backend: Backend, ws: Workspace) throws -> DeviceBuffer {
         guard let v = ws.value(blob) else { throw UpdraftError(.invalidModel, "blob '\(blob)' is used before it is computed") }
         if v.backend === backend { return v.buffer }
         let moved = try ws.acquire(v.buffer.count, on: backend)
@@ -91,12 +91,8 @@ extension Executor {
         }
     }
 
-    /// The loss of the batch, and (when `withGradient`) the gradient of the loss blob.
-    func lossAndGradient(ws: Workspace, targets: [TrainingExample.Target], withGradient: Bool) throws -> BatchResult {
-        try queueLoss(ws: ws, targets: targets, withGradient: withGradient).resolve()
-    }
-
-    /// `lossAndGradient` without waiting for the loss.
+    /// Queues the loss of the batch, and (when `withGradient`) the gradient of the loss blob; the
+    /// loss is read back without waiting (`PendingResult.resolve` waits).
     func queueLoss(ws: Workspace, targets: [TrainingExample.Target], withGradient: Bool) throws -> PendingResult {
         let backend = tailBackend
         let n = ws.batch

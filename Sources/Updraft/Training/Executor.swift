@@ -142,24 +142,14 @@ public final class Executor {
     /// the parameters or the optimizer state. `applyUpdate` is the second half. Data parallelism
     /// runs this on each replica's slice, combines the gradients, and then updates every replica.
     public func computeGradients(_ batch: TrainingBatch) throws -> BatchResult {
-        let ws = workspace(batch.targets.count)
-        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
-        try uploadInput(batch.inputs, ws: ws)
-        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set(training.boundary + [training.lossBlob].compactMap { $0 }))
-        let pending = try queueLoss(ws: ws, targets: batch.targets, withGradient: true)
-        try backward(ws: ws)
-        return try pending.resolve()
+        try runBatch(targets: batch.targets, layers: training.prefix + training.tail, keep: training.boundary, gradients: true) {
+            try uploadInput(batch.inputs, ws: $0)
+        }
     }
 
     /// `computeGradients` on cached boundary features: only the tail runs.
     public func computeGradients(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
-        let ws = workspace(targets.count)
-        defer { ws.clearValues(); ws.clearGradients(on: tailBackend) }
-        try uploadFeatures(features, ws: ws)
-        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        let pending = try queueLoss(ws: ws, targets: targets, withGradient: true)
-        try backward(ws: ws)
-        return try pending.resolve()
+        try runBatch(targets: targets, layers: training.tail, gradients: true) { try uploadFeatures(features, ws: $0) }
     }
 
     /// The second half of a training step: one optimizer pass per parameter tensor with the
@@ -168,11 +158,24 @@ public final class Executor {
 
     /// Loss and correct count from cached boundary features (validation with the feature cache).
     public func evaluate(features: [String: [Float]], targets: [TrainingExample.Target]) throws -> BatchResult {
+        try runBatch(targets: targets, layers: training.tail, gradients: false) { try uploadFeatures(features, ws: $0) }
+    }
+
+    /// One batch in the batch's workspace: `stage` sets the inputs of `layers`, then forward, the loss
+    /// and, with `gradients`, backward (queued before the host waits for the loss). `keep`: blobs
+    /// forward must not release early, besides the loss blob.
+    func runBatch(targets: [TrainingExample.Target], layers: [GraphLayer], keep: [String] = [], gradients: Bool,
+                  stage: (Workspace) throws -> Void) throws -> BatchResult {
         let ws = workspace(targets.count)
-        defer { ws.clearValues() }
-        try uploadFeatures(features, ws: ws)
-        try forward(layers: training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        return try lossAndGradient(ws: ws, targets: targets, withGradient: false)
+        defer {
+            ws.clearValues()
+            if gradients { ws.clearGradients(on: tailBackend) }
+        }
+        try stage(ws)
+        try forward(layers: layers, ws: ws, keep: Set(keep + [training.lossBlob].compactMap { $0 }))
+        let pending = try queueLoss(ws: ws, targets: targets, withGradient: gradients)
+        if gradients { try backward(ws: ws) }
+        return try pending.resolve()
     }
 
     private func uploadFeatures(_ features: [String: [Float]], ws: Workspace) throws {
@@ -203,11 +206,9 @@ public final class Executor {
 
     /// Loss and correct count without training (validation).
     public func evaluate(_ batch: TrainingBatch) throws -> BatchResult {
-        let ws = workspace(batch.targets.count)
-        defer { ws.clearValues() }
-        try uploadInput(batch.inputs, ws: ws)
-        try forward(layers: training.prefix + training.tail, ws: ws, keep: Set([training.lossBlob].compactMap { $0 }))
-        return try lossAndGradient(ws: ws, targets: batch.targets, withGradient: false)
+        try runBatch(targets: batch.targets, layers: training.prefix + training.tail, gradients: false) {
+            try uploadInput(batch.inputs, ws: $0)
+        }
     }
 
     /// The values of `blob` (default: the class probabilities, else the first output) for a batch of

@@ -16,8 +16,7 @@ public final class InferenceRunner {
                 warn: @escaping (String) -> Void) throws {
         self.graph = graph
         self.warn = warn
-        let onHost = [prefix, tail].allSatisfy { $0 is CPUBackend || $0 is ReferenceBackend }
-        var left = (fallbacks ?? (onHost ? [] : [Scheduler.makeHostBackend()])).filter { $0 !== prefix && $0 !== tail }
+        var left = fallbackBackends(fallbacks, running: [prefix, tail])
         let training = TrainingGraph.inference(graph: graph)
         do {
             executor = try Executor(training: training, optimizer: .sgd, prefixBackend: prefix, tailBackend: tail)
@@ -41,7 +40,7 @@ public final class InferenceRunner {
             } catch where isDeviceFailure(error) {
                 let reason = "\(executor.deviceName) failed (\(firstLine(of: error)))"
                 guard !fallbacks.isEmpty else {
-                    throw UpdraftError(.device, "\(reason); no other device is left",
+                    throw UpdraftError(.device, "\(reason); no other device is left to run on",
                                        hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
                 }
                 executor = try Self.takeOver(training: executor.training, fallbacks: &fallbacks, problems: [reason],
@@ -53,17 +52,10 @@ public final class InferenceRunner {
     private static func takeOver(training: TrainingGraph, fallbacks: inout [Backend], problems: [String], resume: String = "",
                                  warn: (String) -> Void) throws -> Executor {
         var problems = problems
-        while !fallbacks.isEmpty {
-            let backend = fallbacks.removeFirst()
-            do {
-                let e = try Executor(training: training, optimizer: .sgd, backend: backend)
-                warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
-                return e
-            } catch where isDeviceFailure(error) {
-                problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
-            }
+        let (executor, backend) = try takeOverOnFallback(&fallbacks, problems: &problems, work: "run on") {
+            try Executor(training: training, optimizer: .sgd, backend: $0)
         }
-        throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left",
-                           hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+        warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
+        return executor
     }
 }

@@ -26,6 +26,30 @@ func isDeviceFailure(_ error: Error) -> Bool {
     return true
 }
 
+/// The devices work falls back to: those given, else the host CPU backend unless the work already
+/// runs only on the host; never one the work runs on.
+func fallbackBackends(_ given: [Backend]?, running: [Backend]) -> [Backend] {
+    let onlyHost = running.allSatisfy { $0 is CPUBackend || $0 is ReferenceBackend }
+    return (given ?? (onlyHost ? [] : [Scheduler.makeHostBackend()])).filter { f in !running.contains { $0 === f } }
+}
+
+/// Tries `fallbacks` in order, removing each, until `start` succeeds on one; the device failures of
+/// those that could not take over join `problems`. When none is left, throws a device error naming
+/// every problem, ending in "no other device is left to `work`".
+func takeOverOnFallback<T>(_ fallbacks: inout [Backend], problems: inout [String], work: String,
+                           _ start: (Backend) throws -> T) throws -> (result: T, backend: Backend) {
+    while !fallbacks.isEmpty {
+        let backend = fallbacks.removeFirst()
+        do {
+            return (try start(backend), backend)
+        } catch where isDeviceFailure(error) {
+            problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
+        }
+    }
+    throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left to \(work)",
+                       hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
+}
+
 /// Device failures of some replicas during one phase of a step.
 struct ReplicaFailure: Error, CustomStringConvertible {
     enum Phase: String { case gradients, reduction, update, snapshot, evaluation }
@@ -119,9 +143,7 @@ final class TrainingDevices {
                 problems.append("cannot start training on \(name) (\(firstLine(of: error)))")
             }
         }
-        let onlyHost = running.allSatisfy { $0 is CPUBackend || $0 is ReferenceBackend }
-        fallbacks = (config.fallbacks ?? (onlyHost ? [] : [Scheduler.makeHostBackend()]))
-            .filter { f in !running.contains { $0 === f } }
+        fallbacks = fallbackBackends(config.fallbacks, running: running)
         if replicas.isEmpty {
             try takeOver(state: nil, problems: problems)
         } else if !problems.isEmpty {
@@ -343,9 +365,8 @@ final class TrainingDevices {
     private func takeOver(state: ExecutorState?, replay: [ReplayStep] = [], problems: [String], position: String? = nil) throws {
         var problems = problems
         let before = (replicas, shares)
-        while !fallbacks.isEmpty {
-            let backend = fallbacks.removeFirst()
-            do {
+        do {
+            let (_, backend) = try takeOverOnFallback(&fallbacks, problems: &problems, work: "train on") { backend in
                 let e = try Executor(training: training, optimizer: optimizer, backend: backend)
                 if let state { try e.restoreState(state) }
                 replicas = [e]
@@ -355,21 +376,18 @@ final class TrainingDevices {
                     try step.gradients(e)
                     try e.applyUpdate(step.parameters)
                 }
-                replayedSteps += replay.count
                 if !replay.isEmpty {
                     snapshot = try e.captureState()
                     stepsSinceSnapshot = []
                 }
-                if !keepsSnapshots { snapshot = nil; stepsSinceSnapshot = [] }
-                let resume = position.map { " from the last completed step, \($0) again" } ?? ""
-                warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
-                return
-            } catch where isDeviceFailure(error) {
-                problems.append("\(backend.name) could not take over (\(firstLine(of: error)))")
             }
+            replayedSteps += replay.count
+            if !keepsSnapshots { snapshot = nil; stepsSinceSnapshot = [] }
+            let resume = position.map { " from the last completed step, \($0) again" } ?? ""
+            warn(problems.joined(separator: "; ") + "; continuing on \(backend.name)\(resume)")
+        } catch {
+            (replicas, shares) = before
+            throw error
         }
-        (replicas, shares) = before
-        throw UpdraftError(.device, problems.joined(separator: "; ") + "; no other device is left to train on",
-                           hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
     }
 }

@@ -33,13 +33,12 @@ extension OpenCLBackend {
         let indices = try context.makeIntBuffer(pairs)
         try k.setArguments([.buffer(s), .buffer(d), .buffer(indices), .int(columns), .int(sourceRows.count)])
         let local = rowsWorkGroup(columns: columns, rows: sourceRows.count, kernel: k)
-        if let done = try k.launch(global: [columns, sourceRows.count], local: local, profile: true) {
-            inFlight.hold(indices, until: done)
+        let done = try k.launch(global: [columns, sourceRows.count], local: local, profile: true)
+        try inFlight.hold(indices, until: done, context: context)
+        if let done {
             // Seen by `recordLaunches` (updraft-bench kernels times the cache's gather by it).
             gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [columns, sourceRows.count],
-                                                             local: local ?? [], event: done))
-        } else {
-            try context.finish()  // no event to watch: wait here rather than free a buffer the kernel reads
+                                                             local: local, event: done))
         }
     }
 
@@ -84,7 +83,9 @@ final class OpenCLInFlightBuffers {
 
     var count: Int { lock.withLock { held.count } }
 
-    func hold(_ buffer: OpenCLBuffer, until done: OpenCLEvent) {
+    /// Keeps `buffer` until `done` completes; without an event, waits for the queue here instead.
+    func hold(_ buffer: OpenCLBuffer, until done: OpenCLEvent?, context: OpenCLContext) throws {
+        guard let done else { return try context.finish() }
         lock.withLock { held.append((buffer, done)) }
     }
 

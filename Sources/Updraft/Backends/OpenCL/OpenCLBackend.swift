@@ -79,11 +79,7 @@ public final class OpenCLBackend: Backend {
         var event: cl_event? = nil
         try clCheck(clEnqueueCopyBuffer(context.queue, staging.mem, buffer.mem, 0, 0, values.count * 4, 0, nil, &event),
                     "clEnqueueCopyBuffer", "uploading \(values.count) floats")
-        if let event {
-            inFlight.hold(staging, until: OpenCLEvent(event))
-        } else {
-            try context.finish()  // no event to watch: wait here rather than free a buffer the copy reads
-        }
+        try inFlight.hold(staging, until: event.map(OpenCLEvent.init), context: context)
     }
 
     public func download(_ buffer: DeviceBuffer) throws -> [Float] { try context.read(try cl(buffer)) }
