@@ -13,6 +13,7 @@ let commands: [CLICommand] = [
     evaluateCommand,
     predictCommand,
     tuneCommand,
+    plotCommand,
 ]
 
 exit(runCommandLine(program: "updraft",
