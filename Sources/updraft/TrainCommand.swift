@@ -21,6 +21,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("feature-cache-device-mib", value: "MIB",
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
+        OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
@@ -86,6 +87,7 @@ let trainCommand = CLICommand(CommandSpec(
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
+    config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
     let out = URL(fileURLWithPath: args.value("out")
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
     if let every = try args.int("checkpoint-every") {
