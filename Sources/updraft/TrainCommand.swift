@@ -62,6 +62,9 @@ let trainCommand = CLICommand(CommandSpec(
         return mib << 20
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
+    if args.flag("feature-cache-fp16") && args.flag("no-feature-cache") {
+        throw UsageError("--feature-cache-fp16 sets how the feature cache keeps features and --no-feature-cache turns it off: give one")
+    }
 
     let skip = args.flag("skip-unreadable")
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
