@@ -15,6 +15,8 @@ final class TrainingSession {
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
     let cache: FeatureCache?
+    /// The gradient exchange with the other ranks of an MPI job (nil: one process).
+    let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
 
     init(task: UpdateTask) throws {
@@ -38,6 +40,8 @@ final class TrainingSession {
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
+        let (parameters, devices) = (self.parameters, self.devices)
+        exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
@@ -97,7 +101,8 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL {
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
+               config.distributed?.isPrimary ?? true {
                 try task.write(to: url)
             }
         }
@@ -113,8 +118,16 @@ final class TrainingSession {
             return e
         }
         let parameters = { [unowned self] in self.parameters }
+        // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
+        var rank: RankShare? = nil
+        var indices = indices
+        if let exchange {
+            let share = exchange.distributed.share(of: indices)
+            indices = share.local
+            rank = RankShare(exchange: exchange, weights: share.weights)
+        }
         guard let cache else {
-            return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
                 let examples = try indices[range].map(example)
                 return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
             }, gradients: { executor, batch in try executor.computeGradients(batch) })
@@ -125,7 +138,7 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+        return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
             self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
