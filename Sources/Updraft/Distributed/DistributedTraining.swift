@@ -44,12 +44,16 @@ public struct DistributedTraining {
     /// This rank's examples of a global mini-batch (in the batch's order), and every rank's weight in
     /// the batch's gradient: its share of the examples.
     func share(of batch: [Int]) -> (local: [Int], weights: [Double]) {
-        var counts = [Int](repeating: 0, count: world.size)
+        Self.share(of: batch, rank: world.rank, size: world.size)
+    }
+
+    static func share(of batch: [Int], rank: Int, size: Int) -> (local: [Int], weights: [Double]) {
+        var counts = [Int](repeating: 0, count: size)
         var local: [Int] = []
         for i in batch {
-            let r = owner(ofExample: i)
+            let r = i % size
             counts[r] += 1
-            if r == world.rank { local.append(i) }
+            if r == rank { local.append(i) }
         }
         return (local, counts.map { Double($0) / Double(max(1, batch.count)) })
     }

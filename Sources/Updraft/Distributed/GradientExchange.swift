@@ -15,7 +15,6 @@ final class GradientExchange {
     let layers: [String]
     /// Tensor indices per bucket, in the order the buckets are exchanged.
     let buckets: [[Int]]
-    private let bucketOf: [Int]
 
     private var weights: [Double] = []
     private var values: [[Float]?] = []
@@ -25,6 +24,8 @@ final class GradientExchange {
     private(set) var overlappedBuckets = 0
     private(set) var exchangedBuckets = 0
     private var inBackward = false
+    /// Set after a step in which some rank's task was cancelled: every rank stops after that step.
+    private(set) var stopAgreed = false
 
     enum Status: Double { case ok = 0, deviceFailed = 1, failed = 2 }
 
@@ -32,8 +33,12 @@ final class GradientExchange {
         self.distributed = distributed
         counts = tensors.map(\.count)
         layers = tensors.map(\.layer)
-        // Backward finishes layers last to first: buckets from the end, whole layers each, closed once
-        // they hold `bucketBytes`.
+        buckets = Self.buckets(tensors, bucketBytes: distributed.bucketBytes)
+    }
+
+    /// Backward finishes layers last to first: buckets from the end, whole layers each, closed once
+    /// they hold `bucketBytes`.
+    static func buckets(_ tensors: [(layer: String, count: Int)], bucketBytes: Int) -> [[Int]] {
         var buckets: [[Int]] = [], current: [Int] = [], bytes = 0
         var i = tensors.count - 1
         while i >= 0 {
@@ -41,14 +46,11 @@ final class GradientExchange {
             while j > 0 && tensors[j - 1].layer == tensors[i].layer { j -= 1 }
             current += Array(j...i)
             bytes += tensors[j...i].reduce(0) { $0 + 4 * $1.count }
-            if bytes >= distributed.bucketBytes { buckets.append(current); current = []; bytes = 0 }
+            if bytes >= bucketBytes { buckets.append(current); current = []; bytes = 0 }
             i = j - 1
         }
         if !current.isEmpty { buckets.append(current) }
-        self.buckets = buckets
-        var of = [Int](repeating: 0, count: tensors.count)
-        for (b, members) in buckets.enumerated() { for t in members { of[t] = b } }
-        bucketOf = of
+        return buckets
     }
 
     /// Starts a step in which ranks weigh `weights` (their share of the global batch).
@@ -101,10 +103,11 @@ final class GradientExchange {
     /// Completes the step's exchange: buckets not handed over go as zeros (a rank without examples, or
     /// whose backward failed), then every rank's (loss, correct, count, status). Returns the summed
     /// gradients and each rank's result, rank by rank.
-    func finish(local: Executor.BatchResult, status: Status) throws -> (gradients: [[Float]], ranks: [(result: Executor.BatchResult, status: Status)]) {
+    func finish(local: Executor.BatchResult, status: Status, stop: Bool = false) throws
+        -> (gradients: [[Float]], ranks: [(result: Executor.BatchResult, status: Status)]) {
         for t in values.indices where values[t] == nil { values[t] = [Float](repeating: 0, count: counts[t]) }
         submitReady()
-        let facts = [local.loss, Double(local.correct), Double(local.count), status.rawValue]
+        let facts = [local.loss, Double(local.correct), Double(local.count), status.rawValue, stop ? 1 : 0]
         let gathered = world.start("the exchange of losses") { [world] in try world.allgather(facts) }
         var out = [[Float]](repeating: [], count: counts.count)
         for (b, p) in pending.enumerated() {
@@ -112,7 +115,9 @@ final class GradientExchange {
             var offset = 0
             for t in buckets[b] { out[t] = Array(summed[offset..<offset + counts[t]]); offset += counts[t] }
         }
-        let ranks = try gathered.wait().map { f in
+        let all = try gathered.wait()
+        if all.contains(where: { $0[4] != 0 }) { stopAgreed = true }
+        let ranks = all.map { f in
             (Executor.BatchResult(loss: f[0], correct: Int(f[1]), count: Int(f[2])), Status(rawValue: f[3]) ?? .failed)
         }
         return (out, ranks)

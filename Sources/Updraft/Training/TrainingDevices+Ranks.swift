@@ -5,6 +5,8 @@ import Foundation
 struct RankShare {
     var exchange: GradientExchange
     var weights: [Double]
+    /// Whether this rank's task was cancelled (told to the others with the step's losses).
+    var wantsToStop: () -> Bool
 }
 
 /// Another rank's device failed during a step: every rank takes the step again (that rank on the
@@ -59,7 +61,7 @@ extension TrainingDevices {
             failure = error
         }
         let status: GradientExchange.Status = failure == nil ? .ok : (failure is ReplicaFailure ? .deviceFailed : .failed)
-        let (summed, ranks) = try exchange.finish(local: local, status: status)
+        let (summed, ranks) = try exchange.finish(local: local, status: status, stop: share.wantsToStop())
         if let failure { throw failure }
         let world = exchange.world
         if let bad = ranks.firstIndex(where: { $0.status == .failed }) {

@@ -70,13 +70,13 @@ final class TrainingSession {
         try task.emit(.trainingBegin, metrics: nil)
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in 0..<epochs {
-            if task.isCancelRequested { return }
+            if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
             for (b, indices) in plan.batches.enumerated() {
-                if task.isCancelRequested { return }
+                if stopRequested { return }
                 let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)")
                 lossSum += result.loss * Double(result.count)
                 correct += result.correct
@@ -108,6 +108,14 @@ final class TrainingSession {
         }
     }
 
+    /// Whether to stop before the next mini-batch: the task was cancelled; with several ranks, once
+    /// every rank knows that one was (the step's exchange carries it), so all stop after the same step.
+    private var stopRequested: Bool {
+        guard let exchange else { return task.isCancelRequested }
+        if exchange.stopAgreed && !task.isCancelRequested { task.cancel() }
+        return exchange.stopAgreed
+    }
+
     /// One mini-batch: through the feature cache when it is on, else the whole network; split
     /// between the replicas when training is data parallel.
     private func step(indices: [Int], epoch: Int, position: String) throws -> Executor.BatchResult {
@@ -124,7 +132,7 @@ final class TrainingSession {
         if let exchange {
             let share = exchange.distributed.share(of: indices)
             indices = share.local
-            rank = RankShare(exchange: exchange, weights: share.weights)
+            rank = RankShare(exchange: exchange, weights: share.weights, wantsToStop: { [unowned task] in task.isCancelRequested })
         }
         guard let cache else {
             return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
