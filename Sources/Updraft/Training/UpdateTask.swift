@@ -119,6 +119,8 @@ public final class UpdateTask {
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
+    /// The current epoch's mini-batch losses, moved into the history at its end.
+    private var epochBatchLosses: [Double] = []
     private var _warnings: [String] = []
 
     /// One line per device that failed during training, naming the reason and where training went
@@ -234,7 +236,12 @@ public final class UpdateTask {
     /// Calls the progress handler for `event` (if wanted), with the task suspended meanwhile, then
     /// applies any parameters the handler passed to resume(withParameters:).
     func emit(_ event: UpdateProgressEvent, metrics: TrainingMetrics?) throws {
-        if event == .epochEnd, let metrics { history.epochs.append(metrics) }
+        if event == .miniBatchEnd, let metrics { epochBatchLosses.append(metrics.lossValue) }
+        if event == .epochEnd, var metrics {
+            metrics.miniBatchLosses = epochBatchLosses
+            epochBatchLosses = []
+            history.epochs.append(metrics)
+        }
         guard handlers.events.contains(event), let progress = handlers.progress, let session else { return }
         setState(.suspended)
         progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
