@@ -42,6 +42,8 @@ let trainCommand = CLICommand(CommandSpec(
     guard let trainPath = args.value("train") ?? args.value("labels-csv") else {
         throw UsageError("--train DIR (or --labels-csv FILE) is required")
     }
+    let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
+    let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
     let graph = try NetworkGraph(model: model)
     let findings = ModelValidator.validate(model)
@@ -82,6 +84,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("training data: \(train.summary)")
     var config = UpdateConfiguration()
     config.parameters = overrides
+    config.distributed = ranks
     if let v = args.value("validation") {
         let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), options: dataOptions)
         validation.warnings.forEach { printError("warning: \($0)") }
@@ -114,11 +117,11 @@ let trainCommand = CLICommand(CommandSpec(
     choice.warnings.forEach { printError($0) }
     config.backends = (choice.prefix, choice.tail)
     if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
-    let log = try args.value("log").map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
+    let log = try (primary ? args.value("log") : nil).map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
-    print("device: \(choice.description); \(parameters)")
+    print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
@@ -135,9 +138,11 @@ let trainCommand = CLICommand(CommandSpec(
     interrupt.cancel()
     progress.finish(state: final.task.state, error: final.error)
     if final.task.state == .failed {
-        printError("training failed: \(final.error.map { "\($0)" } ?? "unknown error")")
+        printError("training failed\(ranks.map { " on \($0.world.name)" } ?? ""): \(final.error.map { "\($0)" } ?? "unknown error")")
         return 1
     }
+    guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
+    defer { leaveRanks(ranks) }
     try task.write(to: out)
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))

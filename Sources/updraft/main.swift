@@ -12,6 +12,8 @@ let commands: [CLICommand] = [
     trainCommand,
     evaluateCommand,
     predictCommand,
+    tuneCommand,
+    plotCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

@@ -14,7 +14,9 @@ final class TrainingSession {
     var parameters: TrainingParameters
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
-    let cache: FeatureCache?
+    private(set) var cache: FeatureCache?
+    /// The gradient exchange with the other ranks of an MPI job (nil: one process).
+    let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
 
     init(task: UpdateTask) throws {
@@ -49,6 +51,8 @@ final class TrainingSession {
         if cropped && task.configuration.featureCache && !training.prefix.isEmpty {
             task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
         }
+        let (parameters, devices) = (self.parameters, self.devices)
+        exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
@@ -77,7 +81,7 @@ final class TrainingSession {
         try task.emit(.trainingBegin, metrics: nil)
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in 0..<epochs {
-            if task.isCancelRequested { return }
+            if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
@@ -85,7 +89,7 @@ final class TrainingSession {
             let prefetcher = makePrefetcher(batches: plan.batches, epoch: epoch)
             defer { prefetcher.stop() }
             for (b, indices) in plan.batches.enumerated() {
-                if task.isCancelRequested { return }
+                if stopRequested { return }
                 let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)",
                                       prepared: prefetcher.take(b))
                 lossSum += result.loss * Double(result.count)
@@ -111,10 +115,19 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL {
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
+               config.distributed?.isPrimary ?? true {
                 try task.write(to: url)
             }
         }
+    }
+
+    /// Whether to stop before the next mini-batch: the task was cancelled; with several ranks, once
+    /// every rank knows that one was (the step's exchange carries it), so all stop after the same step.
+    private var stopRequested: Bool {
+        guard let exchange else { return task.isCancelRequested }
+        if exchange.stopAgreed && !task.isCancelRequested { task.cancel() }
+        return exchange.stopAgreed
     }
 
     /// One mini-batch: through the feature cache when it is on, else the whole network; split
@@ -133,7 +146,9 @@ final class TrainingSession {
         } else {
             needed = { _ in true }
         }
-        return BatchPrefetcher(batches: batches, depth: task.configuration.prefetchDepth, needed: needed,
+        // Several ranks: each prepares only its own share of every batch.
+        let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
+        return BatchPrefetcher(batches: local, depth: task.configuration.prefetchDepth, needed: needed,
                                load: { try augmentation.example(of: data, at: $0, epoch: epoch) })
     }
 
@@ -141,8 +156,16 @@ final class TrainingSession {
         let augmentation = task.configuration.augmentation
         func example(_ i: Int) throws -> TrainingExample { try prepared.example(i) }
         let parameters = { [unowned self] in self.parameters }
+        // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
+        var rank: RankShare? = nil
+        var indices = indices
+        if let exchange {
+            let share = exchange.distributed.share(of: indices)
+            indices = share.local
+            rank = RankShare(exchange: exchange, weights: share.weights, wantsToStop: { [unowned task] in task.isCancelRequested })
+        }
         guard let cache else {
-            return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
                 let examples = try indices[range].map(example)
                 return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
             }, gradients: { executor, batch in try executor.computeGradients(batch) })
@@ -153,15 +176,27 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+        // The closures are kept with the steps to take again after a device failure, by `devices`,
+        // which the session owns: they refer to the session unowned.
+        return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { [unowned self] range in
             self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
             let keys = slice.map { FeatureCache.Key(set: .training, index: $0, variant: variant($0)) }
             return (try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) }), targets)
-        }, gradients: { executor, input in
+        }, gradients: { [unowned cache] executor, input in
             try executor.computeGradients(cached: input.0, targets: input.1, cache: cache)
         })
+    }
+
+    /// Ends the run: what the task keeps (the trained model, the cache's statistics, what the devices
+    /// did), after which the executors, the cache and the fallbacks are released.
+    func end(into model: CoreMLModel) -> EndedRun {
+        let trained = Result { try executor.exportModel(into: model) }
+        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record)
+        devices.release()
+        cache = nil
+        return ended
     }
 
     /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round),
@@ -195,4 +230,12 @@ final class TrainingSession {
         }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
     }
+}
+
+/// What a training run leaves behind once its session is released: the results, not the means.
+struct EndedRun {
+    /// The model with the trained weights (or why they could not be read back).
+    var model: Result<CoreMLModel, Error>
+    var cacheStatistics: FeatureCacheStatistics?
+    var devices: TrainingDevices.Record
 }
