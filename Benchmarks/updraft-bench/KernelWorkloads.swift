@@ -8,7 +8,11 @@ struct KernelWorkload {
     var op: String
     var shape: String
     var cost: OpCost
+    /// The GEMM-shaped ops it runs (empty for the gather): where CLBlast can run one, both engines are timed.
+    var shapes: [KernelShape] = []
     var prepare: (OpenCLBackend) throws -> () throws -> Void
+
+    var clblastCan: Bool { shapes.contains { $0.clblastCan } }
 }
 
 /// The benchmark's workloads: SqueezeNet 1.1's convolutions and fullyconnected0 (from the project's
@@ -38,6 +42,7 @@ enum KernelWorkloads {
         }
         if let conv10 = layers.first(where: { $0.name == "conv10" }), let g = try conv10.convolutionGeometry(batch: batch) {
             out.append(cacheGather(rowLength: g.inputShape.count / max(1, batch), batch: batch))
+            out.append(cacheGather(rowLength: g.inputShape.count / max(1, batch), batch: batch, half: true))
         }
         out.append(gemm("sgemm", GemmOperation(m: gemmSide, n: gemmSide, k: gemmSide)))
         out.append(gemm("conv10 GEMM", GemmOperation(m: 1000, n: 169 * batch, k: 512)))
@@ -58,15 +63,18 @@ enum KernelWorkloads {
              g.hasBias ? try filled(cl, g.outChannels, 0.1) : nil, try filled(cl, g.outputShape.count, 0.25))
         }
         return [
-            KernelWorkload(layer: name, op: "forward", shape: shape + " +relu", cost: g.forwardCost) { cl in
+            KernelWorkload(layer: name, op: "forward", shape: shape + " +relu", cost: g.forwardCost,
+                           shapes: [KernelShape(g, .convForward, fusedReLU: true)]) { cl in
                 let (x, w, b, y) = try buffers(cl)
                 return { try cl.convolutionForward(g, input: x, weights: w, bias: b, output: y, fusedReLU: true) }
             },
-            KernelWorkload(layer: name, op: "backward data", shape: shape, cost: g.backwardDataCost) { cl in
+            KernelWorkload(layer: name, op: "backward data", shape: shape, cost: g.backwardDataCost,
+                           shapes: [KernelShape(g, .convBackwardData)]) { cl in
                 let (x, w, _, dy) = try buffers(cl)
                 return { try cl.convolutionBackwardData(g, outputGradient: dy, weights: w, inputGradient: x) }
             },
-            KernelWorkload(layer: name, op: "backward weights", shape: shape, cost: g.backwardWeightsCost) { cl in
+            KernelWorkload(layer: name, op: "backward weights", shape: shape, cost: g.backwardWeightsCost,
+                           shapes: [KernelShape(g, .convBackwardWeights)]) { cl in
                 let (x, w, b, dy) = try buffers(cl)
                 return { try cl.convolutionBackwardWeights(g, input: x, outputGradient: dy, weightGradient: w, biasGradient: b) }
             },
@@ -75,17 +83,21 @@ enum KernelWorkloads {
 
     static func innerProduct(_ name: String, _ g: InnerProductGeometry) -> [KernelWorkload] {
         let shape = "[\(g.batch), \(g.inputChannels)] → \(g.outputChannels)"
+        var forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
+        forward.bias = g.hasBias ? .perColumn : .none
+        let backward = [KernelShape(GemmOperation(m: g.batch, n: g.inputChannels, k: g.outputChannels)),
+                        KernelShape(GemmOperation(m: g.outputChannels, n: g.inputChannels, k: g.batch, transA: true))]
         func buffers(_ cl: OpenCLBackend) throws -> (x: DeviceBuffer, w: DeviceBuffer, b: DeviceBuffer?, y: DeviceBuffer) {
             (try filled(cl, g.batch * g.inputChannels, 0.5), try filled(cl, g.outputChannels * g.inputChannels, 0.01),
              g.hasBias ? try filled(cl, g.outputChannels, 0.1) : nil, try filled(cl, g.batch * g.outputChannels, 0.25))
         }
         return [
-            KernelWorkload(layer: name, op: "forward", shape: shape, cost: g.forwardCost) { cl in
+            KernelWorkload(layer: name, op: "forward", shape: shape, cost: g.forwardCost, shapes: [KernelShape(forward)]) { cl in
                 let (x, w, b, y) = try buffers(cl)
                 return { try cl.innerProductForward(g, input: x, weights: w, bias: b, output: y) }
             },
             // The op description costs both gradients together, so they are timed together.
-            KernelWorkload(layer: name, op: "backward data+weights", shape: shape, cost: g.backwardCost) { cl in
+            KernelWorkload(layer: name, op: "backward data+weights", shape: shape, cost: g.backwardCost, shapes: backward) { cl in
                 let (x, w, b, dy) = try buffers(cl)
                 let dx = try filled(cl, g.batch * g.inputChannels, 0), dw = try filled(cl, g.outputChannels * g.inputChannels, 0)
                 let db = try b.map { _ in try filled(cl, g.outputChannels, 0) }
@@ -98,7 +110,7 @@ enum KernelWorkloads {
     }
 
     static func gemm(_ name: String, _ op: GemmOperation) -> KernelWorkload {
-        KernelWorkload(layer: name, op: "gemm", shape: "M=\(op.m) N=\(op.n) K=\(op.k)", cost: op.cost) { cl in
+        KernelWorkload(layer: name, op: "gemm", shape: "M=\(op.m) N=\(op.n) K=\(op.k)", cost: op.cost, shapes: [KernelShape(op)]) { cl in
             let a = try filled(cl, op.m * op.k, 0.5), b = try filled(cl, op.k * op.n, 0.01), c = try filled(cl, op.m * op.n, 0)
             return { try cl.sgemm(op, a: a, b: b, c: c) }
         }
@@ -106,12 +118,19 @@ enum KernelWorkloads {
 
     /// The feature cache's per-step gather: a batch of conv10 inputs from scattered slots of an
     /// arena four batches long (one `copyRows`; bytes = rows read + rows written).
-    static func cacheGather(rowLength: Int, batch: Int) -> KernelWorkload {
+    /// `half`: from an fp16 arena (`--feature-cache-fp16`), converted to floats on the way (bytes = halves
+    /// read + floats written).
+    static func cacheGather(rowLength: Int, batch: Int, half: Bool = false) -> KernelWorkload {
         let arenaRows = 4 * batch
         let slots = (0..<batch).map { ($0 * 7 + 3) % arenaRows }
-        return KernelWorkload(layer: "feature cache", op: "gather", shape: "\(batch) rows of \(rowLength) from \(arenaRows)",
-                              cost: OpCost(flops: 0, bytes: Double(2 * batch * rowLength * 4))) { cl in
-            let arena = try filled(cl, arenaRows * rowLength, 0.5), out = try filled(cl, batch * rowLength, 0)
+        return KernelWorkload(layer: "feature cache", op: half ? "gather fp16" : "gather",
+                              shape: "\(batch) rows of \(rowLength) from \(arenaRows)",
+                              cost: OpCost(flops: 0, bytes: Double(batch * rowLength * (half ? 6 : 8)))) { cl in
+            let arena = try filled(cl, half ? (arenaRows * rowLength + 1) / 2 : arenaRows * rowLength, 0.5)
+            let out = try filled(cl, batch * rowLength, 0)
+            if half {
+                return { try cl.copyRows(arena, rows: slots, to: out, rows: Array(0..<batch), rowLength: rowLength, toHalf: false) }
+            }
             return { try cl.copyRows(arena, rows: slots, to: out, rows: Array(0..<batch), rowLength: rowLength) }
         }
     }

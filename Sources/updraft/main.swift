@@ -13,6 +13,7 @@ let commands: [CLICommand] = [
     trainCommand,
     evaluateCommand,
     predictCommand,
+    tuneCommand,
     plotCommand,
 ]
 

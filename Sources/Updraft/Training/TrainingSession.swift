@@ -14,7 +14,9 @@ final class TrainingSession {
     var parameters: TrainingParameters
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
-    let cache: FeatureCache?
+    private(set) var cache: FeatureCache?
+    /// The gradient exchange with the other ranks of an MPI job (nil: one process).
+    let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
 
     init(task: UpdateTask) throws {
@@ -29,15 +31,28 @@ final class TrainingSession {
         }
         parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
                                             overrides: task.configuration.parameters)
+        try task.configuration.augmentation.validate()
+        if task.configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
+            throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
+                               hint: "drop the random resized crop for this data")
+        }
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
                                       warn: { [unowned task] in task.warn($0) })
-        cache = task.configuration.featureCache && !training.prefix.isEmpty
+        // A random resized crop gives the frozen prefix a new input every epoch: cached features
+        // would not be exact, so the cache is off with it.
+        let cropped = task.configuration.augmentation.randomResizedCrop != nil
+        cache = task.configuration.featureCache && !training.prefix.isEmpty && !cropped
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
+        if cropped && task.configuration.featureCache && !training.prefix.isEmpty {
+            task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
+        }
+        let (parameters, devices) = (self.parameters, self.devices)
+        exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
@@ -52,7 +67,8 @@ final class TrainingSession {
         let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
         return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
                             deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
-                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0))
+                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0),
+                            halfPrecision: config.featureCacheHalfPrecision)
     }
 
     /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.
@@ -66,14 +82,17 @@ final class TrainingSession {
         try task.emit(.trainingBegin, metrics: nil)
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in 0..<epochs {
-            if task.isCancelRequested { return }
+            if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
+            let prefetcher = makePrefetcher(batches: plan.batches, epoch: epoch)
+            defer { prefetcher.stop() }
             for (b, indices) in plan.batches.enumerated() {
-                if task.isCancelRequested { return }
-                let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)")
+                if stopRequested { return }
+                let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)",
+                                      prepared: prefetcher.take(b))
                 lossSum += result.loss * Double(result.count)
                 correct += result.correct
                 seen += result.count
@@ -97,24 +116,57 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL {
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
+               config.distributed?.isPrimary ?? true {
                 try task.write(to: url)
             }
         }
     }
 
+    /// Whether to stop before the next mini-batch: the task was cancelled; with several ranks, once
+    /// every rank knows that one was (the step's exchange carries it), so all stop after the same step.
+    private var stopRequested: Bool {
+        guard let exchange else { return task.isCancelRequested }
+        if exchange.stopAgreed && !task.isCancelRequested { task.cancel() }
+        return exchange.stopAgreed
+    }
+
     /// One mini-batch: through the feature cache when it is on, else the whole network; split
     /// between the replicas when training is data parallel.
-    private func step(indices: [Int], epoch: Int, position: String) throws -> Executor.BatchResult {
-        let augmentation = task.configuration.augmentation
-        func example(_ i: Int) throws -> TrainingExample {
-            var e = try task.trainingData.example(at: i)
-            if !augmentation.isIdentity { e.input = try augmentation.apply(to: e.input, epoch: epoch, index: i) }
-            return e
+    /// Loads the epoch's examples ahead on worker threads (decoding images while the device works);
+    /// with the feature cache, only those it does not hold.
+    private func makePrefetcher(batches: [[Int]], epoch: Int) -> BatchPrefetcher {
+        let augmentation = task.configuration.augmentation, data = task.trainingData
+        let needed: (Int) -> Bool
+        if let cache {
+            needed = { i in
+                let f = augmentation.flips(epoch: epoch, index: i)
+                let variant = augmentation.isIdentity ? 0 : (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
+                return !cache.holds(FeatureCache.Key(set: .training, index: i, variant: variant))
+            }
+        } else {
+            needed = { _ in true }
         }
+        // Several ranks: each prepares only its own share of every batch.
+        let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
+        return BatchPrefetcher(batches: local, depth: task.configuration.prefetchDepth, needed: needed,
+                               load: { try augmentation.example(of: data, at: $0, epoch: epoch) })
+    }
+
+    private func step(indices: [Int], epoch: Int, position: String, prepared: PreparedBatch) throws -> Executor.BatchResult {
+        let augmentation = task.configuration.augmentation
+        func example(_ i: Int) throws -> TrainingExample { try prepared.example(i) }
         let parameters = { [unowned self] in self.parameters }
+        // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
+        var rank: RankShare? = nil
+        var indices = indices
+        if let exchange {
+            let share = exchange.distributed.share(of: indices)
+            indices = share.local
+            rank = RankShare(exchange: exchange, weights: share.weights, wantsToStop: { [unowned task] in task.isCancelRequested })
+        }
         guard let cache else {
-            return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
                 let examples = try indices[range].map(example)
                 return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
             }, gradients: { executor, batch in try executor.computeGradients(batch) })
@@ -125,15 +177,27 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+        // The closures are kept with the steps to take again after a device failure, by `devices`,
+        // which the session owns: they refer to the session unowned.
+        return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { [unowned self] range in
             self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
             let keys = slice.map { FeatureCache.Key(set: .training, index: $0, variant: variant($0)) }
             return (try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) }), targets)
-        }, gradients: { executor, input in
+        }, gradients: { [unowned cache] executor, input in
             try executor.computeGradients(cached: input.0, targets: input.1, cache: cache)
         })
+    }
+
+    /// Ends the run: what the task keeps (the trained model, the cache's statistics, what the devices
+    /// did), after which the executors, the cache and the fallbacks are released.
+    func end(into model: CoreMLModel) -> EndedRun {
+        let trained = Result { try executor.exportModel(into: model) }
+        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record)
+        devices.release()
+        cache = nil
+        return ended
     }
 
     /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round),
@@ -141,23 +205,38 @@ final class TrainingSession {
     func evaluate(_ data: BatchProvider, position: String = "validation") throws -> (loss: Double, accuracy: Double) {
         var lossSum = 0.0, correct = 0, seen = 0
         let size = parameters.miniBatchSize
-        for start in stride(from: 0, to: data.count, by: size) {
-            let indices = Array(start..<min(start + size, data.count))
+        let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
+        let cache = self.cache
+        let prefetcher = BatchPrefetcher(batches: chunks, depth: task.configuration.prefetchDepth,
+                                         needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
+                                         load: { try data.example(at: $0) })
+        defer { prefetcher.stop() }
+        for (c, indices) in chunks.enumerated() {
+            let prepared = prefetcher.take(c)
             let r: Executor.BatchResult
             if let cache {
                 let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
                 let targets = try indices.map { try data.target(at: $0) }
                 r = try devices.onPrimary(position: position) { executor in
                     self.bindCache()
-                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try data.example(at: $0.index) })
+                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
                     return try executor.evaluate(cached: slice, targets: targets, cache: cache)
                 }
             } else {
-                let batch = try data.batch(at: indices)
+                let examples = try indices.map { try prepared.example($0) }
+                let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
                 r = try devices.onPrimary(position: position) { try $0.evaluate(batch) }
             }
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
         }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
     }
+}
+
+/// What a training run leaves behind once its session is released: the results, not the means.
+struct EndedRun {
+    /// The model with the trained weights (or why they could not be read back).
+    var model: Result<CoreMLModel, Error>
+    var cacheStatistics: FeatureCacheStatistics?
+    var devices: TrainingDevices.Record
 }

@@ -79,8 +79,11 @@ public struct UpdateConfiguration {
     public var validationData: BatchProvider?
     /// Keep a short last mini-batch instead of filling it by wrapping round (Core ML's behaviour).
     public var shortLastBatch = false
-    /// Random flips applied to each example, seeded by (seed, epoch, index).
+    /// Random flips (and, for image data sets, a random resized crop) applied to each training
+    /// example, seeded by (seed, epoch, index). A crop turns the feature cache off, with a warning.
     public var augmentation: ImageAugmentation = .none
+    /// Mini-batches whose examples are loaded (decoded) ahead of training, on worker threads.
+    public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
@@ -88,9 +91,15 @@ public struct UpdateConfiguration {
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
     /// the device's memory (on host-memory backends, the host budget). 0: keep features on the host only.
     public var featureCacheDeviceBudgetBytes: Int? = nil
+    /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
+    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
+    public var featureCacheHalfPrecision = false
     /// Write the model (and its history) to `checkpointURL` every N epochs.
     public var checkpointEvery: Int? = nil
     public var checkpointURL: URL? = nil
+    /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
+    /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
+    public var distributed: DistributedTraining? = nil
     public init() {}
 }
 
@@ -110,8 +119,17 @@ public final class UpdateTask {
     private var cancelRequested = false
     private var started = false
     private let done = DispatchSemaphore(value: 0)
-    private var finalContext: UpdateContext?
+    /// How the task ended (the final context without the task: a context holds its task, and the
+    /// task holding it would keep both alive for ever).
+    private var outcome: (metrics: TrainingMetrics?, parameters: TrainingParameters, error: Error?)?
+    /// The training run while it runs. Ownership is one way: the task owns the session, which owns
+    /// its executors (buffers, workspaces), the feature cache and the fallbacks; the session refers
+    /// back to the task unowned. When the task ends, `finish` keeps the results (the trained model,
+    /// statistics, a resume point) and drops the session, releasing everything it allocated, host
+    /// and device, even while the task itself is still referenced.
     var session: TrainingSession?
+    /// What the ended run left behind once its session was released.
+    private(set) var ended: EndedRun?
     /// Optimizer changes requested from a handler, applied before the next mini-batch.
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
@@ -133,7 +151,7 @@ public final class UpdateTask {
     }
 
     /// What the feature cache holds (nil when it is off, or before training starts).
-    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics }
+    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics ?? ended?.cacheStatistics }
 
     public var state: UpdateTaskState {
         lock.lock(); defer { lock.unlock() }
@@ -202,7 +220,12 @@ public final class UpdateTask {
     public func wait() -> UpdateContext {
         done.wait()
         done.signal()
-        return finalContext!
+        return finalContext
+    }
+
+    private var finalContext: UpdateContext {
+        lock.lock(); let o = outcome!; lock.unlock()
+        return UpdateContext(task: self, event: [], metrics: o.metrics, parameters: o.parameters, error: o.error)
     }
 
     /// Runs training on the calling thread (resume() + wait() without the extra thread).
@@ -218,15 +241,18 @@ public final class UpdateTask {
         } catch {
             finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: session?.lastMetrics)
         }
-        return finalContext!
+        return finalContext
     }
 
     private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
-        setState(state)
         let params = session?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
-        let context = UpdateContext(task: self, event: [], metrics: metrics, parameters: params, error: error)
-        finalContext = context
-        handlers.completion?(context)
+        if let session {
+            ended = session.end(into: originalModel)
+            self.session = nil
+        }
+        lock.lock(); outcome = (metrics, params, error); lock.unlock()
+        setState(state)
+        handlers.completion?(finalContext)
         done.signal()
     }
 
@@ -254,15 +280,15 @@ public final class UpdateTask {
 
     /// The model with the current weights.
     public func currentModel() throws -> CoreMLModel {
-        guard let session else { return originalModel }
-        return try session.executor.exportModel(into: originalModel)
+        if let session { return try session.executor.exportModel(into: originalModel) }
+        if let ended { return try ended.model.get() }
+        return originalModel
     }
 
     public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
-        guard let session else {
-            return (try originalModel.weights(ofLayer: name), try originalModel.bias(ofLayer: name))
-        }
-        return try session.executor.weights(ofLayer: name)
+        if let session { return try session.executor.weights(ofLayer: name) }
+        let model = try ended?.model.get() ?? originalModel
+        return (try model.weights(ofLayer: name), try model.bias(ofLayer: name))
     }
 
     /// Writes the current model atomically, and its training history next to it.
