@@ -93,7 +93,7 @@ extension TrainingCheckpoint {
     /// The parameters of a resumed run: the checkpoint's, with `overrides` applied. Optimizer
     /// settings may change (as with `resume(withParameters:)`; the run is then no longer the
     /// uninterrupted one); the rest fix the run's shape and must stay as they were.
-    func resumedParameters(overrides: [ParameterKey: ParameterValue], hyperparameters: [Hyperparameter]) throws -> TrainingParameters {
+    public func resumedParameters(overrides: [ParameterKey: ParameterValue], hyperparameters: [Hyperparameter]) throws -> TrainingParameters {
         var p = parameters
         for (key, value) in overrides.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let normalized = try TrainingParameters.normalize(key, value)
