@@ -8,6 +8,7 @@ packages=(
   libopenblas-dev                                           # the fast CPU path's GEMM
   libclblast-dev                                            # CLBlast, the second OpenCL GEMM engine
   libpng-dev libjpeg-dev                                    # image decoding for training data
+  libopenmpi-dev openmpi-bin                                # MPI: data-parallel training across hosts (mpirun)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -6,8 +6,9 @@ let trainCommand = CLICommand(CommandSpec(
     summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
     positionals: "MODEL.mlmodel", minPositionals: 0, maxPositionals: 1,
     options: [
-        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), or inputs.npy + targets.npy"),
-        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch"),
+        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
+        OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
+        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch (a folder or a labels .csv)"),
         OptionSpec("epochs", value: "N", help: "epochs (default: the model's)"),
         OptionSpec("batch-size", value: "N", help: "mini-batch size (default: the model's; must be an allowed value)"),
         OptionSpec("learning-rate", value: "X", help: "learning rate (default: the model's)"),
@@ -16,6 +17,9 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("no-shuffle", help: "keep the data's order every epoch"),
         OptionSpec("seed", value: "S", help: "shuffling and augmentation seed (default: the model's)"),
         OptionSpec("augment", value: "flip", help: "random flips: flip (horizontal), vflip, or flip,vflip"),
+        OptionSpec("random-resized-crop", value: "MIN,MAX",
+                   help: "torchvision's RandomResizedCrop for training images, area fraction MIN...MAX (turns the feature cache off)"),
+        OptionSpec("prefetch", value: "N", help: "mini-batches decoded ahead of training on worker threads (default 2)"),
         OptionSpec("short-last-batch", help: "keep a short last batch instead of wrapping round (Core ML wraps)"),
         OptionSpec("no-feature-cache", help: "recompute the frozen layers every epoch"),
         OptionSpec("feature-cache-device-mib", value: "MIB",
@@ -29,7 +33,7 @@ let trainCommand = CLICommand(CommandSpec(
                    help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
-    ] + computeOptions + [dataParallelOption],
+    ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far. "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
@@ -37,7 +41,14 @@ let trainCommand = CLICommand(CommandSpec(
     let resume = try args.value("resume").map(ResumeOptions.init)
     guard let modelPath = args.positionals.first ?? resume?.url.path else { throw UsageError("MODEL.mlmodel is required (or --resume CHECKPOINT.mlmodel)") }
     let modelURL = URL(fileURLWithPath: modelPath)
-    guard let trainPath = args.value("train") else { throw UsageError("--train DIR is required") }
+    if args.value("train") != nil && args.value("labels-csv") != nil {
+        throw UsageError("give --train or --labels-csv, not both")
+    }
+    guard let trainPath = args.value("train") ?? args.value("labels-csv") else {
+        throw UsageError("--train DIR (or --labels-csv FILE) is required")
+    }
+    let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
+    let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
     let graph = try NetworkGraph(model: model)
     let findings = ModelValidator.validate(model)
@@ -68,14 +79,20 @@ let trainCommand = CLICommand(CommandSpec(
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
 
-    let skip = args.flag("skip-unreadable")
-    let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
+    var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
+    dataOptions.skipUnreadable = args.flag("skip-unreadable")
+    let crop = try randomResizedCropOption(args)
+    if crop != nil && model.inputImage == nil { throw UsageError("--random-resized-crop applies to image models only") }
+    let prefetch = try args.int("prefetch") ?? 2
+    guard (1...64).contains(prefetch) else { throw UsageError("--prefetch must be 1...64; got \(prefetch)") }
+    let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), options: dataOptions)
     train.warnings.forEach { printError("warning: \($0)") }
     print("training data: \(train.summary)")
     var config = UpdateConfiguration()
     config.parameters = overrides
+    config.distributed = ranks
     if let v = args.value("validation") {
-        let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), skipUnreadable: skip)
+        let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), options: dataOptions)
         validation.warnings.forEach { printError("warning: \($0)") }
         print("validation data: \(validation.summary)")
         config.validationData = validation.provider
@@ -88,6 +105,9 @@ let trainCommand = CLICommand(CommandSpec(
         config.augmentation = ImageAugmentation(horizontalFlip: parts.contains("flip") || parts.contains("hflip"),
                                                 verticalFlip: parts.contains("vflip"), seed: parameters.seed)
     }
+    config.augmentation.randomResizedCrop = crop
+    config.augmentation.seed = parameters.seed
+    config.prefetchDepth = prefetch
     config.shortLastBatch = args.flag("short-last-batch")
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
@@ -106,16 +126,16 @@ let trainCommand = CLICommand(CommandSpec(
     config.backends = (choice.prefix, choice.tail)
     if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
     if let resume {
-        resume.apply(to: &config, augmentGiven: args.value("augment") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
+        resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
                      scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)
         print(resume.summary)
     }
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
-    let log = try args.value("log").map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
+    let log = try (primary ? args.value("log") : nil).map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
-    print("device: \(choice.description); \(parameters)")
+    print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: pauseForTestsIfAsked(progress.handle), warning: progress.warn))
@@ -132,9 +152,11 @@ let trainCommand = CLICommand(CommandSpec(
     interrupt.cancel()
     progress.finish(state: final.task.state, error: final.error)
     if final.task.state == .failed {
-        printError("training failed: \(final.error.map { "\($0)" } ?? "unknown error")")
+        printError("training failed\(ranks.map { " on \($0.world.name)" } ?? ""): \(final.error.map { "\($0)" } ?? "unknown error")")
         return 1
     }
+    guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
+    defer { leaveRanks(ranks) }
     if final.task.state == .cancelled {
         // Where it stopped, with the state to resume from (`--resume`).
         do { try task.writeCheckpoint(to: out) } catch {

@@ -22,6 +22,8 @@ enum CheckpointFile {
         var parameters: [String: String]
         var shortLastBatch: Bool
         var horizontalFlip: Bool, verticalFlip: Bool, augmentationSeed: String
+        /// The random resized crop's area range, as two bit patterns (absent: no crop).
+        var randomResizedCrop: [String]?
         var checkpointEvery: Int?, checkpointEveryMiniBatches: Int?
         var dataParallelShares: [String]?
         var device: String
@@ -87,6 +89,7 @@ enum CheckpointFile {
             parameters: c.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = encode($1.value) },
             shortLastBatch: c.shortLastBatch, horizontalFlip: c.augmentation.horizontalFlip,
             verticalFlip: c.augmentation.verticalFlip, augmentationSeed: hex(c.augmentation.seed),
+            randomResizedCrop: c.augmentation.randomResizedCrop.map { [hex($0.lowerBound), hex($0.upperBound)] },
             checkpointEvery: c.checkpointEvery, checkpointEveryMiniBatches: c.checkpointEveryMiniBatches,
             dataParallelShares: c.dataParallelShares?.map { hex($0) }, device: c.device,
             position: Position(epoch: p.epoch, miniBatch: p.miniBatch, steps: p.steps, correct: p.correct, seen: p.seen,
@@ -186,6 +189,12 @@ enum CheckpointFile {
         guard p.epoch >= 0, p.miniBatch >= 0, p.steps >= 0, p.steps == header.stepCount else {
             throw damaged("its position (epoch \(p.epoch), mini-batch \(p.miniBatch), step \(p.steps) of \(header.stepCount)) does not add up")
         }
+        var crop: ClosedRange<Double>? = nil
+        if let bounds = header.randomResizedCrop {
+            let values = try bounds.map { try double($0, "randomResizedCrop") }
+            guard values.count == 2, values[0] <= values[1] else { throw damaged("its random resized crop is \(values)") }
+            crop = values[0]...values[1]
+        }
         let data = DataFingerprint(count: header.dataCount, targets: try bits(header.dataTargets, "dataTargets"),
                                    names: try header.dataNames.map { try bits($0, "dataNames") },
                                    samples: try bits(header.dataSamples, "dataSamples"))
@@ -193,7 +202,7 @@ enum CheckpointFile {
             modelFingerprint: try bits(header.modelFingerprint, "modelFingerprint"), data: data, optimizer: optimizer,
             parameters: parameters, shortLastBatch: header.shortLastBatch,
             augmentation: ImageAugmentation(horizontalFlip: header.horizontalFlip, verticalFlip: header.verticalFlip,
-                                            seed: try bits(header.augmentationSeed, "augmentationSeed")),
+                                            randomResizedCrop: crop, seed: try bits(header.augmentationSeed, "augmentationSeed")),
             checkpointEvery: header.checkpointEvery, checkpointEveryMiniBatches: header.checkpointEveryMiniBatches,
             dataParallelShares: try header.dataParallelShares?.map { try double($0, "a data-parallel share") },
             device: header.device, position: position, history: header.history,

@@ -89,6 +89,12 @@ final class FeatureCache {
         return nil
     }
 
+    /// Whether `key`'s rows are kept (no hit or miss counted).
+    func holds(_ key: Key) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        return tier?.slots[key] != nil || host[key] != nil
+    }
+
     /// Keeps the rows of `keys` from `computed` (per blob, row k is `keys[k]`'s, on `backend`): in
     /// the device tier while it has room and lives on `backend`, else in the host tier while it has
     /// room. Keys already kept are skipped.

@@ -140,7 +140,8 @@ extension TrainingCheckpoint {
     }
 
     static func describe(_ a: ImageAugmentation) -> String {
-        let flips = [a.horizontalFlip ? "flip" : nil, a.verticalFlip ? "vflip" : nil].compactMap { $0 }
+        let flips = [a.horizontalFlip ? "flip" : nil, a.verticalFlip ? "vflip" : nil,
+                     a.randomResizedCrop.map { "crop \($0.lowerBound)-\($0.upperBound)" }].compactMap { $0 }
         return flips.isEmpty ? "none" : flips.joined(separator: ",") + " (seed \(a.seed))"
     }
 

@@ -24,9 +24,10 @@ extension TrainingSession {
         return computed
     }
 
-    /// Writes the model, its history and its resume state to the configuration's checkpoint URL.
+    /// Writes the model, its history and its resume state to the configuration's checkpoint URL
+    /// (with several MPI ranks, rank 0 alone writes).
     func writeCheckpoint() throws {
-        guard let url = task.configuration.checkpointURL else { return }
+        guard let url = task.configuration.checkpointURL, task.configuration.distributed?.isPrimary ?? true else { return }
         try task.writeCheckpoint(to: url)
     }
 }

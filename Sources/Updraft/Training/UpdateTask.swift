@@ -79,8 +79,11 @@ public struct UpdateConfiguration {
     public var validationData: BatchProvider?
     /// Keep a short last mini-batch instead of filling it by wrapping round (Core ML's behaviour).
     public var shortLastBatch = false
-    /// Random flips applied to each example, seeded by (seed, epoch, index).
+    /// Random flips (and, for image data sets, a random resized crop) applied to each training
+    /// example, seeded by (seed, epoch, index). A crop turns the feature cache off, with a warning.
     public var augmentation: ImageAugmentation = .none
+    /// Mini-batches whose examples are loaded (decoded) ahead of training, on worker threads.
+    public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
@@ -100,6 +103,9 @@ public struct UpdateConfiguration {
     /// short last batch) must agree with it; optimizer settings in `parameters` override its values.
     /// See `UpdateTask(resumingFrom:trainingData:configuration:handlers:)`.
     public var resumeFrom: TrainingCheckpoint? = nil
+    /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
+    /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
+    public var distributed: DistributedTraining? = nil
     public init() {}
 }
 
