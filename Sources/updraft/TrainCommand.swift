@@ -25,6 +25,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("feature-cache-device-mib", value: "MIB",
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
+        OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
@@ -78,6 +79,9 @@ let trainCommand = CLICommand(CommandSpec(
         return mib << 20
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
+    if args.flag("feature-cache-fp16") && args.flag("no-feature-cache") {
+        throw UsageError("--feature-cache-fp16 sets how the feature cache keeps features and --no-feature-cache turns it off: give one")
+    }
 
     var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
     dataOptions.skipUnreadable = args.flag("skip-unreadable")
@@ -112,6 +116,7 @@ let trainCommand = CLICommand(CommandSpec(
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
+    config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
     // A resumed run writes on where its checkpoint is, unless told otherwise.
     let out = URL(fileURLWithPath: args.value("out") ?? resume?.url.path
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")

@@ -78,7 +78,8 @@ final class TrainingSession {
         let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
         return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
                             deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
-                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0))
+                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0),
+                            halfPrecision: config.featureCacheHalfPrecision)
     }
 
     /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.

@@ -91,6 +91,9 @@ public struct UpdateConfiguration {
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
     /// the device's memory (on host-memory backends, the host budget). 0: keep features on the host only.
     public var featureCacheDeviceBudgetBytes: Int? = nil
+    /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
+    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
+    public var featureCacheHalfPrecision = false
     /// Write a checkpoint to `checkpointURL` every N epochs: the model, its history, and the state
     /// to resume from (`TrainingCheckpoint`, in `<model>.resume`).
     public var checkpointEvery: Int? = nil
