@@ -128,8 +128,9 @@ struct EpochBreakdown: Codable {
 /// Runs one configuration in this process: builds the model and data, trains `epochs` epochs through
 /// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
+/// With `distributed`, this process trains as one rank of an MPI job (`epochs --mpi`).
 func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
-               progress: @escaping (String) -> Void) throws -> EpochsRunResult {
+               distributed: DistributedTraining? = nil, progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try EpochsWorkload.model(epochs: epochs)
     let data = try EpochsWorkload.dataset(images: images)
     let inner: Backend
@@ -153,6 +154,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     config.parameters = EpochsWorkload.overrides
     config.backends = (backend, backend)
     config.featureCache = featureCache
+    config.distributed = distributed
     var seconds: [Double] = []
     var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
