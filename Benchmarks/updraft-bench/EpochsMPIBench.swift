@@ -29,6 +29,12 @@ struct EpochsMPIBench {
         }
         let exchange = try ranks.measureExchange(bytes: gradientBytes, rounds: 10)
         let steps = (bench.images + EpochsWorkload.batch - 1) / EpochsWorkload.batch
+        // Ranks on one host share its cores: the CPU backend of each gets its part of them, so that one
+        // process and the ranks use the same hardware (on separate hosts each rank has all of its own).
+        let localRanks = ProcessInfo.processInfo.environment["OMPI_COMM_WORLD_LOCAL_SIZE"].flatMap(Int.init) ?? 1
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let rankThreads = target.openCLIndex == nil && localRanks > 1 ? max(1, cores / localRanks) : nil
+        if let rankThreads { say("\(localRanks) ranks on this host: \(rankThreads) CPU thread(s) each, one process \(cores)") }
         for cache in bench.cacheSettings {
             say("one process: \(target.computeUnits) on \(target.label), feature cache \(cache ? "on" : "off")")
             var single: EpochsRunResult? = nil
@@ -40,7 +46,8 @@ struct EpochsMPIBench {
             try ranks.world.barrier("rank 0's single-process run", timeout: .infinity)
             say("\(ranks.size) ranks: \(target.computeUnits) on \(target.label), feature cache \(cache ? "on" : "off")")
             let multi = try runEpochs(target: target, featureCache: cache, images: bench.images, epochs: bench.epochs,
-                                      peakScope: "rank 0", opTimes: false, distributed: ranks, progress: say)
+                                      peakScope: "rank 0", opTimes: false, distributed: ranks, cpuThreads: rankThreads,
+                                      progress: say)
             guard let single else { continue }
             let oneMs = single.steadyEpochMilliseconds, manyMs = multi.steadyEpochMilliseconds
             let speedup = oneMs / max(manyMs, 1e-9)
@@ -49,7 +56,7 @@ struct EpochsMPIBench {
                                 + "speedup %.2f, efficiency %.0f%%; step %.1f ms -> %.1f ms; largest relative gap in epoch mean loss %.1e",
                                 cache ? "on" : "off", oneMs, single.imagesPerSecond, ranks.size, manyMs, multi.imagesPerSecond,
                                 speedup, 100 * speedup / Double(ranks.size), oneMs / Double(steps), manyMs / Double(steps), lossGap))
-            rows.append(["featureCache": cache, "ranks": ranks.size, "singleEpochMs": oneMs, "ranksEpochMs": manyMs,
+            rows.append(["featureCache": cache, "rankThreads": multi.threads as Any, "singleThreads": single.threads as Any, "ranks": ranks.size, "singleEpochMs": oneMs, "ranksEpochMs": manyMs,
                          "singleImagesPerSecond": single.imagesPerSecond, "ranksImagesPerSecond": multi.imagesPerSecond,
                          "speedup": speedup, "stepsPerEpoch": steps, "singleStepMs": oneMs / Double(steps),
                          "ranksStepMs": manyMs / Double(steps), "meanLossRelativeGap": lossGap,

@@ -130,7 +130,8 @@ struct EpochBreakdown: Codable {
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
 /// With `distributed`, this process trains as one rank of an MPI job (`epochs --mpi`).
 func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
-               distributed: DistributedTraining? = nil, progress: @escaping (String) -> Void) throws -> EpochsRunResult {
+               distributed: DistributedTraining? = nil, cpuThreads: Int? = nil,
+               progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try EpochsWorkload.model(epochs: epochs)
     let data = try EpochsWorkload.dataset(images: images)
     let inner: Backend
@@ -143,7 +144,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         }
         inner = try OpenCLBackend(device: device)
     } else {
-        let cpu = CPUBackend()
+        let cpu = CPUBackend(threads: cpuThreads)
         threads = cpu.threadCount
         inner = cpu
     }
