@@ -5,8 +5,9 @@ import Updraft
 let commands: [CLICommand] = [
     kernelsCommand,
     epochsCommand,
+    dataCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",
-                    summary: "updraft-bench: measure Updraft's kernels and training epochs.",
+                    summary: "updraft-bench: measure Updraft's kernels, training epochs and data pipeline.",
                     commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))
