@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft-bench epochs --mpi` under `mpirun -np N`: the epochs workload on one target, first on
 /// rank 0 alone (one process, no MPI in the step), then on all N ranks (each training its examples of

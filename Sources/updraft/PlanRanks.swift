@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft plan` across ranks: under mpirun each rank plans its share of the batch on its own
 /// devices, the gradient exchange is measured with the model's gradient bytes, and rank 0 prints
