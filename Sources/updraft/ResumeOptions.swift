@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft train --resume CHECKPOINT.mlmodel`: the checkpoint's state, and the run settings the
 /// command line leaves out taken from it.
