@@ -1,10 +1,11 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 let trainCommand = CLICommand(CommandSpec(
     name: "train",
     summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
-    positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
+    positionals: "MODEL.mlmodel", minPositionals: 0, maxPositionals: 1,
     options: [
         OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
         OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
@@ -25,9 +26,13 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("feature-cache-device-mib", value: "MIB",
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
+        OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
-        OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
+        OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
+        OptionSpec("checkpoint-every-batches", value: "N", help: "also write a checkpoint every N mini-batches"),
+        OptionSpec("resume", value: "CHECKPOINT.mlmodel",
+                   help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
@@ -35,7 +40,9 @@ let trainCommand = CLICommand(CommandSpec(
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
-    let modelURL = URL(fileURLWithPath: args.positionals[0])
+    let resume = try args.value("resume").map(ResumeOptions.init)
+    guard let modelPath = args.positionals.first ?? resume?.url.path else { throw UsageError("MODEL.mlmodel is required (or --resume CHECKPOINT.mlmodel)") }
+    let modelURL = URL(fileURLWithPath: modelPath)
     if args.value("train") != nil && args.value("labels-csv") != nil {
         throw UsageError("give --train or --labels-csv, not both")
     }
@@ -62,8 +69,9 @@ let trainCommand = CLICommand(CommandSpec(
     if let v = try args.int("seed") { overrides[.seed] = .int(Int64(v)) }
     if args.flag("no-shuffle") { overrides[.shuffle] = .bool(false) }
     // Checked now, so a bad value fails before any data is loaded.
-    let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
-                                            hyperparameters: graph.hyperparameters, overrides: overrides)
+    let parameters = try resume?.checkpoint.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
+        ?? TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
+                              hyperparameters: graph.hyperparameters, overrides: overrides)
 
     if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
     func mebibytes(_ flag: String) throws -> Int? {
@@ -72,6 +80,9 @@ let trainCommand = CLICommand(CommandSpec(
         return mib << 20
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
+    if args.flag("feature-cache-fp16") && args.flag("no-feature-cache") {
+        throw UsageError("--feature-cache-fp16 sets how the feature cache keeps features and --no-feature-cache turns it off: give one")
+    }
 
     var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
     dataOptions.skipUnreadable = args.flag("skip-unreadable")
@@ -106,17 +117,26 @@ let trainCommand = CLICommand(CommandSpec(
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
-    let out = URL(fileURLWithPath: args.value("out")
+    config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
+    // A resumed run writes on where its checkpoint is, unless told otherwise.
+    let out = URL(fileURLWithPath: args.value("out") ?? resume?.url.path
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
-    if let every = try args.int("checkpoint-every") {
-        guard every > 0 else { throw UsageError("--checkpoint-every must be at least 1") }
-        config.checkpointEvery = every
-        config.checkpointURL = out
+    for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpointEvery),
+                            ("checkpoint-every-batches", \UpdateConfiguration.checkpointEveryMiniBatches)] {
+        guard let every = try args.int(flag) else { continue }
+        guard every > 0 else { throw UsageError("--\(flag) must be at least 1") }
+        config[keyPath: setting] = every
     }
     let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize, dataParallel: true)
     choice.warnings.forEach { printError($0) }
     config.backends = (choice.prefix, choice.tail)
     if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
+    if let resume {
+        resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
+                     scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)
+        print(resume.summary)
+    }
+    if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
     let log = try (primary ? args.value("log") : nil).map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
@@ -124,7 +144,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
-                          handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
+                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked(progress.handle), warning: progress.warn))
     // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
     signal(SIGINT, SIG_IGN)
     let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
@@ -143,11 +163,21 @@ let trainCommand = CLICommand(CommandSpec(
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
     defer { leaveRanks(ranks) }
-    try task.write(to: out)
+    if final.task.state == .cancelled {
+        // Where it stopped, with the state to resume from (`--resume`).
+        do { try task.writeCheckpoint(to: out) } catch {
+            printError("warning: no resume state for the model trained so far (\(error))")
+            try task.write(to: out)
+        }
+    } else {
+        try task.write(to: out)
+        // The run is complete: a resume state beside `out` belongs to an earlier point of it.
+        try? FileManager.default.removeItem(at: TrainingCheckpoint.url(forModel: out))
+    }
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
-    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : "")")
+    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : "")")
     return final.task.state == .cancelled ? 130 : 0
 }
 

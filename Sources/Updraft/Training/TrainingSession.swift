@@ -18,6 +18,10 @@ final class TrainingSession {
     /// The gradient exchange with the other ranks of an MPI job (nil: one process).
     let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
+    /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
+    private(set) var position = TrainingPosition()
+    /// The model's and the data's fingerprints, once a checkpoint needed them.
+    var fingerprints: (model: UInt64, data: DataFingerprint)?
 
     init(task: UpdateTask) throws {
         self.task = task
@@ -29,8 +33,6 @@ final class TrainingSession {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
                                hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
         }
-        parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
-                                            overrides: task.configuration.parameters)
         try task.configuration.augmentation.validate()
         if task.configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
             throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
@@ -39,8 +41,17 @@ final class TrainingSession {
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
+        let resume = task.configuration.resumeFrom
+        if let resume {
+            try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: task.configuration)
+            parameters = try resume.resumedParameters(overrides: task.configuration.parameters, hyperparameters: hyperparameters)
+            position = resume.position
+        } else {
+            parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
+                                                overrides: task.configuration.parameters)
+        }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
-                                      warn: { [unowned task] in task.warn($0) })
+                                      start: resume?.state, warn: { [unowned task] in task.warn($0) })
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
         let cropped = task.configuration.augmentation.randomResizedCrop != nil
@@ -67,7 +78,8 @@ final class TrainingSession {
         let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
         return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
                             deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
-                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0))
+                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0),
+                            halfPrecision: config.featureCacheHalfPrecision)
     }
 
     /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.
@@ -80,28 +92,30 @@ final class TrainingSession {
         let data = task.trainingData
         try task.emit(.trainingBegin, metrics: nil)
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
-        for epoch in 0..<epochs {
+        for epoch in position.epoch..<max(position.epoch, epochs) {
             if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
-            var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
-            let prefetcher = makePrefetcher(batches: plan.batches, epoch: epoch)
+            // A resumed run skips the mini-batches its checkpoint had completed.
+            let first = min(position.miniBatch, plan.batches.count)
+            let prefetcher = makePrefetcher(batches: Array(plan.batches[first...]), epoch: epoch)
             defer { prefetcher.stop() }
-            for (b, indices) in plan.batches.enumerated() {
+            for (b, indices) in plan.batches.enumerated() where b >= first {
                 if stopRequested { return }
                 let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)",
-                                      prepared: prefetcher.take(b))
-                lossSum += result.loss * Double(result.count)
-                correct += result.correct
-                seen += result.count
-                lastLoss = result.loss
+                                      prepared: prefetcher.take(b - first))
+                position.complete(result)
                 var m = TrainingMetrics(epochIndex: epoch, miniBatchIndex: b, lossValue: result.loss)
                 m.device = devices.description
                 lastMetrics = m
                 try task.emit(.miniBatchEnd, metrics: m)
+                if let every = config.checkpointEveryMiniBatches, every > 0, position.steps % every == 0 {
+                    try writeCheckpoint()
+                }
             }
-            var m = TrainingMetrics(epochIndex: epoch, lossValue: lastLoss)
+            let (lossSum, correct, seen) = (position.lossSum, position.correct, position.seen)
+            var m = TrainingMetrics(epochIndex: epoch, lossValue: position.lastLoss)
             let seconds = Date().timeIntervalSince(start)
             m.meanLoss = lossSum / Double(max(1, seen))
             if training.loss?.kind == .categoricalCrossEntropy { m.trainingAccuracy = Double(correct) / Double(max(1, seen)) }
@@ -115,9 +129,9 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
-               config.distributed?.isPrimary ?? true {
-                try task.write(to: url)
+            position.nextEpoch()
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0 {
+                try writeCheckpoint()
             }
         }
     }
@@ -190,10 +204,11 @@ final class TrainingSession {
     }
 
     /// Ends the run: what the task keeps (the trained model, the cache's statistics, what the devices
-    /// did), after which the executors, the cache and the fallbacks are released.
-    func end(into model: CoreMLModel) -> EndedRun {
+    /// did, and for a cancelled run where it stopped), after which the executors, the cache and the fallbacks are released.
+    func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
         let trained = Result { try executor.exportModel(into: model) }
-        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record)
+        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
+                             resumePoint: keepResumePoint ? try? checkpoint() : nil)
         devices.release()
         cache = nil
         return ended
@@ -238,4 +253,6 @@ struct EndedRun {
     var model: Result<CoreMLModel, Error>
     var cacheStatistics: FeatureCacheStatistics?
     var devices: TrainingDevices.Record
+    /// Where a cancelled run stopped, to resume from (`UpdateTask.writeCheckpoint(to:)`).
+    var resumePoint: TrainingCheckpoint?
 }
