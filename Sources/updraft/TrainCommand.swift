@@ -139,7 +139,8 @@ let trainCommand = CLICommand(CommandSpec(
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
     let log = try (primary ? args.value("log") : nil).map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
-        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
+        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
+        device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
     print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
