@@ -5,6 +5,7 @@ import Updraft
 let commands: [CLICommand] = [
     kernelsCommand,
     epochsCommand,
+    chainCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

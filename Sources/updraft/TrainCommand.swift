@@ -22,12 +22,15 @@ let trainCommand = CLICommand(CommandSpec(
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
+        OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
     ] + computeOptions + [dataParallelOption],
-    discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far. "
+    discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
+        + "--out, --log and --sidecar are checked before training starts; a checkpoint that cannot be written is a warning. "
+        + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
@@ -54,6 +57,8 @@ let trainCommand = CLICommand(CommandSpec(
     let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
                                             hyperparameters: graph.hyperparameters, overrides: overrides)
 
+    try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                  source: overrides[.miniBatchSize] != nil ? "--batch-size" : "the model's default miniBatchSize")
     if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
     func mebibytes(_ flag: String) throws -> Int? {
         guard let mib = try args.int(flag) else { return nil }
@@ -61,6 +66,17 @@ let trainCommand = CLICommand(CommandSpec(
         return mib << 20
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
+
+    // Where the results go, checked before any data is read or any step is taken.
+    let out = URL(fileURLWithPath: args.value("out")
+        ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
+    try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
+    if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
+    let log = try args.value("log").map {
+        try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out)]
+                            + [args.value("sidecar"), args.value("train"), args.value("validation")].compactMap { $0 }.map { URL(fileURLWithPath: $0) })
+    }
+    log?.onWriteFailure = { printError("warning: \($0)") }
 
     let skip = args.flag("skip-unreadable")
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
@@ -83,11 +99,10 @@ let trainCommand = CLICommand(CommandSpec(
                                                 verticalFlip: parts.contains("vflip"), seed: parameters.seed)
     }
     config.shortLastBatch = args.flag("short-last-batch")
+    if args.flag("skip-nonfinite") { config.nonFinite = .skipBatch }
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
-    let out = URL(fileURLWithPath: args.value("out")
-        ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
     if let every = try args.int("checkpoint-every") {
         guard every > 0 else { throw UsageError("--checkpoint-every must be at least 1") }
         config.checkpointEvery = every
@@ -97,7 +112,6 @@ let trainCommand = CLICommand(CommandSpec(
     choice.warnings.forEach { printError($0) }
     config.backends = (choice.prefix, choice.tail)
     if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
-    let log = try args.value("log").map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
@@ -105,28 +119,32 @@ let trainCommand = CLICommand(CommandSpec(
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
-    // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
-    signal(SIGINT, SIG_IGN)
-    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-    interrupt.setEventHandler {
-        printError("\ninterrupted: finishing the current mini-batch and saving the model")
+    // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was trained.
+    let signals = StopSignals { s in
+        printError("\n\(signalName(s)): finishing the current mini-batch and saving the model")
         task.cancel()
     }
-    interrupt.resume()
     task.resume()
     let final = task.wait()
-    interrupt.cancel()
+    signals.cancel()
     progress.finish(state: final.task.state, error: final.error)
+    // Training that stopped on its data (a NaN loss, an example that cannot be read) still has a
+    // model worth keeping: the last finite state. Device and other failures leave nothing to trust.
+    let dataStop = final.task.state == .failed && (final.error as? UpdraftError)?.kind == .data
     if final.task.state == .failed {
         printError("training failed: \(final.error.map { "\($0)" } ?? "unknown error")")
-        return 1
+        if !dataStop { return 1 }
     }
     try task.write(to: out)
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
-    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : "")")
-    return final.task.state == .cancelled ? 130 : 0
+    let note = dataStop ? " (training stopped: the model as trained so far, with finite weights)"
+        : final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : ""
+    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")
+    if dataStop { return 1 }
+    if final.task.state == .cancelled { return 128 + (signals.received ?? SIGINT) }
+    return 0
 }
 
-func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { (count + batch - 1) / max(1, batch) }
+func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { count / max(1, batch) + (count % max(1, batch) == 0 ? 0 : 1) }

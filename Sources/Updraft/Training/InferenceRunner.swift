@@ -28,6 +28,13 @@ public final class InferenceRunner {
         self.fallbacks = left
     }
 
+    /// Throws a named error when batches of `batchSize` would not fit the current device's memory or
+    /// the host's (`MemoryPreflight`), saying the largest batch that fits.
+    public func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {
+        try MemoryPreflight.check(graph: graph, batchSize: batchSize, work: work,
+                                  prefix: executor.prefixBackend, tail: executor.tailBackend)
+    }
+
     /// Where the work runs now ("cpu", "opencl:…").
     public var deviceName: String { executor.deviceName }
 

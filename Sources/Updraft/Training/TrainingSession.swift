@@ -16,6 +16,8 @@ final class TrainingSession {
     /// example: the frozen layers never change, so neither do they.
     let cache: FeatureCache?
     private(set) var lastMetrics: TrainingMetrics?
+    /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
+    let finiteState = FiniteStateKeeper()
 
     init(task: UpdateTask) throws {
         self.task = task
@@ -29,11 +31,21 @@ final class TrainingSession {
         }
         parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
                                             overrides: task.configuration.parameters)
+        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                      source: task.configuration.parameters[.miniBatchSize] == nil
+                                          ? "the model's default miniBatchSize" : "miniBatchSize")
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
                                       warn: { [unowned task] in task.warn($0) })
+        // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
+        let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
+            : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
+        for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
+            try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
+                                      prefix: replica.prefixBackend, tail: replica.tailBackend)
+        }
         cache = task.configuration.featureCache && !training.prefix.isEmpty
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
@@ -64,6 +76,7 @@ final class TrainingSession {
         let config = task.configuration
         let data = task.trainingData
         try task.emit(.trainingBegin, metrics: nil)
+        try checkInitialWeights()
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in 0..<epochs {
             if task.isCancelRequested { return }
@@ -73,7 +86,12 @@ final class TrainingSession {
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
             for (b, indices) in plan.batches.enumerated() {
                 if task.isCancelRequested { return }
-                let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)")
+                let position = "epoch \(epoch + 1) mini-batch \(b + 1)"
+                let result: Executor.BatchResult
+                do { result = try step(indices: indices, epoch: epoch, position: position) } catch let e as NonFiniteLoss {
+                    try handleNonFiniteLoss(e.loss, position: position)
+                    continue
+                }
                 lossSum += result.loss * Double(result.count)
                 correct += result.correct
                 seen += result.count
@@ -83,6 +101,7 @@ final class TrainingSession {
                 lastMetrics = m
                 try task.emit(.miniBatchEnd, metrics: m)
             }
+            try checkWeights(position: "the end of epoch \(epoch + 1)")
             var m = TrainingMetrics(epochIndex: epoch, lossValue: lastLoss)
             let seconds = Date().timeIntervalSince(start)
             m.meanLoss = lossSum / Double(max(1, seen))
@@ -98,7 +117,10 @@ final class TrainingSession {
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
             if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL {
-                try task.write(to: url)
+                // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
+                do { try task.write(to: url) } catch {
+                    task.warn("cannot write the checkpoint after epoch \(epoch + 1) to \(url.path) (\(firstLine(of: error))); training goes on")
+                }
             }
         }
     }

@@ -88,6 +88,9 @@ public struct UpdateConfiguration {
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
     /// the device's memory (on host-memory backends, the host budget). 0: keep features on the host only.
     public var featureCacheDeviceBudgetBytes: Int? = nil
+    /// What a NaN or infinite mini-batch loss does: stop training (keeping the last finite state),
+    /// or skip the mini-batch.
+    public var nonFinite: NonFinitePolicy = .stop
     /// Write the model (and its history) to `checkpointURL` every N epochs.
     public var checkpointEvery: Int? = nil
     public var checkpointURL: URL? = nil
