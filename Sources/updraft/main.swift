@@ -12,6 +12,7 @@ let commands: [CLICommand] = [
     trainCommand,
     evaluateCommand,
     predictCommand,
+    plotCommand,
 ]
 
 exit(runCommandLine(program: "updraft",

@@ -45,7 +45,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let recovered = try run { $0.backends = (failing, failing) }
         assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "resumed on the CPU")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu", "epoch 1 mini-batch 2"])
-        XCTAssertEqual(recovered.task.session?.devices.snapshotCount, 1,
+        XCTAssertEqual(recovered.task.ended?.devices.snapshotCount, 1,
                        "a snapshot after step 1; none on the CPU, with nothing left to fall back to")
     }
 
@@ -74,7 +74,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
             let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.snapshots = .never }
             assertSameTraining(recovered, expected, tolerance: 0, "read back after \(op)")
             assertOneWarning(recovered, mentions: ["continuing on reference"])
-            XCTAssertEqual(recovered.task.session?.devices.snapshotCount, 0)
+            XCTAssertEqual(recovered.task.ended?.devices.snapshotCount, 0)
         }
     }
 
@@ -86,7 +86,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let recovered = try run { $0.backends = (failing, failing); $0.snapshots = .every(3) }
         assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "replayed on the CPU")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu", "epoch 2 mini-batch 2"])
-        let devices = try XCTUnwrap(recovered.task.session?.devices)
+        let devices = try XCTUnwrap(recovered.task.ended?.devices)
         XCTAssertEqual(devices.snapshotCount, 1, "after step 3")
         XCTAssertEqual(devices.replayedSteps, 1, "step 4")
         XCTAssertEqual(recovered.losses.count, 6, "replayed steps are not reported again")
@@ -95,7 +95,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let early = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 3, deadAfterFailure: true)
         let fromStart = try run { $0.backends = (early, early); $0.snapshots = .every(4) }
         assertSameTraining(fromStart, try baseline(CPUBackend()), tolerance: 1e-6, "replayed from the start")
-        XCTAssertEqual(fromStart.task.session?.devices.replayedSteps, 2)
+        XCTAssertEqual(fromStart.task.ended?.devices.replayedSteps, 2)
     }
 
     /// The automatic interval: every step until a snapshot has been timed, then as many steps as keep
@@ -214,14 +214,14 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error!)".contains("no other device is left"), "\(run.error!)")
         XCTAssertTrue("\(run.error!)".contains("CL_OUT_OF_RESOURCES"), "\(run.error!)")
-        XCTAssertEqual(run.task.session?.devices.snapshotCount, 0, "no fallback, so no snapshots")
+        XCTAssertEqual(run.task.ended?.devices.snapshotCount, 0, "no fallback, so no snapshots")
     }
 
     /// Training on the host alone has nowhere to fall back to and pays nothing for snapshots.
     func testHostOnlyTrainingKeepsNoSnapshots() throws {
         let run = try baseline(CPUBackend())
-        XCTAssertEqual(run.task.session?.devices.snapshotCount, 0)
-        XCTAssertEqual(run.task.session?.devices.fallbacks.count, 0)
+        XCTAssertEqual(run.task.ended?.devices.snapshotCount, 0)
+        XCTAssertEqual(run.task.ended?.devices.fallbackCount, 0)
     }
 
     // MARK: Data parallel
@@ -233,7 +233,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         assertSameTraining(recovered, try baseline(CPUBackend()), "one replica lost")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu from the last completed step",
                                                "epoch 1 mini-batch 2 again"])
-        XCTAssertEqual(recovered.task.session?.devices.replicas.count, 1)
+        XCTAssertEqual(recovered.task.ended?.devices.replicaCount, 1)
     }
 
     /// A replica fails applying the update: the others applied it, so the step stands.

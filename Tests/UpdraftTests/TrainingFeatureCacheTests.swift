@@ -84,7 +84,7 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         let s = try XCTUnwrap(task.featureCacheStatistics)
         XCTAssertEqual(s.hostEntries, 7)
         XCTAssertEqual(s.misses, 24 + 17, "the 17 examples that do not fit run the prefix again in epoch 2")
-        let sizes = try XCTUnwrap(task.session?.executor.workspaceBatchSizes)
+        let sizes = try XCTUnwrap(task.ended?.devices.workspaceBatchSizes)
         XCTAssertLessThanOrEqual(sizes.count, 2, "the batch's workspace and one spare, not one per miss count: \(sizes)")
     }
 

@@ -151,6 +151,34 @@ final class TrainingDevices {
         }
     }
 
+    /// What the devices did, kept once they are released (tests and reports).
+    struct Record {
+        var description: String
+        var replicaCount: Int
+        var fallbackCount: Int
+        var snapshotCount: Int
+        var replayedSteps: Int
+        /// The primary executor's workspace batch sizes.
+        var workspaceBatchSizes: [Int]
+    }
+
+    var record: Record {
+        Record(description: description, replicaCount: replicas.count, fallbackCount: fallbacks.count,
+               snapshotCount: snapshotCount, replayedSteps: replayedSteps,
+               workspaceBatchSizes: replicas.first?.workspaceBatchSizes ?? [])
+    }
+
+    /// Drops the executors (their parameters, optimizer state and workspaces), the fallback devices,
+    /// the snapshot and the steps kept to take again (whose closures hold the training session):
+    /// once a run has ended, nothing of it stays allocated.
+    func release() {
+        replicas = []
+        shares = []
+        fallbacks = []
+        snapshot = nil
+        stepsSinceSnapshot = []
+    }
+
     // MARK: Steps
 
     /// One optimizer step over a mini-batch of `count` examples: each replica's slice is prepared

@@ -17,6 +17,8 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
     public var seconds: Double?
     /// Where the epoch ran, e.g. "cpu" or "opencl:NVIDIA H200".
     public var device: String?
+    /// Every mini-batch's loss in the epoch, in order (kept in the training history, for plots).
+    public var miniBatchLosses: [Double]?
 
     public init(epochIndex: Int, miniBatchIndex: Int? = nil, lossValue: Double) {
         self.epochIndex = epochIndex; self.miniBatchIndex = miniBatchIndex; self.lossValue = lossValue
@@ -84,8 +86,13 @@ public struct TrainingHistory: Codable, Equatable, Sendable {
     }
 
     public static func read(from url: URL) throws -> TrainingHistory {
-        do { return try JSONDecoder().decode(TrainingHistory.self, from: try Data(contentsOf: url)) } catch {
-            throw UpdraftError(.io, "cannot read training history \(url.path): \(error)")
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw UpdraftError(.io, "cannot read training history \(url.path): no such readable file",
+                               hint: "`updraft train --out M.mlmodel` writes it next to the model as M.history.json")
+        }
+        do { return try JSONDecoder().decode(TrainingHistory.self, from: data) } catch {
+            throw UpdraftError(.io, "\(url.path) is not a training history: \(error)",
+                               hint: "pass the <model>.history.json file `updraft train` wrote")
         }
     }
 }

@@ -14,7 +14,7 @@ final class TrainingSession {
     var parameters: TrainingParameters
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
-    let cache: FeatureCache?
+    private(set) var cache: FeatureCache?
     private(set) var lastMetrics: TrainingMetrics?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
@@ -147,15 +147,27 @@ final class TrainingSession {
             let f = augmentation.flips(epoch: epoch, index: i)
             return (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
         }
-        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+        // The closures are kept with the steps to take again after a device failure, by `devices`,
+        // which the session owns: they refer to the session unowned.
+        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { [unowned self] range in
             self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
             let keys = slice.map { FeatureCache.Key(set: .training, index: $0, variant: variant($0)) }
             return (try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) }), targets)
-        }, gradients: { executor, input in
+        }, gradients: { [unowned cache] executor, input in
             try executor.computeGradients(cached: input.0, targets: input.1, cache: cache)
         })
+    }
+
+    /// Ends the run: what the task keeps (the trained model, the cache's statistics, what the devices
+    /// did), after which the executors, the cache and the fallbacks are released.
+    func end(into model: CoreMLModel) -> EndedRun {
+        let trained = Result { try executor.exportModel(into: model) }
+        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record)
+        devices.release()
+        cache = nil
+        return ended
     }
 
     /// Mean loss and accuracy over a data set, in batches of the mini-batch size (no wrap-round),
@@ -182,4 +194,12 @@ final class TrainingSession {
         }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
     }
+}
+
+/// What a training run leaves behind once its session is released: the results, not the means.
+struct EndedRun {
+    /// The model with the trained weights (or why they could not be read back).
+    var model: Result<CoreMLModel, Error>
+    var cacheStatistics: FeatureCacheStatistics?
+    var devices: TrainingDevices.Record
 }

@@ -113,12 +113,23 @@ public final class UpdateTask {
     private var cancelRequested = false
     private var started = false
     private let done = DispatchSemaphore(value: 0)
-    private var finalContext: UpdateContext?
+    /// How the task ended (the final context without the task: a context holds its task, and the
+    /// task holding it would keep both alive for ever).
+    private var outcome: (metrics: TrainingMetrics?, parameters: TrainingParameters, error: Error?)?
+    /// The training run while it runs. Ownership is one way: the task owns the session, which owns
+    /// its executors (buffers, workspaces), the feature cache and the fallbacks; the session refers
+    /// back to the task unowned. When the task ends, `finish` keeps the results (the trained model,
+    /// statistics, a resume point) and drops the session, releasing everything it allocated, host
+    /// and device, even while the task itself is still referenced.
     var session: TrainingSession?
+    /// What the ended run left behind once its session was released.
+    private(set) var ended: EndedRun?
     /// Optimizer changes requested from a handler, applied before the next mini-batch.
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
+    /// The current epoch's mini-batch losses, moved into the history at its end.
+    private var epochBatchLosses: [Double] = []
     private var _warnings: [String] = []
 
     /// One line per device that failed during training, naming the reason and where training went
@@ -134,7 +145,7 @@ public final class UpdateTask {
     }
 
     /// What the feature cache holds (nil when it is off, or before training starts).
-    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics }
+    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics ?? ended?.cacheStatistics }
 
     public var state: UpdateTaskState {
         lock.lock(); defer { lock.unlock() }
@@ -203,7 +214,12 @@ public final class UpdateTask {
     public func wait() -> UpdateContext {
         done.wait()
         done.signal()
-        return finalContext!
+        return finalContext
+    }
+
+    private var finalContext: UpdateContext {
+        lock.lock(); let o = outcome!; lock.unlock()
+        return UpdateContext(task: self, event: [], metrics: o.metrics, parameters: o.parameters, error: o.error)
     }
 
     /// Runs training on the calling thread (resume() + wait() without the extra thread).
@@ -219,22 +235,30 @@ public final class UpdateTask {
         } catch {
             finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: session?.lastMetrics)
         }
-        return finalContext!
+        return finalContext
     }
 
     private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
-        setState(state)
         let params = session?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
-        let context = UpdateContext(task: self, event: [], metrics: metrics, parameters: params, error: error)
-        finalContext = context
-        handlers.completion?(context)
+        if let session {
+            ended = session.end(into: originalModel)
+            self.session = nil
+        }
+        lock.lock(); outcome = (metrics, params, error); lock.unlock()
+        setState(state)
+        handlers.completion?(finalContext)
         done.signal()
     }
 
     /// Calls the progress handler for `event` (if wanted), with the task suspended meanwhile, then
     /// applies any parameters the handler passed to resume(withParameters:).
     func emit(_ event: UpdateProgressEvent, metrics: TrainingMetrics?) throws {
-        if event == .epochEnd, let metrics { history.epochs.append(metrics) }
+        if event == .miniBatchEnd, let metrics { epochBatchLosses.append(metrics.lossValue) }
+        if event == .epochEnd, var metrics {
+            metrics.miniBatchLosses = epochBatchLosses
+            epochBatchLosses = []
+            history.epochs.append(metrics)
+        }
         guard handlers.events.contains(event), let progress = handlers.progress, let session else { return }
         setState(.suspended)
         progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
@@ -250,15 +274,15 @@ public final class UpdateTask {
 
     /// The model with the current weights.
     public func currentModel() throws -> CoreMLModel {
-        guard let session else { return originalModel }
-        return try session.executor.exportModel(into: originalModel)
+        if let session { return try session.executor.exportModel(into: originalModel) }
+        if let ended { return try ended.model.get() }
+        return originalModel
     }
 
     public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
-        guard let session else {
-            return (try originalModel.weights(ofLayer: name), try originalModel.bias(ofLayer: name))
-        }
-        return try session.executor.weights(ofLayer: name)
+        if let session { return try session.executor.weights(ofLayer: name) }
+        let model = try ended?.model.get() ?? originalModel
+        return (try model.weights(ofLayer: name), try model.bias(ofLayer: name))
     }
 
     /// Writes the current model atomically, and its training history next to it.

@@ -14,6 +14,13 @@ public final class OpenCLContext {
 
     private struct ProgramKey: Hashable { var source: String; var defines: [String] }
 
+    /// Buffers of this context alive now (made and not yet released): what a finished task must
+    /// give back, and what tests check it did.
+    public var liveBufferCount: Int { liveBuffers.withLock { $0 } }
+    private let liveBuffers = NSLockedCounter()
+    func bufferCreated() { liveBuffers.withLock { $0 += 1 } }
+    func bufferReleased() { liveBuffers.withLock { $0 -= 1 } }
+
     public init(device: OpenCLDevice) throws {
         self.device = device
         var status: cl_int = 0
@@ -205,7 +212,18 @@ public final class OpenCLBuffer: DeviceBuffer {
         self.count = count
         self.mem = m
         self.context = context
+        context.bufferCreated()
     }
 
-    deinit { clReleaseMemObject(mem) }
+    deinit {
+        clReleaseMemObject(mem)
+        context.bufferReleased()
+    }
+}
+
+/// An integer behind a lock (the live-buffer count, changed from any thread).
+final class NSLockedCounter {
+    private let lock = NSLock()
+    private var value = 0
+    func withLock<T>(_ body: (inout Int) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&value) }
 }
