@@ -28,7 +28,7 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
     // the loss, nil for the others), so a history with a diverged epoch still writes and reads.
     private enum CodingKeys: String, CodingKey {
         case epochIndex, miniBatchIndex, lossValue, meanLoss, trainingAccuracy, validationLoss, validationAccuracy,
-             examplesPerSecond, seconds, device
+             examplesPerSecond, seconds, device, miniBatchLosses
     }
 
     public init(from decoder: Decoder) throws {
@@ -43,6 +43,7 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
         examplesPerSecond = try c.decodeIfPresent(Double.self, forKey: .examplesPerSecond)
         seconds = try c.decodeIfPresent(Double.self, forKey: .seconds)
         device = try c.decodeIfPresent(String.self, forKey: .device)
+        miniBatchLosses = try c.decodeIfPresent([Double?].self, forKey: .miniBatchLosses)?.map { $0 ?? .nan }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -61,6 +62,7 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
         try put(examplesPerSecond, .examplesPerSecond)
         try put(seconds, .seconds)
         try c.encodeIfPresent(device, forKey: .device)
+        try c.encodeIfPresent(miniBatchLosses?.map { $0.isFinite ? $0 : nil }, forKey: .miniBatchLosses)
     }
 }
 
