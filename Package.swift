@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
-// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), OpenBLAS, libpng, libjpeg.
+// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, Open MPI.
 let package = Package(
     name: "Updraft",
     products: [
@@ -16,6 +16,12 @@ let package = Package(
                        providers: [.apt(["ocl-icd-opencl-dev", "opencl-headers"])]),
         .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
                        providers: [.apt(["libopenblas-dev"])]),
+        // CLBlast: a second GEMM engine, used per shape where `updraft tune` measured it faster.
+        .systemLibrary(name: "CCLBlast", path: "Sources/CCLBlast", pkgConfig: "clblast",
+                       providers: [.apt(["libclblast-dev"])]),
+        // Open MPI, for data-parallel training across hosts (used only when launched by mpirun).
+        .systemLibrary(name: "CMPI", path: "Sources/CMPI", pkgConfig: "ompi-c",
+                       providers: [.apt(["libopenmpi-dev", "openmpi-bin"])]),
         // libpng / libjpeg report errors with setjmp/longjmp, which Swift cannot catch: a small C shim does.
         .target(name: "CImageIO", path: "Sources/CImageIO",
                 linkerSettings: [.linkedLibrary("png"), .linkedLibrary("jpeg")]),
@@ -25,7 +31,7 @@ let package = Package(
         .plugin(name: "EmbedKernels", capability: .buildTool(), dependencies: ["embed-kernels"],
                 path: "Plugins/EmbedKernels"),
 
-        .target(name: "Updraft", dependencies: ["COpenCL", "COpenBLAS", "CImageIO"],
+        .target(name: "Updraft", dependencies: ["COpenCL", "CCLBlast", "COpenBLAS", "CImageIO", "CMPI"],
                 path: "Sources/Updraft",
                 plugins: ["EmbedKernels"]),
         .executableTarget(name: "updraft", dependencies: ["Updraft"], path: "Sources/updraft"),

@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
 # The device checks in one run, for a session that borrows the GPU machine (see README, Benchmarks).
-# Here:   ../shared/gpu/bundle.sh            (packs updraft and updraft-bench into .device/)
+# Here:   ../shared/gpu/bundle.sh            (packs updraft and updraft-bench into .device/, libclblast with them)
 # There:  bash Benchmarks/gpu-check.sh       (device `run` with carry [".device"]; results in $OUT)
 #
 # 1. which OpenCL devices the NVIDIA driver shows; 2. every backend against the reference (gradcheck,
-# quick lists); 3. kernel timings at SqueezeNet's shapes against the device's measured peak;
-# 4. training epochs on the GPU, with and without the feature cache, side by side with PyTorch on
-# CUDA (TF32 off); 5. the same on the host's CPU cores against PyTorch on them. Each step's output goes to $OUT; a failing step does not stop the next.
+# quick lists); 3. the kernel tuner (--quick, 90 s budget) for SqueezeNet's shapes, stored in
+# $OUT/cache so that the next steps run what it chose; 4. kernel timings at SqueezeNet's shapes against
+# the device's measured peak, both GEMM engines side by side; 5. training epochs on the GPU, with and
+# without the feature cache, side by side with PyTorch on CUDA (TF32 off); 6. the same on the host's
+# CPU cores against PyTorch on them; 7. $OUT/summary.json: every figure and ratio, next to the targets.
+# Each step's output goes to $OUT; a failing step does not stop the next. Planned to fit in 8 minutes
+# (GPU_CHECK_IMAGES=1024 shortens step 5 if a run comes close).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+export UPDRAFT_CACHE_DIR="$out/cache"      # calibration and kernel tuning, shared by every step, returned with $OUT
 run() { bash .device/run.sh "$@"; }
 images=${GPU_CHECK_IMAGES:-4096}
 status=0
+started=$SECONDS
 step() {
   local name=$1; shift
   echo "== $name: $*" >&2
   local start=$SECONDS
   if ! "$@" > "$out/$name.txt" 2> "$out/$name.err"; then echo "   $name failed (see $name.err)" >&2; status=1; fi
+  echo "$name $((SECONDS - start))" >> "$out/step-seconds.txt"
   echo "   $name took $((SECONDS - start)) s" >&2
   tail -n 40 "$out/$name.txt" >&2
 }
+: > "$out/step-seconds.txt"
+ls .device/lib | grep -q '^libclblast' || echo "warning: .device/lib has no libclblast (rebundle with ../shared/gpu/bundle.sh)" >&2
 step devices   run updraft devices
 step gradcheck run updraft gradcheck --quick
+step tune      run updraft tune --quick --json
 step kernels   run updraft-bench kernels --json
 step epochs    run updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
 step epochs-cpu run updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
+echo "total $((SECONDS - started))" >> "$out/step-seconds.txt"
+python3 "$here/gpu_check_summary.py" "$out" > "$out/summary.json" || { echo "summary failed" >&2; status=1; }
+cat "$out/summary.json" >&2
 exit $status

@@ -24,6 +24,9 @@
 #ifndef VWN           // vector width of local reads along N (1, 2 or 4)
 #define VWN 4
 #endif
+#ifndef PAD           // vectors of padding per local row (0 or 1): spreads stores over banks
+#define PAD 1
+#endif
 #ifndef GEMM_EXACT    // 1: sizes are multiples of the tile, no bounds checks
 #define GEMM_EXACT 0
 #endif
@@ -33,8 +36,8 @@
 #define NT (RTM * RTN)                // work-items per group
 #define LPTA ((TM * TK) / NT)         // A values each work-item fetches per slice
 #define LPTB ((TN * TK) / NT)         // B values each work-item fetches per slice
-#define LDAL (TM + VWM)               // padded local row lengths
-#define LDBL (TN + VWN)
+#define LDAL (TM + PAD * VWM)         // padded local row lengths
+#define LDBL (TN + PAD * VWN)
 
 #if (TM % WPTM) || (TN % WPTN) || (WPTM % VWM) || (WPTN % VWN)
 #error "TM, TN must be multiples of WPTM, WPTN, which must be multiples of VWM, VWN"

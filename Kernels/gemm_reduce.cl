@@ -46,3 +46,18 @@ __kernel void bias_grad_final(__global const float* partial, const int channels,
     for (int s = 0; s < slices; s++) v += partial[c * slices + s];
     db[c] = v;
 }
+
+// The epilogue CLBlast cannot fuse: C[off + b * strideC + i * ldc + j] += bias (biasMode 1: bias[i],
+// 2: bias[j]), then max(0, .) when relu, for i < rows, j < cols, b < batch (global: cols, rows, batch).
+__kernel void gemm_epilogue(__global float* C, const int off, const int rows, const int cols, const int ldc,
+                            const int strideC, const int batch, __global const float* bias, const int biasMode,
+                            const int relu) {
+    const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
+    if (j >= cols || i >= rows || b >= batch) return;
+    const int at = off + b * strideC + i * ldc + j;
+    float v = C[at];
+    if (biasMode == 1) v += bias[i];
+    else if (biasMode == 2) v += bias[j];
+    if (relu) v = fmax(v, 0.0f);
+    C[at] = v;
+}

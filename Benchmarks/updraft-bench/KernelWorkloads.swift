@@ -8,7 +8,11 @@ struct KernelWorkload {
     var op: String
     var shape: String
     var cost: OpCost
+    /// The GEMM-shaped ops it runs (empty for the gather): where CLBlast can run one, both engines are timed.
+    var shapes: [KernelShape] = []
     var prepare: (OpenCLBackend) throws -> () throws -> Void
+
+    var clblastCan: Bool { shapes.contains { $0.clblastCan } }
 }
 
 /// The benchmark's workloads: SqueezeNet 1.1's convolutions and fullyconnected0 (from the project's
@@ -58,15 +62,18 @@ enum KernelWorkloads {
              g.hasBias ? try filled(cl, g.outChannels, 0.1) : nil, try filled(cl, g.outputShape.count, 0.25))
         }
         return [
-            KernelWorkload(layer: name, op: "forward", shape: shape + " +relu", cost: g.forwardCost) { cl in
+            KernelWorkload(layer: name, op: "forward", shape: shape + " +relu", cost: g.forwardCost,
+                           shapes: [KernelShape(g, .convForward, fusedReLU: true)]) { cl in
                 let (x, w, b, y) = try buffers(cl)
                 return { try cl.convolutionForward(g, input: x, weights: w, bias: b, output: y, fusedReLU: true) }
             },
-            KernelWorkload(layer: name, op: "backward data", shape: shape, cost: g.backwardDataCost) { cl in
+            KernelWorkload(layer: name, op: "backward data", shape: shape, cost: g.backwardDataCost,
+                           shapes: [KernelShape(g, .convBackwardData)]) { cl in
                 let (x, w, _, dy) = try buffers(cl)
                 return { try cl.convolutionBackwardData(g, outputGradient: dy, weights: w, inputGradient: x) }
             },
-            KernelWorkload(layer: name, op: "backward weights", shape: shape, cost: g.backwardWeightsCost) { cl in
+            KernelWorkload(layer: name, op: "backward weights", shape: shape, cost: g.backwardWeightsCost,
+                           shapes: [KernelShape(g, .convBackwardWeights)]) { cl in
                 let (x, w, b, dy) = try buffers(cl)
                 return { try cl.convolutionBackwardWeights(g, input: x, outputGradient: dy, weightGradient: w, biasGradient: b) }
             },
@@ -75,17 +82,21 @@ enum KernelWorkloads {
 
     static func innerProduct(_ name: String, _ g: InnerProductGeometry) -> [KernelWorkload] {
         let shape = "[\(g.batch), \(g.inputChannels)] → \(g.outputChannels)"
+        var forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
+        forward.bias = g.hasBias ? .perColumn : .none
+        let backward = [KernelShape(GemmOperation(m: g.batch, n: g.inputChannels, k: g.outputChannels)),
+                        KernelShape(GemmOperation(m: g.outputChannels, n: g.inputChannels, k: g.batch, transA: true))]
         func buffers(_ cl: OpenCLBackend) throws -> (x: DeviceBuffer, w: DeviceBuffer, b: DeviceBuffer?, y: DeviceBuffer) {
             (try filled(cl, g.batch * g.inputChannels, 0.5), try filled(cl, g.outputChannels * g.inputChannels, 0.01),
              g.hasBias ? try filled(cl, g.outputChannels, 0.1) : nil, try filled(cl, g.batch * g.outputChannels, 0.25))
         }
         return [
-            KernelWorkload(layer: name, op: "forward", shape: shape, cost: g.forwardCost) { cl in
+            KernelWorkload(layer: name, op: "forward", shape: shape, cost: g.forwardCost, shapes: [KernelShape(forward)]) { cl in
                 let (x, w, b, y) = try buffers(cl)
                 return { try cl.innerProductForward(g, input: x, weights: w, bias: b, output: y) }
             },
             // The op description costs both gradients together, so they are timed together.
-            KernelWorkload(layer: name, op: "backward data+weights", shape: shape, cost: g.backwardCost) { cl in
+            KernelWorkload(layer: name, op: "backward data+weights", shape: shape, cost: g.backwardCost, shapes: backward) { cl in
                 let (x, w, b, dy) = try buffers(cl)
                 let dx = try filled(cl, g.batch * g.inputChannels, 0), dw = try filled(cl, g.outputChannels * g.inputChannels, 0)
                 let db = try b.map { _ in try filled(cl, g.outputChannels, 0) }
@@ -98,7 +109,7 @@ enum KernelWorkloads {
     }
 
     static func gemm(_ name: String, _ op: GemmOperation) -> KernelWorkload {
-        KernelWorkload(layer: name, op: "gemm", shape: "M=\(op.m) N=\(op.n) K=\(op.k)", cost: op.cost) { cl in
+        KernelWorkload(layer: name, op: "gemm", shape: "M=\(op.m) N=\(op.n) K=\(op.k)", cost: op.cost, shapes: [KernelShape(op)]) { cl in
             let a = try filled(cl, op.m * op.k, 0.5), b = try filled(cl, op.k * op.n, 0.01), c = try filled(cl, op.m * op.n, 0)
             return { try cl.sgemm(op, a: a, b: b, c: c) }
         }

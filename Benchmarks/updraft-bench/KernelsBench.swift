@@ -69,13 +69,45 @@ struct KernelsBenchmark {
         let peak = try DevicePeak.measure(cl)
         log(String(format: "measured peak: %.1f GFLOP/s (FMA), %.1f GB/s (copy)", peak.gflops, peak.gbps))
         var results: [(KernelWorkload, KernelTiming)] = []
+        var engineTimings: [[String: KernelTiming]] = []
+        let engines = engineBackends(cl)
         for w in try KernelWorkloads.workloads(layers: layers, batch: batch, gemmSide: gemmSide) {
             log("timing \(w.layer) \(w.op)…")
             let body = try w.prepare(cl)
             results.append((w, try KernelTiming.measure(cl, runs: runs, warmup: quick ? 1 : 2, body)))
+            // Where CLBlast can run it, each engine on its own as well (the chosen run above is one of them).
+            var timings: [String: KernelTiming] = [:]
+            if w.clblastCan {
+                for (engine, backend) in engines {
+                    let body = try w.prepare(backend)
+                    timings[engine.rawValue] = try KernelTiming.measure(backend, runs: runs, warmup: quick ? 1 : 2, body)
+                }
+            }
+            engineTimings.append(timings)
         }
-        if json { try printJSON(cl, checks: checks, peak: peak, results: results) } else { printTable(cl, peak: peak, results: results) }
+        if json {
+            try printJSON(cl, checks: checks, peak: peak, results: results, engines: engineTimings)
+        } else {
+            printTable(cl, peak: peak, results: results, engines: engineTimings)
+        }
         return 0
+    }
+
+    /// The backend as loaded (table plus stored tuning) with only its in-house choices, and one that
+    /// runs CLBlast wherever it can: the two engines side by side.
+    private func engineBackends(_ cl: OpenCLBackend) -> [(KernelVariant.Engine, OpenCLBackend)] {
+        var inHouse = cl.tuning
+        inHouse.tuned = inHouse.tuned.filter { $0.value.engine == .inHouse }
+        var clblast = cl.tuning
+        clblast.forced = .clblast
+        return [(.inHouse, OpenCLBackend(context: cl.context, tuning: inHouse)),
+                (.clblast, OpenCLBackend(context: cl.context, tuning: clblast))]
+    }
+
+    /// The engine the chosen run used, and the variant per shape (the tuned one, else the table's).
+    private func choice(_ cl: OpenCLBackend, _ w: KernelWorkload, _ t: KernelTiming) -> (engine: String, variants: [String]) {
+        let engine = t.kernels.contains { $0.kernel == "clblast_sgemm" } ? KernelVariant.Engine.clblast : .inHouse
+        return (engine.rawValue, w.shapes.map { cl.tuning.variant(for: $0).map { "\($0)" } ?? "table" })
     }
 
     private func openBackend() throws -> OpenCLBackend {
@@ -158,20 +190,27 @@ struct KernelsBenchmark {
         return s
     }
 
-    private func printTable(_ cl: OpenCLBackend, peak: DevicePeak, results: [(KernelWorkload, KernelTiming)]) {
+    private func printTable(_ cl: OpenCLBackend, peak: DevicePeak, results: [(KernelWorkload, KernelTiming)],
+                            engines: [[String: KernelTiming]]) {
         print("Kernels on \(cl.device.name) (\(cl.device.platformName), \(cl.device.driverVersion)), batch \(batch), "
               + "median of \(runs) runs, kernel time from profiling events")
         print(String(format: "measured peak: %.1f GFLOP/s FMA, %.1f GB/s copy", peak.gflops, peak.gbps))
         print("")
-        var rows = [["layer", "op", "shape", "ms", "GFLOP/s", "GB/s", "% FMA peak", "% copy BW", "tiling"]]
-        for (w, t) in results {
+        var rows = [["layer", "op", "shape", "ms", "GFLOP/s", "GB/s", "% FMA peak", "% copy BW", "tiling", "engine",
+                     "in-house wall ms", "CLBlast wall ms"]]
+        for (i, (w, t)) in results.enumerated() {
             let s = t.median
+            let e = engines[i]
+            func wall(_ engine: KernelVariant.Engine) -> String {
+                e[engine.rawValue].map { String(format: "%.3f", $0.wallMedian * 1e3) } ?? "-"
+            }
             rows.append([w.layer, w.op, w.shape, String(format: "%.3f", s * 1e3),
                          String(format: "%.1f", w.cost.flops / s * 1e-9), String(format: "%.1f", w.cost.bytes / s * 1e-9),
                          String(format: "%.1f", 100 * w.cost.flops / s * 1e-9 / peak.gflops),
-                         String(format: "%.1f", 100 * w.cost.bytes / s * 1e-9 / peak.gbps), tilingSummary(t)])
+                         String(format: "%.1f", 100 * w.cost.bytes / s * 1e-9 / peak.gbps), tilingSummary(t),
+                         choice(cl, w, t).engine, wall(.inHouse), wall(.clblast)])
         }
-        print(formatTable(rows, rightAligned: [3, 4, 5, 6, 7]), terminator: "")
+        print(formatTable(rows, rightAligned: [3, 4, 5, 6, 7, 10, 11]), terminator: "")
         print("")
         for (label, s) in summary(results) {
             print(String(format: "%@: %.3f ms, %.1f GFLOP/s (%.1f%% of FMA peak)", label, s.seconds * 1e3,
@@ -195,7 +234,7 @@ struct KernelsBenchmark {
     }
 
     private func printJSON(_ cl: OpenCLBackend, checks: [ComparisonRow], peak: DevicePeak?,
-                           results: [(KernelWorkload, KernelTiming)]) throws {
+                           results: [(KernelWorkload, KernelTiming)], engines: [[String: KernelTiming]] = []) throws {
         let info = cl.device
         var root: [String: Any] = [
             "device": ["name": info.name, "vendor": info.vendor, "platform": info.platformName,
@@ -203,7 +242,9 @@ struct KernelsBenchmark {
                        "computeUnits": info.computeUnits, "clockMHz": info.clockMHz, "localMemoryBytes": info.localMemory,
                        "maxWorkGroupSize": info.maxWorkGroupSize, "openCLC": info.openCLCVersion, "index": info.index],
             "tuning": ["workGroupSize": cl.tuning.workGroupSize, "groupsPerComputeUnit": cl.tuning.groupsPerComputeUnit,
-                       "gemmTilings": cl.tuning.gemmTilings.map { $0.defines }],
+                       "gemmTilings": cl.tuning.gemmTilings.map { $0.defines },
+                       "tunedShapeClasses": cl.tuning.tuned.mapValues { "\($0)" },
+                       "tunedSource": cl.tuning.tunedSource ?? NSNull()] as [String: Any],
             "batch": batch, "runs": runs, "quick": quick, "buildOptions": cl.context.baseBuildOptions,
             "checks": ["passed": checks.filter(\.ok).count, "failed": checks.filter { !$0.ok }.count,
                        "rows": checks.map { ["op": $0.op, "case": $0.caseName, "quantity": $0.quantity,
@@ -212,9 +253,16 @@ struct KernelsBenchmark {
         ]
         if let peak {
             root["peak"] = ["fmaGFLOPs": peak.gflops, "copyGBs": peak.gbps, "source": "DeviceCalibration (Kernels/calibrate.cl)"]
-            root["results"] = results.map { w, t -> [String: Any] in
+            root["results"] = results.enumerated().map { i, r -> [String: Any] in
+                let (w, t) = r
                 let s = t.median
-                return ["layer": w.layer, "op": w.op, "shape": w.shape, "flops": w.cost.flops, "bytes": w.cost.bytes,
+                let chosen = choice(cl, w, t)
+                let engineTimes: [String: Any] = (i < engines.count ? engines[i] : [:]).mapValues { e in
+                    ["ms": e.median * 1e3, "wallMs": e.wallMedian * 1e3, "gflops": w.cost.flops / e.median * 1e-9,
+                     "wallGflops": w.cost.flops / e.wallMedian * 1e-9] as [String: Any]
+                }
+                return ["engine": chosen.engine, "variants": chosen.variants, "engines": engineTimes,
+                        "gemmShapes": w.shapes.map { ["shape": $0.description, "class": $0.classKey, "clblastCan": $0.clblastCan] as [String: Any] },"layer": w.layer, "op": w.op, "shape": w.shape, "flops": w.cost.flops, "bytes": w.cost.bytes,
                         "ms": s * 1e3, "wallMs": t.wallMedian * 1e3, "samplesMs": t.samples.map { $0 * 1e3 },
                         "gflops": w.cost.flops / s * 1e-9, "gbs": w.cost.bytes / s * 1e-9,
                         "fractionOfPeakFlops": w.cost.flops / s * 1e-9 / peak.gflops,

@@ -36,6 +36,8 @@ let trainCommand = CLICommand(CommandSpec(
 )) { args in
     let modelURL = URL(fileURLWithPath: args.positionals[0])
     guard let trainPath = args.value("train") else { throw UsageError("--train DIR is required") }
+    let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
+    let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
     let graph = try NetworkGraph(model: model)
     let findings = ModelValidator.validate(model)
@@ -67,12 +69,14 @@ let trainCommand = CLICommand(CommandSpec(
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
 
-    // Where the results go, checked before any data is read or any step is taken.
+    // Where the results go (rank 0 writes them), checked before any data is read or any step is taken.
     let out = URL(fileURLWithPath: args.value("out")
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
-    try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
-    if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
-    let log = try args.value("log").map {
+    if primary {
+        try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
+        if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
+    }
+    let log = try (primary ? args.value("log") : nil).map {
         try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out)]
                             + [args.value("sidecar"), args.value("train"), args.value("validation")].compactMap { $0 }.map { URL(fileURLWithPath: $0) })
     }
@@ -84,6 +88,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("training data: \(train.summary)")
     var config = UpdateConfiguration()
     config.parameters = overrides
+    config.distributed = ranks
     if let v = args.value("validation") {
         let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), skipUnreadable: skip)
         validation.warnings.forEach { printError("warning: \($0)") }
@@ -115,7 +120,7 @@ let trainCommand = CLICommand(CommandSpec(
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
-    print("device: \(choice.description); \(parameters)")
+    print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
@@ -132,9 +137,11 @@ let trainCommand = CLICommand(CommandSpec(
     // model worth keeping: the last finite state. Device and other failures leave nothing to trust.
     let dataStop = final.task.state == .failed && (final.error as? UpdraftError)?.kind == .data
     if final.task.state == .failed {
-        printError("training failed: \(final.error.map { "\($0)" } ?? "unknown error")")
+        printError("training failed\(ranks.map { " on \($0.world.name)" } ?? ""): \(final.error.map { "\($0)" } ?? "unknown error")")
         if !dataStop { return 1 }
     }
+    guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
+    defer { leaveRanks(ranks) }
     try task.write(to: out)
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))

@@ -12,6 +12,7 @@ let commands: [CLICommand] = [
     trainCommand,
     evaluateCommand,
     predictCommand,
+    tuneCommand,
     plotCommand,
 ]
 

@@ -9,6 +9,7 @@ public struct UpdraftError: Error, CustomStringConvertible, Equatable, Sendable 
         case io                   // a file that cannot be read or written
         case device               // a compute device that failed or is missing
         case data                 // a training example that cannot be used
+        case ranks                // another rank of a multi-process (mpirun) run failed or stopped answering
         case cancelled
     }
     public var kind: Kind

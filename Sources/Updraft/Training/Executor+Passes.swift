@@ -167,6 +167,7 @@ extension Executor {
                 if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
                     try backend.convolutionBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
                                                            weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
+                    try gradientsReady?(layer.name)
                 }
                 if wantsInput[0] {
                     let dx = try newInputGradient(0)
@@ -178,6 +179,7 @@ extension Executor {
                 if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
                     try backend.innerProductBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
                                                             weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
+                    try gradientsReady?(layer.name)
                 }
                 if wantsInput[0] {
                     let dx = try newInputGradient(0)

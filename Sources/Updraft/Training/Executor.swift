@@ -38,6 +38,9 @@ public final class Executor {
     /// True after an optimizer pass failed part-way: some tensors hold the new step's values, others
     /// the old ones, so this executor's state cannot be read back to resume from (`captureState`).
     public internal(set) var isMidUpdate = false
+    /// Called by backward with an updatable layer's name once its parameter gradients are computed
+    /// (queued, on an OpenCL device): a multi-rank run starts exchanging them while backward goes on.
+    var gradientsReady: ((String) throws -> Void)?
 
     public init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
         self.training = training

@@ -96,7 +96,7 @@ final class TrainingDevices {
     var primary: Executor { replicas[0] }
     /// Whether the replicas may run at the same time: no backend object serves two of them (one
     /// given twice runs its replicas one after the other, as a backend serves one thread at a time).
-    private var replicasRunTogether: Bool {
+    var replicasRunTogether: Bool {
         var seen = Set<ObjectIdentifier>()
         for r in replicas {
             for b in Set([ObjectIdentifier(r.prefixBackend), ObjectIdentifier(r.tailBackend)]) where !seen.insert(b).inserted {
@@ -186,19 +186,28 @@ final class TrainingDevices {
     /// on all replicas at once (`gradients`), combined on the host, and applied on every replica.
     /// A device failure is recovered from and the step taken again.
     /// - Parameter position: where training stands, for warnings ("epoch 1 mini-batch 3").
-    func step<Input>(count: Int, position: String, parameters: () -> TrainingParameters,
+    /// - Parameter rank: in a multi-rank run, this rank's part (`count` is then its own examples).
+    func step<Input>(count: Int, position: String, parameters: () -> TrainingParameters, rank: RankShare? = nil,
                      prepare: @escaping (Range<Int>) throws -> Input,
                      gradients: @escaping (Executor, Input) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
         while true {
             do {
                 let hyper = parameters()
                 let start = Date()
-                let result = try attemptStep(count: count, parameters: hyper, prepare: prepare, gradients: gradients)
+                var summed: [[Float]]? = nil
+                let result: Executor.BatchResult
+                if let rank {
+                    (result, summed) = try attemptRankStep(share: rank, count: count, position: position, parameters: hyper,
+                                                           prepare: prepare, gradients: gradients)
+                } else {
+                    result = try attemptStep(count: count, parameters: hyper, prepare: prepare, gradients: gradients)
+                }
                 stepSeconds += Date().timeIntervalSince(start)
                 completedSteps += 1
                 if keepsSnapshots {
                     stepsSinceSnapshot.append(ReplayStep(parameters: hyper, gradients: { e in
-                        _ = try gradients(e, try prepare(0..<count))
+                        // A multi-rank step is taken again with the gradients summed over the ranks.
+                        if let summed { try e.setGradients(summed) } else { _ = try gradients(e, try prepare(0..<count)) }
                     }))
                     try keepSnapshotIfDue()
                 } else {
@@ -208,6 +217,8 @@ final class TrainingDevices {
                 return result
             } catch let failure as ReplicaFailure {
                 try recover(from: failure, position: position)
+            } catch is PeerRetry {
+                continue
             }
         }
     }
@@ -262,13 +273,13 @@ final class TrainingDevices {
 
     /// Passes successes to `use`; throws a `ReplicaFailure` for device failures, and any other
     /// error as it is.
-    private func collect<T>(_ outcomes: [Result<T, Error>], phase: ReplicaFailure.Phase, _ use: (T) -> Void) throws {
+    func collect<T>(_ outcomes: [Result<T, Error>], phase: ReplicaFailure.Phase, _ use: (T) -> Void) throws {
         let failed = try deviceFailures(outcomes)
         if !failed.isEmpty { throw ReplicaFailure(phase: phase, failures: failed) }
         for case let .success(v) in outcomes { use(v) }
     }
 
-    private func deviceFailures<T>(_ outcomes: [Result<T, Error>]) throws -> [(index: Int, error: Error)] {
+    func deviceFailures<T>(_ outcomes: [Result<T, Error>]) throws -> [(index: Int, error: Error)] {
         var failed: [(index: Int, error: Error)] = []
         for (i, o) in outcomes.enumerated() {
             if case let .failure(e) = o {
@@ -338,7 +349,7 @@ final class TrainingDevices {
     // MARK: Recovery
 
     /// Removes failed replicas that others outlive, with a warning.
-    private func drop(_ failed: [(index: Int, error: Error)], note: String) {
+    func drop(_ failed: [(index: Int, error: Error)], note: String) {
         let gone = Set(failed.map(\.index))
         let names = failed.map { replicas[$0.index].deviceName }
         let kept = replicas.indices.filter { !gone.contains($0) }

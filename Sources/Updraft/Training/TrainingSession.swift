@@ -15,6 +15,8 @@ final class TrainingSession {
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
     private(set) var cache: FeatureCache?
+    /// The gradient exchange with the other ranks of an MPI job (nil: one process).
+    let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
@@ -50,6 +52,8 @@ final class TrainingSession {
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
+        let (parameters, devices) = (self.parameters, self.devices)
+        exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
@@ -79,13 +83,13 @@ final class TrainingSession {
         try checkInitialWeights()
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in 0..<epochs {
-            if task.isCancelRequested { return }
+            if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
             for (b, indices) in plan.batches.enumerated() {
-                if task.isCancelRequested { return }
+                if stopRequested { return }
                 let position = "epoch \(epoch + 1) mini-batch \(b + 1)"
                 let result: Executor.BatchResult
                 do { result = try step(indices: indices, epoch: epoch, position: position) } catch let e as NonFiniteLoss {
@@ -116,13 +120,22 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL {
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
+               config.distributed?.isPrimary ?? true {
                 // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
                 do { try task.write(to: url) } catch {
                     task.warn("cannot write the checkpoint after epoch \(epoch + 1) to \(url.path) (\(firstLine(of: error))); training goes on")
                 }
             }
         }
+    }
+
+    /// Whether to stop before the next mini-batch: the task was cancelled; with several ranks, once
+    /// every rank knows that one was (the step's exchange carries it), so all stop after the same step.
+    private var stopRequested: Bool {
+        guard let exchange else { return task.isCancelRequested }
+        if exchange.stopAgreed && !task.isCancelRequested { task.cancel() }
+        return exchange.stopAgreed
     }
 
     /// One mini-batch: through the feature cache when it is on, else the whole network; split
@@ -135,8 +148,16 @@ final class TrainingSession {
             return e
         }
         let parameters = { [unowned self] in self.parameters }
+        // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
+        var rank: RankShare? = nil
+        var indices = indices
+        if let exchange {
+            let share = exchange.distributed.share(of: indices)
+            indices = share.local
+            rank = RankShare(exchange: exchange, weights: share.weights, wantsToStop: { [unowned task] in task.isCancelRequested })
+        }
         guard let cache else {
-            return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { range in
+            return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
                 let examples = try indices[range].map(example)
                 return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
             }, gradients: { executor, batch in try executor.computeGradients(batch) })
@@ -149,7 +170,7 @@ final class TrainingSession {
         }
         // The closures are kept with the steps to take again after a device failure, by `devices`,
         // which the session owns: they refer to the session unowned.
-        return try devices.step(count: indices.count, position: position, parameters: parameters, prepare: { [unowned self] range in
+        return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { [unowned self] range in
             self.bindCache()
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }

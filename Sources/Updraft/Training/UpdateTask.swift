@@ -94,6 +94,9 @@ public struct UpdateConfiguration {
     /// Write the model (and its history) to `checkpointURL` every N epochs.
     public var checkpointEvery: Int? = nil
     public var checkpointURL: URL? = nil
+    /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
+    /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
+    public var distributed: DistributedTraining? = nil
     public init() {}
 }
 

@@ -28,9 +28,14 @@ extension OpenCLBackend {
                                                         ("output", y, g.batch * outputChannels * plane)])
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
         if g.outputShape.count == 0 { return }
+        let shape = KernelShape(g, .convForward, fusedReLU: fusedReLU)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionForward(
+            g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, fusedReLU: fusedReLU,
+            shape: shape) { return }
         let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups)
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
             let defines = convDefines(g, mode: 0, tiling: tiling,
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
@@ -49,10 +54,13 @@ extension OpenCLBackend {
             ("output gradient", dy, g.outputShape.count), ("weights", w, g.weightShape.count),
             ("input gradient", dx, g.inputShape.count)])
         if g.inputShape.count == 0 { return }
+        let shape = KernelShape(g, .convBackwardData)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionBackwardData(g, dy: dy, w: w, dx: dx, shape: shape) { return }
         let rows = g.inChannels / g.groups, columns = g.batch * g.inHeight * g.inWidth
         let depth = g.gemmM * g.kernelH * g.kernelW
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups)
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
             let defines = convDefines(g, mode: 1, tiling: tiling,
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
             guard let k = try gemmKernel("convolution.cl", "conv_backward_data", tiling: tiling, defines: defines) else { continue }
@@ -76,10 +84,11 @@ extension OpenCLBackend {
         let weightCount = g.weightShape.count
         if weightCount == 0 { return }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
+        let variant = tuning.variant(for: KernelShape(g, .convBackwardWeights))
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024)
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
             let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
-            let split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: weightCount)
+            let split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: weightCount, fixed: variant?.splits)
             let exact = rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0
                 && split.chunk % tiling.tileK == 0
             let defines = convDefines(g, mode: 2, tiling: tiling, exact: exact)

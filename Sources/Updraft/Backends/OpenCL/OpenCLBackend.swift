@@ -13,9 +13,12 @@ public final class OpenCLBackend: Backend {
     public var name: String { "opencl:\(context.device.info.name)" }
     public var device: OpenCLDeviceInfo { context.device.info }
 
+    /// Without a `tuning`, the device's table entry with whatever `updraft tune` stored for it in the
+    /// calibration cache (`UPDRAFT_KERNEL_TUNING=off` ignores the stored one).
     public init(context: OpenCLContext, tuning: OpenCLTuning? = nil) {
         self.context = context
-        self.tuning = tuning ?? OpenCLTuning.forDevice(context.device.info)
+        let info = context.device.info
+        self.tuning = tuning ?? OpenCLTuning.forDevice(info).withStoredTuning(for: info, cache: CalibrationCache())
     }
 
     public convenience init(device: OpenCLDevice) throws {

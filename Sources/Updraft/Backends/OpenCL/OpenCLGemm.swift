@@ -81,6 +81,8 @@ public struct OpenCLLaunchRecord {
 public final class OpenCLGemmWorkspace {
     private var scratch: OpenCLBuffer?
     var unusableTilings: Set<GemmTiling> = []
+    /// Shape classes CLBlast refused on this backend, with its reason: they run in-house from then on.
+    public internal(set) var clblastRefusals: [String: String] = [:]
     var records: [OpenCLLaunchRecord]?
     /// Tests set this to force split-K with this many slices wherever a reduction is long enough.
     var forcedSplits: Int?
@@ -124,6 +126,12 @@ extension OpenCLBackend {
     /// The tiling for an output of `rows` x `columns` over `slabs`, among those this device can launch
     /// (`splittable`: the reduction may be split along K to fill the device).
     func gemmTiling(rows: Int, columns: Int, slabs: Int, splittable: Bool = false) throws -> GemmTiling {
+        try gemmTiling(rows: rows, columns: columns, slabs: slabs, splittable: splittable, variant: nil)
+    }
+
+    /// The variant's tiling when it names one this device can launch, else the table's choice.
+    func gemmTiling(rows: Int, columns: Int, slabs: Int, splittable: Bool, variant: KernelVariant?) throws -> GemmTiling {
+        if let t = variant?.tiling, t.fits(device), !gemmWorkspace.unusableTilings.contains(t) { return t }
         var tuning = self.tuning
         tuning.gemmTilings.removeAll { gemmWorkspace.unusableTilings.contains($0) }
         guard !tuning.gemmTilings.isEmpty else {
@@ -147,10 +155,12 @@ extension OpenCLBackend {
 
     /// How to split a reduction of length `k` when only `tiles` work-groups would run otherwise:
     /// (slices, chunk), chunk a multiple of `tileK`, slices * `slabFloats` within the scratch limit.
-    func splitK(tiles: Int, k: Int, tileK: Int, slabFloats: Int) -> (splits: Int, chunk: Int) {
+    func splitK(tiles: Int, k: Int, tileK: Int, slabFloats: Int, fixed: Int? = nil) -> (splits: Int, chunk: Int) {
         guard k > tileK else { return (1, max(k, 1)) }
         var wanted: Int
-        if let forced = gemmWorkspace.forcedSplits {
+        if let fixed {
+            wanted = min(max(1, fixed), ceilDiv(k, tileK))
+        } else if let forced = gemmWorkspace.forcedSplits {
             wanted = min(forced, ceilDiv(k, tileK))
         } else {
             wanted = tiles < busySlots ? ceilDiv(busySlots, tiles) : 1
@@ -171,13 +181,18 @@ extension OpenCLBackend {
         let biasBuffer = try bias.map { try cl($0) }
         try op.validate(a: A.count, b: B.count, c: C.count, bias: biasBuffer?.count)
         if op.m == 0 || op.n == 0 || op.batch == 0 { return }
+        let shape = KernelShape(op)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastGemm(op, a: A, b: B, c: C, bias: biasBuffer, shape: shape) { return }
         let canSplit = op.beta == 0 && op.bias == .none && !op.relu
         while true {
-            let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024)
+            let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024,
+                                        variant: variant)
             var split = (splits: 1, chunk: max(op.k, 1))
             if canSplit {
                 let tiles = ceilDiv(op.m, tiling.tileM) * ceilDiv(op.n, tiling.tileN) * op.batch
-                split = splitK(tiles: tiles, k: op.k, tileK: tiling.tileK, slabFloats: op.m * op.n * op.batch)
+                split = splitK(tiles: tiles, k: op.k, tileK: tiling.tileK, slabFloats: op.m * op.n * op.batch,
+                               fixed: variant?.splits)
             }
             var defines = tiling.defines
             defines["TRANS_A"] = op.transA ? "1" : "0"

@@ -11,6 +11,13 @@ public struct OpenCLTuning: Hashable, Sendable {
     public var groupsPerComputeUnit: Int
     /// Compute units of the device (copied from its info; 1 for hand-made tunings).
     public var computeUnits: Int
+    /// Variants `updraft tune` measured fastest, by shape class (`KernelShape.classKey`); shapes
+    /// without an entry use the table above. Loaded from the calibration cache (`withStoredTuning`).
+    public var tuned: [String: KernelVariant] = [:]
+    /// Where `tuned` came from (the cache file and its date), for `devices`, `plan` and the benchmarks.
+    public var tunedSource: String?
+    /// Every GEMM and convolution runs this variant where it can (the tuner and tests set it).
+    public var forced: KernelVariant?
 
     public init(workGroupSize: Int, gemmTilings: [GemmTiling] = [.medium, .small, .tiny, .minimal],
                 groupsPerComputeUnit: Int = 1, computeUnits: Int = 1) {
@@ -83,14 +90,17 @@ public struct OpenCLTuning: Hashable, Sendable {
 /// One shape of the tiled GEMM engine (Kernels/gemm_params.h): a work-group computes `tileM` x `tileN`
 /// outputs, `tileK` deep per local-memory slice, each work-item `workM` x `workN` of them, reading
 /// local memory in vectors of `vectorM` / `vectorN`.
-public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
+public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
     public var tileM: Int, tileN: Int, tileK: Int
     public var workM: Int, workN: Int
     public var vectorM: Int, vectorN: Int
+    /// Vectors of padding at the end of each local-memory row (0 or 1; gemm_params.h's PAD).
+    public var padding: Int
 
-    public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int) {
+    public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int, padding: Int = 1) {
         self.tileM = tileM; self.tileN = tileN; self.tileK = tileK
         self.workM = workM; self.workN = workN; self.vectorM = vectorM; self.vectorN = vectorN
+        self.padding = padding
     }
 
     /// 128x128 tiles, 8x8 outputs per work-item, 256 work-items: big GEMMs on big GPUs.
@@ -115,8 +125,8 @@ public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
     /// Work-group size (dimension 0 along N, 1 along M).
     public var workGroup: [Int] { [tileN / workN, tileM / workM] }
     public var threads: Int { (tileN / workN) * (tileM / workM) }
-    /// Local memory of the two staged slices (rows padded by one vector) and the convolutions' k table.
-    public var localMemoryBytes: Int { 4 * tileK * (tileM + vectorM + tileN + vectorN) + 16 * tileK }
+    /// Local memory of the two staged slices (rows padded by `padding` vectors) and the convolutions' k table.
+    public var localMemoryBytes: Int { 4 * tileK * (tileM + tileN + padding * (vectorM + vectorN)) + 16 * tileK }
     /// Multiply-adds per value read from local memory, relative to 8x8 outputs per work-item.
     public var relativeEfficiency: Double {
         Double(workM * workN) / Double(workM + workN) / 4
@@ -125,7 +135,8 @@ public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
     /// The constraints gemm_params.h checks with #error, so a bad table entry fails here, not in a build.
     public var isWellFormed: Bool {
         let sizes = [tileM, tileN, tileK, workM, workN, vectorM, vectorN]
-        guard sizes.allSatisfy({ $0 >= 1 }), [1, 2, 4].contains(vectorM), [1, 2, 4].contains(vectorN) else { return false }
+        guard sizes.allSatisfy({ $0 >= 1 }), [1, 2, 4].contains(vectorM), [1, 2, 4].contains(vectorN),
+              [0, 1].contains(padding) else { return false }
         guard tileM % workM == 0, tileN % workN == 0, workM % vectorM == 0, workN % vectorN == 0 else { return false }
         let nt = threads
         return nt % tileM == 0 && nt % tileN == 0 && nt % tileK == 0
@@ -142,12 +153,25 @@ public struct GemmTiling: Hashable, Sendable, CustomStringConvertible {
 
     /// The -D defines of Kernels/gemm_params.h.
     public var defines: [String: String] {
-        ["TM": "\(tileM)", "TN": "\(tileN)", "TK": "\(tileK)", "WPTM": "\(workM)", "WPTN": "\(workN)",
-         "VWM": "\(vectorM)", "VWN": "\(vectorN)"]
+        var d = ["TM": "\(tileM)", "TN": "\(tileN)", "TK": "\(tileK)", "WPTM": "\(workM)", "WPTN": "\(workN)",
+                 "VWM": "\(vectorM)", "VWN": "\(vectorN)"]
+        if padding != 1 { d["PAD"] = "\(padding)" }
+        return d
     }
 
     public var description: String {
         "\(tileM)x\(tileN)x\(tileK) tiles, \(workM)x\(workN) per work-item, vectors \(vectorM)/\(vectorN)"
+            + (padding == 1 ? "" : ", padding \(padding)")
+    }
+
+    /// Decodes files written before `padding` existed (it was always one vector).
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(tileM: try c.decode(Int.self, forKey: .tileM), tileN: try c.decode(Int.self, forKey: .tileN),
+                  tileK: try c.decode(Int.self, forKey: .tileK), workM: try c.decode(Int.self, forKey: .workM),
+                  workN: try c.decode(Int.self, forKey: .workN), vectorM: try c.decode(Int.self, forKey: .vectorM),
+                  vectorN: try c.decode(Int.self, forKey: .vectorN),
+                  padding: try c.decodeIfPresent(Int.self, forKey: .padding) ?? 1)
     }
 }
 

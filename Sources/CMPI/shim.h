@@ -1,0 +1,12 @@
+// MPI from the distribution's Open MPI (pkg-config ompi-c adds the include and library paths).
+// Open MPI spells its handles (MPI_COMM_WORLD, MPI_FLOAT, ...) as macros over addresses of globals,
+// which Swift does not import: these accessors hand them over as values.
+#include <mpi.h>
+
+static inline MPI_Comm updraft_mpi_comm_world(void) { return MPI_COMM_WORLD; }
+static inline MPI_Datatype updraft_mpi_float(void) { return MPI_FLOAT; }
+static inline MPI_Datatype updraft_mpi_double(void) { return MPI_DOUBLE; }
+static inline MPI_Datatype updraft_mpi_char(void) { return MPI_CHAR; }
+static inline MPI_Errhandler updraft_mpi_errors_return(void) { return MPI_ERRORS_RETURN; }
+static inline int updraft_mpi_thread_serialized(void) { return MPI_THREAD_SERIALIZED; }
+static inline int updraft_mpi_max_error_string(void) { return MPI_MAX_ERROR_STRING; }

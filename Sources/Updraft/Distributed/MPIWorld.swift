@@ -1,0 +1,195 @@
+import CMPI
+import Foundation
+
+/// The processes of one MPI job (`mpirun -np N updraft ...`), joined once per process. Every MPI call
+/// runs on one serial queue (MPI_THREAD_SERIALIZED), so that the training thread can wait for a
+/// collective with a time limit: a rank that dies or hangs ends the others with a `.ranks` error
+/// instead of a hang. MPI is initialised only when `join` is called, which Updraft does only when
+/// launched by mpirun (`isLaunched`): a run without mpirun never touches it.
+public final class MPIWorld: @unchecked Sendable {
+    /// This process's rank, 0..<size; rank 0 writes files and prints progress.
+    public let rank: Int
+    public let size: Int
+    /// Seconds a collective may wait for the other ranks before the run stops with a `.ranks` error
+    /// (`UPDRAFT_MPI_TIMEOUT`, default 300: a first step compiles kernels and fills caches).
+    public var timeout: Double
+    private let comm: MPI_Comm
+    private let queue = DispatchQueue(label: "updraft.mpi")
+
+    /// Set by the launchers Updraft knows: Open MPI's mpirun (and PMIx / PMI launchers such as srun).
+    public static let launchVariables = ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"]
+    public static let timeoutVariable = "UPDRAFT_MPI_TIMEOUT"
+
+    /// Whether this process was started by an MPI launcher.
+    public static func isLaunched(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        launchVariables.contains { environment[$0] != nil }
+    }
+
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var joined: MPIWorld?
+
+    /// The job this process belongs to, initialising MPI the first time.
+    public static func join(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MPIWorld {
+        lock.lock(); defer { lock.unlock() }
+        if let joined { return joined }
+        var timeout = 300.0
+        if let t = environment[timeoutVariable] {
+            guard let v = Double(t), v > 0 else {
+                throw UpdraftError(.invalidArgument, "\(timeoutVariable) must be a number of seconds above 0, got '\(t)'")
+            }
+            timeout = v
+        }
+        var provided: Int32 = 0
+        let rc = MPI_Init_thread(nil, nil, updraft_mpi_thread_serialized(), &provided)
+        guard rc == MPI_SUCCESS else {
+            throw UpdraftError(.ranks, "MPI_Init_thread failed (error \(rc))", hint: "check the mpirun command line and the Open MPI installation")
+        }
+        guard provided >= updraft_mpi_thread_serialized() else {
+            throw UpdraftError(.ranks, "this MPI library cannot be called from more than one thread (MPI_THREAD_SERIALIZED)",
+                               hint: "use an Open MPI built with thread support (Debian's is)")
+        }
+        let comm: MPI_Comm = updraft_mpi_comm_world()!
+        // Errors come back as return codes (thrown as named errors), not as an abort inside MPI.
+        MPI_Comm_set_errhandler(comm, updraft_mpi_errors_return())
+        var rank: Int32 = 0, size: Int32 = 0
+        MPI_Comm_rank(comm, &rank)
+        MPI_Comm_size(comm, &size)
+        let world = MPIWorld(rank: Int(rank), size: Int(size), timeout: timeout, comm: comm)
+        joined = world
+        return world
+    }
+
+    private init(rank: Int, size: Int, timeout: Double, comm: MPI_Comm) {
+        self.rank = rank; self.size = size; self.timeout = timeout; self.comm = comm
+    }
+
+    /// "rank 1 of 2", for messages.
+    public var name: String { "rank \(rank) of \(size)" }
+
+    // MARK: Running collectives with a time limit
+
+    /// A collective queued on the MPI queue; `wait` gives its result or throws a `.ranks` error when
+    /// the other ranks do not answer within the world's timeout.
+    final class Pending<T> {
+        private let done = DispatchSemaphore(value: 0)
+        private var outcome: Result<T, Error>?
+        let what: String
+        unowned let world: MPIWorld
+        init(_ what: String, world: MPIWorld) { self.what = what; self.world = world }
+        func finish(_ r: Result<T, Error>) { outcome = r; done.signal() }
+        func wait() throws -> T {
+            if done.wait(timeout: .now() + world.timeout) == .timedOut {
+                world.stalled = true
+                throw UpdraftError(.ranks, "\(world.name): no answer from the other ranks within \(Int(world.timeout)) s during \(what) "
+                                   + "(a rank died, hung or lost its device)",
+                                   hint: "see the other ranks' errors; \(MPIWorld.timeoutVariable) sets the limit")
+            }
+            done.signal()
+            return try outcome!.get()
+        }
+    }
+
+    /// Set once a collective timed out: MPI is then stuck and must not be finalised.
+    public private(set) var stalled = false
+
+    /// Queues `body` on the MPI queue and returns at once.
+    func start<T>(_ what: String, _ body: @escaping () throws -> T) -> Pending<T> {
+        let p = Pending<T>(what, world: self)
+        queue.async { p.finish(Result { try body() }) }
+        return p
+    }
+
+    /// Runs `body` on the MPI queue and waits for it (with the time limit).
+    func run<T>(_ what: String, _ body: @escaping () throws -> T) throws -> T { try start(what, body).wait() }
+
+    /// Throws a `.ranks` error naming the call when MPI returned an error.
+    func check(_ rc: Int32, _ call: String) throws {
+        guard rc != MPI_SUCCESS else { return }
+        var text = [CChar](repeating: 0, count: Int(updraft_mpi_max_error_string()) + 1)
+        var length: Int32 = 0
+        MPI_Error_string(rc, &text, &length)
+        throw UpdraftError(.ranks, "\(name): \(call) failed: \(String(cString: text)) (a rank died or the network failed)",
+                           hint: "see the other ranks' errors")
+    }
+
+    // MARK: Collectives (call on the MPI queue)
+
+    /// Every rank's `values` (the same count on each), rank by rank.
+    func allgather(_ values: [Double]) throws -> [[Double]] {
+        let n = values.count
+        var out = [Double](repeating: 0, count: n * size)
+        let rc = values.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                MPI_Allgather(src.baseAddress, Int32(n), updraft_mpi_double(), dst.baseAddress, Int32(n), updraft_mpi_double(), comm)
+            }
+        }
+        try check(rc, "MPI_Allgather")
+        return (0..<size).map { Array(out[$0 * n..<($0 + 1) * n]) }
+    }
+
+    /// The chunk of a `count`-value vector that each rank reduces: consecutive, sizes differing by at most one.
+    func chunks(_ count: Int) -> [Range<Int>] {
+        DataParallelism.ranges(DataParallelism.sliceSizes(count: count, shares: Array(repeating: 1, count: size)))
+    }
+
+    /// sum over ranks r of weights[r] * values_r, element by element, accumulated in Double in rank
+    /// order (skipping zero weights) and rounded to Float once: exactly `DataParallelism.combine`'s
+    /// arithmetic, so every rank gets the same bits whatever the network does. Bandwidth like a ring
+    /// allreduce: each rank sends (N-1)/N of the vector twice — once to the rank that reduces each
+    /// chunk (MPI_Alltoallv), once the reduced chunks to everyone (MPI_Allgatherv).
+    func deterministicSum(_ values: [Float], weights: [Double]) throws -> [Float] {
+        precondition(weights.count == size)
+        let parts = chunks(values.count)
+        let mine = parts[rank]
+        let sendCounts = parts.map { Int32($0.count) }, sendOffsets = parts.map { Int32($0.lowerBound) }
+        let recvCounts = [Int32](repeating: Int32(mine.count), count: size)
+        let recvOffsets = (0..<size).map { Int32($0 * mine.count) }
+        var received = [Float](repeating: 0, count: mine.count * size)
+        var rc = values.withUnsafeBufferPointer { src in
+            received.withUnsafeMutableBufferPointer { dst in
+                MPI_Alltoallv(src.baseAddress, sendCounts, sendOffsets, updraft_mpi_float(),
+                              dst.baseAddress, recvCounts, recvOffsets, updraft_mpi_float(), comm)
+            }
+        }
+        try check(rc, "MPI_Alltoallv")
+        var reduced = [Float](repeating: 0, count: mine.count)
+        received.withUnsafeBufferPointer { src in
+            reduced.withUnsafeMutableBufferPointer { dst in
+                var sum = [Double](repeating: 0, count: mine.count)
+                for (r, w) in weights.enumerated() where w != 0 {
+                    let base = r * mine.count
+                    for k in 0..<mine.count { sum[k] += w * Double(src[base + k]) }
+                }
+                for k in 0..<mine.count { dst[k] = Float(sum[k]) }
+            }
+        }
+        var out = [Float](repeating: 0, count: values.count)
+        rc = reduced.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                MPI_Allgatherv(src.baseAddress, Int32(mine.count), updraft_mpi_float(), dst.baseAddress,
+                               sendCounts, sendOffsets, updraft_mpi_float(), comm)
+            }
+        }
+        try check(rc, "MPI_Allgatherv")
+        return out
+    }
+
+    /// Waits until every rank gets here.
+    public func barrier(_ what: String) throws {
+        try run(what) { [self] in try check(MPI_Barrier(comm), "MPI_Barrier") }
+    }
+
+    /// The same value on every rank: rank 0's.
+    func broadcast(_ values: [Double]) throws -> [Double] {
+        var v = values
+        let rc = v.withUnsafeMutableBufferPointer { MPI_Bcast($0.baseAddress, Int32($0.count), updraft_mpi_double(), 0, comm) }
+        try check(rc, "MPI_Bcast")
+        return v
+    }
+
+    /// Ends MPI at the end of a run that completed on every rank (not after a timeout: MPI is stuck then).
+    public func finalize() {
+        guard !stalled else { return }
+        queue.sync { _ = MPI_Finalize() }
+    }
+}

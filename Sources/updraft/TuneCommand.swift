@@ -1,0 +1,116 @@
+import Foundation
+import Updraft
+
+/// `updraft tune [--device N] [--quick] [--model M.mlmodel --batch-size B]`: searches the GEMM and
+/// convolution kernels' parameters (and CLBlast) on one OpenCL device for the shapes a model trains
+/// with, and stores the winners in the calibration cache, where every later run on that device,
+/// driver and kernel source finds them.
+let tuneCommand = CLICommand(
+    CommandSpec(
+        name: "tune",
+        summary: "Tune the GEMM and convolution kernels (tilings, split-K, CLBlast) for one OpenCL device",
+        options: [
+            OptionSpec("device", value: "INDEX", help: "OpenCL device index from `updraft devices` (default: the first GPU, else 0)"),
+            OptionSpec("quick", help: "the quick space (table tilings, common GPU shapes, split-K 1/4/16, CLBlast), 90 s budget"),
+            OptionSpec("space", value: "S", help: "tiny, quick or full (default full: every well-formed tiling, 900 s budget)"),
+            OptionSpec("budget", value: "SECONDS", help: "stop after this long and keep the best so far (default: the space's)"),
+            OptionSpec("model", value: "M.mlmodel", help: "tune the shapes this model trains with (default: SqueezeNet 1.1, 10 classes)"),
+            OptionSpec("batch-size", value: "B", help: "the batch size to tune for (default: the model's miniBatchSize, else 64)"),
+            OptionSpec("no-clblast", help: "leave CLBlast out of the candidates"),
+            OptionSpec("json", help: "print what was measured as JSON"),
+        ],
+        discussion: """
+        Each candidate is built, checked against the Double reference on a small problem of the same kind, then \
+        timed on the real shape (forward, input gradient, weight gradient); the fastest per shape class wins. \
+        Results go to \(CalibrationCache.tuningFileName) in the calibration cache ($\(CalibrationCache.directoryVariable), \
+        $XDG_CACHE_HOME/updraft or ~/.cache/updraft), keyed by device, driver version and kernel-source hash; \
+        devices without a tuning use the built-in table. \(CalibrationCache.tuningVariable)=off ignores stored tunings.
+        """),
+    run: { args in
+        let space: KernelTuningSpace
+        if let s = try args.choice("space", KernelTuningSpace.allCases.map(\.rawValue)) {
+            guard !args.flag("quick") || s == "quick" else { throw UsageError("--quick and --space \(s) disagree; give one") }
+            space = KernelTuningSpace(rawValue: s)!
+        } else {
+            space = args.flag("quick") ? .quick : .full
+        }
+        let budget = try args.double("budget")
+        if let budget, !(budget > 0) { throw UsageError("--budget must be a positive number of seconds, got \(budget)") }
+        let graph: NetworkGraph
+        let modelName: String
+        if let path = args.value("model") {
+            graph = try NetworkGraph(model: try CoreMLModel(contentsOf: URL(fileURLWithPath: path)))
+            modelName = path
+        } else {
+            graph = try NetworkGraph(model: try SqueezeNet.build(.init(classes: 10)))
+            modelName = "SqueezeNet 1.1 (10 classes)"
+        }
+        let batch = try args.int("batch-size")
+            ?? graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) } ?? 64
+        guard batch >= 1 else { throw UsageError("--batch-size must be at least 1, got \(batch)") }
+
+        let device = try pickDevice(try args.int("device"))
+        var tuner = KernelTuner(context: try OpenCLContext(device: device), space: space, budgetSeconds: budget)
+        tuner.includeCLBlast = !args.flag("no-clblast")
+        let json = args.flag("json")
+        tuner.log = { line in printError("  " + line) }
+        let problems = try KernelTuningProblem.forTraining(graph, batch: batch)
+        guard !problems.isEmpty else {
+            throw UpdraftError(.invalidArgument, "\(modelName) has no convolution or inner-product layer to tune",
+                               hint: "tune with a model that has them, or leave out --model")
+        }
+        printError("tuning \(problems.count) shapes of \(modelName) at batch \(batch) on \(device.info.name) "
+                   + "(\(space.rawValue) space, budget \(Int(tuner.budgetSeconds)) s)")
+        let cache = CalibrationCache()
+        let report = try tuner.tune(problems, cache: cache)
+        if json {
+            let data = try JSONSerialization.data(withJSONObject: reportJSON(report, device: device, model: modelName, batch: batch),
+                                                  options: [.prettyPrinted, .sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print(String(format: "tuned %d shapes in %.1f s on %@; stored in %@", report.outcomes.count, report.seconds,
+                         device.info.name, cache.tuningFileURL.path))
+            let changed = report.entry.variants.count
+            print("\(changed) shape classes run a tuned variant (\(report.entry.variants.values.filter { $0.engine == .clblast }.count) on CLBlast); the rest keep the table")
+            if !report.skipped.isEmpty {
+                print("budget ran out: \(report.skipped.count) shapes keep the table (\(report.skipped.map(\.name).joined(separator: ", ")))")
+            }
+        }
+        return 0
+    })
+
+/// The OpenCL device `--device` names, else the first GPU, else the first device.
+private func pickDevice(_ index: Int?) throws -> OpenCLDevice {
+    let devices = try OpenCLRuntime.devices()
+    guard !devices.isEmpty else {
+        throw UpdraftError(.device, "no OpenCL device found",
+                           hint: OpenCLRuntime.availability ?? "install pocl-opencl-icd or a GPU driver's OpenCL ICD")
+    }
+    if let index {
+        guard let d = devices.first(where: { $0.info.index == index }) else {
+            throw UsageError("--device \(index) does not exist; `updraft devices` lists 0...\(devices.count - 1)")
+        }
+        return d
+    }
+    return devices.first { $0.info.type == .gpu } ?? devices[0]
+}
+
+private func reportJSON(_ r: KernelTuner.Report, device: OpenCLDevice, model: String, batch: Int) -> [String: Any] {
+    func opt(_ v: Double?) -> Any { v ?? NSNull() }
+    return [
+        "device": device.info.name, "driver": device.info.driverVersion, "platform": device.info.platformName,
+        "key": r.key, "space": r.entry.space, "kernelSourceHash": r.entry.kernelSourceHash, "model": model, "batch": batch,
+        "seconds": r.seconds, "skipped": r.skipped.map(\.description),
+        "shapes": r.outcomes.map { o -> [String: Any] in
+            [
+                "problem": o.problem.name, "shape": o.problem.shape.description, "class": o.problem.shape.classKey,
+                "flops": o.problem.flops, "tableSeconds": opt(o.tableSeconds), "bestSeconds": opt(o.bestSeconds),
+                "clblastSeconds": opt(o.clblastSeconds), "choice": o.best.map { "\($0)" } ?? "table",
+                "engine": o.best?.engine.rawValue ?? KernelVariant.Engine.inHouse.rawValue,
+                "speedupOverTable": o.tableSeconds.flatMap { t in o.bestSeconds.map { t / $0 } } ?? NSNull(),
+                "bestGFLOPs": o.bestSeconds.map { o.problem.flops / $0 * 1e-9 } ?? NSNull(),
+                "timed": o.timed, "rejected": o.rejected.map { ["variant": "\($0.0)", "reason": $0.1] },
+            ]
+        },
+    ]
+}
