@@ -5,7 +5,7 @@ PYTHON ?= python3
 UPDRAFT = .build/release/updraft
 PYDEPS = .build/pydeps.stamp
 
-.PHONY: deps build release demo test swift-test interop clean
+.PHONY: deps build release demo test swift-test interop fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -57,6 +57,11 @@ interop: deps
 	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
 	  rm "$$dir/small.mlmodel"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
+
+# Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
+# chunk in a child process with a memory limit and a timeout; prints how long it took.
+fuzz: deps
+	bash Tests/Scripts/fuzz.sh
 
 clean:
 	rm -rf .build

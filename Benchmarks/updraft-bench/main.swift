@@ -6,6 +6,7 @@ let commands: [CLICommand] = [
     kernelsCommand,
     epochsCommand,
     chainCommand,
+    fuzzCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",
