@@ -4,7 +4,7 @@
 # There:  bash Benchmarks/gpu-check.sh       (device `run` with carry [".device"]; results in $OUT)
 #
 # 1. which OpenCL devices the NVIDIA driver shows; 2. every backend against the reference (gradcheck,
-# quick lists); 3. the kernel tuner (--quick, 90 s budget) for SqueezeNet's shapes, stored in
+# quick lists); 3. the kernel tuner (--quick, 80 s budget) for SqueezeNet's shapes, stored in
 # $OUT/cache so that the next steps run what it chose; 4. kernel timings at SqueezeNet's shapes against
 # the device's measured peak, both GEMM engines side by side; 5. training epochs on the GPU, with and
 # without the feature cache, side by side with PyTorch on CUDA (TF32 off); 6. the same on the host's
@@ -19,23 +19,25 @@ run() { bash .device/run.sh "$@"; }
 images=${GPU_CHECK_IMAGES:-4096}
 status=0
 started=$SECONDS
+# step NAME LIMIT_SECONDS COMMAND...: the limits add up to 470 s, so the whole run fits in 8 minutes
+# even when a step hangs (it is then stopped, reported as failed, and the next step runs).
 step() {
-  local name=$1; shift
-  echo "== $name: $*" >&2
+  local name=$1 limit=$2; shift 2
+  echo "== $name (at most $limit s): $*" >&2
   local start=$SECONDS
-  if ! "$@" > "$out/$name.txt" 2> "$out/$name.err"; then echo "   $name failed (see $name.err)" >&2; status=1; fi
+  if ! timeout -k 5 "$limit" "$@" > "$out/$name.txt" 2> "$out/$name.err"; then echo "   $name failed or ran past $limit s (see $name.err)" >&2; status=1; fi
   echo "$name $((SECONDS - start))" >> "$out/step-seconds.txt"
   echo "   $name took $((SECONDS - start)) s" >&2
   tail -n 40 "$out/$name.txt" >&2
 }
 : > "$out/step-seconds.txt"
 ls .device/lib | grep -q '^libclblast' || echo "warning: .device/lib has no libclblast (rebundle with ../shared/gpu/bundle.sh)" >&2
-step devices   run updraft devices
-step gradcheck run updraft gradcheck --quick
-step tune      run updraft tune --quick --json
-step kernels   run updraft-bench kernels --json
-step epochs    run updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
-step epochs-cpu run updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
+step devices    20 run updraft devices
+step gradcheck  50 run updraft gradcheck --quick
+step tune      110 run updraft tune --quick --budget 80 --json
+step kernels   110 run updraft-bench kernels --json
+step epochs    120 run updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
+step epochs-cpu 60 run updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
 echo "total $((SECONDS - started))" >> "$out/step-seconds.txt"
 python3 "$here/gpu_check_summary.py" "$out" > "$out/summary.json" || { echo "summary failed" >&2; status=1; }
 cat "$out/summary.json" >&2

@@ -8,6 +8,7 @@ let epochsCommand = CLICommand(CommandSpec(
     summary: "time training epochs of the SqueezeNet 1.1 fine-tuning workload on each device",
     options: [
         OptionSpec("images", value: "N", help: "synthetic training images per epoch (default 128)"),
+        OptionSpec("data", value: "DIR", help: "train from image files instead (class folders 0...9, e.g. from `updraft-bench data --generate-only`)"),
         OptionSpec("epochs", value: "E", help: "epochs per run: the first, then the steady state (default 2)"),
         OptionSpec("compute-units", value: "U", help: "only cpuOnly (CPU backend), cpuAndGPU (OpenCL GPUs) or all (every OpenCL device)"),
         OptionSpec("device", value: "INDEX", help: "only this OpenCL device index (see `updraft devices`), or cpu"),
@@ -22,7 +23,9 @@ let epochsCommand = CLICommand(CommandSpec(
     discussion: """
     The workload: SqueezeNet 1.1 built in memory (227x227 RGB, 10 classes), conv10 and fullyconnected0
     trained with SGD (learning rate 0.001, momentum 0.9), mini-batch 64, categorical cross-entropy, on
-    N seeded random images; everything before conv10 is frozen. Each configuration (compute units,
+    N seeded random images (or, with --data, the image files of DIR, decoded and stretched to 227x227 as
+    `updraft train` does, against a PyTorch DataLoader with as many workers as cores); everything
+    before conv10 is frozen. Each configuration (compute units,
     device, feature cache on/off) runs in a child process so that its peak host memory is its own.
     The steady state is the best epoch after the first. GFLOP/s counts the work the executor does
     (frozen forward, tail forward, weight gradients, needed input gradients), from the op descriptions.
@@ -40,9 +43,17 @@ struct EpochsBench {
     let pytorchScript: String?
     let inProcess: Bool
     let opTimes: Bool
+    let data: String?
 
     init(_ args: ParsedArguments) throws {
-        images = try args.int("images") ?? 128
+        data = args.value("data")
+        if let data {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: data, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw UsageError("--data \(data) is not a folder of class folders")
+            }
+        }
+        images = try data.map { try EpochsWorkload.fileDataset(dir: $0).count } ?? args.int("images") ?? 128
         epochs = try args.int("epochs") ?? 2
         guard images >= 1 else { throw UsageError("--images must be at least 1, got \(images)") }
         guard epochs >= 1 else { throw UsageError("--epochs must be at least 1, got \(epochs)") }
@@ -146,8 +157,9 @@ struct EpochsBench {
                 notes.append("PyTorch comparison skipped: no CPU or GPU run to compare with")
             } else if let script = PyTorchComparison.locateScript(explicit: pytorchScript) {
                 let threads = results.compactMap(\.threads).first ?? CPUBackend().threadCount
-                printError("running PyTorch: python3 \(script) --images \(images) --threads \(threads) --devices \(devices.joined(separator: ","))")
-                let outcome = PyTorchComparison.run(script: script, images: images, epochs: epochs, threads: threads, devices: devices)
+                printError("running PyTorch: python3 \(script) --images \(images) --threads \(threads) --devices \(devices.joined(separator: ","))\(data.map { " --data \($0)" } ?? "")")
+                let outcome = PyTorchComparison.run(script: script, images: images, epochs: epochs, threads: threads, devices: devices,
+                                                    data: data)
                 notes += outcome.notes
                 ratios = PyTorchComparison.ratios(updraft: results, pytorch: outcome.runs)
                 pytorch = outcome
@@ -175,7 +187,7 @@ struct EpochsBench {
                                    : "the whole process so far (earlier runs included, --in-process)"
         do {
             let r = try runEpochs(target: target, featureCache: cache, images: images, epochs: epochs, peakScope: scope,
-                                  opTimes: opTimes, progress: { printError($0) })
+                                  opTimes: opTimes, dataDir: data, progress: { printError($0) })
             return Outcome(runs: [r])
         } catch {
             return Outcome(notes: [skipNote(target, cache: cache, error: "\(error)")])
@@ -197,7 +209,7 @@ struct EpochsBench {
         }
         let args = ["epochs", "--in-process", "--json", "--images", String(images), "--epochs", String(epochs),
                     "--compute-units", target.computeUnits, "--device", target.openCLIndex.map(String.init) ?? "cpu",
-                    "--feature-cache", cache ? "on" : "off"] + (opTimes ? ["--op-times"] : [])
+                    "--feature-cache", cache ? "on" : "off"] + (opTimes ? ["--op-times"] : []) + (data.map { ["--data", $0] } ?? [])
         let result: ChildResult
         do {
             result = try runChild(executable: exe, arguments: args, captureStandardError: false)

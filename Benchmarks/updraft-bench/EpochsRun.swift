@@ -30,6 +30,11 @@ enum EpochsWorkload {
         [.miniBatchSize: .int(Int64(batch)), .momentum: .double(momentum), .learningRate: .double(learningRate)]
     }
 
+    /// The image files of `dir` (class folders named 0...9), prepared as `updraft train` prepares them.
+    static func fileDataset(dir: String) throws -> BatchProvider {
+        try ModelDataset(model: model(epochs: 1), path: URL(fileURLWithPath: dir)).provider
+    }
+
     static func dataset(images: Int) throws -> SyntheticImageDataset {
         try SyntheticImageDataset(count: images, itemShape: [3, inputSize, inputSize], classes: classes, seed: dataSeed)
     }
@@ -129,9 +134,9 @@ struct EpochBreakdown: Codable {
 /// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
 func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
-               progress: @escaping (String) -> Void) throws -> EpochsRunResult {
+               dataDir: String? = nil, progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try EpochsWorkload.model(epochs: epochs)
-    let data = try EpochsWorkload.dataset(images: images)
+    let data: BatchProvider = try dataDir.map { try EpochsWorkload.fileDataset(dir: $0) } ?? EpochsWorkload.dataset(images: images)
     let inner: Backend
     var threads: Int? = nil
     if let index = target.openCLIndex {
@@ -207,7 +212,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         effectiveGflopsFirst: firstWork / max(first, 1e-9) / 1e9,
         effectiveGflops: steadyPerImage * Double(perEpoch) / max(steady, 1e-9) / 1e9,
         meanLoss: losses, peakHostBytes: ProcessMemory.peakResidentBytes(), peakHostScope: peakScope,
-        datasetBytes: data.byteCount,
+        datasetBytes: (data as? SyntheticImageDataset)?.byteCount ?? 0,
         featureCacheBytes: stats.map { $0.deviceBytes + $0.hostBytes } ?? 0,
         featureCacheDeviceBytes: stats?.deviceBytes ?? 0, featureCacheDevice: stats?.deviceName,
         backendBufferBytes: backend.peakBytes,

@@ -42,6 +42,7 @@ enum KernelWorkloads {
         }
         if let conv10 = layers.first(where: { $0.name == "conv10" }), let g = try conv10.convolutionGeometry(batch: batch) {
             out.append(cacheGather(rowLength: g.inputShape.count / max(1, batch), batch: batch))
+            out.append(cacheGather(rowLength: g.inputShape.count / max(1, batch), batch: batch, half: true))
         }
         out.append(gemm("sgemm", GemmOperation(m: gemmSide, n: gemmSide, k: gemmSide)))
         out.append(gemm("conv10 GEMM", GemmOperation(m: 1000, n: 169 * batch, k: 512)))
@@ -117,12 +118,19 @@ enum KernelWorkloads {
 
     /// The feature cache's per-step gather: a batch of conv10 inputs from scattered slots of an
     /// arena four batches long (one `copyRows`; bytes = rows read + rows written).
-    static func cacheGather(rowLength: Int, batch: Int) -> KernelWorkload {
+    /// `half`: from an fp16 arena (`--feature-cache-fp16`), converted to floats on the way (bytes = halves
+    /// read + floats written).
+    static func cacheGather(rowLength: Int, batch: Int, half: Bool = false) -> KernelWorkload {
         let arenaRows = 4 * batch
         let slots = (0..<batch).map { ($0 * 7 + 3) % arenaRows }
-        return KernelWorkload(layer: "feature cache", op: "gather", shape: "\(batch) rows of \(rowLength) from \(arenaRows)",
-                              cost: OpCost(flops: 0, bytes: Double(2 * batch * rowLength * 4))) { cl in
-            let arena = try filled(cl, arenaRows * rowLength, 0.5), out = try filled(cl, batch * rowLength, 0)
+        return KernelWorkload(layer: "feature cache", op: half ? "gather fp16" : "gather",
+                              shape: "\(batch) rows of \(rowLength) from \(arenaRows)",
+                              cost: OpCost(flops: 0, bytes: Double(batch * rowLength * (half ? 6 : 8)))) { cl in
+            let arena = try filled(cl, half ? (arenaRows * rowLength + 1) / 2 : arenaRows * rowLength, 0.5)
+            let out = try filled(cl, batch * rowLength, 0)
+            if half {
+                return { try cl.copyRows(arena, rows: slots, to: out, rows: Array(0..<batch), rowLength: rowLength, toHalf: false) }
+            }
             return { try cl.copyRows(arena, rows: slots, to: out, rows: Array(0..<batch), rowLength: rowLength) }
         }
     }

@@ -47,10 +47,10 @@ enum PyTorchComparison {
 
     /// `explicit`, else Benchmarks/pytorch_baseline.py under the working directory, else under a
     /// folder above the executable (the repository root of a `.build/<config>/updraft-bench`).
-    static func locateScript(explicit: String?) -> String? {
+    static func locateScript(explicit: String?, name: String = "pytorch_baseline.py") -> String? {
         let fm = FileManager.default
         if let explicit { return explicit }
-        let relative = "Benchmarks/pytorch_baseline.py"
+        let relative = "Benchmarks/" + name
         var candidates = [URL(fileURLWithPath: fm.currentDirectoryPath).appendingPathComponent(relative)]
         if let exe = executablePath() {
             var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
@@ -63,9 +63,9 @@ enum PyTorchComparison {
     }
 
     /// Runs the script; never throws: whatever goes wrong becomes a note.
-    static func run(script: String, images: Int, epochs: Int, threads: Int, devices: [String]) -> Outcome {
+    static func run(script: String, images: Int, epochs: Int, threads: Int, devices: [String], data: String? = nil) -> Outcome {
         let args = [script, "--images", String(images), "--epochs", String(epochs), "--threads", String(threads),
-                    "--devices", devices.joined(separator: ",")]
+                    "--devices", devices.joined(separator: ",")] + (data.map { ["--data", $0] } ?? [])
         var outcome = Outcome(command: ["python3"] + args)
         guard FileManager.default.fileExists(atPath: script) else {
             outcome.notes.append("PyTorch comparison skipped: \(script) does not exist (give --pytorch-script PATH)")

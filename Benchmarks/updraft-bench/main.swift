@@ -7,8 +7,9 @@ let commands: [CLICommand] = [
     epochsCommand,
     chainCommand,
     fuzzCommand,
+    dataCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",
-                    summary: "updraft-bench: measure Updraft's kernels and training epochs.",
+                    summary: "updraft-bench: measure Updraft's kernels, training epochs and data pipeline.",
                     commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))

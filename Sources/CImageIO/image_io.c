@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int uimg_fail(char *error, size_t capacity, int code, const char *format, ...) {
     if (error != NULL && capacity > 0) {
@@ -92,18 +93,7 @@ static const char *guess_other_format(const uint8_t *data, size_t size) {
     return NULL;
 }
 
-int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out, char *error,
-                       size_t capacity) {
-    if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
-    memset(out, 0, sizeof *out);
-    if (data == NULL || size == 0) {
-        return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "empty file (0 bytes)");
-    }
-    switch (uimg_detect_format(data, size)) {
-    case UIMG_FORMAT_PNG: return uimg_decode_png(data, size, out, error, capacity);
-    case UIMG_FORMAT_JPEG: return uimg_decode_jpeg(data, size, out, error, capacity);
-    default: break;
-    }
+int uimg_unsupported_format(const uint8_t *data, size_t size, char *error, size_t capacity) {
     const char *other = guess_other_format(data, size);
     if (other != NULL) {
         return uimg_fail(error, capacity, UIMG_ERR_UNSUPPORTED,
@@ -116,32 +106,76 @@ int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out, char *
                      "not a PNG or JPEG file (starts with bytes %s)", head);
 }
 
-int uimg_decode_file(const char *path, uimg_image *out, char *error, size_t capacity) {
+int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_decode_options *options,
+                               uimg_image *out, char *error, size_t capacity) {
     if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
     memset(out, 0, sizeof *out);
-    if (path == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no path given");
-    FILE *file = fopen(path, "rb");
-    if (file == NULL) return uimg_fail(error, capacity, UIMG_ERR_IO, "cannot open: %s", strerror(errno));
-
-    uimg_buffer buffer = {NULL, 0, 0};
-    int status = UIMG_OK;
-    for (;;) {
-        if (uimg_buffer_reserve(&buffer, 65536) != 0) {
-            status = buffer.size >= UIMG_MAX_IMAGE_BYTES - 65536
-                ? uimg_fail(error, capacity, UIMG_ERR_TOO_LARGE, "file is larger than %zu bytes",
-                            UIMG_MAX_IMAGE_BYTES)
-                : uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory reading the file");
-            break;
-        }
-        size_t got = fread(buffer.data + buffer.size, 1, buffer.capacity - buffer.size, file);
-        buffer.size += got;
-        if (got == 0) {
-            if (ferror(file)) status = uimg_fail(error, capacity, UIMG_ERR_IO, "cannot read: %s", strerror(errno));
-            break;
-        }
+    if (data == NULL || size == 0) {
+        return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "empty file (0 bytes)");
     }
-    fclose(file);
-    if (status == UIMG_OK) status = uimg_decode_memory(buffer.data, buffer.size, out, error, capacity);
-    free(buffer.data);
+    const uimg_decode_options defaults = {UIMG_DEFAULT_MAX_PIXELS, 0, 0};
+    if (options == NULL) options = &defaults;
+    // The header is read and checked against the pixel cap before either library sees the data.
+    uimg_header header;
+    int status = uimg_probe_memory(data, size, options->max_pixels, &header, error, capacity);
+    if (status != UIMG_OK) return status;
+    switch (header.format) {
+    case UIMG_FORMAT_PNG: return uimg_decode_png(data, size, options, out, error, capacity);
+    case UIMG_FORMAT_JPEG: return uimg_decode_jpeg(data, size, options, out, error, capacity);
+    default: return uimg_unsupported_format(data, size, error, capacity);
+    }
+}
+
+int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+    return uimg_decode_memory_options(data, size, NULL, out, error, capacity);
+}
+
+int uimg_decode_file_options(const char *path, const uimg_decode_options *options, uimg_image *out,
+                             char *error, size_t capacity) {
+    if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
+    memset(out, 0, sizeof *out);
+    uint64_t size = 0;
+    const int fd = uimg_open_regular(path, &size, error, capacity);
+    if (fd < 0) return -fd;
+    if (size > UIMG_MAX_IMAGE_BYTES) {
+        close(fd);
+        return uimg_fail(error, capacity, UIMG_ERR_TOO_LARGE, "file is %llu bytes, more than the %zu accepted",
+                         (unsigned long long)size, UIMG_MAX_IMAGE_BYTES);
+    }
+    if (size == 0) {
+        close(fd);
+        return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "empty file (0 bytes)");
+    }
+    // Probe the header first: a bomb is refused after reading a few bytes, not the whole file.
+    uimg_header header;
+    int status = uimg_probe_descriptor(fd, options == NULL ? 0 : options->max_pixels, &header, error, capacity);
+    if (status != UIMG_OK) {
+        close(fd);
+        return status;
+    }
+    uint8_t *data = malloc((size_t)size);
+    if (data == NULL) {
+        close(fd);
+        return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory reading a %llu-byte file",
+                         (unsigned long long)size);
+    }
+    size_t done = 0;
+    while (done < size) {
+        ssize_t got = read(fd, data + done, (size_t)size - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            status = uimg_fail(error, capacity, UIMG_ERR_IO, "cannot read: %s", strerror(errno));
+            break;
+        }
+        if (got == 0) break;  // the file shrank while being read: decode what is there
+        done += (size_t)got;
+    }
+    close(fd);
+    if (status == UIMG_OK) status = uimg_decode_memory_options(data, done, options, out, error, capacity);
+    free(data);
     return status;
+}
+
+int uimg_decode_file(const char *path, uimg_image *out, char *error, size_t capacity) {
+    return uimg_decode_file_options(path, NULL, out, error, capacity);
 }

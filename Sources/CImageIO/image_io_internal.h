@@ -28,7 +28,20 @@ typedef struct {
 /// UIMG_MAX_IMAGE_BYTES (the buffer is unchanged then).
 int uimg_buffer_reserve(uimg_buffer *buffer, size_t extra);
 
-int uimg_decode_png(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity);
-int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity);
+/// The UIMG_ERR_UNSUPPORTED error for data that is neither PNG nor JPEG, naming what it looks like.
+int uimg_unsupported_format(const uint8_t *data, size_t size, char *error, size_t capacity);
+
+/// Opens `path` for reading if it is a regular file, without blocking on a FIFO or device. Returns the
+/// descriptor and sets *size, or returns minus a UIMG_ERR_* code with the message written.
+int uimg_open_regular(const char *path, uint64_t *size, char *error, size_t capacity);
+
+/// Probes the header of an open regular file (read with pread, so the file offset is unchanged).
+int uimg_probe_descriptor(int fd, uint64_t max_pixels, uimg_header *out, char *error, size_t capacity);
+
+/// The codecs; `options` is never NULL and the header was already checked against the pixel cap.
+int uimg_decode_png(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
+                    char *error, size_t capacity);
+int uimg_decode_jpeg(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
+                     char *error, size_t capacity);
 
 #endif

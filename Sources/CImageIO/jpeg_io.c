@@ -126,7 +126,8 @@ static uint8_t *apply_orientation(const uint8_t *pixels, uint32_t width, uint32_
     return out;
 }
 
-int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+int uimg_decode_jpeg(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
+                     char *error, size_t capacity) {
     struct jpeg_decompress_struct cinfo;
     jpeg_error_context context;
     memset(&cinfo, 0, sizeof cinfo);
@@ -185,9 +186,29 @@ int uimg_decode_jpeg(const uint8_t *data, size_t size, uimg_image *out, char *er
         status = size_status;
         longjmp(context.jump, 1);
     }
+    // DCT-domain scaling: the smallest of 1/2, 1/4, 1/8 that still covers the size asked for. The
+    // orientation swaps width and height afterwards, so compare against the upright size.
+    if (options->min_width > 0 && options->min_height > 0) {
+        const int swap = orientation >= 5;
+        const uint32_t upright_w = swap ? cinfo.image_height : cinfo.image_width;
+        const uint32_t upright_h = swap ? cinfo.image_width : cinfo.image_height;
+        unsigned denom = 1;
+        while (denom < 8 && upright_w / (denom * 2) >= options->min_width && upright_h / (denom * 2) >= options->min_height) {
+            denom *= 2;
+        }
+        cinfo.scale_num = 1;
+        cinfo.scale_denom = denom;
+    }
+    jpeg_calc_output_dimensions(&cinfo);
+    if (cinfo.output_width != cinfo.image_width || cinfo.output_height != cinfo.image_height) {
+        size_status = uimg_image_bytes(cinfo.output_width, cinfo.output_height, channels, &bytes, error, capacity);
+        if (size_status != UIMG_OK) {
+            status = size_status;
+            longjmp(context.jump, 1);
+        }
+    }
     jpeg_start_decompress(&cinfo);
-    if ((uint32_t)cinfo.output_components != channels || cinfo.output_width != cinfo.image_width ||
-        cinfo.output_height != cinfo.image_height) {
+    if ((uint32_t)cinfo.output_components != channels) {
         uimg_fail(error, capacity, 0, "invalid JPEG data: unexpected output layout");
         longjmp(context.jump, 1);
     }

@@ -41,7 +41,9 @@ static void read_from_memory(png_structp png, png_bytep out, size_t count) {
     reader->position += count;
 }
 
-int uimg_decode_png(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+int uimg_decode_png(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
+                    char *error, size_t capacity) {
+    (void)options;  // the pixel cap was checked on the header; PNG has no reduced-size decoding
     png_memory_reader reader = {data, size, 0};
     png_error_context context = {error, capacity, "invalid PNG data"};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &context, on_png_error, on_png_warning);

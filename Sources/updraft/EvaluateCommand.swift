@@ -6,16 +6,18 @@ let evaluateCommand = CLICommand(CommandSpec(
     summary: "Loss, accuracy and confusion matrix of a model on a folder of labelled data.",
     positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
     options: [
-        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), or inputs.npy + targets.npy"),
+        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
         OptionSpec("batch-size", value: "N", help: "examples per forward pass (default 32)"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("json", help: "print JSON"),
-    ] + computeOptions
+    ] + imageDataOptionSpecs + computeOptions
 )) { args in
     guard let dataPath = args.value("data") else { throw UsageError("--data DIR is required") }
     let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
     let graph = try NetworkGraph(model: model)
-    let data = try ModelDataset(model: model, path: URL(fileURLWithPath: dataPath), skipUnreadable: args.flag("skip-unreadable"))
+    var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
+    dataOptions.skipUnreadable = args.flag("skip-unreadable")
+    let data = try ModelDataset(model: model, path: URL(fileURLWithPath: dataPath), options: dataOptions)
     data.warnings.forEach { printError("warning: \($0)") }
     let requested = try args.int("batch-size") ?? 32
     guard requested > 0 else { throw UsageError("--batch-size must be at least 1, got \(requested)") }

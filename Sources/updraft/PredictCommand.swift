@@ -6,7 +6,7 @@ let predictCommand = CLICommand(CommandSpec(
     summary: "The top-5 labels with probabilities for each image.",
     positionals: "MODEL.mlmodel IMAGE...", minPositionals: 2, maxPositionals: nil,
     options: [OptionSpec("top", value: "K", help: "how many labels to show (default 5)"),
-              OptionSpec("json", help: "print JSON Lines, one object per image")] + computeOptions
+              OptionSpec("json", help: "print JSON Lines, one object per image")] + imageDataOptionSpecs + computeOptions
 )) { args in
     let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
     let graph = try NetworkGraph(model: model)
@@ -17,7 +17,12 @@ let predictCommand = CLICommand(CommandSpec(
         throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")
     }
     let top = try args.int("top") ?? 5
-    let pre = try ImagePreprocessing(image: image, scaler: nil)
+    let dataOptions = try imageDataOptions(args, input: (image.width, image.height))
+    var pre = try ImagePreprocessing(image: image, scaler: nil)
+    pre.resize = dataOptions.resize
+    pre.filter = dataOptions.filter
+    pre.dctScaling = dataOptions.dctScaling
+    try pre.validate()
     let choice = try chooseBackends(args, graph: graph, batchSize: 1)
     choice.warnings.forEach { printError($0) }
     let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
@@ -25,7 +30,7 @@ let predictCommand = CLICommand(CommandSpec(
     var failures = 0
     for path in args.positionals.dropFirst() {
         do {
-            let decoded = try DecodedImage(contentsOf: URL(fileURLWithPath: path))
+            let decoded = try DecodedImage(contentsOfFile: path, limits: dataOptions.limits, atLeast: pre.decodeAtLeast)
             let input = pre.tensor(from: decoded)
             let probabilities = try runner.run(position: path) { try $0.predict(input.reshaped(Shape([1] + input.shape.dims))) }
             let ranked = probabilities.data.enumerated().sorted { $0.element > $1.element }.prefix(max(1, top))

@@ -6,8 +6,9 @@ let trainCommand = CLICommand(CommandSpec(
     summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
     positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
     options: [
-        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), or inputs.npy + targets.npy"),
-        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch"),
+        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
+        OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
+        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch (a folder or a labels .csv)"),
         OptionSpec("epochs", value: "N", help: "epochs (default: the model's)"),
         OptionSpec("batch-size", value: "N", help: "mini-batch size (default: the model's; must be an allowed value)"),
         OptionSpec("learning-rate", value: "X", help: "learning rate (default: the model's)"),
@@ -16,18 +17,22 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("no-shuffle", help: "keep the data's order every epoch"),
         OptionSpec("seed", value: "S", help: "shuffling and augmentation seed (default: the model's)"),
         OptionSpec("augment", value: "flip", help: "random flips: flip (horizontal), vflip, or flip,vflip"),
+        OptionSpec("random-resized-crop", value: "MIN,MAX",
+                   help: "torchvision's RandomResizedCrop for training images, area fraction MIN...MAX (turns the feature cache off)"),
+        OptionSpec("prefetch", value: "N", help: "mini-batches decoded ahead of training on worker threads (default 2)"),
         OptionSpec("short-last-batch", help: "keep a short last batch instead of wrapping round (Core ML wraps)"),
         OptionSpec("no-feature-cache", help: "recompute the frozen layers every epoch"),
         OptionSpec("feature-cache-device-mib", value: "MIB",
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
+        OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
-    ] + computeOptions + [dataParallelOption],
+    ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
         + "--out, --log and --sidecar are checked before training starts; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
@@ -35,7 +40,12 @@ let trainCommand = CLICommand(CommandSpec(
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
     let modelURL = URL(fileURLWithPath: args.positionals[0])
-    guard let trainPath = args.value("train") else { throw UsageError("--train DIR is required") }
+    if args.value("train") != nil && args.value("labels-csv") != nil {
+        throw UsageError("give --train or --labels-csv, not both")
+    }
+    guard let trainPath = args.value("train") ?? args.value("labels-csv") else {
+        throw UsageError("--train DIR (or --labels-csv FILE) is required")
+    }
     let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
     let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
@@ -68,6 +78,9 @@ let trainCommand = CLICommand(CommandSpec(
         return mib << 20
     }
     let deviceCacheBytes = try mebibytes("feature-cache-device-mib"), hostCacheBytes = try mebibytes("feature-cache-host-mib")
+    if args.flag("feature-cache-fp16") && args.flag("no-feature-cache") {
+        throw UsageError("--feature-cache-fp16 sets how the feature cache keeps features and --no-feature-cache turns it off: give one")
+    }
 
     // Where the results go (rank 0 writes them), checked before any data is read or any step is taken.
     let out = URL(fileURLWithPath: args.value("out")
@@ -82,15 +95,20 @@ let trainCommand = CLICommand(CommandSpec(
     }
     log?.onWriteFailure = { printError("warning: \($0)") }
 
-    let skip = args.flag("skip-unreadable")
-    let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), skipUnreadable: skip)
+    var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
+    dataOptions.skipUnreadable = args.flag("skip-unreadable")
+    let crop = try randomResizedCropOption(args)
+    if crop != nil && model.inputImage == nil { throw UsageError("--random-resized-crop applies to image models only") }
+    let prefetch = try args.int("prefetch") ?? 2
+    guard (1...64).contains(prefetch) else { throw UsageError("--prefetch must be 1...64; got \(prefetch)") }
+    let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), options: dataOptions)
     train.warnings.forEach { printError("warning: \($0)") }
     print("training data: \(train.summary)")
     var config = UpdateConfiguration()
     config.parameters = overrides
     config.distributed = ranks
     if let v = args.value("validation") {
-        let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), skipUnreadable: skip)
+        let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), options: dataOptions)
         validation.warnings.forEach { printError("warning: \($0)") }
         print("validation data: \(validation.summary)")
         config.validationData = validation.provider
@@ -103,11 +121,15 @@ let trainCommand = CLICommand(CommandSpec(
         config.augmentation = ImageAugmentation(horizontalFlip: parts.contains("flip") || parts.contains("hflip"),
                                                 verticalFlip: parts.contains("vflip"), seed: parameters.seed)
     }
+    config.augmentation.randomResizedCrop = crop
+    config.augmentation.seed = parameters.seed
+    config.prefetchDepth = prefetch
     config.shortLastBatch = args.flag("short-last-batch")
     if args.flag("skip-nonfinite") { config.nonFinite = .skipBatch }
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
+    config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
     if let every = try args.int("checkpoint-every") {
         guard every > 0 else { throw UsageError("--checkpoint-every must be at least 1") }
         config.checkpointEvery = every

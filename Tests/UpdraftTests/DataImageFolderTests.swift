@@ -78,6 +78,9 @@ final class DataImageFolderTests: XCTestCase {
         }
     }
 
+    /// Streaming: a file that is not an image (or is cut inside its header) is found when the data
+    /// set is listed; one damaged past its header is found when its example is read, naming it —
+    /// unless `skipUnreadable`, which decodes every image once at listing and skips the bad ones.
     func testUnreadableImageThrowsOrIsSkipped() throws {
         let folder = try DataTestFolder()
         try folder.write(try pixelPNG(11), to: "a/0.png")
@@ -85,7 +88,9 @@ final class DataImageFolderTests: XCTestCase {
         let broken = try folder.write(Array(png.prefix(png.count - 12)), to: "a/1-broken.png")
         try folder.write(try pixelPNG(33), to: "b/0.png")
 
-        XCTAssertThrowsError(try ImageFolderDataset(root: folder.url, preprocessing: gray1x1)) { error in
+        let streaming = try ImageFolderDataset(root: folder.url, preprocessing: gray1x1)
+        XCTAssertEqual(streaming.count, 3)
+        XCTAssertThrowsError(try streaming.example(at: 1)) { error in
             XCTAssertTrue("\(error)".contains(broken.path), "\(error)")
         }
         let dataset = try ImageFolderDataset(root: folder.url, preprocessing: gray1x1, skipUnreadable: true)
@@ -94,6 +99,11 @@ final class DataImageFolderTests: XCTestCase {
         XCTAssertEqual(try dataset.example(at: 1).input.data, [33])
         XCTAssertEqual(dataset.warnings.count, 1)
         XCTAssertTrue(dataset.warnings[0].contains(broken.path), dataset.warnings[0])
+
+        let header = try folder.write(Array(png.prefix(20)), to: "b/2-header.png")
+        XCTAssertThrowsError(try ImageFolderDataset(root: folder.url, preprocessing: gray1x1)) { error in
+            XCTAssertTrue("\(error)".contains(header.path), "\(error)")
+        }
     }
 
     func testEmptyAndMissingFoldersThrow() throws {

@@ -4,27 +4,25 @@ import XCTest
 final class DataPreprocessingTests: XCTestCase {
     private let gray2x2 = DecodedImage(width: 2, height: 2, channels: 1, pixels: [0, 100, 200, 40])
 
-    /// 2x2 -> 4x4, worked by hand with s = (o + 0.5) / 2 - 0.5 clamped at 0:
-    /// output 0 -> s = 0 (weight 0), 1 -> 0.25, 2 -> 0.75, 3 -> 1.25 clamped to the last pixel.
-    func testBilinearUpscaleHandWorked() {
-        let out = bilinearResize([0, 100, 200, 40], width: 2, height: 2, toWidth: 4, toHeight: 4)
-        let expected: [Float] = [
-            0, 25, 75, 100,
-            50, 58.75, 76.25, 85,
-            150, 126.25, 78.75, 55,
-            200, 160, 80, 40,
-        ]
-        for (i, (got, want)) in zip(out, expected).enumerated() { XCTAssertEqual(got, want, accuracy: 1e-4, "element \(i)") }
-
+    /// 2x2 -> 4x4 (upscaling: the triangle keeps half-width 1), worked by hand with centers
+    /// (o + 0.5) / 2 and taps clipped to the image: output 0 -> pixel 0 alone, 1 -> 0.75/0.25,
+    /// 2 -> 0.25/0.75, 3 -> the last pixel; rows then columns, each rounded to 8 bits (Pillow's values).
+    func testTriangleUpscaleHandWorked() {
         let prepared = ImagePreprocessing(width: 4, height: 4, colorSpace: .grayscale).prepare(gray2x2)
         XCTAssertEqual(prepared.samples, [0, 25, 75, 100, 50, 59, 76, 85, 150, 126, 79, 55, 200, 160, 80, 40])
     }
 
-    /// 4x1 -> 2x1: s = (o + 0.5) * 2 - 0.5 = 0.5 and 2.5, the means of neighbouring pairs.
-    func testBilinearDownscaleAveragesPairs() {
-        XCTAssertEqual(bilinearResize([10, 20, 30, 50], width: 4, height: 1, toWidth: 2, toHeight: 1), [15, 40])
-        // 3 -> 2 samples at 0.25 and 1.75: 10 + 0.25 * 10 = 12.5 and 20 + 0.75 * 40 = 50.
-        XCTAssertEqual(bilinearResize([10, 20, 60], width: 3, height: 1, toWidth: 2, toHeight: 1), [12.5, 50])
+    /// Downscaling widens the filter (antialiasing). 4 -> 2, triangle of half-width 2: output 0 has
+    /// center 1 and taps 0, 1, 2 weighted 0.75, 0.75, 0.25 (normalised by 1.75): 30 / 1.75 = 17.1 -> 17;
+    /// output 1 has center 3 and taps 1, 2, 3 weighted 0.25, 0.75, 0.75: 65 / 1.75 = 37.1 -> 37.
+    /// The area filter averages the pairs. (Both as Pillow gives them.)
+    func testDownscaleIsAntialiased() {
+        let row = DecodedImage(width: 4, height: 1, channels: 1, pixels: [10, 20, 30, 50])
+        XCTAssertEqual(ImagePreprocessing(width: 2, height: 1, colorSpace: .grayscale).prepare(row).samples, [17, 37])
+        XCTAssertEqual(ImagePreprocessing(width: 2, height: 1, colorSpace: .grayscale, filter: .area).prepare(row).samples, [15, 40])
+        let three = DecodedImage(width: 3, height: 1, channels: 1, pixels: [10, 20, 60])
+        XCTAssertEqual(ImagePreprocessing(width: 2, height: 1, colorSpace: .grayscale).prepare(three).samples, [14, 45])
+        XCTAssertEqual(ImagePreprocessing(width: 2, height: 1, colorSpace: .grayscale, filter: .area).prepare(three).samples, [15, 60])
     }
 
     func testSameSizeIsUnchanged() {

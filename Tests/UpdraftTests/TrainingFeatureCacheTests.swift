@@ -205,3 +205,38 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         XCTAssertEqual(cache.statistics.hostEntries, 1, "the host tier stays")
     }
 }
+
+/// The fp16 option: half the bytes per cached example, and training within half precision's rounding
+/// of the fp32 cache (the first epoch, computed in the step, is identical).
+final class TrainingFeatureCacheHalfTests: SqueezeShapedRunTestCase {
+    func testHalfPrecisionHalvesTheBytesAndStaysCloseToFloat() throws {
+        let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
+        for backends in [(CPUBackend(), CPUBackend()) as (Backend, Backend), (openCL, openCL)] {
+            let full = try run { $0.backends = backends; $0.fallbacks = [] }
+            let half = try run { $0.backends = backends; $0.fallbacks = []; $0.featureCacheHalfPrecision = true }
+            let f = try XCTUnwrap(full.task.featureCacheStatistics), h = try XCTUnwrap(half.task.featureCacheStatistics)
+            XCTAssertTrue(h.halfPrecision)
+            XCTAssertFalse(f.halfPrecision)
+            XCTAssertEqual(h.deviceEntries, f.deviceEntries)
+            XCTAssertEqual(2 * h.deviceBytes, f.deviceBytes, backends.1.name)
+            XCTAssertEqual(h.hits, f.hits)
+            let perEpoch = full.losses.count / 2
+            XCTAssertEqual(Array(half.losses.prefix(perEpoch)), Array(full.losses.prefix(perEpoch)), "the first epoch uses fresh features")
+            assertSameTraining(half, full, tolerance: 1e-2, "fp16 cache vs fp32 on \(backends.1.name)")
+            XCTAssertGreaterThan(zip(half.losses, full.losses).map { abs($0 - $1) }.max() ?? 0, 0,
+                                 "later epochs read rounded features")
+        }
+    }
+
+    /// The host tier in half precision, past a device budget of zero.
+    func testHalfPrecisionHostTier() throws {
+        let full = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 0 }
+        let half = try run {
+            $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 0; $0.featureCacheHalfPrecision = true
+        }
+        let f = try XCTUnwrap(full.task.featureCacheStatistics), h = try XCTUnwrap(half.task.featureCacheStatistics)
+        XCTAssertEqual(h.hostEntries, 12)
+        XCTAssertEqual(2 * h.hostBytes, f.hostBytes)
+        assertSameTraining(half, full, tolerance: 1e-2, "fp16 host tier")
+    }
+}

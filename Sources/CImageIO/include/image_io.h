@@ -31,6 +31,9 @@ enum { UIMG_FORMAT_UNKNOWN = 0, UIMG_FORMAT_PNG = 1, UIMG_FORMAT_JPEG = 2 };
 #define UIMG_MAX_DIMENSION 65535u
 /// Largest decoded buffer (width * height * channels) accepted, and largest file read: 1 GiB.
 #define UIMG_MAX_IMAGE_BYTES ((size_t)1 << 30)
+/// The default pixel cap (width * height), checked on the header before anything is decoded: Pillow's
+/// MAX_IMAGE_PIXELS (1024 * 1024 * 1024 / 4 / 3), so a file Pillow opens without a bomb warning opens here.
+#define UIMG_DEFAULT_MAX_PIXELS 89478485ull
 
 /// A decoded image: 8 bits per sample, rows top to bottom, samples interleaved.
 /// `channels` is 1 (gray) or 3 (RGB). Alpha, where the file has it (an alpha channel or a PNG tRNS
@@ -48,14 +51,53 @@ typedef struct {
     uint8_t *pixels;     // width * height * channels bytes; release with uimg_free
 } uimg_image;
 
+/// What a file's header declares, read without decoding any pixels.
+typedef struct {
+    uint32_t width;       // as stored (before any EXIF orientation)
+    uint32_t height;
+    uint32_t channels;    // samples per pixel the decoder works with before alpha is composited (1...4)
+    int format;           // UIMG_FORMAT_PNG or UIMG_FORMAT_JPEG
+    int progressive;      // 1 for a progressive JPEG or an interlaced PNG (the decoder holds more memory)
+} uimg_header;
+
+/// Limits and hints for decoding.
+typedef struct {
+    /// Largest width * height accepted, checked on the header before decoding; 0 means the default.
+    uint64_t max_pixels;
+    /// When both are > 0, a JPEG may be decoded at 1/2, 1/4 or 1/8 of its size (libjpeg's DCT-domain
+    /// scaling): the smallest scale whose output is still at least min_width x min_height.
+    uint32_t min_width;
+    uint32_t min_height;
+} uimg_decode_options;
+
+/// Reads the header of PNG or JPEG data (the signature, then PNG's IHDR or JPEG's markers up to the
+/// frame header) and checks it against `max_pixels` (0: the default). Decodes nothing.
+int uimg_probe_memory(const uint8_t *data, size_t size, uint64_t max_pixels, uimg_header *out,
+                      char *error, size_t error_capacity);
+
+/// Reads a file's header as uimg_probe_memory does, reading only as far as the header. Only regular
+/// files are read: a FIFO, a device or a folder (or a link to one) is refused without blocking.
+int uimg_probe_file(const char *path, uint64_t max_pixels, uimg_header *out, char *error, size_t error_capacity);
+
+/// Decodes PNG or JPEG data with `options` (NULL: the defaults). The header is checked against the
+/// pixel cap before any decoding. On failure `*out` is zeroed.
+int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_decode_options *options,
+                               uimg_image *out, char *error, size_t error_capacity);
+
+/// Reads a regular file (refusing FIFOs, devices and folders without blocking, and files over
+/// UIMG_MAX_IMAGE_BYTES before reading them) and decodes it as uimg_decode_memory_options does.
+int uimg_decode_file_options(const char *path, const uimg_decode_options *options, uimg_image *out,
+                             char *error, size_t error_capacity);
+
 /// The format the first bytes announce (PNG signature or JPEG SOI marker), or UIMG_FORMAT_UNKNOWN.
 int uimg_detect_format(const uint8_t *data, size_t size);
 
-/// Decodes PNG or JPEG data held in memory. On failure `*out` is zeroed.
+/// Decodes PNG or JPEG data held in memory, with the default options. On failure `*out` is zeroed.
 int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out,
                        char *error, size_t error_capacity);
 
-/// Reads the whole file (at most UIMG_MAX_IMAGE_BYTES) and decodes it as uimg_decode_memory does.
+/// Reads the whole file (a regular file of at most UIMG_MAX_IMAGE_BYTES) and decodes it as
+/// uimg_decode_memory does.
 int uimg_decode_file(const char *path, uimg_image *out, char *error, size_t error_capacity);
 
 /// Releases a buffer returned by this library (decoded pixels or encoded bytes). NULL is fine.

@@ -46,6 +46,12 @@ public protocol Backend: AnyObject {
     /// scattering a batch into one).
     func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
                   rows destinationRows: [Int], rowLength: Int) throws
+    /// `copyRows` where one side keeps its rows in half precision (IEEE binary16, two per float of the
+    /// buffer; half row r starts at half r * rowLength): `toHalf` rounds float rows of `source` to
+    /// nearest-even halves in `destination`, else half rows of `source` become floats. The feature
+    /// cache's fp16 storage. Default: through the host.
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                  rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws
 
     // MARK: Convolution — x [N, Cin, H, W], w [Cout, Cin/g, kH, kW], b [Cout], y [N, Cout, Ho, Wo]
     /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
@@ -213,6 +219,21 @@ public extension Backend {
         try upload(d, to: destination)
     }
 
+    func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                  rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws {
+        try checkRows(source, rows: sourceRows, destination, rows: destinationRows, rowLength: rowLength, halfSide: toHalf ? 0 : 1)
+        if sourceRows.isEmpty || rowLength == 0 { return }
+        let s = try download(source)
+        var d = try download(destination)
+        s.withUnsafeBufferPointer { sp in
+            d.withUnsafeMutableBufferPointer { dp in
+                convertRows(UnsafeRawPointer(sp.baseAddress!), rows: sourceRows, UnsafeMutableRawPointer(dp.baseAddress!),
+                            rows: destinationRows, rowLength: rowLength, toHalf: toHalf, range: 0..<(sourceRows.count * rowLength))
+            }
+        }
+        try upload(d, to: destination)
+    }
+
     /// Throws unless buffer[offset ..< offset + count] exists.
     func checkRange(offset: Int, count: Int, in buffer: DeviceBuffer, _ what: String) throws {
         guard offset >= 0, count >= 0, offset <= buffer.count - count else {
@@ -223,8 +244,9 @@ public extension Backend {
 
     /// Throws unless `copyRows`' arguments are consistent: as many source as destination rows, every
     /// row inside its buffer, distinct destination rows, two different buffers.
+    /// `halfSide`: nil, both sides hold floats; 0, the destination holds half rows; 1, the source does.
     func checkRows(_ source: DeviceBuffer, rows sourceRows: [Int], _ destination: DeviceBuffer, rows destinationRows: [Int],
-                   rowLength: Int) throws {
+                   rowLength: Int, halfSide: Int? = nil) throws {
         guard sourceRows.count == destinationRows.count, rowLength >= 0 else {
             throw UpdraftError(.invalidArgument, "\(name): copyRows got \(sourceRows.count) source rows, \(destinationRows.count) destination rows, row length \(rowLength)")
         }
@@ -232,7 +254,9 @@ public extension Backend {
             throw UpdraftError(.invalidArgument, "\(name): copyRows needs two different buffers")
         }
         if rowLength == 0 { return }
-        let sourceRowCount = source.count / rowLength, destinationRowCount = destination.count / rowLength
+        // A half buffer holds two values per float.
+        let sourceRowCount = (halfSide == 1 ? 2 : 1) * source.count / rowLength
+        let destinationRowCount = (halfSide == 0 ? 2 : 1) * destination.count / rowLength
         if let bad = sourceRows.first(where: { $0 < 0 || $0 >= sourceRowCount }) {
             throw UpdraftError(.invalidArgument, "\(name): copyRows source row \(bad) is outside the \(sourceRowCount) rows of \(rowLength) values")
         }
@@ -252,5 +276,28 @@ public extension Backend {
     func makeBuffer(_ tensor: Tensor) throws -> DeviceBuffer { try makeBuffer(tensor.data) }
     func download(_ buffer: DeviceBuffer, shape: Shape) throws -> Tensor {
         Tensor(shape: shape, data: try download(buffer))
+    }
+}
+
+/// The conversion loop of `copyRows(..., toHalf:)` on host memory, over elements `range` of the rows
+/// seen as one run of `rows.count * rowLength` (so threads can split it): float rows to binary16
+/// (round to nearest even, as OpenCL's vstore_half) or back. The CPU twin of Kernels/half.cl.
+func convertRows(_ source: UnsafeRawPointer, rows sourceRows: [Int], _ destination: UnsafeMutableRawPointer,
+                 rows destinationRows: [Int], rowLength: Int, toHalf: Bool, range: Range<Int>) {
+    var row = range.lowerBound / rowLength, column = range.lowerBound - row * rowLength
+    var position = range.lowerBound
+    while position < range.upperBound {
+        let n = min(rowLength - column, range.upperBound - position)
+        let from = sourceRows[row] * rowLength + column, to = destinationRows[row] * rowLength + column
+        if toHalf {
+            let s = source.assumingMemoryBound(to: Float.self), d = destination.assumingMemoryBound(to: UInt16.self)
+            for i in 0..<n { d[to + i] = Float16(s[from + i]).bitPattern }
+        } else {
+            let s = source.assumingMemoryBound(to: UInt16.self), d = destination.assumingMemoryBound(to: Float.self)
+            for i in 0..<n { d[to + i] = Float(Float16(bitPattern: s[from + i])) }
+        }
+        position += n
+        row += 1
+        column = 0
     }
 }

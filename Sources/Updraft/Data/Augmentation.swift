@@ -1,26 +1,98 @@
-/// Random horizontal and vertical flips of image tensors, reproducible: the flips applied to an
-/// example depend only on `(seed, epoch, index)`, never on the order examples are drawn in or on
-/// which thread draws them, so a run with the same seed repeats exactly.
+import Foundation
+
+/// Training augmentation of images, reproducible: what is applied to an example depends only on
+/// `(seed, epoch, index)`, never on the order examples are drawn in or on which thread draws them, so
+/// a run with the same seed repeats exactly.
 ///
-/// Each enabled flip happens with probability 1/2. Both coin tosses are always drawn, so enabling or
-/// disabling one flip does not change the other's choices.
+/// - Flips: each enabled flip happens with probability 1/2. Both coin tosses are always drawn, so
+///   enabling or disabling one flip does not change the other's choices. Flips apply to the input
+///   tensor, so any data set can use them.
+/// - Random resized crop (torchvision's `RandomResizedCrop` with ratio 3/4...4/3): a rectangle of
+///   random area (a fraction in `randomResizedCrop` of the image's) and aspect ratio is cut from the
+///   decoded image and resized to the model's size. It needs the decoded image, so only image data
+///   sets (`EpochAugmentedProvider`) take it. It changes the frozen layers' input every epoch, so the
+///   feature cache is off with it.
 public struct ImageAugmentation: Equatable, Sendable {
     /// Mirror left-right (reverse each row).
     public var horizontalFlip: Bool
     /// Mirror top-bottom (reverse the row order).
     public var verticalFlip: Bool
+    /// The range of the crop's area as a fraction of the image's (torchvision's `scale`); nil: no crop.
+    public var randomResizedCrop: ClosedRange<Double>?
     public var seed: UInt64
 
-    public init(horizontalFlip: Bool = false, verticalFlip: Bool = false, seed: UInt64 = 0) {
+    public init(horizontalFlip: Bool = false, verticalFlip: Bool = false, randomResizedCrop: ClosedRange<Double>? = nil,
+                seed: UInt64 = 0) {
         self.horizontalFlip = horizontalFlip
         self.verticalFlip = verticalFlip
+        self.randomResizedCrop = randomResizedCrop
         self.seed = seed
     }
 
     /// No augmentation.
     public static let none = ImageAugmentation()
 
+    /// No flips (what `apply(to:epoch:index:)` does). A random resized crop is applied by the data set.
     public var isIdentity: Bool { !horizontalFlip && !verticalFlip }
+
+    /// Throws unless the crop's scale range is usable.
+    public func validate() throws {
+        if let r = randomResizedCrop, !(r.lowerBound > 0 && r.upperBound <= 1 && r.lowerBound.isFinite) {
+            throw UpdraftError(.invalidArgument, "random resized crop scale \(r.lowerBound),\(r.upperBound) is not usable",
+                               hint: "give --random-resized-crop MIN,MAX with 0 < MIN <= MAX <= 1, e.g. 0.08,1")
+        }
+    }
+
+    /// The rectangle example `index` in `epoch` is cut from an image of `width` x `height`, by
+    /// torchvision's `RandomResizedCrop.get_params` (ten tries, then a center crop of clamped aspect
+    /// ratio) with this type's seeded generator; nil without a crop.
+    public func cropRect(epoch: Int, index: Int, width: Int, height: Int) -> PixelRect? {
+        guard let scale = randomResizedCrop else { return nil }
+        var rng = SplitMix64(seed: Self.mix(Self.mix(seed ^ 0x5EED_C0DE_CA7F_00D5, UInt64(bitPattern: Int64(epoch))),
+                                            UInt64(bitPattern: Int64(index))))
+        func uniform() -> Double { Double(rng.next() >> 11) * 0x1.0p-53 }
+        let area = Double(width * height)
+        let logLow = log(3.0 / 4.0), logHigh = log(4.0 / 3.0)
+        for _ in 0..<10 {
+            let target = area * (scale.lowerBound + (scale.upperBound - scale.lowerBound) * uniform())
+            let aspect = exp(logLow + (logHigh - logLow) * uniform())
+            let w = Int((target * aspect).squareRoot().rounded(.toNearestOrEven))
+            let h = Int((target / aspect).squareRoot().rounded(.toNearestOrEven))
+            if w > 0 && w <= width && h > 0 && h <= height {
+                let top = Int(rng.next() % UInt64(height - h + 1))
+                let left = Int(rng.next() % UInt64(width - w + 1))
+                return PixelRect(x: left, y: top, width: w, height: h)
+            }
+        }
+        let ratio = Double(width) / Double(height)
+        var w = width, h = height
+        if ratio < 3.0 / 4.0 {
+            h = max(1, Int((Double(w) / (3.0 / 4.0)).rounded(.toNearestOrEven)))
+        } else if ratio > 4.0 / 3.0 {
+            w = max(1, Int((Double(h) * (4.0 / 3.0)).rounded(.toNearestOrEven)))
+        }
+        w = min(w, width); h = min(h, height)
+        return PixelRect(x: (width - w) / 2, y: (height - h) / 2, width: w, height: h)
+    }
+
+    /// Example `index` of `provider` as training sees it in `epoch`: the random resized crop (done by
+    /// the data set), then the flips.
+    /// - Throws: `.invalidArgument` when a crop is asked of a data set that cannot crop; what the
+    ///   data set throws.
+    public func example(of provider: BatchProvider, at index: Int, epoch: Int) throws -> TrainingExample {
+        var e: TrainingExample
+        if randomResizedCrop != nil {
+            guard let images = provider as? EpochAugmentedProvider else {
+                throw UpdraftError(.invalidArgument, "a random resized crop needs an image data set",
+                                   hint: "drop --random-resized-crop for .npy data")
+            }
+            e = try images.example(at: index, epoch: epoch, augmentation: self)
+        } else {
+            e = try provider.example(at: index)
+        }
+        if !isIdentity { e.input = try apply(to: e.input, epoch: epoch, index: index) }
+        return e
+    }
 
     /// The flips applied to example `index` in `epoch`.
     public func flips(epoch: Int, index: Int) -> (horizontal: Bool, vertical: Bool) {
@@ -71,6 +143,13 @@ public struct ImageAugmentation: Equatable, Sendable {
     }
 }
 
+/// A data set that applies the augmentation that needs the decoded image (a random resized crop).
+public protocol EpochAugmentedProvider: BatchProvider {
+    /// Example `index` with `augmentation`'s crop for `epoch` applied (flips are not: the caller
+    /// applies them to the tensor).
+    func example(at index: Int, epoch: Int, augmentation: ImageAugmentation) throws -> TrainingExample
+}
+
 /// A provider whose image inputs are flipped by an `ImageAugmentation` for one epoch. The trainer
 /// sets `epoch` (or calls `forEpoch`) before each pass; targets are passed through unchanged.
 public struct AugmentedBatchProvider<Base: BatchProvider>: BatchProvider {
@@ -94,8 +173,6 @@ public struct AugmentedBatchProvider<Base: BatchProvider>: BatchProvider {
     public var count: Int { base.count }
 
     public func example(at index: Int) throws -> TrainingExample {
-        var example = try base.example(at: index)
-        example.input = try augmentation.apply(to: example.input, epoch: epoch, index: index)
-        return example
+        try augmentation.example(of: base, at: index, epoch: epoch)
     }
 }

@@ -1,26 +1,57 @@
 import Foundation
 
+/// How image data is read and prepared, beyond what the model fixes (size, color space, scaler).
+public struct ImageDataOptions: Equatable, Sendable {
+    public var resize: ImagePreprocessing.Resize = .stretch
+    public var filter: ResampleFilter = .triangle
+    /// JPEG DCT-domain scaling when the image is large enough (see `ImagePreprocessing.dctScaling`).
+    public var dctScaling = true
+    public var limits: ImageDecodingLimits = .default
+    /// Memory for prepared images; nil: all of them when they fit in 512 MiB, else none.
+    public var imageCacheBytes: Int?
+    /// Decode every image once at listing and skip unreadable ones with a warning.
+    public var skipUnreadable = false
+    public init() {}
+}
+
 /// Training or evaluation data for a model, from a path: an image folder (one subfolder per class)
-/// for image models, or for multi-array models a folder holding `inputs.npy` and `targets.npy`.
-/// Images are prepared to the model's size and color space but not scaled: the model's own image
-/// scaler is applied by the executor, as Core ML applies it inside the model.
+/// or a labels file (`.csv` of path,label rows) for image models, or for multi-array models a folder
+/// holding `inputs.npy` and `targets.npy`. Images are prepared to the model's size and color space
+/// but not scaled: the model's own image scaler is applied by the executor, as Core ML applies it
+/// inside the model. Nothing is decoded here: image data sets stream (see `ImageFolderDataset`).
 public struct ModelDataset {
     public let provider: BatchProvider
     public let warnings: [String]
     public let summary: String
 
     public init(model: CoreMLModel, path: URL, skipUnreadable: Bool = false) throws {
+        var options = ImageDataOptions()
+        options.skipUnreadable = skipUnreadable
+        try self.init(model: model, path: path, options: options)
+    }
+
+    public init(model: CoreMLModel, path: URL, options: ImageDataOptions) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
             let problem = pathProblem(path, expectingFile: false)
             throw UpdraftError(.io, "cannot read the data \(path.path): \(problem.message)",
                                hint: problem.message == "it does not exist"
-                                   ? "give a folder with one subfolder per class (images) or inputs.npy and targets.npy" : problem.hint)
+                                   ? "give a folder with one subfolder per class (images), a labels .csv, or a folder with inputs.npy and targets.npy" : problem.hint)
         }
         if let image = model.inputImage {
-            let pre = try ImagePreprocessing(image: image, scaler: nil)
+            var pre = try ImagePreprocessing(image: image, scaler: nil)
+            pre.resize = options.resize
+            pre.filter = options.filter
+            pre.dctScaling = options.dctScaling
             let labels = model.classLabels?.asStrings
-            let ds = try ImageFolderDataset(root: path, preprocessing: pre, classLabels: labels, skipUnreadable: skipUnreadable)
+            let ds: ImageFolderDataset
+            if !isDirectory.boolValue && path.pathExtension.lowercased() == "csv" {
+                ds = try ImageFolderDataset(labelsCSV: path, preprocessing: pre, classLabels: labels, skipUnreadable: options.skipUnreadable,
+                                            limits: options.limits, imageCacheBytes: options.imageCacheBytes)
+            } else {
+                ds = try ImageFolderDataset(root: path, preprocessing: pre, classLabels: labels, skipUnreadable: options.skipUnreadable,
+                                            limits: options.limits, imageCacheBytes: options.imageCacheBytes)
+            }
             provider = ds
             warnings = ds.warnings
             summary = ds.summary

@@ -61,6 +61,29 @@ public struct DecodedImage: Equatable, Sendable {
         try self.init(contentsOfFile: url.path)
     }
 
+    /// Decodes a file under `limits` (the pixel cap is applied to the header before decoding, and
+    /// only regular files are read). With `atLeast`, a JPEG may be decoded at 1/2, 1/4 or 1/8 of its
+    /// size (DCT-domain scaling) when that still covers the size given (upright, after EXIF rotation).
+    public init(contentsOfFile path: String, limits: ImageDecodingLimits, atLeast size: (width: Int, height: Int)? = nil) throws {
+        var image = uimg_image()
+        var message = [CChar](repeating: 0, count: 512)
+        var options = limits.options(atLeast: size)
+        let status = uimg_decode_file_options(path, &options, &image, &message, message.count)
+        try self.init(taking: &image, status: status, message: message, name: path)
+    }
+
+    /// Decodes bytes held in memory under `limits`, as `init(contentsOfFile:limits:atLeast:)` does.
+    public init(data: Data, name: String, limits: ImageDecodingLimits, atLeast size: (width: Int, height: Int)? = nil) throws {
+        var image = uimg_image()
+        var message = [CChar](repeating: 0, count: 512)
+        var options = limits.options(atLeast: size)
+        let status = data.withUnsafeBytes { raw -> Int32 in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            return uimg_decode_memory_options(bytes.baseAddress, bytes.count, &options, &image, &message, message.count)
+        }
+        try self.init(taking: &image, status: status, message: message, name: name)
+    }
+
     /// Decodes PNG or JPEG bytes held in memory; `name` is used in error messages.
     public init(data: Data, name: String) throws {
         var image = uimg_image()
@@ -115,10 +138,109 @@ func imageError(status: Int32, message: String, name: String) -> UpdraftError {
     case Int32(UIMG_ERR_UNSUPPORTED):
         return UpdraftError(.unsupported, text, hint: "convert the image to PNG or JPEG (RGB or grayscale)")
     case Int32(UIMG_ERR_TOO_LARGE):
-        return UpdraftError(.unsupported, text, hint: "downscale the image before training")
+        return UpdraftError(.unsupported, text, hint: "downscale the image before training, or raise the cap with --max-image-pixels if the file is trusted")
     case Int32(UIMG_ERR_MEMORY):
         return UpdraftError(.io, text, hint: "free memory, or use smaller images")
     default:
         return UpdraftError(.data, text, hint: "re-export the image, or remove it from the dataset (or skip unreadable files)")
+    }
+}
+
+/// What decoding may take: the pixel cap checked on each file's header before anything is decoded.
+public struct ImageDecodingLimits: Equatable, Sendable {
+    /// Pillow's `MAX_IMAGE_PIXELS` (89,478,485 pixels, about 9459x9459): a file Pillow opens without a
+    /// decompression-bomb warning opens here.
+    public static let defaultMaxPixels = Int(UIMG_DEFAULT_MAX_PIXELS)
+
+    /// Largest `width * height` accepted.
+    public var maxPixels: Int
+
+    public init(maxPixels: Int = ImageDecodingLimits.defaultMaxPixels) {
+        self.maxPixels = maxPixels
+    }
+
+    public static let `default` = ImageDecodingLimits()
+
+    /// Throws unless the cap is at least one pixel.
+    public func validate() throws {
+        guard maxPixels >= 1 else {
+            throw UpdraftError(.invalidArgument, "the image pixel cap must be at least 1, got \(maxPixels)",
+                               hint: "give --max-image-pixels a positive number (default \(Self.defaultMaxPixels))")
+        }
+    }
+
+    func options(atLeast size: (width: Int, height: Int)?) -> uimg_decode_options {
+        let clamp = { (v: Int) in UInt32(clamping: max(0, v)) }
+        return uimg_decode_options(max_pixels: UInt64(max(1, maxPixels)),
+                                   min_width: size.map { clamp($0.width) } ?? 0, min_height: size.map { clamp($0.height) } ?? 0)
+    }
+}
+
+/// What an image file declares in its header, read without decoding it.
+public struct ImageHeader: Equatable, Sendable {
+    public var width: Int
+    public var height: Int
+    /// Samples per pixel as decoded, before alpha is composited (1...4).
+    public var channels: Int
+    public var format: DecodedImage.Format
+    /// A progressive JPEG or interlaced PNG: the decoder holds more than the pixels.
+    public var progressive: Bool
+
+    /// Reads the header of `path`, checked against `limits`. Only regular files are read (a FIFO or
+    /// device is refused without blocking).
+    /// - Throws: `UpdraftError` naming the file, as decoding would.
+    public init(contentsOfFile path: String, limits: ImageDecodingLimits = .default) throws {
+        var header = uimg_header()
+        var message = [CChar](repeating: 0, count: 512)
+        let status = uimg_probe_file(path, UInt64(max(1, limits.maxPixels)), &header, &message, message.count)
+        guard status == Int32(UIMG_OK) else { throw imageError(status: status, message: String(cString: message), name: path) }
+        width = Int(header.width)
+        height = Int(header.height)
+        channels = Int(header.channels)
+        format = header.format == Int32(UIMG_FORMAT_JPEG) ? .jpeg : .png
+        progressive = header.progressive != 0
+    }
+
+    /// Host memory decoding this image may hold at once, an upper estimate: the decoded samples (before
+    /// alpha is composited) and, for a progressive JPEG, libjpeg's coefficient buffers (2 bytes a sample).
+    public var decodeBytes: Int {
+        let samples = width * height * channels
+        return format == .jpeg && progressive ? samples * 3 : samples
+    }
+}
+
+/// Bounds the memory that image decoding holds across threads: each decode reserves its header's
+/// estimate (`ImageHeader.decodeBytes`) first and waits while the others' reservations would pass the
+/// budget. One image larger than the whole budget waits until it is alone, then runs, so nothing is
+/// refused for the budget's sake; the pixel cap is what refuses.
+public final class DecodeMemoryBudget: @unchecked Sendable {
+    /// Shared by every decoder in the process: 1 GiB, enough for a few images at the pixel cap.
+    public static let shared = DecodeMemoryBudget(bytes: 1 << 30)
+
+    public let bytes: Int
+    private let condition = NSCondition()
+    private var reserved = 0
+    /// The most reserved at once so far (tests read it).
+    public private(set) var peakReserved = 0
+
+    public init(bytes: Int) {
+        self.bytes = max(1, bytes)
+    }
+
+    /// Runs `body` with `amount` bytes reserved.
+    public func withReservation<T>(_ amount: Int, _ body: () throws -> T) rethrows -> T {
+        let amount = min(max(0, amount), bytes)
+        condition.lock()
+        while reserved + amount > bytes { condition.wait() }
+        reserved += amount
+        peakReserved = max(peakReserved, reserved)
+        condition.unlock()
+        defer {
+            condition.lock()
+            reserved -= amount
+            condition.broadcast()
+            condition.unlock()
+        }
+        return try body()
     }
 }

@@ -1,25 +1,35 @@
 import Dispatch
 import Foundation
 
-/// Labelled images in class folders: `root/<class>/<image>.png|.jpg|.jpeg`.
+/// Labelled images: in class folders, `root/<class>/<image>.png|.jpg|.jpeg`, or listed in a labels
+/// file (`init(labelsCSV:…)`).
 ///
 /// - Class folders and the files in each are taken in sorted order (by name, byte-wise on UTF-8), so
 ///   example indices are the same on every machine. Hidden entries (names starting with ".") are
 ///   ignored; other non-image files and nested folders are skipped with a warning. Extensions are
-///   matched case-insensitively.
+///   matched case-insensitively. Only regular files (or links to them) are read: a FIFO, a device or
+///   a socket named like an image is skipped with one warning, before anything opens it.
 /// - Each folder name must be one of the model's class labels; the example's target is that label's
 ///   index. Labels without a folder are fine (the model may know more classes than the data shows).
-/// - Every image is decoded when the dataset is created (in parallel), so unreadable files are found
-///   before training starts, and kept in memory as a `PreparedImage`: resized to the model's input
-///   size and color space, 8 bits per sample (`C * H * W` bytes each: 151 KiB for 227x227 RGB, so
-///   a few thousand images take a few hundred MiB, a quarter of what float tensors would). The float
-///   `[C, H, W]` tensor, scaler applied, is made on each `example(at:)`.
-public struct ImageFolderDataset: BatchProvider, Sendable {
+/// - **Streaming.** Creating the data set lists the files and reads each one's header (in parallel,
+///   a few bytes each), which finds files that are not images or declare more pixels than the cap —
+///   nothing is decoded. Images are decoded when an example is asked for (the trainer's prefetcher
+///   asks ahead, on worker threads), so memory does not grow with the data set. A small set can keep
+///   its prepared images in memory (`imageCacheBytes`, 8 bits a sample: 151 KiB for 227x227 RGB); by
+///   default they are kept when all of them fit in 512 MiB.
+/// - With `skipUnreadable`, every image is also decoded once at creation (in parallel, nothing kept),
+///   so files whose data is damaged past the header are found and skipped before training; without
+///   it, such a file fails the mini-batch that reads it, naming the file.
+public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendable {
     /// Image file extensions read, compared lowercased.
     public static let imageExtensions: Set<String> = ["png", "jpg", "jpeg"]
+    /// The decoded-image cache's default budget: used only when every image fits.
+    public static let defaultImageCacheBytes = 512 << 20
 
+    /// The class folder's root, or the labels file.
     public let root: URL
     public let preprocessing: ImagePreprocessing
+    public let limits: ImageDecodingLimits
     /// The model's class labels; targets are indices into this array.
     public let classLabels: [String]
     /// The image files, in example order.
@@ -28,20 +38,28 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
     public let classIndices: [Int]
     /// What was skipped and why; print them with `printWarnings()`.
     public let warnings: [String]
-    /// All examples' prepared samples, back to back.
-    private let storage: [UInt8]
+    /// Each file's decode memory estimate from its header (what it reserves of the decode budget).
+    private let decodeBytes: [Int]
+    /// Prepared images kept in memory, when the set is small enough.
+    private let cache: PreparedImageCache?
+    private let budget: DecodeMemoryBudget
 
-    /// Lists and decodes the dataset.
+    /// Lists the dataset and reads every image's header.
     /// - Parameters:
     ///   - root: the folder holding one subfolder per class.
     ///   - preprocessing: the model's image input.
     ///   - classLabels: the model's class labels; nil to use the sorted folder names.
     ///   - skipUnreadable: skip images that fail to decode, with a warning, instead of throwing.
+    ///   - limits: the pixel cap checked on each header.
+    ///   - imageCacheBytes: memory for prepared images; nil: all of them if they fit in
+    ///     `defaultImageCacheBytes`, else none; 0: none.
     /// - Throws: `UpdraftError` when the folder is missing or has no images, a folder matches no label
-    ///   (naming it and listing the labels), or an image cannot be decoded (naming the file).
+    ///   (naming it and listing the labels), or an image's header cannot be read (naming the file).
     public init(root: URL, preprocessing: ImagePreprocessing, classLabels: [String]? = nil,
-                skipUnreadable: Bool = false) throws {
+                skipUnreadable: Bool = false, limits: ImageDecodingLimits = .default, imageCacheBytes: Int? = nil,
+                budget: DecodeMemoryBudget = .shared) throws {
         try preprocessing.validate()
+        try limits.validate()
         var warnings: [String] = []
         let folders = try Self.classFolders(in: root, warnings: &warnings)
         let labels = classLabels ?? folders
@@ -62,8 +80,19 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
             throw UpdraftError(.data, "no images (.png, .jpg, .jpeg) in the class folders of \(root.path)",
                                hint: "put images in one subfolder per class, e.g. \(root.path)/\(folders.first ?? "cat")/0001.png")
         }
+        try self.init(root: root, candidates: candidates, labels: labels, warnings: warnings, preprocessing: preprocessing,
+                      skipUnreadable: skipUnreadable, limits: limits, imageCacheBytes: imageCacheBytes, budget: budget)
+    }
 
-        let (storage, failures) = Self.decodeAll(candidates.map(\.url), preprocessing: preprocessing)
+    /// Checks every candidate's header (and with `skipUnreadable` decodes it once), keeping those
+    /// that pass.
+    init(root: URL, candidates: [(url: URL, classIndex: Int)], labels: [String], warnings: [String],
+         preprocessing: ImagePreprocessing, skipUnreadable: Bool, limits: ImageDecodingLimits, imageCacheBytes: Int?,
+         budget: DecodeMemoryBudget) throws {
+        var warnings = warnings
+        let urls = candidates.map(\.url)
+        let (estimates, failures) = Self.checkAll(urls, preprocessing: preprocessing, limits: limits,
+                                                  fullDecode: skipUnreadable, budget: budget)
         var kept: [Int] = []
         for (i, failure) in failures.enumerated() {
             guard let failure else { kept.append(i); continue }
@@ -79,41 +108,65 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
             throw UpdraftError(.data, "none of the \(candidates.count) images in \(root.path) could be decoded",
                                hint: "see the warnings for each file")
         }
-        let itemBytes = preprocessing.channels * preprocessing.height * preprocessing.width
-        if kept.count == candidates.count {
-            self.storage = storage
-        } else {
-            var compact = [UInt8]()
-            compact.reserveCapacity(kept.count * itemBytes)
-            for i in kept { compact += storage[i * itemBytes..<(i + 1) * itemBytes] }
-            self.storage = compact
-        }
         self.root = root
         self.preprocessing = preprocessing
+        self.limits = limits
         self.classLabels = labels
         self.files = kept.map { candidates[$0].url }
         self.classIndices = kept.map { candidates[$0].classIndex }
+        self.decodeBytes = kept.map { estimates[$0] }
         self.warnings = warnings
+        self.budget = budget
+        let itemBytes = preprocessing.channels * preprocessing.height * preprocessing.width
+        let (total, overflow) = itemBytes.multipliedReportingOverflow(by: kept.count)
+        let budgetBytes = imageCacheBytes ?? (!overflow && total <= Self.defaultImageCacheBytes ? total : 0)
+        self.cache = budgetBytes >= itemBytes ? PreparedImageCache(count: kept.count, itemBytes: itemBytes, budgetBytes: budgetBytes) : nil
     }
 
     public var count: Int { files.count }
 
+    /// Bytes of prepared images held in memory now (the decoded-image cache).
+    public var cachedImageBytes: Int { cache?.bytes ?? 0 }
+
     /// Example `index`'s image at the model's size and color space, 8 bits per sample.
     public func preparedImage(at index: Int) throws -> PreparedImage {
         try checkIndex(index)
-        let itemBytes = preprocessing.channels * preprocessing.height * preprocessing.width
-        return PreparedImage(channels: preprocessing.channels, height: preprocessing.height, width: preprocessing.width,
-                             samples: Array(storage[index * itemBytes..<(index + 1) * itemBytes]))
+        let p = preprocessing
+        if let samples = cache?.samples(at: index) {
+            return PreparedImage(channels: p.channels, height: p.height, width: p.width, samples: samples)
+        }
+        let prepared = try budget.withReservation(decodeBytes[index]) {
+            p.prepare(try DecodedImage(contentsOfFile: files[index].path, limits: limits, atLeast: p.decodeAtLeast))
+        }
+        cache?.store(prepared.samples, at: index)
+        return prepared
     }
 
-    /// Example `index`: its `[C, H, W]` tensor (scaler applied) and its class index.
+    /// Example `index`'s image with `augmentation`'s random resized crop for `epoch` (decoded in full,
+    /// never cached); without a crop, `preparedImage(at:)`.
+    public func preparedImage(at index: Int, epoch: Int, augmentation: ImageAugmentation) throws -> PreparedImage {
+        guard augmentation.randomResizedCrop != nil else { return try preparedImage(at: index) }
+        try checkIndex(index)
+        return try budget.withReservation(decodeBytes[index]) {
+            let image = try DecodedImage(contentsOfFile: files[index].path, limits: limits)
+            let rect = augmentation.cropRect(epoch: epoch, index: index, width: image.width, height: image.height)
+            return preprocessing.prepare(image, crop: rect)
+        }
+    }
+
     public func target(at index: Int) throws -> TrainingExample.Target {
         try checkIndex(index)
         return .classIndex(classIndices[index])
     }
 
+    /// Example `index`: its `[C, H, W]` tensor (scaler applied) and its class index.
     public func example(at index: Int) throws -> TrainingExample {
         TrainingExample(input: preprocessing.tensor(from: try preparedImage(at: index)),
+                        target: .classIndex(classIndices[index]))
+    }
+
+    public func example(at index: Int, epoch: Int, augmentation: ImageAugmentation) throws -> TrainingExample {
+        TrainingExample(input: preprocessing.tensor(from: try preparedImage(at: index, epoch: epoch, augmentation: augmentation)),
                         target: .classIndex(classIndices[index]))
     }
 
@@ -206,7 +259,11 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
             if isDirectory(url) {
                 warnings.append("ignored folder '\(folderName)/\(name)': class folders are not searched recursively")
             } else if imageExtensions.contains(url.pathExtension.lowercased()) {
-                files.append(name)
+                if let odd = notRegularFile(url) {
+                    warnings.append("skipped '\(folderName)/\(name)': \(odd); only regular files are read")
+                } else {
+                    files.append(name)
+                }
             } else {
                 warnings.append("ignored '\(folderName)/\(name)': not a .png, .jpg or .jpeg file")
             }
@@ -214,22 +271,44 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
         return files
     }
 
-    // MARK: - Decoding
+    /// Nil for a regular file (or a link to one); else what it is instead: a FIFO, a device or a
+    /// socket would block or never end if read, so they are skipped before anything opens them.
+    static func notRegularFile(_ url: URL) -> String? {
+        var info = stat()
+        guard stat(url.path, &info) == 0 else {
+            return "cannot be read (\(String(cString: strerror(errno))))"
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "not a regular file"
+        }
+    }
 
-    /// Decodes and prepares every file, in parallel, into one buffer; failures are returned per file.
-    static func decodeAll(_ urls: [URL], preprocessing: ImagePreprocessing) -> ([UInt8], [UpdraftError?]) {
-        let itemBytes = preprocessing.channels * preprocessing.height * preprocessing.width
-        var storage = [UInt8](repeating: 0, count: urls.count * itemBytes)
+    // MARK: - Checking
+
+    /// Reads every file's header (and with `fullDecode` decodes and prepares it, keeping nothing), in
+    /// parallel; returns each file's decode memory estimate, and failures per file.
+    static func checkAll(_ urls: [URL], preprocessing: ImagePreprocessing, limits: ImageDecodingLimits, fullDecode: Bool,
+                         budget: DecodeMemoryBudget) -> ([Int], [UpdraftError?]) {
+        var estimates = [Int](repeating: 0, count: urls.count)
         var failures = [UpdraftError?](repeating: nil, count: urls.count)
-        storage.withUnsafeMutableBufferPointer { out in
+        estimates.withUnsafeMutableBufferPointer { sizes in
             failures.withUnsafeMutableBufferPointer { errors in
-                // Each iteration writes only its own slice of `out` and its own entry of `errors`.
-                let out = out, errors = errors
+                // Each iteration writes only its own entries.
+                let sizes = sizes, errors = errors
                 DispatchQueue.concurrentPerform(iterations: urls.count) { i in
                     do {
-                        let prepared = preprocessing.prepare(try DecodedImage(contentsOf: urls[i]))
-                        prepared.samples.withUnsafeBufferPointer { src in
-                            out.baseAddress!.advanced(by: i * itemBytes).update(from: src.baseAddress!, count: itemBytes)
+                        let header = try ImageHeader(contentsOfFile: urls[i].path, limits: limits)
+                        sizes[i] = header.decodeBytes
+                        if fullDecode {
+                            _ = try budget.withReservation(header.decodeBytes) {
+                                preprocessing.prepare(try DecodedImage(contentsOfFile: urls[i].path, limits: limits,
+                                                                       atLeast: preprocessing.decodeAtLeast))
+                            }
                         }
                     } catch let error as UpdraftError {
                         errors[i] = error
@@ -239,6 +318,36 @@ public struct ImageFolderDataset: BatchProvider, Sendable {
                 }
             }
         }
-        return (storage, failures)
+        return (estimates, failures)
+    }
+}
+
+/// Prepared images kept in memory up to a budget, filled as they are first decoded.
+final class PreparedImageCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [[UInt8]?]
+    private let itemBytes: Int
+    private let capacity: Int
+    private(set) var stored = 0
+
+    init(count: Int, itemBytes: Int, budgetBytes: Int) {
+        slots = []
+        self.itemBytes = itemBytes
+        capacity = min(count, budgetBytes / max(1, itemBytes))
+        slots = [[UInt8]?](repeating: nil, count: count)
+    }
+
+    var bytes: Int { lock.lock(); defer { lock.unlock() }; return stored * itemBytes }
+
+    func samples(at index: Int) -> [UInt8]? {
+        lock.lock(); defer { lock.unlock() }
+        return slots[index]
+    }
+
+    func store(_ samples: [UInt8], at index: Int) {
+        lock.lock(); defer { lock.unlock() }
+        guard slots[index] == nil, stored < capacity else { return }
+        slots[index] = samples
+        stored += 1
     }
 }

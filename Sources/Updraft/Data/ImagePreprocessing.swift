@@ -6,17 +6,15 @@ import Foundation
 /// `NeuralNetworkImageScaler` gives `y[c] = channelScale * x[c] + bias[c]` with `x` in 0...255.
 /// An image goes through two stages:
 ///
-/// 1. `prepare`: resized to `width` x `height` with bilinear interpolation (half-pixel centers,
-///    "align corners = false", no antialiasing: the same sampling as OpenCV's `INTER_LINEAR` and
-///    PyTorch's `interpolate(mode: "bilinear", align_corners: False)`), converted to the color space,
-///    and rounded to 8 bits, planar. This is the pixel buffer the model would receive on device,
-///    and it is what datasets keep in memory (one byte per sample).
+/// 1. `prepare`: converted to the color space (gray from RGB with Pillow's integer BT.601 weights),
+///    resized to the model's size by `resize` with an antialiased `filter` — the same samples as
+///    Pillow's `resize` and so torchvision's `Resize`/`CenterCrop` on PIL images — and laid out planar,
+///    8 bits per sample. This is the pixel buffer the model would receive on device.
 /// 2. `tensor(from:)`: the scaler applied, giving a float tensor of shape **`[C, H, W]`** with no batch
 ///    dimension (C = 3 for RGB/BGR in that channel order, 1 for grayscale). Batches stack these into
 ///    `[N, C, H, W]`.
 ///
-/// Gray from RGB uses the ITU-R BT.601 luma weights, `0.299 R + 0.587 G + 0.114 B`; RGB from gray
-/// repeats the gray value in every channel.
+/// RGB from gray repeats the gray value in every channel.
 public struct ImagePreprocessing: Equatable, Sendable {
     public enum ColorSpace: String, Sendable, CaseIterable {
         case rgb, bgr, grayscale
@@ -26,16 +24,42 @@ public struct ImagePreprocessing: Equatable, Sendable {
     /// type the model spec uses, so a model's scaler can be passed as it is.
     public typealias Scaler = ImageScaler
 
+    /// How an image becomes the model's size.
+    public enum Resize: Equatable, Sendable, CustomStringConvertible {
+        /// The whole image to width x height, aspect ratio not kept.
+        case stretch
+        /// The shorter side to `shorterSide` (nil: the larger of width and height), aspect ratio kept
+        /// (the longer side truncated, as torchvision computes it), then the middle width x height kept
+        /// (torchvision's `Resize(n)` then `CenterCrop`; a crop larger than the image pads with 0).
+        case centerCrop(shorterSide: Int?)
+
+        public var description: String {
+            switch self {
+            case .stretch: return "stretch"
+            case .centerCrop(let n): return "shorter side to \(n.map(String.init) ?? "the input size"), center crop"
+            }
+        }
+    }
+
     public var width: Int
     public var height: Int
     public var colorSpace: ColorSpace
     public var scaler: Scaler
+    public var resize: Resize = .stretch
+    public var filter: ResampleFilter = .triangle
+    /// Let a JPEG decode at 1/2, 1/4 or 1/8 of its size (libjpeg's DCT scaling) when that still
+    /// covers what the resize needs: much faster on large photos, a few grey levels from decoding in
+    /// full (turn it off for torchvision-exact samples).
+    public var dctScaling = true
 
-    public init(width: Int, height: Int, colorSpace: ColorSpace, scaler: Scaler = .identity) {
+    public init(width: Int, height: Int, colorSpace: ColorSpace, scaler: Scaler = .identity,
+                resize: Resize = .stretch, filter: ResampleFilter = .triangle) {
         self.width = width
         self.height = height
         self.colorSpace = colorSpace
         self.scaler = scaler
+        self.resize = resize
+        self.filter = filter
     }
 
     /// What a model's image input wants: its size and color space, and its scaler (identity if none).
@@ -86,53 +110,97 @@ public struct ImagePreprocessing: Equatable, Sendable {
             throw UpdraftError(.invalidArgument, "image input size \(width)x\(height) is not usable",
                                hint: "width and height must be 1...65535")
         }
+        if case .centerCrop(let n?) = resize, !(1...65535).contains(n) {
+            throw UpdraftError(.invalidArgument, "a shorter side of \(n) pixels is not usable",
+                               hint: "give --resize shorter:N with N in 1...65535")
+        }
+    }
+
+    /// The smallest decoded size that covers what `prepare` reads (for DCT-scaled JPEG decoding), or
+    /// nil when scaling is off.
+    public var decodeAtLeast: (width: Int, height: Int)? {
+        guard dctScaling else { return nil }
+        switch resize {
+        case .stretch: return (width, height)
+        case .centerCrop(let n):
+            let side = n ?? max(width, height)
+            return (side, side)
+        }
+    }
+
+    /// The size `image` is resized to, and the window of it kept.
+    func geometry(sourceWidth w: Int, sourceHeight h: Int) -> (width: Int, height: Int, window: PixelRect) {
+        switch resize {
+        case .stretch:
+            return (width, height, PixelRect(x: 0, y: 0, width: width, height: height))
+        case .centerCrop(let n):
+            let side = n ?? max(width, height)
+            // torchvision: the shorter side to `side`, the longer to int(side * long / short).
+            let (rw, rh) = w <= h ? (side, max(1, Int(Double(side) * Double(h) / Double(w))))
+                                  : (max(1, Int(Double(side) * Double(w) / Double(h))), side)
+            // torchvision's CenterCrop: int(round((size - crop) / 2)), Python's round (half to even).
+            let left = Int((Double(rw - width) / 2).rounded(.toNearestOrEven))
+            let top = Int((Double(rh - height) / 2).rounded(.toNearestOrEven))
+            return (rw, rh, PixelRect(x: left, y: top, width: width, height: height))
+        }
     }
 
     /// Stage 1: the image at the model's size and color space, 8 bits per sample, planar `[C, H, W]`.
     public func prepare(_ image: DecodedImage) -> PreparedImage {
-        // Convert to the output's content channels at the source size first (RGB->gray is cheaper
-        // before resizing), then resize each plane. Both steps are linear, so the order does not
-        // change the result beyond float rounding.
-        let srcPlane = image.width * image.height
-        var planes: [[Float]]
-        if image.channels == 1 {
-            planes = [image.pixels.map(Float.init)]
-        } else if colorSpace == .grayscale {
-            var gray = [Float](repeating: 0, count: srcPlane)
-            image.pixels.withUnsafeBufferPointer { p in
-                for i in 0..<srcPlane {
-                    gray[i] = 0.299 * Float(p[3 * i]) + 0.587 * Float(p[3 * i + 1]) + 0.114 * Float(p[3 * i + 2])
-                }
-            }
-            planes = [gray]
-        } else {
-            let order = colorSpace == .bgr ? [2, 1, 0] : [0, 1, 2]
-            planes = order.map { c in
-                var plane = [Float](repeating: 0, count: srcPlane)
-                image.pixels.withUnsafeBufferPointer { p in
-                    for i in 0..<srcPlane { plane[i] = Float(p[3 * i + c]) }
-                }
-                return plane
-            }
-        }
-        let resized = planes.map {
-            bilinearResize($0, width: image.width, height: image.height, toWidth: width, toHeight: height)
-        }
-        // Gray source into a color model: the one plane fills every channel.
-        let outPlane = width * height
-        var samples = [UInt8](repeating: 0, count: channels * outPlane)
-        samples.withUnsafeMutableBufferPointer { out in
-            for c in 0..<channels {
-                resized[min(c, resized.count - 1)].withUnsafeBufferPointer { plane in
-                    let base = c * outPlane
-                    for i in 0..<outPlane {
-                        // Resampled values stay within 0...255 (convex combinations), up to rounding.
-                        out[base + i] = UInt8(clamping: Int(max(0, plane[i] + 0.5)))
+        prepare(image, crop: nil)
+    }
+
+    /// Stage 1 from the rectangle `crop` of the image (a random resized crop): that rectangle taken as
+    /// the image, stretched to the model's size (torchvision's `resized_crop`). Nil: `prepare(_:)`.
+    public func prepare(_ image: DecodedImage, crop: PixelRect?) -> PreparedImage {
+        var samples = [UInt8](repeating: 0, count: channels * width * height)
+        samples.withUnsafeMutableBufferPointer { prepare(image, crop: crop, into: $0.baseAddress!) }
+        return PreparedImage(channels: channels, height: height, width: width, samples: samples)
+    }
+
+    /// Stage 1 written into `out` (`channels * height * width` bytes).
+    public func prepare(_ image: DecodedImage, crop: PixelRect?, into out: UnsafeMutablePointer<UInt8>) {
+        image.pixels.withUnsafeBufferPointer { pixels in
+            var source = pixels.baseAddress!
+            var sourceChannels = image.channels
+            var gray: [UInt8] = []
+            if image.channels == 3 && colorSpace == .grayscale {
+                // Pillow's convert("L"): (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16.
+                let count = image.width * image.height
+                gray = [UInt8](repeating: 0, count: count)
+                gray.withUnsafeMutableBufferPointer { g in
+                    for i in 0..<count {
+                        let r = UInt32(source[3 * i]), gg = UInt32(source[3 * i + 1]), b = UInt32(source[3 * i + 2])
+                        g[i] = UInt8((r * 19595 + gg * 38470 + b * 7471 + 0x8000) >> 16)
                     }
                 }
+                sourceChannels = 1
+            }
+            let planes: [Int]
+            switch (sourceChannels, colorSpace) {
+            case (1, .grayscale): planes = [0]
+            case (1, _): planes = [0, 0, 0]
+            case (_, .bgr): planes = [2, 1, 0]
+            default: planes = [0, 1, 2]
+            }
+            let run = { (source: UnsafePointer<UInt8>) in
+                if let crop {
+                    resample(source, sourceWidth: image.width, channels: sourceChannels, rect: crop,
+                             outWidth: width, outHeight: height, window: PixelRect(x: 0, y: 0, width: width, height: height),
+                             filter: filter, planes: planes, into: out)
+                } else {
+                    let g = geometry(sourceWidth: image.width, sourceHeight: image.height)
+                    resample(source, sourceWidth: image.width, channels: sourceChannels,
+                             rect: PixelRect(x: 0, y: 0, width: image.width, height: image.height),
+                             outWidth: g.width, outHeight: g.height, window: g.window, filter: filter, planes: planes, into: out)
+                }
+            }
+            if gray.isEmpty {
+                run(source)
+            } else {
+                gray.withUnsafeBufferPointer { source = $0.baseAddress!; run(source) }
             }
         }
-        return PreparedImage(channels: channels, height: height, width: width, samples: samples)
     }
 
     /// Stage 2: the scaler applied to a prepared image, giving a `[C, H, W]` tensor.
@@ -180,48 +248,3 @@ public struct PreparedImage: Equatable, Sendable {
     }
 }
 
-/// Where output coordinate `o` samples the input, for bilinear resizing with half-pixel centers:
-/// `s = (o + 0.5) * in / out - 0.5`, clamped to the image, split into the two neighbours and the
-/// second one's weight.
-struct BilinearTap {
-    var lower: Int
-    var upper: Int
-    var weight: Float
-
-    static func taps(from inSize: Int, to outSize: Int) -> [BilinearTap] {
-        let ratio = Double(inSize) / Double(outSize)
-        return (0..<outSize).map { o in
-            let s = max(0, (Double(o) + 0.5) * ratio - 0.5)
-            let lower = min(Int(s), inSize - 1)
-            let upper = min(lower + 1, inSize - 1)
-            return BilinearTap(lower: lower, upper: upper, weight: Float(s - Double(lower)))
-        }
-    }
-}
-
-/// Bilinear resize of one plane (row-major, `height` x `width`), align-corners false.
-func bilinearResize(_ plane: [Float], width: Int, height: Int, toWidth: Int, toHeight: Int) -> [Float] {
-    if width == toWidth && height == toHeight { return plane }
-    let xs = BilinearTap.taps(from: width, to: toWidth)
-    let ys = BilinearTap.taps(from: height, to: toHeight)
-    var out = [Float](repeating: 0, count: toWidth * toHeight)
-    plane.withUnsafeBufferPointer { p in
-        xs.withUnsafeBufferPointer { xs in
-            out.withUnsafeMutableBufferPointer { out in
-                for oy in 0..<toHeight {
-                    let ty = ys[oy]
-                    let row0 = ty.lower * width, row1 = ty.upper * width, outRow = oy * toWidth
-                    for ox in 0..<toWidth {
-                        let tx = xs[ox]
-                        let a = p[row0 + tx.lower], b = p[row0 + tx.upper]
-                        let c = p[row1 + tx.lower], d = p[row1 + tx.upper]
-                        let top = a + tx.weight * (b - a)
-                        let bottom = c + tx.weight * (d - c)
-                        out[outRow + ox] = top + ty.weight * (bottom - top)
-                    }
-                }
-            }
-        }
-    }
-    return out
-}

@@ -13,6 +13,10 @@ import Foundation
 /// The device tier belongs to one backend: `bind(to:)` drops it when training moves elsewhere (a
 /// fallback after a device failure, or data-parallel replicas, which use the host tier only); its
 /// examples are then recomputed once. Safe to use from several threads.
+///
+/// With `halfPrecision` both tiers keep rows as IEEE halves (`copyRows(..., toHalf:)`), half the
+/// bytes, and batches get them back as floats: the tail still computes in fp32. Features computed
+/// in a step are used at full precision in that step (the first epoch), rounded ones afterwards.
 final class FeatureCache {
     struct Key: Hashable {
         /// Which data set: training or validation.
@@ -33,7 +37,9 @@ final class FeatureCache {
     /// Boundary blobs and the floats per example of each.
     let blobs: [String]
     let rowLengths: [Int]
-    var rowBytes: Int { rowLengths.reduce(0, +) * 4 }
+    /// Rows kept as halves (2 bytes a value) instead of floats.
+    let halfPrecision: Bool
+    var rowBytes: Int { rowLengths.reduce(0, +) * (halfPrecision ? 2 : 4) }
     let hostBudgetBytes: Int
     /// Nil: automatic (half of a GPU's memory; the host budget on host-memory backends). 0: no device tier.
     let deviceBudgetBytes: Int?
@@ -42,6 +48,8 @@ final class FeatureCache {
 
     private let lock = NSLock()
     private var host: [Key: [[Float]]] = [:]
+    /// The host tier in half precision (instead of `host`).
+    private var hostHalf: [Key: [[Float16]]] = [:]
     private(set) var hostBytes = 0
     private(set) var tier: DeviceTier?
     private(set) var hits = 0
@@ -53,8 +61,10 @@ final class FeatureCache {
     /// Told once per failed device tier (training passes its one-line warnings on).
     var warn: ((String) -> Void)?
 
-    init(blobs: [String], rowLengths: [Int], hostBudgetBytes: Int, deviceBudgetBytes: Int?, expectedEntries: Int) {
+    init(blobs: [String], rowLengths: [Int], hostBudgetBytes: Int, deviceBudgetBytes: Int?, expectedEntries: Int,
+         halfPrecision: Bool = false) {
         self.blobs = blobs
+        self.halfPrecision = halfPrecision
         self.rowLengths = rowLengths
         self.hostBudgetBytes = max(0, hostBudgetBytes)
         self.deviceBudgetBytes = deviceBudgetBytes.map { max(0, $0) }
@@ -77,7 +87,7 @@ final class FeatureCache {
         }
         guard budget >= rowBytes, rowBytes > 0 else { return }
         tier = DeviceTier(backend: backend, rowLengths: rowLengths, budgetBytes: budget, sharesHost: sharesHost,
-                          expectedEntries: expectedEntries)
+                          expectedEntries: expectedEntries, halfPrecision: halfPrecision)
     }
 
     /// Where `key`'s rows are, or nil (counted as a miss).
@@ -85,8 +95,15 @@ final class FeatureCache {
         lock.lock(); defer { lock.unlock() }
         if let t = tier, let slot = t.slots[key] { hits += 1; return .device(tier: t, slot: slot) }
         if let rows = host[key] { hits += 1; return .host(rows) }
+        if let rows = hostHalf[key] { hits += 1; return .host(rows.map { $0.map(Float.init) }) }
         misses += 1
         return nil
+    }
+
+    /// Whether `key`'s rows are kept (no hit or miss counted).
+    func holds(_ key: Key) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        return tier?.slots[key] != nil || host[key] != nil
     }
 
     /// Keeps the rows of `keys` from `computed` (per blob, row k is `keys[k]`'s, on `backend`): in
@@ -102,7 +119,8 @@ final class FeatureCache {
         var forTier: [(key: Key, row: Int)] = [], forHost: [(key: Key, row: Int)] = []
         var planned = Set<Key>()
         var hostRoom = hostBudgetBytes - hostBytes - (tier?.sharesHost == true ? tier!.bytes : 0)
-        for (row, key) in keys.enumerated() where !planned.contains(key) && tier?.slots[key] == nil && host[key] == nil {
+        for (row, key) in keys.enumerated()
+        where !planned.contains(key) && tier?.slots[key] == nil && host[key] == nil && hostHalf[key] == nil {
             planned.insert(key)
             if let t = tier, t.backend === backend, t.hasRoom(for: forTier.count + 1, hostRoom: hostRoom) {
                 forTier.append((key, row))
@@ -132,15 +150,17 @@ final class FeatureCache {
         guard !forHost.isEmpty else { return }
         let values = try computed.map { try backend.download($0) }
         for (key, row) in forHost {
-            host[key] = zip(values, rowLengths).map { v, n in Array(v[row * n..<(row + 1) * n]) }
+            let rows = zip(values, rowLengths).map { v, n in Array(v[row * n..<(row + 1) * n]) }
+            if halfPrecision { hostHalf[key] = rows.map { $0.map { Float16($0) } } } else { host[key] = rows }
             hostBytes += rowBytes
         }
     }
 
     var statistics: FeatureCacheStatistics {
         lock.lock(); defer { lock.unlock() }
-        return FeatureCacheStatistics(deviceEntries: tier?.slots.count ?? 0, deviceBytes: tier?.bytes ?? 0, hostEntries: host.count,
-                          hostBytes: hostBytes, hits: hits, misses: misses, dropped: dropped, deviceName: tier?.backend.name)
+        return FeatureCacheStatistics(deviceEntries: tier?.slots.count ?? 0, deviceBytes: tier?.bytes ?? 0,
+                                      hostEntries: host.count + hostHalf.count, hostBytes: hostBytes, hits: hits, misses: misses,
+                                      dropped: dropped, deviceName: tier?.backend.name, halfPrecision: halfPrecision)
     }
 }
 
@@ -156,6 +176,8 @@ public struct FeatureCacheStatistics: Sendable, Equatable {
     public var dropped = 0
     /// The backend the device tier lives on, if any.
     public var deviceName: String?
+    /// Whether rows are kept in half precision (`UpdateConfiguration.featureCacheHalfPrecision`).
+    public var halfPrecision = false
 }
 
 /// The device tier: arenas of rows on one backend, one buffer per boundary blob per arena. Arenas
@@ -185,16 +207,20 @@ final class DeviceTier {
     private(set) var bytes = 0
     /// Set when no arena could be allocated: the tier keeps what it has and takes no more.
     private(set) var isFull = false
+    /// Rows kept as halves: arena buffers hold two values per float.
+    let halfPrecision: Bool
 
     static let hostArenaBufferLimit = 256 << 20
 
-    init(backend: Backend, rowLengths: [Int], budgetBytes: Int, sharesHost: Bool, expectedEntries: Int) {
+    init(backend: Backend, rowLengths: [Int], budgetBytes: Int, sharesHost: Bool, expectedEntries: Int,
+         halfPrecision: Bool = false) {
         self.backend = backend
         self.rowLengths = rowLengths
-        self.rowBytes = max(1, rowLengths.reduce(0, +) * 4)
+        self.halfPrecision = halfPrecision
+        self.rowBytes = max(1, rowLengths.reduce(0, +) * (halfPrecision ? 2 : 4))
         self.budgetBytes = budgetBytes
         self.sharesHost = sharesHost
-        let longest = max(1, rowLengths.max() ?? 1) * 4
+        let longest = max(1, rowLengths.max() ?? 1) * (halfPrecision ? 2 : 4)
         let bufferLimit: Int
         switch backend.memory {
         case .host: bufferLimit = Self.hostArenaBufferLimit
@@ -219,7 +245,8 @@ final class DeviceTier {
     private func grow() -> Bool {
         var size = min(slotsPerArena, (budgetBytes - bytes) / rowBytes)
         while size >= 1 {
-            if let buffers = try? rowLengths.map({ try backend.makeBuffer(count: size * $0) }) {
+            // Half rows: two values per float of the buffer.
+            if let buffers = try? rowLengths.map({ try backend.makeBuffer(count: halfPrecision ? (size * $0 + 1) / 2 : size * $0) }) {
                 arenas.append(Arena(first: capacity, count: size, buffers: buffers))
                 bytes += size * rowBytes
                 return true
@@ -253,8 +280,13 @@ final class DeviceTier {
         for (a, group) in Dictionary(grouping: placed, by: { arena(of: $0.slot) }) {
             let arena = arenas[a]
             for (b, buffer) in arena.buffers.enumerated() {
-                try backend.copyRows(computed[b], rows: group.map(\.row), to: buffer,
-                                     rows: group.map { $0.slot - arena.first }, rowLength: rowLengths[b])
+                if halfPrecision {
+                    try backend.copyRows(computed[b], rows: group.map(\.row), to: buffer,
+                                         rows: group.map { $0.slot - arena.first }, rowLength: rowLengths[b], toHalf: true)
+                } else {
+                    try backend.copyRows(computed[b], rows: group.map(\.row), to: buffer,
+                                         rows: group.map { $0.slot - arena.first }, rowLength: rowLengths[b])
+                }
             }
         }
         for p in placed { slots[p.key] = p.slot }
@@ -266,8 +298,13 @@ final class DeviceTier {
         for (a, group) in Dictionary(grouping: pairs, by: { arena(of: $0.slot) }) {
             let arena = arenas[a]
             for (b, buffer) in arena.buffers.enumerated() {
-                try backend.copyRows(buffer, rows: group.map { $0.slot - arena.first }, to: batch[b],
-                                     rows: group.map(\.position), rowLength: rowLengths[b])
+                if halfPrecision {
+                    try backend.copyRows(buffer, rows: group.map { $0.slot - arena.first }, to: batch[b],
+                                         rows: group.map(\.position), rowLength: rowLengths[b], toHalf: false)
+                } else {
+                    try backend.copyRows(buffer, rows: group.map { $0.slot - arena.first }, to: batch[b],
+                                         rows: group.map(\.position), rowLength: rowLengths[b])
+                }
             }
         }
     }

@@ -33,6 +33,11 @@ final class TrainingSession {
         }
         parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
                                             overrides: task.configuration.parameters)
+        try task.configuration.augmentation.validate()
+        if task.configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
+            throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
+                               hint: "drop the random resized crop for this data")
+        }
         try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
                                       source: task.configuration.parameters[.miniBatchSize] == nil
                                           ? "the model's default miniBatchSize" : "miniBatchSize")
@@ -48,10 +53,16 @@ final class TrainingSession {
             try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
                                       prefix: replica.prefixBackend, tail: replica.tailBackend)
         }
-        cache = task.configuration.featureCache && !training.prefix.isEmpty
+        // A random resized crop gives the frozen prefix a new input every epoch: cached features
+        // would not be exact, so the cache is off with it.
+        let cropped = task.configuration.augmentation.randomResizedCrop != nil
+        cache = task.configuration.featureCache && !training.prefix.isEmpty && !cropped
             ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
+        if cropped && task.configuration.featureCache && !training.prefix.isEmpty {
+            task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
+        }
         let (parameters, devices) = (self.parameters, self.devices)
         exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
@@ -68,7 +79,8 @@ final class TrainingSession {
         let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
         return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
                             deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
-                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0))
+                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0),
+                            halfPrecision: config.featureCacheHalfPrecision)
     }
 
     /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.
@@ -88,11 +100,14 @@ final class TrainingSession {
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
             var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
+            let prefetcher = makePrefetcher(batches: plan.batches, epoch: epoch)
+            defer { prefetcher.stop() }
             for (b, indices) in plan.batches.enumerated() {
                 if stopRequested { return }
                 let position = "epoch \(epoch + 1) mini-batch \(b + 1)"
                 let result: Executor.BatchResult
-                do { result = try step(indices: indices, epoch: epoch, position: position) } catch let e as NonFiniteLoss {
+                do { result = try step(indices: indices, epoch: epoch, position: position,
+                                                        prepared: prefetcher.take(b)) } catch let e as NonFiniteLoss {
                     try handleNonFiniteLoss(e.loss, position: position)
                     continue
                 }
@@ -140,13 +155,29 @@ final class TrainingSession {
 
     /// One mini-batch: through the feature cache when it is on, else the whole network; split
     /// between the replicas when training is data parallel.
-    private func step(indices: [Int], epoch: Int, position: String) throws -> Executor.BatchResult {
-        let augmentation = task.configuration.augmentation
-        func example(_ i: Int) throws -> TrainingExample {
-            var e = try task.trainingData.example(at: i)
-            if !augmentation.isIdentity { e.input = try augmentation.apply(to: e.input, epoch: epoch, index: i) }
-            return e
+    /// Loads the epoch's examples ahead on worker threads (decoding images while the device works);
+    /// with the feature cache, only those it does not hold.
+    private func makePrefetcher(batches: [[Int]], epoch: Int) -> BatchPrefetcher {
+        let augmentation = task.configuration.augmentation, data = task.trainingData
+        let needed: (Int) -> Bool
+        if let cache {
+            needed = { i in
+                let f = augmentation.flips(epoch: epoch, index: i)
+                let variant = augmentation.isIdentity ? 0 : (f.horizontal ? 1 : 0) | (f.vertical ? 2 : 0)
+                return !cache.holds(FeatureCache.Key(set: .training, index: i, variant: variant))
+            }
+        } else {
+            needed = { _ in true }
         }
+        // Several ranks: each prepares only its own share of every batch.
+        let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
+        return BatchPrefetcher(batches: local, depth: task.configuration.prefetchDepth, needed: needed,
+                               load: { try augmentation.example(of: data, at: $0, epoch: epoch) })
+    }
+
+    private func step(indices: [Int], epoch: Int, position: String, prepared: PreparedBatch) throws -> Executor.BatchResult {
+        let augmentation = task.configuration.augmentation
+        func example(_ i: Int) throws -> TrainingExample { try prepared.example(i) }
         let parameters = { [unowned self] in self.parameters }
         // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
         var rank: RankShare? = nil
@@ -196,19 +227,26 @@ final class TrainingSession {
     func evaluate(_ data: BatchProvider, position: String = "validation") throws -> (loss: Double, accuracy: Double) {
         var lossSum = 0.0, correct = 0, seen = 0
         let size = parameters.miniBatchSize
-        for start in stride(from: 0, to: data.count, by: size) {
-            let indices = Array(start..<min(start + size, data.count))
+        let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
+        let cache = self.cache
+        let prefetcher = BatchPrefetcher(batches: chunks, depth: task.configuration.prefetchDepth,
+                                         needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
+                                         load: { try data.example(at: $0) })
+        defer { prefetcher.stop() }
+        for (c, indices) in chunks.enumerated() {
+            let prepared = prefetcher.take(c)
             let r: Executor.BatchResult
             if let cache {
                 let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
                 let targets = try indices.map { try data.target(at: $0) }
                 r = try devices.onPrimary(position: position) { executor in
                     self.bindCache()
-                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try data.example(at: $0.index) })
+                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
                     return try executor.evaluate(cached: slice, targets: targets, cache: cache)
                 }
             } else {
-                let batch = try data.batch(at: indices)
+                let examples = try indices.map { try prepared.example($0) }
+                let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
                 r = try devices.onPrimary(position: position) { try $0.evaluate(batch) }
             }
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count

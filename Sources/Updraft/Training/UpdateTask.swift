@@ -79,8 +79,11 @@ public struct UpdateConfiguration {
     public var validationData: BatchProvider?
     /// Keep a short last mini-batch instead of filling it by wrapping round (Core ML's behaviour).
     public var shortLastBatch = false
-    /// Random flips applied to each example, seeded by (seed, epoch, index).
+    /// Random flips (and, for image data sets, a random resized crop) applied to each training
+    /// example, seeded by (seed, epoch, index). A crop turns the feature cache off, with a warning.
     public var augmentation: ImageAugmentation = .none
+    /// Mini-batches whose examples are loaded (decoded) ahead of training, on worker threads.
+    public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
@@ -91,6 +94,9 @@ public struct UpdateConfiguration {
     /// What a NaN or infinite mini-batch loss does: stop training (keeping the last finite state),
     /// or skip the mini-batch.
     public var nonFinite: NonFinitePolicy = .stop
+    /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
+    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
+    public var featureCacheHalfPrecision = false
     /// Write the model (and its history) to `checkpointURL` every N epochs.
     public var checkpointEvery: Int? = nil
     public var checkpointURL: URL? = nil

@@ -42,4 +42,16 @@ extension CPUBackend {
             }
         }
     }
+
+    /// `convertRows` on the buffers' memory, split over the threads like `copyRows`.
+    public func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                         rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws {
+        let s = try cpuBuffer(source, "copyRows source"), d = try cpuBuffer(destination, "copyRows destination")
+        try checkRows(s, rows: sourceRows, d, rows: destinationRows, rowLength: rowLength, halfSide: toHalf ? 0 : 1)
+        guard rowLength > 0, !sourceRows.isEmpty else { return }
+        let sp = UnsafeRawPointer(s.pointer), dp = UnsafeMutableRawPointer(d.pointer)
+        parallelChunks(sourceRows.count * rowLength, grain: CPUParallel.copyGrain) { r in
+            convertRows(sp, rows: sourceRows, dp, rows: destinationRows, rowLength: rowLength, toHalf: toHalf, range: r)
+        }
+    }
 }

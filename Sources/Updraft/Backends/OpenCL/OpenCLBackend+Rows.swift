@@ -42,6 +42,26 @@ extension OpenCLBackend {
         }
     }
 
+    /// `copy_rows_to_half` / `copy_rows_from_half` (Kernels/half.cl), launched like `copyRows`.
+    public func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
+                         rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws {
+        let s = try cl(source), d = try cl(destination)
+        try checkRows(s, rows: sourceRows, d, rows: destinationRows, rowLength: rowLength, halfSide: toHalf ? 0 : 1)
+        guard rowLength > 0, !sourceRows.isEmpty else { return }
+        let pairs = try rowPairs(sourceRows, destinationRows, rowLength: rowLength)
+        let k = try opsKernel("half.cl", toHalf ? "copy_rows_to_half" : "copy_rows_from_half")
+        try inFlight.releaseFinished(context: context)
+        let indices = try context.makeIntBuffer(pairs)
+        try k.setArguments([.buffer(s), .buffer(d), .buffer(indices), .int(rowLength), .int(sourceRows.count)])
+        let local = rowsWorkGroup(columns: rowLength, rows: sourceRows.count, kernel: k)
+        let done = try k.launch(global: [rowLength, sourceRows.count], local: local, profile: true)
+        try inFlight.hold(indices, until: done, context: context)
+        if let done {
+            gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [rowLength, sourceRows.count],
+                                                             local: local, event: done))
+        }
+    }
+
     /// The pairs as the kernel reads them, (source row, destination row) interleaved, or an error when
     /// a row or the length does not fit the kernel's 32-bit ints.
     private func rowPairs(_ sourceRows: [Int], _ destinationRows: [Int], rowLength: Int) throws -> [Int32] {

@@ -161,6 +161,10 @@ public struct KernelTuner {
                 if candidate?.engine == .clblast, let reason = cl.gemmWorkspace.clblastRefusals.values.first {
                     outcome.rejected.append((.clblast, reason)); continue
                 }
+                if let candidate, let t = candidate.tiling, cl.gemmWorkspace.unusableTilings.contains(t) {
+                    // The table ran instead: the device cannot launch work-groups that large for this kernel.
+                    outcome.rejected.append((candidate, "the kernel cannot run \(t.threads) work-items per group here")); continue
+                }
                 outcome.timed += 1
                 if candidate == nil { outcome.tableSeconds = seconds }
                 if candidate?.engine == .clblast { outcome.clblastSeconds = seconds }
