@@ -25,7 +25,7 @@ let devicesCommand = CLICommand(CommandSpec(
                     "name": i.name, "vendor": i.vendor, "type": i.type.rawValue,
                     "computeUnits": i.computeUnits, "clockMHz": i.clockMHz, "globalMemoryBytes": i.globalMemory,
                     "localMemoryBytes": i.localMemory, "maxWorkGroupSize": i.maxWorkGroupSize,
-                    "openCLC": i.openCLCVersion, "driver": i.driverVersion]
+                    "openCLC": i.openCLCVersion, "driver": i.driverVersion, "kernelTuning": kernelTuning(i)]
         }
         list.sort { ($0["index"] as! Int) < ($1["index"] as! Int) }
         var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "memoryBytes": host.memoryBytes],
@@ -47,11 +47,12 @@ let devicesCommand = CLICommand(CommandSpec(
         print(scheduling.text, terminator: "")
         return 0
     }
-    var rows = [["#", "platform", "device", "type", "CUs", "clock", "global mem", "local mem", "max WG", "OpenCL C"]]
+    var rows = [["#", "platform", "device", "type", "CUs", "clock", "global mem", "local mem", "max WG", "OpenCL C", "kernels"]]
     for d in devices {
         let i = d.info
         rows.append(["\(i.index)", i.platformName, i.name, i.type.rawValue, "\(i.computeUnits)", "\(i.clockMHz) MHz",
-                     formatBytes(i.globalMemory), formatBytes(i.localMemory), "\(i.maxWorkGroupSize)", i.openCLCVersion])
+                     formatBytes(i.globalMemory), formatBytes(i.localMemory), "\(i.maxWorkGroupSize)", i.openCLCVersion,
+                     kernelTuning(i)])
     }
     print("OpenCL devices:")
     print(formatTable(rows, rightAligned: [0, 4, 5, 6, 7, 8]), terminator: "")
@@ -141,4 +142,13 @@ private func number(_ v: Double) -> String { v >= 100 ? String(format: "%.0f", v
 
 private func firstErrorLine(_ error: Error) -> String {
     String(describing: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+}
+
+/// "tuned: N shape classes (space, date)" when `updraft tune` stored variants for this device, driver
+/// and kernel source, else "table".
+private func kernelTuning(_ info: OpenCLDeviceInfo) -> String {
+    let tuning = OpenCLTuning.forDevice(info).withStoredTuning(for: info, cache: CalibrationCache())
+    guard let source = tuning.tunedSource else { return "table (run `updraft tune`)" }
+    let date = source.split(separator: "(").last.map { "(" + $0 } ?? ""
+    return "tuned: \(tuning.tuned.count) shape classes \(date)"
 }

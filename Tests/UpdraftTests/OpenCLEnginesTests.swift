@@ -175,7 +175,7 @@ final class OpenCLEnginesTests: XCTestCase {
         ip.bias = .perColumn
         let problems = [KernelTuningProblem(name: "pointwise forward", op: .convolution(pointwise, .convForward, fusedReLU: true)),
                         KernelTuningProblem(name: "ip forward", op: .gemm(ip))]
-        let tuner = KernelTuner(context: ctx, space: .tiny, budgetSeconds: 120)
+        let tuner = KernelTuner(context: ctx, space: .tiny, budgetSeconds: 600)
         XCTAssertEqual(tuner.candidates(for: problems[0].shape).count, 4, "table, two tilings, CLBlast")
         let report = try tuner.tune(problems, cache: cache)
         XCTAssertEqual(report.outcomes.count, 2)
@@ -203,6 +203,20 @@ final class OpenCLEnginesTests: XCTestCase {
             }
             XCTAssertEqual(ran, expected, "\(o.problem) won with \(o.best.map { "\($0)" } ?? "the table")")
         }
+    }
+
+    /// A budget that runs out: the first (largest) problem still times the table, nothing beats it
+    /// untried, and the rest keep the table without being timed.
+    func testABudgetThatRunsOutKeepsTheTable() throws {
+        let ctx = try OpenCLTestSupport.context()
+        let problems = [KernelTuningProblem(name: "big", op: .gemm(GemmOperation(m: 40, n: 40, k: 40))),
+                        KernelTuningProblem(name: "small", op: .gemm(GemmOperation(m: 4, n: 4, k: 4)))]
+        let report = try KernelTuner(context: ctx, space: .tiny, budgetSeconds: 1e-6).run(problems)
+        XCTAssertEqual(report.outcomes.map(\.problem.name), ["big"])
+        XCTAssertEqual(report.outcomes.first?.timed, 1)
+        XCTAssertNil(report.outcomes.first?.best)
+        XCTAssertEqual(report.skipped.map(\.name), ["small"])
+        XCTAssertTrue(report.entry.variants.isEmpty)
     }
 
     func testShapeClassesRoundSizesToPowersOfTwo() throws {

@@ -23,7 +23,8 @@ public enum KernelTuningSpace: String, CaseIterable, Sendable {
 /// The on-device search (`updraft tune`): for each problem, every candidate variant is built, checked
 /// against the reference on a small problem of the same kind, then timed on the problem itself
 /// (wall clock, enough repetitions for ~20 ms, best of 3); the fastest per shape class wins. Problems
-/// run largest first, so a budget that runs out leaves the table on the cheapest shapes.
+/// run largest first, each with an equal share of the budget left (what one leaves goes to the next);
+/// within a share, candidates run table first, then CLBlast, split-K, and tilings most promising first.
 public struct KernelTuner {
     public let context: OpenCLContext
     public var space: KernelTuningSpace
@@ -87,9 +88,10 @@ public struct KernelTuner {
         }
         var seen = Set<KernelVariant>(), out: [KernelVariant?] = [nil]
         func add(_ v: KernelVariant) { if seen.insert(v).inserted { out.append(v) } }
-        for t in tilings where t.fits(info) && t != tableTiling { add(.inHouse(t)) }
-        if shape.splittable { for s in splits { add(.inHouse(tableTiling, splits: s)) } }
+        // CLBlast right after the table: a problem's share of the budget may end before the tilings do.
         if includeCLBlast && shape.clblastCan { add(.clblast) }
+        if shape.splittable { for s in splits { add(.inHouse(tableTiling, splits: s)) } }
+        for t in tilings where t.fits(info) && t != tableTiling { add(.inHouse(t)) }
         return out
     }
 
@@ -125,8 +127,13 @@ public struct KernelTuner {
         var outcomes: [Outcome] = [], skipped: [KernelTuningProblem] = []
         var verdicts: [String: String?] = [:]         // check key + variant → nil (passed) or the failure
         var references: [String: [Double]] = [:]
-        for problem in problems.sorted(by: { $0.flops > $1.flops }) {
-            guard elapsed() < budgetSeconds else { skipped.append(problem); continue }
+        let ordered = problems.sorted(by: { $0.flops > $1.flops })
+        for (index, problem) in ordered.enumerated() {
+            // The largest problem is measured however small the budget (its table at least).
+            guard index == 0 || elapsed() < budgetSeconds else { skipped.append(problem); continue }
+            // An equal share of what is left (time a problem does not use goes to the next ones), so
+            // the first, largest problems cannot spend the whole budget of a large space.
+            let deadline = elapsed() + (budgetSeconds - elapsed()) / Double(ordered.count - index)
             let shape = problem.shape
             let check = try problem.checkProblem()
             let checkKey = check.shape.description
@@ -134,7 +141,8 @@ public struct KernelTuner {
             var outcome = Outcome(problem: problem, tableSeconds: nil, best: nil, bestSeconds: nil, clblastSeconds: nil,
                                   timed: 0, rejected: [])
             for candidate in candidates(for: shape) {
-                if elapsed() >= budgetSeconds { break }
+                // The table is always timed: it is what a winner must beat.
+                if candidate != nil && elapsed() >= deadline { break }
                 var tuning = baseTuning
                 tuning.forced = candidate
                 let cl = OpenCLBackend(context: context, tuning: tuning)
