@@ -146,8 +146,9 @@ let trainCommand = CLICommand(CommandSpec(
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
-    // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was trained.
-    let signals = StopSignals { s in
+    // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
+    // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).
+    let signals = StopSignals(ranks == nil ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGHUP]) { s in
         printError("\n\(signalName(s)): finishing the current mini-batch and saving the model")
         task.cancel()
     }
