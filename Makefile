@@ -4,8 +4,13 @@ SWIFT ?= swift
 PYTHON ?= python3
 UPDRAFT = .build/release/updraft
 PYDEPS = .build/pydeps.stamp
+# Release executables carry Swift's standard library and Foundation, so they run where Swift is not
+# installed (`make install`, `make dist`).
+RELEASE_FLAGS = -c release --static-swift-stdlib
+PREFIX ?= /usr/local
+DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test interop fuzz clean
+.PHONY: deps build release demo test swift-test interop install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -14,7 +19,24 @@ build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build $(RELEASE_FLAGS)
+
+# updraft and updraft-bench into $(PREFIX)/bin (DESTDIR for staged installs). They need the
+# distribution's OpenCL loader, OpenBLAS, libpng and libjpeg at run time, which `make deps` installs.
+install: release
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 755 .build/release/updraft .build/release/updraft-bench "$(DESTDIR)$(PREFIX)/bin/"
+	@echo "installed updraft and updraft-bench in $(DESTDIR)$(PREFIX)/bin"
+
+# A tarball for Linux hosts without Swift: the executables, the shared libraries a bare host may lack,
+# and launchers that register a vendor OpenCL driver the host's ICD list misses (see .ci/dist.sh).
+# Also leaves .device/ for the GPU host's check script (Benchmarks/gpu-check.sh).
+dist: release
+	bash .ci/dist.sh .build/release $(DIST_DIR)
+
+# The tarball runs with a bare environment: no toolchain library, a training epoch (run by `make test`).
+dist-check: dist
+	bash .ci/dist-check.sh $$(ls -t $(DIST_DIR)/updraft-*.tar.xz | head -1)
 
 # The main job on bundled data: create SqueezeNet 1.1, fine-tune conv10 + fullyconnected0 on the
 # 8x8 handwritten digits scikit-learn ships (PNG class folders in Tests/Data/digits), validate on the
@@ -36,6 +58,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory dist-check
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
 # meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through

@@ -34,9 +34,12 @@ let package = Package(
         .target(name: "Updraft", dependencies: ["COpenCL", "CCLBlast", "COpenBLAS", "CImageIO", "CMPI"],
                 path: "Sources/Updraft",
                 plugins: ["EmbedKernels"]),
-        .executableTarget(name: "updraft", dependencies: ["Updraft"], path: "Sources/updraft"),
-        .executableTarget(name: "updraft-bench", dependencies: ["Updraft"], path: "Benchmarks/updraft-bench"),
-        .testTarget(name: "UpdraftTests", dependencies: ["Updraft"], path: "Tests/UpdraftTests",
+        // The command-line parsing the two executables share; not part of the library's API.
+        .target(name: "UpdraftCommandLine", path: "Sources/UpdraftCommandLine"),
+        .executableTarget(name: "updraft", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Sources/updraft"),
+        .executableTarget(name: "updraft-bench", dependencies: ["Updraft", "UpdraftCommandLine"],
+                          path: "Benchmarks/updraft-bench"),
+        .testTarget(name: "UpdraftTests", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Tests/UpdraftTests",
                     exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v5]

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft-bench chain`: how the passes over a model grow with its length, on a chain of ReLUs
 /// between two updatable inner products (`ChainModel`). Every pass should be linear: doubling the

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft-bench data`: decode + preprocess throughput from image files, against torchvision's
 /// ImageFolder + DataLoader with the same transforms and as many workers as cores.

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft-bench epochs`: fine-tuning throughput of SqueezeNet 1.1 (conv10 + fullyconnected0) on
 /// every compute target, with and without the feature cache, optionally next to PyTorch.

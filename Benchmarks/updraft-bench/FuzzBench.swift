@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft-bench fuzz`: mutated models through the reader, the validator and the planner
 /// (`ModelFuzzing`), many more than the test suite runs. `make fuzz` runs it in a child process

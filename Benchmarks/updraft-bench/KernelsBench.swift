@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 let kernelsCommand = CLICommand(CommandSpec(
     name: "kernels",

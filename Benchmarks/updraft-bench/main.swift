@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 // `updraft-bench`: benchmarks that check correctness first, then time (one subcommand per file here).
 let commands: [CLICommand] = [
@@ -12,4 +13,5 @@ let commands: [CLICommand] = [
 
 exit(runCommandLine(program: "updraft-bench",
                     summary: "updraft-bench: measure Updraft's kernels, training epochs and data pipeline.",
-                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))
+                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst()),
+                    version: UpdraftVersion.description))

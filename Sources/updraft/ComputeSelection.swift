@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// The `--compute-units` and `--device` options shared by train, evaluate and predict.
 let computeOptions: [OptionSpec] = [

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft create squeezenet --classes N ... --out FILE.mlmodel`: an updatable model to fine-tune.
 let createCommand = CLICommand(

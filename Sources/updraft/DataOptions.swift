@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// The image data options train, evaluate and predict share.
 let imageDataOptionSpecs: [OptionSpec] = [

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 let evaluateCommand = CLICommand(CommandSpec(
     name: "evaluate",

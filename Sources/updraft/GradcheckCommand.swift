@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// The backends `updraft gradcheck` compares with the reference, after the finite-difference checks.
 /// Other backends (each OpenCL device, the optimized CPU path) add themselves here; a backend that

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft inspect MODEL.mlmodel [--json]`: what a model is and whether Updraft (and Core ML) can train it.
 let inspectCommand = CLICommand(

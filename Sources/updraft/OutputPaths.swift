@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// Checks, before any training, that a file can be written at `url` (named by `option` in
 /// messages): its folder exists and takes new files, and the path is not a folder. A run that

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft plan MODEL.mlmodel [--compute-units U] [--batch-size N] [--device NAME|INDEX] [--json]`:
 /// where training would run each layer, with estimated times, transfers and the total per batch.

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft plot HISTORY.json --out curves.png`: the loss and accuracy curves of a training run.
 let plotCommand = CLICommand(

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft reinit MODEL.mlmodel --out OUT.mlmodel`: fresh weights for some layers of an existing model.
 let reinitCommand = CLICommand(

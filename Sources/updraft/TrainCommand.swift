@@ -1,10 +1,11 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 let trainCommand = CLICommand(CommandSpec(
     name: "train",
     summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
-    positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
+    positionals: "MODEL.mlmodel", minPositionals: 0, maxPositionals: 1,
     options: [
         OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
         OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
@@ -29,7 +30,10 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
-        OptionSpec("checkpoint-every", value: "N", help: "also write the model every N epochs"),
+        OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
+        OptionSpec("checkpoint-every-batches", value: "N", help: "also write a checkpoint every N mini-batches"),
+        OptionSpec("resume", value: "CHECKPOINT.mlmodel",
+                   help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
@@ -39,7 +43,9 @@ let trainCommand = CLICommand(CommandSpec(
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
-    let modelURL = URL(fileURLWithPath: args.positionals[0])
+    let resume = try args.value("resume").map(ResumeOptions.init)
+    guard let modelPath = args.positionals.first ?? resume?.url.path else { throw UsageError("MODEL.mlmodel is required (or --resume CHECKPOINT.mlmodel)") }
+    let modelURL = URL(fileURLWithPath: modelPath)
     if args.value("train") != nil && args.value("labels-csv") != nil {
         throw UsageError("give --train or --labels-csv, not both")
     }
@@ -66,8 +72,9 @@ let trainCommand = CLICommand(CommandSpec(
     if let v = try args.int("seed") { overrides[.seed] = .int(Int64(v)) }
     if args.flag("no-shuffle") { overrides[.shuffle] = .bool(false) }
     // Checked now, so a bad value fails before any data is loaded.
-    let parameters = try TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
-                                            hyperparameters: graph.hyperparameters, overrides: overrides)
+    let parameters = try resume?.checkpoint.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
+        ?? TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
+                              hyperparameters: graph.hyperparameters, overrides: overrides)
 
     try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
                                   source: overrides[.miniBatchSize] != nil ? "--batch-size" : "the model's default miniBatchSize")
@@ -83,14 +90,15 @@ let trainCommand = CLICommand(CommandSpec(
     }
 
     // Where the results go (rank 0 writes them), checked before any data is read or any step is taken.
-    let out = URL(fileURLWithPath: args.value("out")
+    // A resumed run writes on where its checkpoint is, unless told otherwise.
+    let out = URL(fileURLWithPath: args.value("out") ?? resume?.url.path
         ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
     if primary {
         try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
         if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
     }
     let log = try (primary ? args.value("log") : nil).map {
-        try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out)]
+        try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out), TrainingCheckpoint.url(forModel: out)]
                             + [args.value("sidecar"), args.value("train"), args.value("validation")].compactMap { $0 }.map { URL(fileURLWithPath: $0) })
     }
     log?.onWriteFailure = { printError("warning: \($0)") }
@@ -130,22 +138,29 @@ let trainCommand = CLICommand(CommandSpec(
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
     config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
-    if let every = try args.int("checkpoint-every") {
-        guard every > 0 else { throw UsageError("--checkpoint-every must be at least 1") }
-        config.checkpointEvery = every
-        config.checkpointURL = out
+    for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpointEvery),
+                            ("checkpoint-every-batches", \UpdateConfiguration.checkpointEveryMiniBatches)] {
+        guard let every = try args.int(flag) else { continue }
+        guard every > 0 else { throw UsageError("--\(flag) must be at least 1") }
+        config[keyPath: setting] = every
     }
     let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize, dataParallel: true)
     choice.warnings.forEach { printError($0) }
     config.backends = (choice.prefix, choice.tail)
     if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
+    if let resume {
+        resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
+                     scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)
+        print(resume.summary)
+    }
+    if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
     print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
-                          handlers: UpdateHandlers(progress: progress.handle, warning: progress.warn))
+                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked(progress.handle), warning: progress.warn))
     // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
     // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).
     let signals = StopSignals(ranks == nil ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGHUP]) { s in
@@ -165,12 +180,22 @@ let trainCommand = CLICommand(CommandSpec(
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
     defer { leaveRanks(ranks) }
-    try task.write(to: out)
+    if final.task.state == .cancelled {
+        // Where it stopped, with the state to resume from (`--resume`).
+        do { try task.writeCheckpoint(to: out) } catch {
+            printError("warning: no resume state for the model trained so far (\(error))")
+            try task.write(to: out)
+        }
+    } else {
+        try task.write(to: out)
+        // The run is complete: a resume state beside `out` belongs to an earlier point of it.
+        try? FileManager.default.removeItem(at: TrainingCheckpoint.url(forModel: out))
+    }
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
     let note = dataStop ? " (training stopped: the model as trained so far, with finite weights)"
-        : final.task.state == .cancelled ? " (cancelled: the model as trained so far)" : ""
+        : final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : ""
     print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")
     if dataStop { return 1 }
     if final.task.state == .cancelled { return 128 + (signals.received ?? SIGINT) }

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// Prints training progress: on a terminal, a progress bar during each epoch; after each epoch a
 /// table row (epoch, train loss, train accuracy, validation loss and accuracy, images/s, device).

@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft tune [--device N] [--quick] [--model M.mlmodel --batch-size B]`: searches the GEMM and
 /// convolution kernels' parameters (and CLBlast) on one OpenCL device for the shapes a model trains

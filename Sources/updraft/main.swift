@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
@@ -18,4 +19,5 @@ let commands: [CLICommand] = [
 
 exit(runCommandLine(program: "updraft",
                     summary: "updraft: train Core ML updatable models on Linux, on OpenCL devices or the CPU.",
-                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst())))
+                    commands: commands, arguments: Array(CommandLine.arguments.dropFirst()),
+                    version: UpdraftVersion.description))

@@ -1,5 +1,6 @@
 import XCTest
 @testable import Updraft
+import UpdraftCommandLine
 
 /// `updraft plan` and `updraft devices` as a user runs them, in a subprocess. OCL_ICD_VENDORS pointed
 /// at an empty folder makes OpenCL unavailable (the ICD loader finds no platform), which must leave

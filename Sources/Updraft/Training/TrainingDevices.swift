@@ -110,12 +110,20 @@ final class TrainingDevices {
         replicas.count == 1 ? primary.deviceName : replicas.map(\.deviceName).joined(separator: " + ") + " (data parallel)"
     }
 
+    /// The state training started from: nil for the model's own weights, else a checkpoint's (a
+    /// resumed run). Every executor made here starts from it, fallbacks included.
+    private let start: ExecutorState?
+    /// Steps completed when training started (the start state's step count).
+    private var startSteps: Int { start?.stepCount ?? 0 }
+
     init(training: TrainingGraph, optimizer: OptimizerKind, configuration config: UpdateConfiguration,
-         warn: @escaping (String) -> Void) throws {
+         start: ExecutorState? = nil, warn: @escaping (String) -> Void) throws {
         self.training = training
         self.optimizer = optimizer
         self.snapshotPolicy = config.snapshots
         self.warn = warn
+        self.start = start
+        completedSteps = start?.stepCount ?? 0
         var running: [Backend] = []
         var problems: [String] = []
         if let dp = config.dataParallel, !dp.replicas.isEmpty {
@@ -126,7 +134,8 @@ final class TrainingDevices {
             for (backend, share) in zip(dp.replicas, shares) {
                 running.append(backend)
                 do {
-                    replicas.append(try Executor(training: training, optimizer: optimizer, backend: backend))
+                    replicas.append(try Self.makeExecutor(training: training, optimizer: optimizer, start: start,
+                                                          prefix: backend, tail: backend))
                     self.shares.append(share)
                 } catch where isDeviceFailure(error) {
                     problems.append("cannot start a replica on \(backend.name) (\(firstLine(of: error)))")
@@ -136,7 +145,7 @@ final class TrainingDevices {
             let (prefix, tail) = config.backends ?? (ReferenceBackend(), ReferenceBackend())
             running = [prefix, tail]
             do {
-                replicas = [try Executor(training: training, optimizer: optimizer, prefixBackend: prefix, tailBackend: tail)]
+                replicas = [try Self.makeExecutor(training: training, optimizer: optimizer, start: start, prefix: prefix, tail: tail)]
                 shares = [1]
             } catch where isDeviceFailure(error) {
                 let name = prefix === tail ? tail.name : "\(prefix.name) + \(tail.name)"
@@ -172,11 +181,25 @@ final class TrainingDevices {
     /// the snapshot and the steps kept to take again (whose closures hold the training session):
     /// once a run has ended, nothing of it stays allocated.
     func release() {
+        // The last step's queued work first: the backends then let go of the buffers it used.
+        for r in replicas { try? r.prefixBackend.synchronize(); try? r.tailBackend.synchronize() }
         replicas = []
         shares = []
         fallbacks = []
         snapshot = nil
         stepsSinceSnapshot = []
+    }
+
+    /// An executor on these backends holding the start state.
+    private func makeExecutor(prefix: Backend, tail: Backend) throws -> Executor {
+        try Self.makeExecutor(training: training, optimizer: optimizer, start: start, prefix: prefix, tail: tail)
+    }
+
+    private static func makeExecutor(training: TrainingGraph, optimizer: OptimizerKind, start: ExecutorState?,
+                                     prefix: Backend, tail: Backend) throws -> Executor {
+        let e = try Executor(training: training, optimizer: optimizer, prefixBackend: prefix, tailBackend: tail)
+        if let start { try e.restoreState(start) }
+        return e
     }
 
     // MARK: Steps
@@ -377,23 +400,23 @@ final class TrainingDevices {
             throw UpdraftError(.device, "\(reason); no other device is left to train on",
                                hint: "use --compute-units cpuOnly, or check the device with `updraft devices`")
         }
-        // Executors count their steps from 0 in this run, so the last completed step's state is the
-        // one whose step count is `completedSteps`: read back from a failed device that still
-        // answers, else the snapshot with the steps since taken again.
+        // Executors count their steps from the start state's, so the last completed step's state is
+        // the one whose step count is `completedSteps`: read back from a failed device that still
+        // answers, else the snapshot (or the start state) with the steps since taken again.
         var state: ExecutorState? = nil
         var replay: [ReplayStep] = []
-        if completedSteps > 0 {
+        if completedSteps > startSteps {
             if failure.phase != .snapshot, snapshot?.stepCount != completedSteps {
                 for i in gone.sorted() {
                     if let s = try? replicas[i].captureState(), s.stepCount == completedSteps { state = s; break }
                 }
             }
             if state == nil, keepsSnapshots || snapshot != nil,
-               (snapshot?.stepCount ?? 0) + stepsSinceSnapshot.count == completedSteps {
+               (snapshot?.stepCount ?? startSteps) + stepsSinceSnapshot.count == completedSteps {
                 state = snapshot
                 replay = stepsSinceSnapshot
             }
-            guard state != nil || replay.count == completedSteps else {
+            guard state != nil || replay.count == completedSteps - startSteps else {
                 throw UpdraftError(.device, "\(reason), and the state of the last completed step could not be read back",
                                    hint: "run again (with --compute-units cpuOnly to avoid the device)")
             }
@@ -402,13 +425,13 @@ final class TrainingDevices {
     }
 
     /// Makes a single executor on the next fallback device that works, with `state` (nil: the
-    /// initial state), and warns once naming what failed and where training goes on.
+    /// start state), and warns once naming what failed and where training goes on.
     private func takeOver(state: ExecutorState?, replay: [ReplayStep] = [], problems: [String], position: String? = nil) throws {
         var problems = problems
         let before = (replicas, shares)
         do {
             let (_, backend) = try takeOverOnFallback(&fallbacks, problems: &problems, work: "train on") { backend in
-                let e = try Executor(training: training, optimizer: optimizer, backend: backend)
+                let e = try makeExecutor(prefix: backend, tail: backend)
                 if let state { try e.restoreState(state) }
                 replicas = [e]
                 shares = [1]

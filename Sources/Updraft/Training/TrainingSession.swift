@@ -20,6 +20,10 @@ final class TrainingSession {
     private(set) var lastMetrics: TrainingMetrics?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
+    /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
+    private(set) var position = TrainingPosition()
+    /// The model's and the data's fingerprints, once a checkpoint needed them.
+    var fingerprints: (model: UInt64, data: DataFingerprint)?
 
     init(task: UpdateTask) throws {
         self.task = task
@@ -31,21 +35,28 @@ final class TrainingSession {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
                                hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
         }
-        parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
-                                            overrides: task.configuration.parameters)
         try task.configuration.augmentation.validate()
         if task.configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
             throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
                                hint: "drop the random resized crop for this data")
         }
-        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
-                                      source: task.configuration.parameters[.miniBatchSize] == nil
-                                          ? "the model's default miniBatchSize" : "miniBatchSize")
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
+        let resume = task.configuration.resumeFrom
+        if let resume {
+            try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: task.configuration)
+            parameters = try resume.resumedParameters(overrides: task.configuration.parameters, hyperparameters: hyperparameters)
+            position = resume.position
+        } else {
+            parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
+                                                overrides: task.configuration.parameters)
+        }
+        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                      source: task.configuration.parameters[.miniBatchSize] == nil
+                                          ? "the model's default miniBatchSize" : "miniBatchSize")
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
-                                      warn: { [unowned task] in task.warn($0) })
+                                      start: resume?.state, warn: { [unowned task] in task.warn($0) })
         // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
         let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
@@ -94,34 +105,38 @@ final class TrainingSession {
         try task.emit(.trainingBegin, metrics: nil)
         try checkInitialWeights()
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
-        for epoch in 0..<epochs {
+        for epoch in position.epoch..<max(position.epoch, epochs) {
             if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
                                  shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
-            var lossSum = 0.0, correct = 0, seen = 0, lastLoss = 0.0
-            let prefetcher = makePrefetcher(batches: plan.batches, epoch: epoch)
+            // A resumed run skips the mini-batches its checkpoint had completed.
+            let first = min(position.miniBatch, plan.batches.count)
+            let prefetcher = makePrefetcher(batches: Array(plan.batches[first...]), epoch: epoch)
             defer { prefetcher.stop() }
-            for (b, indices) in plan.batches.enumerated() {
+            for (b, indices) in plan.batches.enumerated() where b >= first {
                 if stopRequested { return }
-                let position = "epoch \(epoch + 1) mini-batch \(b + 1)"
+                let place = "epoch \(epoch + 1) mini-batch \(b + 1)"
                 let result: Executor.BatchResult
-                do { result = try step(indices: indices, epoch: epoch, position: position,
-                                                        prepared: prefetcher.take(b)) } catch let e as NonFiniteLoss {
-                    try handleNonFiniteLoss(e.loss, position: position)
+                do {
+                    result = try step(indices: indices, epoch: epoch, position: place, prepared: prefetcher.take(b - first))
+                } catch let e as NonFiniteLoss {
+                    try handleNonFiniteLoss(e.loss, position: place)
+                    position.miniBatch += 1  // skipped: a resumed run goes on after it
                     continue
                 }
-                lossSum += result.loss * Double(result.count)
-                correct += result.correct
-                seen += result.count
-                lastLoss = result.loss
+                position.complete(result)
                 var m = TrainingMetrics(epochIndex: epoch, miniBatchIndex: b, lossValue: result.loss)
                 m.device = devices.description
                 lastMetrics = m
                 try task.emit(.miniBatchEnd, metrics: m)
+                if let every = config.checkpointEveryMiniBatches, every > 0, position.steps % every == 0 {
+                    try writeCheckpoint()
+                }
             }
             try checkWeights(position: "the end of epoch \(epoch + 1)")
-            var m = TrainingMetrics(epochIndex: epoch, lossValue: lastLoss)
+            let (lossSum, correct, seen) = (position.lossSum, position.correct, position.seen)
+            var m = TrainingMetrics(epochIndex: epoch, lossValue: position.lastLoss)
             let seconds = Date().timeIntervalSince(start)
             m.meanLoss = lossSum / Double(max(1, seen))
             if training.loss?.kind == .categoricalCrossEntropy { m.trainingAccuracy = Double(correct) / Double(max(1, seen)) }
@@ -135,12 +150,9 @@ final class TrainingSession {
             }
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0, let url = config.checkpointURL,
-               config.distributed?.isPrimary ?? true {
-                // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
-                do { try task.write(to: url) } catch {
-                    task.warn("cannot write the checkpoint after epoch \(epoch + 1) to \(url.path) (\(firstLine(of: error))); training goes on")
-                }
+            position.nextEpoch()
+            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0 {
+                try writeCheckpoint()
             }
         }
     }
@@ -213,10 +225,11 @@ final class TrainingSession {
     }
 
     /// Ends the run: what the task keeps (the trained model, the cache's statistics, what the devices
-    /// did), after which the executors, the cache and the fallbacks are released.
-    func end(into model: CoreMLModel) -> EndedRun {
+    /// did, and for a cancelled run where it stopped), after which the executors, the cache and the fallbacks are released.
+    func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
         let trained = Result { try executor.exportModel(into: model) }
-        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record)
+        let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
+                             resumePoint: keepResumePoint ? try? checkpoint() : nil)
         devices.release()
         cache = nil
         return ended
@@ -261,4 +274,6 @@ struct EndedRun {
     var model: Result<CoreMLModel, Error>
     var cacheStatistics: FeatureCacheStatistics?
     var devices: TrainingDevices.Record
+    /// Where a cancelled run stopped, to resume from (`UpdateTask.writeCheckpoint(to:)`).
+    var resumePoint: TrainingCheckpoint?
 }

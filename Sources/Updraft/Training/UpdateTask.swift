@@ -97,9 +97,18 @@ public struct UpdateConfiguration {
     /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
     /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
     public var featureCacheHalfPrecision = false
-    /// Write the model (and its history) to `checkpointURL` every N epochs.
+    /// Write a checkpoint to `checkpointURL` every N epochs: the model, its history, and the state
+    /// to resume from (`TrainingCheckpoint`, in `<model>.resume`).
     public var checkpointEvery: Int? = nil
+    /// Also write a checkpoint after every N-th mini-batch (counted over the whole run).
+    public var checkpointEveryMiniBatches: Int? = nil
     public var checkpointURL: URL? = nil
+    /// Continue the run this checkpoint was taken from, exactly: its weights, optimizer state,
+    /// position, parameters and history. The model and training data must be the checkpoint's
+    /// (checked); settings that shape the run (epochs, mini-batch size, shuffle, seed, augmentation,
+    /// short last batch) must agree with it; optimizer settings in `parameters` override its values.
+    /// See `UpdateTask(resumingFrom:trainingData:configuration:handlers:)`.
+    public var resumeFrom: TrainingCheckpoint? = nil
     /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
     /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
     public var distributed: DistributedTraining? = nil
@@ -177,6 +186,26 @@ public final class UpdateTask {
                   configuration: configuration, handlers: handlers)
     }
 
+    /// Continues the run whose checkpoint model is at `checkpoint` (its state is the `.resume` file
+    /// beside it): the configuration's augmentation and short-last-batch setting are the checkpoint's,
+    /// and so are its checkpoint schedule and URL unless the configuration sets its own. Handlers see
+    /// `trainingBegin` again, then the events of the mini-batches left.
+    public convenience init(resumingFrom checkpoint: URL, trainingData: BatchProvider,
+                            configuration: UpdateConfiguration = UpdateConfiguration(),
+                            handlers: UpdateHandlers = UpdateHandlers()) throws {
+        let state = try TrainingCheckpoint.read(forModel: checkpoint)
+        var config = configuration
+        config.resumeFrom = state
+        config.augmentation = state.augmentation
+        config.shortLastBatch = state.shortLastBatch
+        if config.checkpointEvery == nil && config.checkpointEveryMiniBatches == nil {
+            config.checkpointEvery = state.checkpointEvery
+            config.checkpointEveryMiniBatches = state.checkpointEveryMiniBatches
+        }
+        if config.checkpointURL == nil { config.checkpointURL = checkpoint }
+        self.init(model: try CoreMLModel(contentsOf: checkpoint), trainingData: trainingData, configuration: config, handlers: handlers)
+    }
+
     /// Starts training on a background thread and returns at once. Called from a handler (or again
     /// after starting) it does nothing: training continues when the handler returns.
     public func resume() {
@@ -239,6 +268,10 @@ public final class UpdateTask {
             let session = try TrainingSession(task: self)
             self.session = session
             history = TrainingHistory(model: "", parameters: session.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" })
+            if let resumed = configuration.resumeFrom {
+                history.epochs = resumed.history
+                epochBatchLosses = resumed.position.batchLosses
+            }
             try session.train()
             finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)
         } catch {
@@ -250,7 +283,7 @@ public final class UpdateTask {
     private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
         let params = session?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
         if let session {
-            ended = session.end(into: originalModel)
+            ended = session.end(into: originalModel, keepResumePoint: state == .cancelled)
             self.session = nil
         }
         lock.lock(); outcome = (metrics, params, error); lock.unlock()
@@ -292,6 +325,23 @@ public final class UpdateTask {
         if let session { return try session.executor.weights(ofLayer: name) }
         let model = try ended?.model.get() ?? originalModel
         return (try model.weights(ofLayer: name), try model.bias(ofLayer: name))
+    }
+
+    /// Writes a checkpoint: the resume state (`TrainingCheckpoint`, as `<model>.resume`), then the
+    /// model and its history, each atomically. While training, from a handler or another thread
+    /// between mini-batches; after a cancelled run, where it stopped.
+    public func writeCheckpoint(to url: URL) throws {
+        let checkpoint: TrainingCheckpoint
+        if let session {
+            checkpoint = try session.checkpoint()
+        } else if let point = ended?.resumePoint {
+            checkpoint = point
+        } else {
+            throw UpdraftError(.invalidArgument, "the task has no run to checkpoint (\(state == .completed ? "it completed" : "it is \(state)"))",
+                               hint: "write a checkpoint while the task trains, or after it was cancelled")
+        }
+        try checkpoint.write(forModel: url)
+        try write(to: url)
     }
 
     /// Writes the current model atomically, and its training history next to it.

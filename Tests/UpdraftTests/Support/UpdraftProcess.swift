@@ -10,6 +10,27 @@ struct CommandRun { var status: Int32; var stdout: String; var stderr: String }
 /// `cacheDirectory`, then `extra` on top.
 func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
                 file: StaticString = #filePath, line: UInt = #line) throws -> CommandRun {
+    let process = try updraftProcess(arguments, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line)
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Drain stderr beside stdout, so a full pipe on either side cannot stall the child.
+    final class Drained: @unchecked Sendable { var data = Data() }  // written by the reader, read after `wait`
+    let stderr = Drained()
+    let drained = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async { stderr.data = err.fileHandleForReading.readDataToEndOfFile(); drained.signal() }
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    drained.wait()
+    process.waitUntilExit()
+    return CommandRun(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr.data, as: UTF8.self))
+}
+
+/// A `Process` for the `updraft` built next to this test bundle, not started, with the environment
+/// `runUpdraft` describes.
+func updraftProcess(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
+                    file: StaticString = #filePath, line: UInt = #line) throws -> Process {
     let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
                       Bundle.main.bundleURL.deletingLastPathComponent()]
         .compactMap { $0 }.map { $0.appendingPathComponent("updraft") }
@@ -26,18 +47,34 @@ func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [
     process.executableURL = binary
     process.arguments = arguments
     process.environment = env
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
+    return process
+}
+
+/// Runs `updraft` until it writes `marker` to stderr, then kills it with SIGKILL (as `kill -9`
+/// does: no handler runs, nothing is flushed or saved). Returns what it wrote to stderr; fails
+/// the test if it ended by itself before the marker.
+func killUpdraft(when marker: String, _ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
+                 file: StaticString = #filePath, line: UInt = #line) throws -> String {
+    let process = try updraftProcess(arguments, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line)
+    let err = Pipe()
+    process.standardOutput = FileHandle.nullDevice
     process.standardError = err
     try process.run()
-    // Drain stderr beside stdout, so a full pipe on either side cannot stall the child.
-    final class Drained: @unchecked Sendable { var data = Data() }  // written by the reader, read after `wait`
-    let stderr = Drained()
-    let drained = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async { stderr.data = err.fileHandleForReading.readDataToEndOfFile(); drained.signal() }
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    drained.wait()
+    var seen = Data()
+    while !String(decoding: seen, as: UTF8.self).contains(marker) {
+        let chunk = err.fileHandleForReading.availableData
+        if chunk.isEmpty { break }   // end of file: it exited
+        seen += chunk
+    }
+    let text = String(decoding: seen, as: UTF8.self)
+    guard text.contains(marker) else {
+        process.waitUntilExit()
+        XCTFail("updraft ended (status \(process.terminationStatus)) before '\(marker)': \(text)", file: file, line: line)
+        return text
+    }
+    kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
-    return CommandRun(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                      stderr: String(decoding: stderr.data, as: UTF8.self))
+    XCTAssertEqual(process.terminationReason, .uncaughtSignal, file: file, line: line)
+    XCTAssertEqual(process.terminationStatus, SIGKILL, "killed by SIGKILL", file: file, line: line)
+    return text
 }

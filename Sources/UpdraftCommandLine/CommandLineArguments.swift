@@ -1,6 +1,6 @@
 import Foundation
 
-/// A small command-line parser for `updraft` and `updraft-bench` (SwiftPM here cannot fetch
+/// A small command-line parser for `updraft` and `updraft-bench`, kept out of the library's public API (SwiftPM here cannot fetch
 /// swift-argument-parser). Options are `--name VALUE`, `--name=VALUE` or boolean `--flag`;
 /// unknown options are errors that print the command's usage.
 public struct OptionSpec: Sendable {
@@ -37,7 +37,7 @@ public struct CommandSpec: Sendable {
         if !positionals.isEmpty { s += " \(positionals)" }
         s += "\n\n\(summary)\n"
         if !discussion.isEmpty { s += "\n\(discussion)\n" }
-        let rows = options + [OptionSpec("help", help: "show this help")]
+        let rows = options + [OptionSpec("help", help: "show this help (also -h)")]
         s += "\noptions:\n"
         let left = rows.map { "  --\($0.name)" + ($0.valueName.map { " \($0)" } ?? "") }
         let width = (left.map(\.count).max() ?? 0) + 2
@@ -66,6 +66,7 @@ public struct ParsedArguments {
         var onlyPositionals = false
         while i < arguments.count {
             let arg = arguments[i]; i += 1
+            if !onlyPositionals, arg == "-h" { helpRequested = true; continue }
             if onlyPositionals || !arg.hasPrefix("--") || arg == "-" {
                 if arg.hasPrefix("-"), !onlyPositionals, arg != "-", Double(arg) == nil {
                     throw UsageError("unknown option '\(arg)'")
@@ -136,16 +137,20 @@ public struct CLICommand {
 
 /// Dispatches `program COMMAND ARGS...`, printing usage for --help and for bad command lines, and a
 /// clean message (never a stack trace) for thrown errors. Returns the process exit status.
-public func runCommandLine(program: String, summary: String, commands: [CLICommand], arguments: [String]) -> Int32 {
+/// `version`, when given, is printed by `--version` (and `version`).
+public func runCommandLine(program: String, summary: String, commands: [CLICommand], arguments: [String],
+                           version: String? = nil) -> Int32 {
     func overview() -> String {
         let width = (commands.map(\.spec.name.count).max() ?? 0) + 4
         var s = "\(summary)\n\nusage: \(program) COMMAND [options]\n\ncommands:\n"
         for c in commands { s += "  " + c.spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + c.spec.summary + "\n" }
-        s += "\nRun '\(program) COMMAND --help' for a command's options.\n"
+        s += "\nRun '\(program) COMMAND --help' for a command's options"
+        s += version == nil ? ".\n" : ", '\(program) --version' for the version.\n"
         return s
     }
     guard let first = arguments.first else { printError(overview()); return 2 }
     if first == "--help" || first == "-h" || first == "help" { print(overview(), terminator: ""); return 0 }
+    if let version, first == "--version" || first == "version" { print("\(program) \(version)"); return 0 }
     guard let command = commands.first(where: { $0.spec.name == first }) else {
         printError("\(program): unknown command '\(first)'\n\n" + overview()); return 2
     }
@@ -166,5 +171,5 @@ public func runCommandLine(program: String, summary: String, commands: [CLIComma
 public func printError(_ text: String) {
     var s = text
     if !s.hasSuffix("\n") { s += "\n" }
-    FileHandleStandardError.write(s)
+    FileHandle.standardError.write(Data(s.utf8))
 }
