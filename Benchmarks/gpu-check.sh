@@ -15,29 +15,28 @@ set -uo pipefail
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 export UPDRAFT_CACHE_DIR="$out/cache"      # calibration and kernel tuning, shared by every step, returned with $OUT
-run() { bash .device/run.sh "$@"; }
 images=${GPU_CHECK_IMAGES:-4096}
 status=0
 started=$SECONDS
-# step NAME LIMIT_SECONDS COMMAND...: the limits add up to 470 s, so the whole run fits in 8 minutes
+# step NAME LIMIT_SECONDS PRODUCT ARGS...: runs the bundled PRODUCT; the limits add up to 470 s, so the whole run fits in 8 minutes
 # even when a step hangs (it is then stopped, reported as failed, and the next step runs).
 step() {
   local name=$1 limit=$2; shift 2
   echo "== $name (at most $limit s): $*" >&2
   local start=$SECONDS
-  if ! timeout -k 5 "$limit" "$@" > "$out/$name.txt" 2> "$out/$name.err"; then echo "   $name failed or ran past $limit s (see $name.err)" >&2; status=1; fi
+  if ! timeout -k 5 "$limit" bash .device/run.sh "$@" > "$out/$name.txt" 2> "$out/$name.err"; then echo "   $name failed or ran past $limit s (see $name.err)" >&2; status=1; fi
   echo "$name $((SECONDS - start))" >> "$out/step-seconds.txt"
   echo "   $name took $((SECONDS - start)) s" >&2
   tail -n 40 "$out/$name.txt" >&2
 }
 : > "$out/step-seconds.txt"
 ls .device/lib | grep -q '^libclblast' || echo "warning: .device/lib has no libclblast (rebundle with ../shared/gpu/bundle.sh)" >&2
-step devices    20 run updraft devices
-step gradcheck  50 run updraft gradcheck --quick
-step tune      110 run updraft tune --quick --budget 80 --json
-step kernels   110 run updraft-bench kernels --json
-step epochs    120 run updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
-step epochs-cpu 60 run updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
+step devices    20 updraft devices
+step gradcheck  50 updraft gradcheck --quick
+step tune      110 updraft tune --quick --budget 80 --json
+step kernels   110 updraft-bench kernels --json
+step epochs    120 updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
+step epochs-cpu 60 updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
 echo "total $((SECONDS - started))" >> "$out/step-seconds.txt"
 python3 "$here/gpu_check_summary.py" "$out" > "$out/summary.json" || { echo "summary failed" >&2; status=1; }
 cat "$out/summary.json" >&2

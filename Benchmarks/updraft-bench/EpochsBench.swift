@@ -20,6 +20,7 @@ let epochsCommand = CLICommand(CommandSpec(
         OptionSpec("pytorch-script", value: "PATH", help: "the PyTorch baseline script (default: found from the working directory or the executable)"),
         OptionSpec("op-times", help: "time every backend op (waiting for each) and print where each epoch's time goes"),
         OptionSpec("in-process", help: "run every configuration in this process (peak host memory is then the process's peak so far)"),
+        OptionSpec("mpi", help: "under mpirun -np N: the first target on rank 0 alone, then on all N ranks; prints the scaling"),
     ],
     discussion: """
     The workload: SqueezeNet 1.1 built in memory (227x227 RGB, 10 classes), conv10 and fullyconnected0
@@ -31,7 +32,10 @@ let epochsCommand = CLICommand(CommandSpec(
     The steady state is the best epoch after the first. GFLOP/s counts the work the executor does
     (frozen forward, tail forward, weight gradients, needed input gradients), from the op descriptions.
     """
-)) { args in try EpochsBench(args).run() }
+)) { args in
+    let bench = try EpochsBench(args)
+    return args.flag("mpi") ? try EpochsMPIBench(bench).run() : try bench.run()
+}
 
 struct EpochsBench {
     let images: Int

@@ -133,8 +133,10 @@ struct EpochBreakdown: Codable {
 /// Runs one configuration in this process: builds the model and data, trains `epochs` epochs through
 /// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
+/// With `distributed`, this process trains as one rank of an MPI job (`epochs --mpi`).
 func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
-               dataDir: String? = nil, progress: @escaping (String) -> Void) throws -> EpochsRunResult {
+               dataDir: String? = nil, distributed: DistributedTraining? = nil, cpuThreads: Int? = nil,
+               progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try EpochsWorkload.model(epochs: epochs)
     let data: BatchProvider = try dataDir.map { try EpochsWorkload.fileDataset(dir: $0) } ?? EpochsWorkload.dataset(images: images)
     let inner: Backend
@@ -147,7 +149,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         }
         inner = try OpenCLBackend(device: device)
     } else {
-        let cpu = CPUBackend()
+        let cpu = CPUBackend(threads: cpuThreads)
         threads = cpu.threadCount
         inner = cpu
     }
@@ -158,6 +160,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     config.parameters = EpochsWorkload.overrides
     config.backends = (backend, backend)
     config.featureCache = featureCache
+    config.distributed = distributed
     var seconds: [Double] = []
     var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"

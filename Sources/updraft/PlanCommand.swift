@@ -17,6 +17,8 @@ let planCommand = CLICommand(
                        help: "run everything on one device: cpu, or an index or part of a name from `updraft devices`"),
             OptionSpec("json", help: "print the plan as JSON"),
             dataParallelOption,
+            OptionSpec("ranks", value: "N", help: "without mpirun: project N ranks (each planning its share of the batch)"),
+            OptionSpec("link-gbps", value: "G", help: "with --ranks: the link speed in Gb/s to estimate the gradient exchange with"),
         ],
         discussion: """
         Devices are calibrated once (a short measurement) and cached in $\(CalibrationCache.directoryVariable), \
@@ -24,7 +26,9 @@ let planCommand = CLICommand(
         each device's measured speed. The model stays on one device unless running the frozen prefix (layers that \
         depend on no updatable layer, forward only) on another device than the trainable tail is clearly faster, or \
         splitting every batch across OpenCL devices (data parallelism) is. \(DevicePin.environmentVariable) pins \
-        a device like --device (the option wins).
+        a device like --device (the option wins). Under mpirun, every rank plans its share of the batch, the \
+        gradient exchange is measured over the job's links with the model's gradient bytes, and rank 0 prints \
+        each rank's plan and the estimated step.
         """),
     run: { args in
         let path = args.positionals[0]
@@ -37,24 +41,60 @@ let planCommand = CLICommand(
         let batchSize = option ?? modelDefault ?? 8
         try SizeLimits.checkBatchSize(batchSize, graph: graph, source: option != nil ? "--batch-size"
                                           : modelDefault != nil ? "the model's default miniBatchSize" : "the default mini-batch size")
+        let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
+        let projected = try args.int("ranks")
+        let linkGbps = try args.double("link-gbps")
+        if let projected, projected < 1 { throw UsageError("--ranks must be at least 1, got \(projected)") }
+        if let linkGbps, !(linkGbps > 0) { throw UsageError("--link-gbps must be above 0, got \(linkGbps)") }
+        if projected != nil && ranks != nil { throw UsageError("--ranks is for a projection without mpirun; under mpirun the job's ranks are planned") }
+        if (projected != nil) != (linkGbps != nil) { throw UsageError("--ranks and --link-gbps go together") }
+        let rankCount = ranks?.size ?? projected ?? 1
+        let perRank = RankPlanning.perRankBatch(batchSize, ranks: rankCount)
 
         let request = DevicePin.request(option: args.value("device"))
         let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
         let pin = try inventory.resolvePin(request)
         let mode = try DataParallelMode.resolve(option: args.value("data-parallel"), environment: ProcessInfo.processInfo.environment)
-        let (plan, warnings) = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits,
+        let (plan, warnings) = try inventory.plan(graph: graph, batchSize: perRank, computeUnits: computeUnits,
                                                   pin: pin, pinSource: request?.source, cache: CalibrationCache(),
                                                   options: Scheduler.Options(dataParallel: mode))
         for w in warnings { printError("warning: \(w)") }
+        // Several ranks: every rank's plan, and the gradient exchange (measured under mpirun).
+        var rankLines: [String] = []
+        var rankObject: [String: Any]? = nil
+        if rankCount > 1 {
+            let bytes = try RankPlanning.gradientBytes(model: model, graph: graph)
+            var plans: [(rank: Int, summary: String, ms: Double)]
+            let seconds: Double, bandwidth: String
+            if let ranks {
+                let summaries = try ranks.gather(plan.summary), totals = try ranks.gather([plan.totalMs])
+                plans = summaries.indices.map { ($0, summaries[$0], totals[$0][0]) }
+                let measured = try ranks.measureExchange(bytes: bytes)
+                seconds = measured.seconds
+                bandwidth = String(format: "measured %.2f GB/s bus bandwidth over %d ranks", measured.busBytesPerSecond / 1e9, ranks.size)
+            } else {
+                plans = (0..<rankCount).map { ($0, plan.summary + " (as this host)", plan.totalMs) }
+                seconds = DistributedTraining.exchangeSeconds(bytes: bytes, ranks: rankCount, busBytesPerSecond: linkGbps! * 1e9 / 8)
+                bandwidth = String(format: "projected over %.0f Gb/s links (not measured)", linkGbps!)
+            }
+            rankLines = RankPlanning.lines(ranks: rankCount, batch: batchSize, perRank: perRank, plans: plans,
+                                           gradientBytes: bytes, exchangeSeconds: seconds, bandwidth: bandwidth)
+            rankObject = ["count": rankCount, "globalBatch": batchSize, "perRankBatch": perRank, "gradientBytes": bytes,
+                          "exchangeMs": seconds * 1000, "bandwidth": bandwidth,
+                          "plans": plans.map { ["rank": $0.rank, "summary": $0.summary, "totalMs": $0.ms] as [String: Any] }]
+        }
+        defer { leaveRanks(ranks) }
         if args.flag("json") {
             var object = try plan.jsonObject()
             object["model"] = path
             object["warnings"] = warnings
+            if let rankObject { object["ranks"] = rankObject }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
             print("Model: \(path)")
             print(plan.text(), terminator: "")
+            for line in rankLines { print(line) }
         }
         return 0
     })

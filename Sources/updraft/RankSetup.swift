@@ -1,5 +1,6 @@
 import Foundation
 import Updraft
+import UpdraftCommandLine
 
 /// `updraft train` under mpirun: joins the job (nothing happens without mpirun), leaves stdout and
 /// files to rank 0, and turns the launcher's SIGTERM — sent to every rank when one dies — into a

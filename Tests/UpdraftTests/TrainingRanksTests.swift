@@ -113,6 +113,28 @@ final class TrainingRanksTests: XCTestCase {
         try compareOneAndTwoRanks("opencl", ["--device", "0"])
     }
 
+    /// `updraft plan` under mpirun: both ranks' plans for half the batch, and a measured exchange of
+    /// the model's gradient bytes (conv 112 + dense 514 parameters, as float32); without mpirun,
+    /// --ranks/--link-gbps give the same lines as a projection.
+    func testPlanShowsEveryRankAndTheGradientExchange() throws {
+        let mpirun = try MPITestSupport.mpirun()
+        let planArgs = ["plan", model, "--batch-size", "8", "--compute-units", "cpuOnly"]
+        let run = finish(try start(mpirun, try MPITestSupport.arguments(ranks: 2, planArgs)))
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("Ranks: 2; global batch 8, up to 4 examples per rank"), run.stdout)
+        XCTAssertEqual(run.stdout.components(separatedBy: "Total per batch").count - 1, 1, "rank 0 alone prints: \(run.stdout)")
+        XCTAssertTrue(run.stdout.contains("Gradient exchange: 0.003 MB per step, measured"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("Estimated step:"), run.stdout)
+        let projected = finish(try start(try MPITestSupport.updraftBinary(), planArgs + ["--ranks", "4", "--link-gbps", "100"]))
+        XCTAssertEqual(projected.status, 0, projected.stderr)
+        // 2 * 3/4 * 2504 bytes at 12.5 GB/s = 0.0003 ms.
+        XCTAssertTrue(projected.stdout.contains("projected over 100 Gb/s links (not measured): 0.000 ms per step"), projected.stdout)
+        XCTAssertTrue(projected.stdout.contains("up to 2 examples per rank"), projected.stdout)
+        let bad = finish(try start(try MPITestSupport.updraftBinary(), planArgs + ["--ranks", "4"]))
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.stderr.contains("--ranks and --link-gbps go together"), bad.stderr)
+    }
+
     /// A rank killed mid-run: mpirun ends the other, which says why, well within a bound; the
     /// checkpoint written before is a whole model.
     func testAKilledRankEndsTheOtherWithANamedError() throws {

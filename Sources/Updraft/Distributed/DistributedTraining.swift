@@ -70,6 +70,16 @@ public struct DistributedTraining {
         }
     }
 
+    /// Every rank's line (a plan summary, a device), rank by rank.
+    public func gather(_ line: String) throws -> [String] {
+        try world.run("gathering the ranks' plans") { [world] in try world.allgather(line) }
+    }
+
+    /// Every rank's numbers (the same count on each), rank by rank.
+    public func gather(_ values: [Double]) throws -> [[Double]] {
+        try world.run("gathering the ranks' figures") { [world] in try world.allgather(values) }
+    }
+
     /// Measured point-to-point bandwidth of the exchange: `deterministicSum` over `bytes` of gradients,
     /// timed over a few rounds (every rank must call it). Returns seconds per exchange and the bus
     /// bandwidth in bytes/s (2(N-1)/N of the vector crosses each rank's link, as in a ring allreduce).

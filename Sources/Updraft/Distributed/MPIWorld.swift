@@ -77,12 +77,17 @@ public final class MPIWorld: @unchecked Sendable {
         unowned let world: MPIWorld
         init(_ what: String, world: MPIWorld) { self.what = what; self.world = world }
         func finish(_ r: Result<T, Error>) { outcome = r; done.signal() }
-        func wait() throws -> T {
-            if done.wait(timeout: .now() + world.timeout) == .timedOut {
-                world.stalled = true
-                throw UpdraftError(.ranks, "\(world.name): no answer from the other ranks within \(Int(world.timeout)) s during \(what) "
-                                   + "(a rank died, hung or lost its device)",
-                                   hint: "see the other ranks' errors; \(MPIWorld.timeoutVariable) sets the limit")
+        func wait(timeout: Double? = nil) throws -> T {
+            let limit = timeout ?? world.timeout
+            if limit.isFinite {
+                if done.wait(timeout: .now() + limit) == .timedOut {
+                    world.stalled = true
+                    throw UpdraftError(.ranks, "\(world.name): no answer from the other ranks within \(Int(limit)) s during \(what) "
+                                       + "(a rank died, hung or lost its device)",
+                                       hint: "see the other ranks' errors; \(MPIWorld.timeoutVariable) sets the limit")
+                }
+            } else {
+                done.wait()
             }
             done.signal()
             return try outcome!.get()
@@ -127,6 +132,23 @@ public final class MPIWorld: @unchecked Sendable {
         return (0..<size).map { Array(out[$0 * n..<($0 + 1) * n]) }
     }
 
+    /// Every rank's string (UTF-8, cut at `limit` bytes), rank by rank.
+    func allgather(_ text: String, limit: Int = 512) throws -> [String] {
+        var bytes = Array(text.utf8.prefix(limit)).map { CChar(bitPattern: $0) }
+        bytes += [CChar](repeating: 0, count: limit + 1 - bytes.count)
+        var out = [CChar](repeating: 0, count: (limit + 1) * size)
+        let rc = bytes.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                MPI_Allgather(src.baseAddress, Int32(limit + 1), updraft_mpi_char(), dst.baseAddress, Int32(limit + 1), updraft_mpi_char(), comm)
+            }
+        }
+        try check(rc, "MPI_Allgather")
+        return (0..<size).map { r in
+            let part = Array(out[r * (limit + 1)..<(r + 1) * (limit + 1)])
+            return String(decoding: part.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
     /// The chunk of a `count`-value vector that each rank reduces: consecutive, sizes differing by at most one.
     func chunks(_ count: Int) -> [Range<Int>] {
         DataParallelism.ranges(DataParallelism.sliceSizes(count: count, shares: Array(repeating: 1, count: size)))
@@ -152,17 +174,17 @@ public final class MPIWorld: @unchecked Sendable {
             }
         }
         try check(rc, "MPI_Alltoallv")
-        var reduced = [Float](repeating: 0, count: mine.count)
+        let m = mine.count
+        var sum = [Double](repeating: 0, count: m)
         received.withUnsafeBufferPointer { src in
-            reduced.withUnsafeMutableBufferPointer { dst in
-                var sum = [Double](repeating: 0, count: mine.count)
+            sum.withUnsafeMutableBufferPointer { acc in
                 for (r, w) in weights.enumerated() where w != 0 {
-                    let base = r * mine.count
-                    for k in 0..<mine.count { sum[k] += w * Double(src[base + k]) }
+                    let base = r * m
+                    for k in 0..<m { acc[k] += w * Double(src[base + k]) }
                 }
-                for k in 0..<mine.count { dst[k] = Float(sum[k]) }
             }
         }
+        let reduced = sum.map { Float($0) }
         var out = [Float](repeating: 0, count: values.count)
         rc = reduced.withUnsafeBufferPointer { src in
             out.withUnsafeMutableBufferPointer { dst in
@@ -174,9 +196,9 @@ public final class MPIWorld: @unchecked Sendable {
         return out
     }
 
-    /// Waits until every rank gets here.
-    public func barrier(_ what: String) throws {
-        try run(what) { [self] in try check(MPI_Barrier(comm), "MPI_Barrier") }
+    /// Waits until every rank gets here (at most `timeout` seconds; nil: the world's limit).
+    public func barrier(_ what: String, timeout: Double? = nil) throws {
+        try start(what) { [self] in try check(MPI_Barrier(comm), "MPI_Barrier") }.wait(timeout: timeout)
     }
 
     /// The same value on every rank: rank 0's.

@@ -228,10 +228,15 @@ final class TrainingDevices {
                 stepSeconds += Date().timeIntervalSince(start)
                 completedSteps += 1
                 if keepsSnapshots {
-                    stepsSinceSnapshot.append(ReplayStep(parameters: hyper, gradients: { e in
+                    let replay = ReplayStep(parameters: hyper, gradients: { e in
                         // A multi-rank step is taken again with the gradients summed over the ranks.
                         if let summed { try e.setGradients(summed) } else { _ = try gradients(e, try prepare(0..<count)) }
-                    }))
+                    })
+                    stepsSinceSnapshot.append(replay)
+                    if summed != nil {
+                        try keepRankSnapshotIfDue(replay, position: position)
+                        return result
+                    }
                     try keepSnapshotIfDue()
                 } else {
                     snapshot = nil
@@ -340,6 +345,19 @@ final class TrainingDevices {
     private func keepSnapshotIfDue() throws {
         guard stepsSinceSnapshot.count >= snapshotInterval else { return }
         try keepSnapshot()
+    }
+
+    /// `keepSnapshotIfDue` after a multi-rank step: the other ranks have completed the step, so it is
+    /// not taken again when the copy fails; the device that carries on gets the state after it (the
+    /// last snapshot and the steps since, this one with its summed gradients).
+    private func keepRankSnapshotIfDue(_ step: ReplayStep, position: String) throws {
+        do {
+            try keepSnapshotIfDue()
+        } catch let failure as ReplicaFailure {
+            completedSteps += 1
+            stepsSinceSnapshot.append(step)
+            try recover(from: failure, position: position)
+        }
     }
 
     /// Copies the state of the step just completed, from the first replica that answers. Replicas
