@@ -73,13 +73,14 @@ struct DataBench {
         let slope = (0..<6).map { _ in Double(Int(rng.next() % 200) - 100) / 400 }
         let discs = (0..<4).map { _ in (x: Double(rng.next() % UInt64(width)), y: Double(rng.next() % UInt64(height)),
                                         r: Double(20 + rng.next() % 80), c: (0..<3).map { _ in Double(rng.next() % 256) }) }
+        let waves = (0..<3).map { c in (0..<width).map { 20 * sin(Double($0 + 3 * c) / 17) } }
+        let rowWave = (0..<height).map { cos(Double($0) / 23) }
         pixels.withUnsafeMutableBufferPointer { p in
             for y in 0..<height {
                 for x in 0..<width {
                     let noise = Double(Int(rng.next() & 15) - 8)
                     for c in 0..<3 {
-                        var v = base[c] + slope[2 * c] * Double(x) + slope[2 * c + 1] * Double(y)
-                            + 20 * sin(Double(x + 3 * c) / 17) * cos(Double(y) / 23)
+                        var v = base[c] + slope[2 * c] * Double(x) + slope[2 * c + 1] * Double(y) + waves[c][x] * rowWave[y]
                         for d in discs where (Double(x) - d.x) * (Double(x) - d.x) + (Double(y) - d.y) * (Double(y) - d.y) < d.r * d.r {
                             v = 0.3 * v + 0.7 * d.c[c]
                         }

@@ -68,6 +68,32 @@ final class DataNpyTests: XCTestCase {
         XCTAssertEqual(try NpyArray(contentsOf: Self.fixtures.appendingPathComponent("targets_i8.npy")).values, .integer([2, 0, 1]))
     }
 
+    /// From files, the inputs are memory-mapped and each row converted on demand: the same examples
+    /// as parsing the whole array, for every input dtype the fixtures hold.
+    func testMappedInputsMatchParsedInputs() throws {
+        let folder = try DataTestFolder()
+        var checked = 0
+        for name in try FileManager.default.contentsOfDirectory(atPath: Self.fixtures.path).sorted() where name.hasPrefix("inputs_") {
+            let url = Self.fixtures.appendingPathComponent(name)
+            // Class targets 0, 1, ... for as many rows as the inputs have.
+            let rows = try XCTUnwrap(NpyArray(contentsOf: url).shape.first)
+            var header = Array("{'descr': '|u1', 'fortran_order': False, 'shape': (\(rows),), }".utf8)
+            while (10 + header.count + 1) % 64 != 0 { header.append(0x20) }
+            header.append(0x0A)
+            let targets = try folder.write([0x93] + Array("NUMPY".utf8) + [1, 0, UInt8(header.count), 0] + header
+                                           + (0..<rows).map { UInt8($0) }, to: "targets_\(rows).npy")
+            let mapped = try NpyDataset(inputs: url, targets: targets)
+            XCTAssertTrue(mapped.isMapped, name)
+            let parsed = try NpyDataset(inputs: NpyArray(contentsOf: url), inputsName: name,
+                                        targets: NpyArray(contentsOf: targets), targetsName: "targets")
+            XCTAssertFalse(parsed.isMapped)
+            XCTAssertEqual(mapped.count, parsed.count, name)
+            for i in 0..<mapped.count { XCTAssertEqual(try mapped.example(at: i), try parsed.example(at: i), "\(name) row \(i)") }
+            checked += 1
+        }
+        XCTAssertGreaterThanOrEqual(checked, 1)
+    }
+
     func testDatasetFromNumpyFixtures() throws {
         let dataset = try NpyDataset(inputs: Self.fixtures.appendingPathComponent("inputs_f4.npy"),
                                      targets: Self.fixtures.appendingPathComponent("targets_i8.npy"), classCount: 3)

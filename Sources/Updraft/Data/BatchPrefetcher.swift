@@ -16,7 +16,9 @@ public final class BatchPrefetcher: @unchecked Sendable {
     private let batches: [[Int]]
     private let depth: Int
     private let load: Load
-    private let needed: (Int) -> Bool
+    /// Cleared by `stop()`, so nothing it captures (the feature cache) outlives the epoch.
+    private var needed: ((Int) -> Bool)?
+    private var producing = true
     private let condition = NSCondition()
     private var ready: [Int: [Int: Result<TrainingExample, Error>]] = [:]
     private var next = 0
@@ -43,12 +45,16 @@ public final class BatchPrefetcher: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Stops preparing; batches not yet taken are dropped.
+    /// Stops preparing and waits for the producer thread to finish (at most the batch it is on);
+    /// batches not yet taken are dropped. Afterwards no thread holds anything of this prefetcher's.
     public func stop() {
         condition.lock()
         stopped = true
         ready.removeAll()
+        heldExamples = 0
         condition.broadcast()
+        while producing { condition.wait() }
+        needed = nil
         condition.unlock()
     }
 
@@ -69,11 +75,18 @@ public final class BatchPrefetcher: @unchecked Sendable {
     }
 
     private func produce() {
+        defer {
+            condition.lock()
+            producing = false
+            condition.broadcast()
+            condition.unlock()
+        }
         while true {
             condition.lock()
             while !stopped && next < batches.count && next - taken >= depth { condition.wait() }
             if stopped || next >= batches.count { condition.unlock(); return }
             let b = next
+            let needed = self.needed ?? { _ in true }
             condition.unlock()
 
             var seen = Set<Int>()
@@ -94,7 +107,7 @@ public final class BatchPrefetcher: @unchecked Sendable {
 
             condition.lock()
             if stopped || b < taken {
-                heldExamples -= indices.count
+                if !stopped { heldExamples -= indices.count }
             } else {
                 ready[b] = prepared
             }

@@ -4,8 +4,10 @@ import Foundation
 /// is one row, shaped as the rest of the dimensions or as `exampleShape`) and targets with `N` rows,
 /// integer class indices (`[N]` or `[N, 1]`) or float values (`[N, ...]`).
 ///
-/// Both files are read into memory when the dataset is created.
-public struct NpyDataset: BatchProvider, Sendable {
+/// The inputs file is memory-mapped, not read: each example's row is converted when it is asked for,
+/// so a large array costs page cache, not process memory. The targets file (one row per example) is
+/// read whole.
+public struct NpyDataset: BatchProvider, @unchecked Sendable {
     /// How to read the targets file.
     public enum TargetKind: String, Sendable {
         /// Integer dtypes are class indices, float dtypes are values.
@@ -21,7 +23,14 @@ public struct NpyDataset: BatchProvider, Sendable {
     /// One example's target shape, for value targets; nil for class indices.
     public let targetShape: Shape?
     public let count: Int
-    private let inputs: [Float]
+    /// The inputs: converted in memory, or rows read from a mapped file.
+    private enum Inputs {
+        case values([Float])
+        case mapped(Data, type: NpyElementType, offset: Int)
+    }
+    private let inputs: Inputs
+    /// Whether the inputs are memory-mapped (read per example) rather than held converted.
+    public var isMapped: Bool { if case .mapped = inputs { return true } else { return false } }
     private let classTargets: [Int]
     private let valueTargets: [Float]
 
@@ -34,7 +43,23 @@ public struct NpyDataset: BatchProvider, Sendable {
     ///   order, row counts that differ, or class indices out of range.
     public init(inputs: URL, targets: URL, exampleShape: Shape? = nil, targetKind: TargetKind = .automatic,
                 classCount: Int? = nil) throws {
-        try self.init(inputs: NpyArray(contentsOf: inputs), inputsName: inputs.path,
+        let mapped: Data
+        do {
+            mapped = try Data(contentsOf: inputs, options: .alwaysMapped)
+        } catch {
+            throw UpdraftError(.io, "cannot read \(inputs.path): \(error.localizedDescription)",
+                               hint: "check that the file exists and is a readable .npy file")
+        }
+        let name = inputs.path
+        let header = try NpyHeader(data: mapped, name: name)
+        let type = try NpyElementType(descr: header.descr, name: name)
+        let elements = try header.elementCount(name: name)
+        let (expected, overflow) = elements.multipliedReportingOverflow(by: type.size)
+        guard !overflow, mapped.count - header.dataOffset == expected else {
+            throw UpdraftError(.data, "\(name): shape \(header.shape) of \(header.descr) needs \(overflow ? "too many" : String(expected)) bytes of data, the file has \(mapped.count - header.dataOffset)",
+                               hint: "the file may be truncated; save it again with numpy.save")
+        }
+        try self.init(shape: header.shape, storage: .mapped(mapped, type: type, offset: header.dataOffset), inputsName: name,
                       targets: NpyArray(contentsOf: targets), targetsName: targets.path,
                       exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)
     }
@@ -42,28 +67,36 @@ public struct NpyDataset: BatchProvider, Sendable {
     /// Builds the dataset from parsed arrays; the names are used in error messages.
     public init(inputs: NpyArray, inputsName: String, targets: NpyArray, targetsName: String,
                 exampleShape: Shape? = nil, targetKind: TargetKind = .automatic, classCount: Int? = nil) throws {
-        guard let n = inputs.shape.first else {
+        let values: [Float]
+        switch inputs.values {
+        case .float(let v): values = v
+        case .integer(let v): values = v.map(Float.init)
+        }
+        try self.init(shape: inputs.shape, storage: .values(values), inputsName: inputsName, targets: targets, targetsName: targetsName,
+                      exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)
+    }
+
+    private init(shape inputShape: [Int], storage: Inputs, inputsName: String, targets: NpyArray, targetsName: String,
+                 exampleShape: Shape?, targetKind: TargetKind, classCount: Int?) throws {
+        guard let n = inputShape.first else {
             throw UpdraftError(.data, "\(inputsName): inputs must have a first dimension of examples, got a 0-d array",
                                hint: "save an array of shape [N, ...]")
         }
         guard n > 0 else {
-            throw UpdraftError(.data, "\(inputsName) has no examples (shape \(inputs.shape))")
+            throw UpdraftError(.data, "\(inputsName) has no examples (shape \(inputShape))")
         }
         guard targets.shape.first == n else {
             throw UpdraftError(.data, "\(targetsName) has \(targets.shape.first.map(String.init) ?? "no") rows, \(inputsName) has \(n)",
                                hint: "inputs and targets need one row per example, in the same order")
         }
-        let rowShape = Shape(inputs.shape.count > 1 ? Array(inputs.shape.dropFirst()) : [1])
+        let rowShape = Shape(inputShape.count > 1 ? Array(inputShape.dropFirst()) : [1])
         if let exampleShape, exampleShape.count != rowShape.count {
             throw UpdraftError(.data, "\(inputsName): rows of shape \(rowShape) (\(rowShape.count) values) cannot be reshaped to the model's input \(exampleShape) (\(exampleShape.count) values)",
                                hint: "save inputs of shape [N] + \(exampleShape)")
         }
         self.exampleShape = exampleShape ?? rowShape
         self.count = n
-        switch inputs.values {
-        case .float(let v): self.inputs = v
-        case .integer(let v): self.inputs = v.map(Float.init)
-        }
+        self.inputs = storage
 
         let isClass: Bool
         switch (targetKind, targets.values) {
@@ -108,7 +141,20 @@ public struct NpyDataset: BatchProvider, Sendable {
     public func example(at index: Int) throws -> TrainingExample {
         try checkIndex(index)
         let size = exampleShape.count
-        let input = Tensor(shape: exampleShape, data: Array(inputs[index * size..<(index + 1) * size]))
+        let row: [Float]
+        switch inputs {
+        case .values(let v):
+            row = Array(v[index * size..<(index + 1) * size])
+        case let .mapped(data, type, offset):
+            let values = data.withUnsafeBytes { raw in
+                type.read(UnsafeRawBufferPointer(rebasing: raw[(offset + index * size * type.size)...]), count: size)
+            }
+            switch values {
+            case .float(let v): row = v
+            case .integer(let v): row = v.map(Float.init)
+            }
+        }
+        let input = Tensor(shape: exampleShape, data: row)
         if let targetShape {
             let t = targetShape.count
             return TrainingExample(input: input,

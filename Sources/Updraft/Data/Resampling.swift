@@ -112,6 +112,8 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
     var temp = [UInt8](repeating: 0, count: planes.count * rows * window.width)
     temp.withUnsafeMutableBufferPointer { tmp in
         xs.weights.withUnsafeBufferPointer { kx in
+        xs.count.withUnsafeBufferPointer { xcount in
+        xs.first.withUnsafeBufferPointer { xfirst in
             for r in 0..<rows {
                 let src = source + ((rect.y + rowLo + r) * sourceWidth + rect.x) * channels
                 for (p, c) in planes.enumerated() {
@@ -121,10 +123,10 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
                         continue
                     }
                     for x in 0..<window.width {
-                        let n = xs.count[x]
+                        let n = xcount[x]
                         if n == 0 { dst[x] = 0; continue }
                         var sum: Int32 = 1 << Int32(ResampleTaps.precisionBits - 1)
-                        var s = src + xs.first[x] * channels + c
+                        var s = src + xfirst[x] * channels + c
                         let k = kx.baseAddress! + x * xs.stride
                         for t in 0..<n {
                             sum &+= Int32(s.pointee) &* k[t]
@@ -135,36 +137,42 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
                 }
             }
         }
+        }
+        }
     }
     // Vertical pass.
+    let acc = UnsafeMutablePointer<Int32>.allocate(capacity: max(1, window.width))
+    defer { acc.deallocate() }
     let sameHeight = outHeight == rect.height && window.y == 0 && window.height == outHeight
     temp.withUnsafeBufferPointer { tmp in
         ys.weights.withUnsafeBufferPointer { ky in
+        ys.count.withUnsafeBufferPointer { ycount in
+        ys.first.withUnsafeBufferPointer { yfirst in
             for p in 0..<planes.count {
                 let plane = tmp.baseAddress! + p * rows * window.width
                 let dst = out + p * planeSize
                 for y in 0..<window.height {
-                    let n = ys.count[y]
+                    let n = ycount[y]
                     if n == 0 { continue }
                     let row = dst + y * window.width
                     if sameHeight {
-                        let src = plane + (ys.first[y] - rowLo) * window.width
+                        let src = plane + (yfirst[y] - rowLo) * window.width
                         row.update(from: src, count: window.width)
                         continue
                     }
                     let k = ky.baseAddress! + y * ys.stride
-                    let base = plane + (ys.first[y] - rowLo) * window.width
-                    for x in 0..<window.width {
-                        var sum: Int32 = 1 << Int32(ResampleTaps.precisionBits - 1)
-                        var s = base + x
-                        for t in 0..<n {
-                            sum &+= Int32(s.pointee) &* k[t]
-                            s += window.width
-                        }
-                        row[x] = clip8(sum)
+                    // Row by row over the taps (contiguous, vectorisable), accumulating into `acc`.
+                    let base = plane + (yfirst[y] - rowLo) * window.width
+                    for x in 0..<window.width { acc[x] = 1 << Int32(ResampleTaps.precisionBits - 1) }
+                    for t in 0..<n {
+                        let w = k[t], src = base + t * window.width
+                        for x in 0..<window.width { acc[x] &+= Int32(src[x]) &* w }
                     }
+                    for x in 0..<window.width { row[x] = clip8(acc[x]) }
                 }
             }
+        }
+        }
         }
     }
 }
