@@ -55,7 +55,18 @@ final class TrainingSession {
         try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
                                       source: task.configuration.parameters[.miniBatchSize] == nil
                                           ? "the model's default miniBatchSize" : "miniBatchSize")
-        devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
+        var configuration = task.configuration
+        if configuration.backends == nil && configuration.dataParallel == nil {
+            let schedule = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize,
+                                                  configuration: configuration)
+            schedule.warnings.forEach { task.warn($0) }
+            configuration.backends = (schedule.backends.prefix, schedule.backends.tail)
+            if schedule.backends.isDataParallel {
+                configuration.dataParallel = DataParallelism(replicas: schedule.backends.replicas,
+                                                             shares: schedule.backends.shares)
+            }
+        }
+        devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
         // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
         let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
