@@ -37,4 +37,23 @@ extension Scheduler {
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }
+
+    /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, pinned
+    /// device and data-parallel mode: what `UpdateTask` does when it is given no backends.
+    public static func schedule(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
+                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MachineSchedule {
+        try schedule(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
+                     deviceOption: configuration.preferredDevice?.optionText, environment: environment,
+                     dataParallel: configuration.dataParallelMode?.rawValue)
+    }
+}
+
+extension DevicePin {
+    /// How `--device` spells this pin: "cpu", or an OpenCL device's index.
+    public var optionText: String {
+        switch self {
+        case .host: return "cpu"
+        case let .openCL(index): return "\(index)"
+        }
+    }
 }

@@ -28,6 +28,20 @@ public final class InferenceRunner {
         self.fallbacks = left
     }
 
+    /// Forward work placed by the scheduler, as `UpdateTask` places training: the devices within
+    /// `computeUnits` (or the pinned device) that the cost model picks for `batchSize` examples a pass.
+    /// The scheduler's warnings (OpenCL missing, a device left out) go to `warn` first.
+    public convenience init(graph: NetworkGraph, computeUnits: ComputeUnits = .default, preferredDevice: DevicePin? = nil,
+                            batchSize: Int, warn: @escaping (String) -> Void) throws {
+        var configuration = UpdateConfiguration()
+        configuration.computeUnits = computeUnits
+        configuration.preferredDevice = preferredDevice
+        configuration.dataParallelMode = .off
+        let schedule = try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: configuration)
+        schedule.warnings.forEach(warn)
+        try self.init(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)
+    }
+
     /// Where the work runs now ("cpu", "opencl:…").
     public var deviceName: String { executor.deviceName }
 

@@ -50,7 +50,18 @@ final class TrainingSession {
             parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
                                                 overrides: task.configuration.parameters)
         }
-        devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: task.configuration,
+        var configuration = task.configuration
+        if configuration.backends == nil && configuration.dataParallel == nil {
+            let schedule = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize,
+                                                  configuration: configuration)
+            schedule.warnings.forEach { task.warn($0) }
+            configuration.backends = (schedule.backends.prefix, schedule.backends.tail)
+            if schedule.backends.isDataParallel {
+                configuration.dataParallel = DataParallelism(replicas: schedule.backends.replicas,
+                                                             shares: schedule.backends.shares)
+            }
+        }
+        devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.

@@ -61,8 +61,20 @@ public struct UpdateHandlers {
 public struct UpdateConfiguration {
     /// Parameter overrides, checked against the model's allowed values when training starts.
     public var parameters: [ParameterKey: ParameterValue] = [:]
-    /// Where to run: the backends for the frozen prefix and the trainable tail. Nil: the reference
-    /// backend. Ignored when `dataParallel` is set.
+    /// Which compute units training may use, as Core ML's `MLModelConfiguration.computeUnits`: the
+    /// scheduler picks the devices (and data-parallel replicas) within them when neither `backends`
+    /// nor `dataParallel` is set. `.cpuOnly` runs on the fast CPU path; `.cpuAndGPU` and `.all` may use
+    /// OpenCL devices, falling back to the CPU (with a warning) where none works.
+    public var computeUnits: ComputeUnits = .default
+    /// Run everything on this device, whatever the scheduler would pick (as `--device`; the
+    /// `UPDRAFT_DEVICE` environment variable when nil).
+    public var preferredDevice: DevicePin? = nil
+    /// Whether the scheduler may split mini-batches across devices (as `--data-parallel`; the
+    /// `UPDRAFT_DATA_PARALLEL` environment variable, else `.auto`, when nil).
+    public var dataParallelMode: DataParallelMode? = nil
+    /// Expert override: the backends for the frozen prefix and the trainable tail (for example
+    /// `ReferenceBackend()` to train on the Double reference). Nil: scheduled from `computeUnits`.
+    /// Ignored when `dataParallel` is set.
     public var backends: (prefix: Backend, tail: Backend)?
     /// Train on several devices at once: each mini-batch is split between the replicas and their
     /// gradients combined before one identical update on each. Wins over `backends`.

@@ -113,6 +113,9 @@ public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
     case int(Int64)
     case bool(Bool)
 
+    /// An integer value from an `Int` (Core ML stores them as Int64), so `.int(epochs)` compiles.
+    public static func int(_ value: Int) -> HyperparameterValue { .int(Int64(value)) }
+
     public var description: String {
         switch self {
         case let .double(d): return formatHyperparameter(d)
