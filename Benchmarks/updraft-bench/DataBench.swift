@@ -214,8 +214,8 @@ struct DataBench {
         } else {
             print("decode + preprocess: \(width)x\(height) files -> shorter side \(Self.shorterSide), center crop \(Self.inputSize), float batches of \(Self.batch); \(cores) cores")
             for r in results {
-                print(String(format: "  %@ %d images (%.1f MB): list %.0f ms, first batch %.0f ms, all %.0f ms: %.0f images/s, %.1f per core",
-                             r.format, r.images, Double(r.fileBytes) / 1e6, r.listMilliseconds, r.firstBatchMilliseconds,
+                print("  \(r.format) " + String(format: "%d images (%.1f MB): list %.0f ms, first batch %.0f ms, all %.0f ms: %.0f images/s, %.1f per core",
+                             r.images, Double(r.fileBytes) / 1e6, r.listMilliseconds, r.firstBatchMilliseconds,
                              r.totalMilliseconds, r.imagesPerSecond, r.imagesPerSecondPerCore))
                 if let p = r.pytorch, let ratio = r.ratioPerCore {
                     print(String(format: "    torchvision (%d workers): first batch %.0f ms, all %.0f ms: %.0f images/s; Updraft/torchvision per core %.2fx (target 1.5x)",

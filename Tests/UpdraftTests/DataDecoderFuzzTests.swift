@@ -6,11 +6,11 @@ import CImageIO
 /// The decoders' half of the fuzz test (issue 13): mutated PNG, JPEG and .npy bytes through the
 /// decoders, the header probe and the resampler. Every input must give an image or an `UpdraftError`
 /// — no crash, no hang, no allocation past the pixel cap. Seeds are fixed, so a failure repeats.
-/// `UPDRAFT_FUZZ_DECODER_ITERATIONS` sets the mutations per seed file (default 5,000, about a
+/// `UPDRAFT_FUZZ_DECODER_ITERATIONS` sets the mutations per seed file (default 40,000, about three
 /// seconds in all); `Tests/Scripts/fuzz.sh` runs it far longer.
 final class DataDecoderFuzzTests: XCTestCase {
     private var iterations: Int {
-        ProcessInfo.processInfo.environment["UPDRAFT_FUZZ_DECODER_ITERATIONS"].flatMap(Int.init) ?? 5000
+        ProcessInfo.processInfo.environment["UPDRAFT_FUZZ_DECODER_ITERATIONS"].flatMap(Int.init) ?? 40000
     }
 
     private static func seedImages() throws -> [(String, [UInt8])] {

@@ -113,6 +113,13 @@ final class TrainingRanksTests: XCTestCase {
         try compareOneAndTwoRanks("opencl", ["--device", "0"])
     }
 
+    /// Each rank splitting its examples again between its own devices (OpenCL and the CPU): the
+    /// local combination and the sum over ranks together still give the single-process trajectory.
+    func testTwoRanksWithTwoDevicesEachTrainLikeOneProcess() throws {
+        _ = try OpenCLTestSupport.context()
+        try compareOneAndTwoRanks("replicas", ["--data-parallel", "on"])
+    }
+
     /// `updraft plan` under mpirun: both ranks' plans for half the batch, and a measured exchange of
     /// the model's gradient bytes (conv 112 + dense 514 parameters, as float32); without mpirun,
     /// --ranks/--link-gbps give the same lines as a projection.
