@@ -54,3 +54,35 @@ final class ReportingProgressTests: XCTestCase {
         XCTAssertFalse(run.stdout.contains("\r"), "no carriage returns when stdout is not a terminal")
     }
 }
+
+/// Every JSON Lines event says when it happened.
+final class ReportingLogTimestampTests: XCTestCase {
+    func testTimestampsAreUTCWithMilliseconds() {
+        XCTAssertEqual(JSONLinesLog.timestamp(0), "1970-01-01T00:00:00.000Z")
+        XCTAssertEqual(JSONLinesLog.timestamp(1_796_142_912.345), "2026-12-01T16:35:12.345Z")
+        XCTAssertEqual(JSONLinesLog.timestamp(951_782_400.9999), "2000-02-29T00:00:00.999Z", "never rounds up into the next second")
+    }
+
+    func testEveryEventCarriesItsTime() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("log-\(UUID().uuidString).jsonl")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let before = Date().timeIntervalSince1970
+        let log = try JSONLinesLog(url: url)
+        log.write(event: "trainingBegin", [:])
+        log.write(event: "epochEnd", ["loss": 1.5])
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, 2)
+        var previous = before - 1
+        for line in lines {
+            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let time = try XCTUnwrap(object["time"] as? String, String(line))
+            let date = try XCTUnwrap(formatter.date(from: time), time).timeIntervalSince1970
+            XCTAssertGreaterThanOrEqual(date, previous)
+            XCTAssertLessThan(abs(date - before), 60)
+            previous = date
+        }
+        XCTAssertTrue(lines[0].hasPrefix(#"{"event":"trainingBegin","time":""#), String(lines[0]))
+    }
+}

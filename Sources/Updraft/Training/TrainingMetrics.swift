@@ -202,13 +202,15 @@ public final class JSONLinesLog {
 
     deinit { close(fd) }
 
-    /// Writes `{"event":name,...fields}` as one line: the event first, then the fields in sorted order.
+    /// Writes `{"event":name,"time":...,...fields}` as one line: the event and when it was written
+    /// (UTC, ISO 8601 with milliseconds), then the fields in sorted order.
     public func write(event: String, _ fields: [String: Any]) {
         let body = (try? JSONSerialization.data(withJSONObject: jsonSafe(fields), options: [.sortedKeys]))
             ?? Data(#"{"unencodable":true}"#.utf8)
         let name = (try? JSONSerialization.data(withJSONObject: [event], options: [])) ?? Data(#"["event"]"#.utf8)
         // name is ["<event>"]; body is {...}
         var line = Data("{\"event\":".utf8) + name.dropFirst().dropLast()
+        line += Data(",\"time\":\"\(Self.timestamp())\"".utf8)
         if body.count > 2 { line += Data(",".utf8) + body.dropFirst() } else { line += Data("}".utf8) }
         line.append(0x0A)
         lock.lock(); defer { lock.unlock() }
@@ -226,6 +228,18 @@ public final class JSONLinesLog {
             failed = true
             onWriteFailure?("cannot write the log \(url.path): \(String(cString: strerror(errno))); training goes on without it")
         }
+    }
+}
+
+extension JSONLinesLog {
+    /// Now (or `seconds` since 1970) as `2026-12-01T16:55:12.345Z`.
+    static func timestamp(_ seconds: Double = Date().timeIntervalSince1970) -> String {
+        var whole = time_t(seconds.rounded(.down))
+        let millis = min(999, Int(((seconds - seconds.rounded(.down)) * 1000).rounded(.down)))
+        var parts = tm()
+        gmtime_r(&whole, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), millis)
     }
 }
 
