@@ -10,7 +10,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 PREFIX ?= /usr/local
 DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test interop install dist dist-check clean
+.PHONY: deps build release demo test swift-test interop install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -80,6 +80,11 @@ interop: deps
 	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
 	  rm "$$dir/small.mlmodel"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
+
+# Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
+# chunk in a child process with a memory limit and a timeout; prints how long it took.
+fuzz: deps
+	bash Tests/Scripts/fuzz.sh
 
 clean:
 	rm -rf .build

@@ -6,6 +6,8 @@ import UpdraftCommandLine
 let commands: [CLICommand] = [
     kernelsCommand,
     epochsCommand,
+    chainCommand,
+    fuzzCommand,
     dataCommand,
 ]
 

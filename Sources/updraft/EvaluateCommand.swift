@@ -20,11 +20,15 @@ let evaluateCommand = CLICommand(CommandSpec(
     dataOptions.skipUnreadable = args.flag("skip-unreadable")
     let data = try ModelDataset(model: model, path: URL(fileURLWithPath: dataPath), options: dataOptions)
     data.warnings.forEach { printError("warning: \($0)") }
-    let batch = try args.int("batch-size") ?? 32
-    guard batch > 0 else { throw UsageError("--batch-size must be at least 1") }
+    let requested = try args.int("batch-size") ?? 32
+    guard requested > 0 else { throw UsageError("--batch-size must be at least 1, got \(requested)") }
+    // A batch never holds more examples than there are.
+    let batch = min(requested, max(1, data.provider.count))
+    try SizeLimits.checkBatchSize(batch, graph: graph, source: "--batch-size")
     let choice = try chooseBackends(args, graph: graph, batchSize: batch)
     choice.warnings.forEach { printError($0) }
     let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
+    try runner.checkMemory(batchSize: batch, work: .evaluation)
     let provider = data.provider
     guard let labels = graph.classLabels?.asStrings else {
         // A regressor: the loss is all there is.

@@ -36,9 +36,11 @@ let planCommand = CLICommand(
             ?? .default
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
         let graph = try NetworkGraph(model: model)
-        let batchSize = try args.int("batch-size")
-            ?? graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) } ?? 8
-        guard batchSize >= 1 else { throw UsageError("option '--batch-size' must be at least 1, got \(batchSize)") }
+        let option = try args.int("batch-size")
+        let modelDefault = graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) }
+        let batchSize = option ?? modelDefault ?? 8
+        try SizeLimits.checkBatchSize(batchSize, graph: graph, source: option != nil ? "--batch-size"
+                                          : modelDefault != nil ? "the model's default miniBatchSize" : "the default mini-batch size")
         let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
         let projected = try args.int("ranks")
         let linkGbps = try args.double("link-gbps")

@@ -28,6 +28,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
         OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
+        OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
         OptionSpec("checkpoint-every-batches", value: "N", help: "also write a checkpoint every N mini-batches"),
@@ -36,7 +37,9 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
-    discussion: "Defaults come from the model's update parameters. Ctrl-C stops after the current mini-batch and saves the model trained so far. "
+    discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
+        + "--out, --log and --sidecar are checked before training starts; a checkpoint that cannot be written is a warning. "
+        + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning."
 )) { args in
@@ -73,6 +76,8 @@ let trainCommand = CLICommand(CommandSpec(
         ?? TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
                               hyperparameters: graph.hyperparameters, overrides: overrides)
 
+    try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                  source: overrides[.miniBatchSize] != nil ? "--batch-size" : "the model's default miniBatchSize")
     if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
     func mebibytes(_ flag: String) throws -> Int? {
         guard let mib = try args.int(flag) else { return nil }
@@ -83,6 +88,20 @@ let trainCommand = CLICommand(CommandSpec(
     if args.flag("feature-cache-fp16") && args.flag("no-feature-cache") {
         throw UsageError("--feature-cache-fp16 sets how the feature cache keeps features and --no-feature-cache turns it off: give one")
     }
+
+    // Where the results go (rank 0 writes them), checked before any data is read or any step is taken.
+    // A resumed run writes on where its checkpoint is, unless told otherwise.
+    let out = URL(fileURLWithPath: args.value("out") ?? resume?.url.path
+        ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
+    if primary {
+        try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
+        if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
+    }
+    let log = try (primary ? args.value("log") : nil).map {
+        try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out), TrainingCheckpoint.url(forModel: out)]
+                            + [args.value("sidecar"), args.value("train"), args.value("validation")].compactMap { $0 }.map { URL(fileURLWithPath: $0) })
+    }
+    log?.onWriteFailure = { printError("warning: \($0)") }
 
     var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
     dataOptions.skipUnreadable = args.flag("skip-unreadable")
@@ -114,13 +133,11 @@ let trainCommand = CLICommand(CommandSpec(
     config.augmentation.seed = parameters.seed
     config.prefetchDepth = prefetch
     config.shortLastBatch = args.flag("short-last-batch")
+    if args.flag("skip-nonfinite") { config.nonFinite = .skipBatch }
     config.featureCache = !args.flag("no-feature-cache")
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
     config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
-    // A resumed run writes on where its checkpoint is, unless told otherwise.
-    let out = URL(fileURLWithPath: args.value("out") ?? resume?.url.path
-        ?? modelURL.deletingPathExtension().path + "-trained.mlmodel")
     for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpointEvery),
                             ("checkpoint-every-batches", \UpdateConfiguration.checkpointEveryMiniBatches)] {
         guard let every = try args.int(flag) else { continue }
@@ -137,29 +154,30 @@ let trainCommand = CLICommand(CommandSpec(
         print(resume.summary)
     }
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
-    let log = try (primary ? args.value("log") : nil).map { try JSONLinesLog(url: URL(fileURLWithPath: $0)) }
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
-        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), device: choice.description, log: log)
+        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
+        device: choice.description, log: log)
     print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
     print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
                           handlers: UpdateHandlers(progress: pauseForTestsIfAsked(progress.handle), warning: progress.warn))
-    // Ctrl-C: stop after the current mini-batch; the completion below saves what was trained.
-    signal(SIGINT, SIG_IGN)
-    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-    interrupt.setEventHandler {
-        printError("\ninterrupted: finishing the current mini-batch and saving the model")
+    // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
+    // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).
+    let signals = StopSignals(ranks == nil ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGHUP]) { s in
+        printError("\n\(signalName(s)): finishing the current mini-batch and saving the model")
         task.cancel()
     }
-    interrupt.resume()
     task.resume()
     let final = task.wait()
-    interrupt.cancel()
+    signals.cancel()
     progress.finish(state: final.task.state, error: final.error)
+    // Training that stopped on its data (a NaN loss, an example that cannot be read) still has a
+    // model worth keeping: the last finite state. Device and other failures leave nothing to trust.
+    let dataStop = final.task.state == .failed && (final.error as? UpdraftError)?.kind == .data
     if final.task.state == .failed {
         printError("training failed\(ranks.map { " on \($0.world.name)" } ?? ""): \(final.error.map { "\($0)" } ?? "unknown error")")
-        return 1
+        if !dataStop { return 1 }
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
     defer { leaveRanks(ranks) }
@@ -177,8 +195,12 @@ let trainCommand = CLICommand(CommandSpec(
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
-    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : "")")
-    return final.task.state == .cancelled ? 130 : 0
+    let note = dataStop ? " (training stopped: the model as trained so far, with finite weights)"
+        : final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : ""
+    print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")
+    if dataStop { return 1 }
+    if final.task.state == .cancelled { return 128 + (signals.received ?? SIGINT) }
+    return 0
 }
 
-func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { (count + batch - 1) / max(1, batch) }
+func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { count / max(1, batch) + (count % max(1, batch) == 0 ? 0 : 1) }

@@ -2,7 +2,8 @@ import Foundation
 import Updraft
 import UpdraftCommandLine
 
-/// Prints training progress: on a terminal, a progress bar during each epoch; after each epoch a
+/// Prints training progress: on a terminal, a progress bar during each epoch with elapsed time, ETA
+/// and images/s (off a terminal, the same as a plain line every few seconds); after each epoch a
 /// table row (epoch, train loss, train accuracy, validation loss and accuracy, images/s, device).
 /// Also writes every event to the JSON Lines log when one is given.
 final class TrainingProgressPrinter {
@@ -13,10 +14,21 @@ final class TrainingProgressPrinter {
     let interactive = isatty(STDOUT_FILENO) != 0
     private var headerPrinted = false
     private var epochLosses: [Double] = []
+    private var estimate: ProgressEstimate
+    /// Off a terminal, a plain progress line at most this often (seconds), so a log shows the run moving.
+    let plainInterval: Double
+    private var lastPlainLine: Double
 
-    init(epochs: Int, batchesPerEpoch: Int, device: String, log: JSONLinesLog?) {
+    init(epochs: Int, batchesPerEpoch: Int, batchSize: Int, device: String, log: JSONLinesLog?,
+         plainInterval: Double = Double(ProcessInfo.processInfo.environment["UPDRAFT_PROGRESS_SECONDS"] ?? "") ?? 5) {
         self.epochs = epochs; self.batchesPerEpoch = batchesPerEpoch; self.device = device; self.log = log
+        self.plainInterval = plainInterval
+        let now = Self.now()
+        estimate = ProgressEstimate(totalBatches: epochs * batchesPerEpoch, batchSize: batchSize, start: now)
+        lastPlainLine = now
     }
+
+    private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     private static let columns = ["epoch", "train loss", "train acc", "val loss", "val acc", "images/s", "device"]
     private static let widths = [7, 11, 10, 10, 9, 10, 0]
@@ -38,12 +50,20 @@ final class TrainingProgressPrinter {
         case .miniBatchEnd:
             guard let m = ctx.metrics else { return }
             log?.write(event: "miniBatchEnd", ["epoch": m.epochIndex, "batch": m.miniBatchIndex ?? 0, "loss": m.lossValue])
+            let done = (m.miniBatchIndex ?? 0) + 1
+            let now = Self.now()
+            estimate.record(done: m.epochIndex * batchesPerEpoch + done, at: now)
+            let loss = String(format: "%.4f", m.lossValue)
             if interactive {
-                let done = (m.miniBatchIndex ?? 0) + 1
-                let width = 30, filled = width * done / max(1, batchesPerEpoch)
+                let width = 24, filled = width * done / max(1, batchesPerEpoch)
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                print("\r  epoch \(m.epochIndex + 1)/\(epochs) [\(bar)] \(done)/\(batchesPerEpoch) loss \(String(format: "%.4f", m.lossValue))",
-                      terminator: "")
+                let line = "  epoch \(m.epochIndex + 1)/\(epochs) [\(bar)] \(done)/\(batchesPerEpoch) loss \(loss)  \(estimate.summary)"
+                print("\r" + line.padding(toLength: max(line.count, 100), withPad: " ", startingAt: 0), terminator: "")
+                fflush(stdout)
+            } else if now - lastPlainLine >= plainInterval {
+                // Piped or redirected (a batch job's log): a whole line every few seconds instead of a bar.
+                lastPlainLine = now
+                print("  epoch \(m.epochIndex + 1)/\(epochs)  batch \(done)/\(batchesPerEpoch)  loss \(loss)  \(estimate.summary)")
                 fflush(stdout)
             }
         case .epochEnd:
@@ -58,7 +78,7 @@ final class TrainingProgressPrinter {
             if let v = m.device { fields["device"] = v }
             fields["learningRate"] = ctx.parameters.learningRate
             log?.write(event: "epochEnd", fields)
-            if interactive { print("\r" + String(repeating: " ", count: 78) + "\r", terminator: "") }
+            if interactive { print("\r" + String(repeating: " ", count: 100) + "\r", terminator: "") }
             func f(_ v: Double?, _ digits: Int = 4) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "-" }
             func pct(_ v: Double?) -> String { v.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
             print(row(["\(m.epochIndex + 1)/\(epochs)", f(m.meanLoss), pct(m.trainingAccuracy), f(m.validationLoss),
@@ -72,7 +92,7 @@ final class TrainingProgressPrinter {
     /// A device that failed and the fallback taken: one line on stderr (after clearing the progress
     /// bar on a terminal), and a "warning" event in the log.
     func warn(_ message: String) {
-        if interactive { print("\r" + String(repeating: " ", count: 78) + "\r", terminator: ""); fflush(stdout) }
+        if interactive { print("\r" + String(repeating: " ", count: 100) + "\r", terminator: ""); fflush(stdout) }
         printError("warning: \(message)")
         log?.write(event: "warning", ["message": message])
     }

@@ -60,7 +60,7 @@ final class ReadmeExampleTests: XCTestCase {
         }
         let previous = fm.currentDirectoryPath
         XCTAssertTrue(fm.changeCurrentDirectoryPath(dir.path))
-        defer { fm.changeCurrentDirectoryPath(previous) }
+        defer { _ = fm.changeCurrentDirectoryPath(previous) }
         let printed = try readmeExample()
         XCTAssertEqual(printed.count, 10, "one line per epoch, no rejected annealing: \(printed)")
         XCTAssertTrue(printed.allSatisfy { $0.hasPrefix("epoch ") && !$0.hasSuffix("on reference") }, "\(printed)")

@@ -19,8 +19,8 @@ public struct CoreMLModel: Sendable {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw UpdraftError(.io, "cannot read the model file \(url.path): \(error.localizedDescription)",
-                               hint: "check the path and that the file is readable")
+            let problem = pathProblem(url, error: error)
+            throw UpdraftError(.io, "cannot read the model file \(url.path): \(problem.message)", hint: problem.hint)
         }
         do {
             try self.init(serializedBytes: [UInt8](data))
@@ -52,22 +52,7 @@ public struct CoreMLModel: Sendable {
 
     /// Writes the model atomically: a temporary file in the same folder, then a rename over `url`,
     /// so a reader never sees half a model and a failed write leaves the old file in place.
-    public func write(to url: URL) throws {
-        let folder = url.deletingLastPathComponent()
-        let temporary = folder.appendingPathComponent(
-            ".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max)).tmp")
-        do {
-            try serializedData().write(to: temporary)
-        } catch {
-            throw UpdraftError(.io, "cannot write \(temporary.path): \(error.localizedDescription)",
-                               hint: "check that the folder \(folder.path) exists and is writable")
-        }
-        guard rename(temporary.path, url.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(at: temporary)
-            throw UpdraftError(.io, "cannot move the written model into place at \(url.path): \(reason)")
-        }
-    }
+    public func write(to url: URL) throws { try writeAtomically(serializedData(), to: url) }
 
     // MARK: What the model is
 

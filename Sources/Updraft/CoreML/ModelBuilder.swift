@@ -24,6 +24,8 @@ public struct ModelBuilder {
     /// The most recent layer's output: the default input of the next layer.
     public private(set) var lastOutput: String
     private var rng: SplitMix64
+    /// Positions of the layers by name, so adding a layer takes constant time.
+    private var layerIndex: [String: Int] = [:]
 
     public init(input: FeatureDescription, seed: UInt64 = 0) throws {
         description = ModelDescription(inputs: [input], outputs: [])
@@ -47,7 +49,7 @@ public struct ModelBuilder {
     /// Adds a layer, inferring its output shape with the graph's rules (the same code that reads models).
     @discardableResult
     public mutating func add(_ layer: LayerSpec) throws -> String {
-        guard network.layer(named: layer.name) == nil else {
+        guard layerIndex[layer.name] == nil else {
             throw UpdraftError(.invalidArgument, "a layer named '\(layer.name)' already exists")
         }
         let inputShapes = try layer.inputs.map { blob -> Shape in
@@ -60,6 +62,7 @@ public struct ModelBuilder {
             throw UpdraftError(.invalidArgument, "layer '\(layer.name)' must write one new blob, not \(layer.outputs)")
         }
         let g = try ShapeInference.layer(layer, index: network.layers.count, inputShapes: inputShapes)
+        layerIndex[layer.name] = network.layers.count
         network.layers.append(layer)
         shapes[g.output] = g.outputShape
         lastOutput = g.output
@@ -200,7 +203,7 @@ public struct ModelBuilder {
     /// Marks layers (convolution or inner product) updatable, with their weights and bias, and the model updatable.
     public mutating func makeUpdatable(_ names: [String]) throws {
         for name in names {
-            guard let i = network.layers.firstIndex(where: { $0.name == name }) else {
+            guard let i = layerIndex[name] else {
                 throw UpdraftError(.invalidArgument, "cannot make '\(name)' updatable: there is no layer of that name",
                                    hint: "layers: " + network.layers.map(\.name).joined(separator: ", "))
             }

@@ -92,10 +92,10 @@ public struct ModelReport: Encodable, Sendable {
         if graph == nil, let s = model.imageScaler { preprocessing = Preprocessing(scale: s.channelScale, bias: [s.redBias, s.greenBias, s.blueBias]) }
         var rows: [Layer] = []
         let specLayers = spec.network.layers
-        let order = graph?.layers.map(\.modelIndex) ?? Array(specLayers.indices)
-        for i in order {
+        // In execution order with the graph's view of each layer, else in file order.
+        let order: [(Int, GraphLayer?)] = graph?.layers.map { ($0.modelIndex, $0) } ?? specLayers.indices.map { ($0, nil) }
+        for (i, g) in order {
             let l = specLayers[i]
-            let g = graph?.layers.first { $0.modelIndex == i }
             let shape = g.map { [$0.outputShape.c, $0.outputShape.h, $0.outputShape.w] }
             let encoding = l.weightParams.map { $0.weights.encoding.rawValue }
             // Without a graph (or for weights Updraft cannot read), count what the layer's shapes imply.

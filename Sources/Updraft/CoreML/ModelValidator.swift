@@ -65,6 +65,20 @@ public enum ModelValidator {
             findings.append(ValidationFinding(.error, "\(error)"))
         }
 
+        // Weights that are not numbers: every prediction through them is NaN, and training cannot fix them.
+        for layer in graph?.layers ?? [] {
+            var tensors: [(String, [Float])] = []
+            if let w = layer.weights { tensors.append(("weights", w.data)) }
+            if let b = layer.bias { tensors.append(("bias", b.data)) }
+            if case let .batchnorm(scale, shift) = layer.op { tensors += [("batchnorm scale", scale), ("batchnorm shift", shift)] }
+            for (what, values) in tensors {
+                let bad = values.reduce(0) { $0 + ($1.isFinite ? 0 : 1) }
+                guard bad > 0, let first = values.firstIndex(where: { !$0.isFinite }) else { continue }
+                error("layer '\(layer.name)' has \(bad) non-finite \(what) value\(bad == 1 ? "" : "s") (the first, at index \(first), is \(values[first]))",
+                      layer: layer.name)
+            }
+        }
+
         // Outputs come from somewhere.
         let produced = Set(layers.flatMap(\.outputs))
         for o in description.outputs where !produced.contains(o.name) {
@@ -133,6 +147,18 @@ public enum ModelValidator {
         }
         validateLoss(model, update, layerNames: layerNames, graph: graph, error: error, warning: warning)
         validateHyperparameters(update, error: error)
+        // What `plan` and `train` compute from the default mini-batch size: the same checks, so a
+        // model called valid here never fails (or traps) there on sizes.
+        if let graph, let batch = update.optimizer?.miniBatchSize?.defaultValue, batch > 0 {
+            do {
+                try SizeLimits.checkBatchSize(Int(clamping: batch), graph: graph, source: "the default mini-batch size")
+                _ = try GraphAnalysis(graph: graph, batch: Int(clamping: batch))
+            } catch let e as UpdraftError {
+                error(e.message)
+            } catch let e {
+                error("\(e)")
+            }
+        }
 
         // Training inputs: the prediction inputs plus the target.
         for input in description.inputs where description.trainingInput(named: input.name) == nil {
@@ -249,23 +275,35 @@ public enum ModelValidator {
             guard upstream.insert(i).inserted else { continue }
             for b in layers[i].inputs { if let p = producer[b] { stack.append(p) } }
         }
+        // Per layer, the blockers on its way to the loss (downstream, among the layers the loss
+        // depends on), in one pass in reverse topological order: linear in the model's length. Each
+        // list keeps the first `shown` blockers by position; `more` counts whether there were others.
+        guard let order = try? NetworkGraph.topologicalOrder(layers, producer: producer) else { return }
+        let shown = 8
+        var below = [[Int]](repeating: [], count: layers.count), more = [Bool](repeating: false, count: layers.count)
+        for i in order.reversed() {
+            var found: Set<Int> = []
+            var extra = false
+            for c in Set(layers[i].outputs.flatMap { consumers[$0] ?? [] }) where upstream.contains(c) {
+                if !coreMLCanBackpropagate(layers[c]) { found.insert(c) }
+                found.formUnion(below[c])
+                extra = extra || more[c]
+            }
+            let sorted = found.sorted()
+            below[i] = Array(sorted.prefix(shown))
+            more[i] = extra || sorted.count > shown
+        }
+        var index: [String: Int] = [:]
+        for (i, l) in layers.enumerated() where index[l.name] == nil { index[l.name] = i }
         for u in updatable {
-            guard let start = layers.firstIndex(where: { $0.name == u.name }) else { continue }
+            guard let start = index[u.name] else { continue }
             guard upstream.contains(start) else {
                 warning("layer '\(u.name)' is updatable but loss '\(lossName)' does not depend on it; it will not change", u.name)
                 continue
             }
-            // Layers downstream of u that the loss depends on: the gradient's path.
-            var downstream: Set<Int> = []
-            var s = layers[start].outputs.flatMap { consumers[$0] ?? [] }
-            while let i = s.popLast() {
-                guard downstream.insert(i).inserted else { continue }
-                s.append(contentsOf: layers[i].outputs.flatMap { consumers[$0] ?? [] })
-            }
-            let onPath = downstream.intersection(upstream).sorted()
-            let blockers = onPath.map { layers[$0] }.filter { !coreMLCanBackpropagate($0) }
+            let blockers = below[start].map { layers[$0] }
             if !blockers.isEmpty {
-                let names = blockers.map { "\($0.typeName) layer '\($0.name)'" }.joined(separator: ", ")
+                let names = blockers.map { "\($0.typeName) layer '\($0.name)'" }.joined(separator: ", ") + (more[start] ? " and more" : "")
                 warning("Core ML would refuse to update '\(u.name)': the gradient from loss '\(lossName)' passes through \(names), which Core ML cannot back-propagate through; Updraft can still train it",
                         u.name)
             }

@@ -33,8 +33,10 @@ public struct ModelDataset {
     public init(model: CoreMLModel, path: URL, options: ImageDataOptions) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {
-            throw UpdraftError(.io, "\(path.path) does not exist",
-                               hint: "give a folder with one subfolder per class (images), a labels .csv, or a folder with inputs.npy and targets.npy")
+            let problem = pathProblem(path, expectingFile: false)
+            throw UpdraftError(.io, "cannot read the data \(path.path): \(problem.message)",
+                               hint: problem.message == "it does not exist"
+                                   ? "give a folder with one subfolder per class (images), a labels .csv, or a folder with inputs.npy and targets.npy" : problem.hint)
         }
         if let image = model.inputImage {
             var pre = try ImagePreprocessing(image: image, scaler: nil)
@@ -60,7 +62,10 @@ public struct ModelDataset {
         }
         let folder = isDirectory.boolValue ? path : path.deletingLastPathComponent()
         let inputs = folder.appendingPathComponent("inputs.npy"), targets = folder.appendingPathComponent("targets.npy")
+        // A classifier's targets are class indices whatever their dtype: whole floats are read as
+        // indices, and a fraction is an error naming the file and the row (not a failure at the first batch).
         let ds = try NpyDataset(inputs: inputs, targets: targets, exampleShape: Shape(shape),
+                                targetKind: model.classLabels != nil ? .classIndices : .automatic,
                                 classCount: model.classLabels?.count)
         provider = ds
         warnings = []

@@ -67,7 +67,11 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
         var candidates: [(url: URL, classIndex: Int)] = []
         for (folder, classIndex) in zip(folders, folderClasses) {
             let url = root.appendingPathComponent(folder, isDirectory: true)
-            for file in try Self.imageFiles(in: url, folderName: folder, warnings: &warnings) {
+            let files = try Self.imageFiles(in: url, folderName: folder, warnings: &warnings)
+            if files.isEmpty {
+                warnings.append("class folder '\(folder)' in \(root.path) has no images: class '\(labels[classIndex])' gets no examples from this data")
+            }
+            for file in files {
                 candidates.append((url.appendingPathComponent(file), classIndex))
             }
         }

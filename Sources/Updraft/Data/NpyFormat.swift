@@ -45,8 +45,8 @@ public struct NpyArray: Equatable, Sendable {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw UpdraftError(.io, "cannot read \(url.path): \(error.localizedDescription)",
-                               hint: "check that the file exists and is readable")
+            let problem = pathProblem(url, error: error)
+            throw UpdraftError(.io, "cannot read \(url.path): \(problem.message)", hint: problem.hint)
         }
         try self.init(data: data, name: url.path)
     }
@@ -101,7 +101,8 @@ struct NpyHeader {
         var shape: [Int] = []
         for dim in dims {
             guard case .int(let n) = dim, n >= 0 else {
-                throw UpdraftError(.data, "\(name): the .npy shape \(dims) is not a tuple of non-negative integers")
+                throw UpdraftError(.data, "\(name): the .npy shape (\(dims.map(\.python).joined(separator: ", "))) is not a tuple of non-negative integers",
+                                   hint: "the file's header is damaged; save the array again with numpy.save")
             }
             shape.append(n)
         }
@@ -274,5 +275,20 @@ struct PythonLiteralParser {
         guard position < chars.count, chars[position] == c else { return false }
         position += 1
         return true
+    }
+}
+
+extension PythonLiteralParser.Value {
+    /// The value as Python writes it, for messages: `-8`, `'<f4'`, `(2, 3)`.
+    var python: String {
+        switch self {
+        case let .int(n): return String(n)
+        case let .string(s): return "'\(s)'"
+        case let .bool(b): return b ? "True" : "False"
+        case .none: return "None"
+        case let .tuple(items): return "(" + items.map(\.python).joined(separator: ", ") + (items.count == 1 ? ",)" : ")")
+        case let .list(items): return "[" + items.map(\.python).joined(separator: ", ") + "]"
+        case let .dict(d): return "{" + d.keys.sorted().map { "'\($0)': \(d[$0]!.python)" }.joined(separator: ", ") + "}"
+        }
     }
 }

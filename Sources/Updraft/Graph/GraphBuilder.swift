@@ -61,6 +61,7 @@ extension NetworkGraph {
             layers.append(g)
         }
         self.layers = layers
+        lookup = GraphLookup(layers)  // didSet does not run in an initializer
         blobShapes = shapes
 
         loss = nil

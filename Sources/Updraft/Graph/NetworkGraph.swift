@@ -127,7 +127,7 @@ public struct NetworkGraph: Sendable {
     public var kind: NeuralNetworkKind
     public var input: GraphInput
     /// Topological order: every layer comes after the layers producing its inputs; ties keep file order.
-    public var layers: [GraphLayer]
+    public internal(set) var layers: [GraphLayer] { didSet { lookup = GraphLookup(layers) } }
     /// Every blob's per-example shape, the input included.
     public var blobShapes: [String: Shape]
     /// The loss, when the model has update parameters that Updraft can resolve (see `requireLoss`).
@@ -139,11 +139,15 @@ public struct NetworkGraph: Sendable {
     public var predictedProbabilitiesName: String
     public var updateParameters: UpdateParameters?
 
-    public func layer(named name: String) -> GraphLayer? { layers.first { $0.name == name } }
+    /// Positions in `layers` by layer name, output blob and input blob, built with the graph so
+    /// that lookups take constant time (a chain of 200,000 layers looks each one up).
+    var lookup = GraphLookup()
+
+    public func layer(named name: String) -> GraphLayer? { lookup.byName[name].map { layers[$0] } }
     /// The layer producing a blob (nil for the network input).
-    public func producer(of blob: String) -> GraphLayer? { layers.first { $0.output == blob } }
+    public func producer(of blob: String) -> GraphLayer? { lookup.byOutput[blob].map { layers[$0] } }
     /// Layers that read a blob.
-    public func consumers(of blob: String) -> [GraphLayer] { layers.filter { $0.inputs.contains(blob) } }
+    public func consumers(of blob: String) -> [GraphLayer] { (lookup.byInput[blob] ?? []).map { layers[$0] } }
     public var updatableLayers: [GraphLayer] { layers.filter(\.isUpdatable) }
     public var parameterCount: Int { layers.reduce(0) { $0 + $1.parameterCount } }
     public var hyperparameters: [Hyperparameter] { updateParameters?.hyperparameters ?? [] }
@@ -163,5 +167,24 @@ public extension Shape {
         var d = dims
         d[0] = n
         return Shape(d)
+    }
+}
+
+/// `NetworkGraph`'s indexes into `layers`, rebuilt whenever `layers` is set.
+struct GraphLookup: Sendable {
+    var byName: [String: Int] = [:]
+    var byOutput: [String: Int] = [:]
+    var byInput: [String: [Int]] = [:]
+
+    init() {}
+    init(_ layers: [GraphLayer]) {
+        byName.reserveCapacity(layers.count)
+        byOutput.reserveCapacity(layers.count)
+        for (i, l) in layers.enumerated() {
+            if byName[l.name] == nil { byName[l.name] = i }
+            if byOutput[l.output] == nil { byOutput[l.output] = i }
+            var seen: Set<String> = []
+            for b in l.inputs where seen.insert(b).inserted { byInput[b, default: []].append(i) }
+        }
     }
 }

@@ -134,7 +134,7 @@ public struct ConvGeometry: Hashable, Sendable {
     public var gemmN: Int { outHeight * outWidth }
     public var gemmK: Int { inChannels / groups * kernelH * kernelW }
 
-    private var macs: Double { Double(batch * groups) * Double(gemmM) * Double(gemmN) * Double(gemmK) }
+    private var macs: Double { Double(batch) * Double(groups) * Double(gemmM) * Double(gemmN) * Double(gemmK) }
     public var forwardCost: OpCost {
         OpCost(flops: 2 * macs + (hasBias ? Double(outputShape.count) : 0),
                bytes: f32Bytes(inputShape.count, weightShape.count, outputShape.count, hasBias ? outChannels : 0))

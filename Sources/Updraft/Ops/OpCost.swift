@@ -10,5 +10,5 @@ public struct OpCost: Hashable, Sendable {
     public static let zero = OpCost(flops: 0, bytes: 0)
 }
 
-/// Floats to bytes.
-@inline(__always) func f32Bytes(_ counts: Int...) -> Double { Double(counts.reduce(0, +) * 4) }
+/// Floats to bytes, summed in Double so that no count (however large) can overflow.
+@inline(__always) func f32Bytes(_ counts: Int...) -> Double { counts.reduce(0.0) { $0 + Double($1) } * 4 }

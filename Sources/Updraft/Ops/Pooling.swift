@@ -94,11 +94,11 @@ public struct PoolGeometry: Hashable, Sendable {
     public var outputShape: Shape { [batch, channels, outHeight, outWidth] }
 
     public var forwardCost: OpCost {
-        OpCost(flops: Double(outputShape.count * kernelH * kernelW),
+        OpCost(flops: Double(outputShape.count) * Double(kernelH) * Double(kernelW),
                bytes: f32Bytes(inputShape.count, outputShape.count))
     }
     public var backwardCost: OpCost {
-        OpCost(flops: Double(outputShape.count * kernelH * kernelW),
+        OpCost(flops: Double(outputShape.count) * Double(kernelH) * Double(kernelW),
                bytes: f32Bytes(inputShape.count * 2, outputShape.count * 2))
     }
 }

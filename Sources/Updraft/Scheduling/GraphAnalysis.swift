@@ -36,6 +36,8 @@ struct GraphAnalysis {
     var boundaryBytes: UInt64 { boundary.reduce(0) { $0 + UInt64($1.bytes) } }
 
     init(graph: NetworkGraph, batch: Int) throws {
+        // Every count, byte and FLOP figure below is a per-example size times `batch`: bounded here.
+        try SizeLimits.checkBatchSize(batch, graph: graph, source: "the mini-batch size")
         self.graph = graph
         self.batch = batch
         let optimizer = graph.updateParameters?.optimizer?.kind ?? .sgd

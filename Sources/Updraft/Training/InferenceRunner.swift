@@ -28,6 +28,13 @@ public final class InferenceRunner {
         self.fallbacks = left
     }
 
+    /// Throws a named error when batches of `batchSize` would not fit the current device's memory or
+    /// the host's (`MemoryPreflight`), saying the largest batch that fits.
+    public func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {
+        try MemoryPreflight.check(graph: graph, batchSize: batchSize, work: work,
+                                  prefix: executor.prefixBackend, tail: executor.tailBackend)
+    }
+
     /// Forward work placed by the scheduler, as `UpdateTask` places training: the devices within
     /// `computeUnits` (or the pinned device) that the cost model picks for `batchSize` examples a pass.
     /// The scheduler's warnings (OpenCL missing, a device left out) go to `warn` first.

@@ -69,8 +69,11 @@ extension TrainingDevices {
                                hint: "fix what rank \(bad) reports and run again")
         }
         if ranks.contains(where: { $0.status == .deviceFailed }) { throw PeerRetry() }
+        // Every rank sees the same global loss, so all skip (or stop at) a non-finite step together.
+        let global = DataParallelism.combine(ranks.map(\.result))
+        guard global.loss.isFinite else { throw NonFiniteLoss(loss: global.loss) }
         try applyOnEveryReplica(summed, parameters: parameters, position: position)
-        return (DataParallelism.combine(ranks.map(\.result)), summed)
+        return (global, summed)
     }
 
     /// Applies the summed gradients on every replica. The other ranks have applied them already, so

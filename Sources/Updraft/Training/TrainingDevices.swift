@@ -263,6 +263,8 @@ final class TrainingDevices {
         var results: [Executor.BatchResult] = []
         try collect(outcomes, phase: .gradients) { if let r = $0 { results.append(r) } }
         let result = DataParallelism.combine(results)
+        // Before the update: a non-finite loss's update would make every weight NaN.
+        guard result.loss.isFinite else { throw NonFiniteLoss(loss: result.loss) }
 
         if reps.count == 1 {
             do { try reps[0].applyUpdate(parameters) } catch where isDeviceFailure(error) {

@@ -91,8 +91,8 @@ public struct TrainingGraph: Sendable {
         backwardLayers = Set(tail.map(\.name))
         gradientBlobs = dependent
 
-        var boundary: [String] = []
-        for l in tail { for b in l.inputs where !dependent.contains(b) && !boundary.contains(b) { boundary.append(b) } }
+        var boundary: [String] = [], inBoundary: Set<String> = []
+        for l in tail { for b in l.inputs where !dependent.contains(b) && inBoundary.insert(b).inserted { boundary.append(b) } }
         self.boundary = boundary
 
         // conv -> ReLU fusion, when the conv output feeds only that ReLU and nothing else reads it.

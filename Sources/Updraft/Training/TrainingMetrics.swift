@@ -23,6 +23,47 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
     public init(epochIndex: Int, miniBatchIndex: Int? = nil, lossValue: Double) {
         self.epochIndex = epochIndex; self.miniBatchIndex = miniBatchIndex; self.lossValue = lossValue
     }
+
+    // JSON has no NaN or infinity: a non-finite number is written as null (and read back as NaN for
+    // the loss, nil for the others), so a history with a diverged epoch still writes and reads.
+    private enum CodingKeys: String, CodingKey {
+        case epochIndex, miniBatchIndex, lossValue, meanLoss, trainingAccuracy, validationLoss, validationAccuracy,
+             examplesPerSecond, seconds, device, miniBatchLosses
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        epochIndex = try c.decode(Int.self, forKey: .epochIndex)
+        miniBatchIndex = try c.decodeIfPresent(Int.self, forKey: .miniBatchIndex)
+        lossValue = try c.decodeIfPresent(Double.self, forKey: .lossValue) ?? .nan
+        meanLoss = try c.decodeIfPresent(Double.self, forKey: .meanLoss)
+        trainingAccuracy = try c.decodeIfPresent(Double.self, forKey: .trainingAccuracy)
+        validationLoss = try c.decodeIfPresent(Double.self, forKey: .validationLoss)
+        validationAccuracy = try c.decodeIfPresent(Double.self, forKey: .validationAccuracy)
+        examplesPerSecond = try c.decodeIfPresent(Double.self, forKey: .examplesPerSecond)
+        seconds = try c.decodeIfPresent(Double.self, forKey: .seconds)
+        device = try c.decodeIfPresent(String.self, forKey: .device)
+        miniBatchLosses = try c.decodeIfPresent([Double?].self, forKey: .miniBatchLosses)?.map { $0 ?? .nan }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        func put(_ v: Double?, _ key: CodingKeys) throws {
+            guard let v else { return }
+            if v.isFinite { try c.encode(v, forKey: key) } else { try c.encodeNil(forKey: key) }
+        }
+        try c.encode(epochIndex, forKey: .epochIndex)
+        try c.encodeIfPresent(miniBatchIndex, forKey: .miniBatchIndex)
+        try put(lossValue, .lossValue)
+        try put(meanLoss, .meanLoss)
+        try put(trainingAccuracy, .trainingAccuracy)
+        try put(validationLoss, .validationLoss)
+        try put(validationAccuracy, .validationAccuracy)
+        try put(examplesPerSecond, .examplesPerSecond)
+        try put(seconds, .seconds)
+        try c.encodeIfPresent(device, forKey: .device)
+        try c.encodeIfPresent(miniBatchLosses?.map { $0.isFinite ? $0 : nil }, forKey: .miniBatchLosses)
+    }
 }
 
 /// Every epoch's metrics, saved next to the output model as `<model>.history.json`.
@@ -59,49 +100,155 @@ public struct TrainingHistory: Codable, Equatable, Sendable {
 }
 
 /// Writes `data` to `url` through a temporary file in the same folder and a rename, so a crash
-/// mid-write never leaves a half-written file where the old one was.
+/// mid-write never leaves a half-written file where the old one was: the file is flushed to disk
+/// (fsync) before the rename and the folder after it, so the new name survives a power cut too. On
+/// any failure (a full disk, a missing or read-only folder) the temporary file is removed and the
+/// old file, if any, stays as it was.
 public func writeAtomically(_ data: Data, to url: URL) throws {
     let dir = url.deletingLastPathComponent()
     let tmp = dir.appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).\(UInt32.random(in: 0...UInt32.max)).tmp")
-    do {
-        try data.write(to: tmp)
-        if rename(tmp.path, url.path) != 0 {
-            let reason = String(cString: strerror(errno))
-            throw UpdraftError(.io, "cannot move \(tmp.lastPathComponent) to \(url.path): \(reason)")
-        }
-    } catch let e as UpdraftError {
-        try? FileManager.default.removeItem(at: tmp)
-        throw e
-    } catch {
-        try? FileManager.default.removeItem(at: tmp)
-        throw UpdraftError(.io, "cannot write \(url.path): \(error.localizedDescription)",
-                           hint: "check that the folder \(dir.path) exists and is writable")
+    func failure(_ what: String) -> UpdraftError {
+        let reason = String(cString: strerror(errno))
+        return UpdraftError(.io, "cannot write \(url.path): \(what): \(reason)",
+                            hint: errno == ENOSPC || errno == EDQUOT || errno == EFBIG
+                                ? "free some space on the disk that holds \(dir.path)"
+                                : "check that the folder \(dir.path) exists and is writable")
     }
+    let fd = open(tmp.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw failure("cannot create a temporary file in the folder") }
+    var closed = false, done = false
+    defer {
+        if !closed { close(fd) }
+        if !done { unlink(tmp.path) }
+    }
+    try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+        var offset = 0
+        while offset < raw.count {
+            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure("writing failed")
+            }
+            offset += n
+        }
+    }
+    guard fsync(fd) == 0 else { throw failure("flushing to disk failed") }
+    closed = true
+    guard close(fd) == 0 else { throw failure("closing the file failed") }
+    guard rename(tmp.path, url.path) == 0 else { throw failure("cannot move the written file into place") }
+    done = true
+    // The folder's entry for the new name, on disk too (best effort: some file systems refuse).
+    let dirFD = open(dir.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if dirFD >= 0 { _ = fsync(dirFD); close(dirFD) }
 }
 
-/// Appends one JSON object per line (JSON Lines) for each training event.
+/// Appends one JSON object per line (JSON Lines) for each training event. The file is opened for
+/// appending (an existing log keeps its lines) and must be a regular file or a new path: a device,
+/// a FIFO or a folder is refused rather than replaced. Numbers that are not finite are written as
+/// null, so every event is written. When a write fails (a full disk), the log calls
+/// `onWriteFailure` once and writes nothing more; training is not affected.
 public final class JSONLinesLog {
-    private let handle: FileHandle
+    private let fd: Int32
     public let url: URL
+    private let lock = NSLock()
+    private var failed = false
+    /// Called once, with a one-line message, when a write fails.
+    public var onWriteFailure: ((String) -> Void)?
 
-    public init(url: URL) throws {
-        guard FileManager.default.createFile(atPath: url.path, contents: nil),
-              let h = try? FileHandle(forWritingTo: url) else {
-            throw UpdraftError(.io, "cannot create log file \(url.path)", hint: "check the folder exists and is writable")
+    /// - Parameter others: files the log must not be (the input model, the output): refused when
+    ///   `url` names the same file, or the same path.
+    public init(url: URL, notTheSameAs others: [URL] = []) throws {
+        let path = url.path
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFREG else {
+                throw UpdraftError(.io, "the log \(path) exists and is \(fileKind(st.st_mode)), not a regular file",
+                                   hint: "give --log a new file name, or an existing log to append to")
+            }
+        } else if errno != ENOENT {
+            throw UpdraftError(.io, "cannot use \(path) as the log: \(String(cString: strerror(errno)))",
+                               hint: "check the folder exists and is writable")
         }
+        for other in others {
+            var so = stat()
+            let same = other.standardizedFileURL.path == url.standardizedFileURL.path
+                || (stat(other.path, &so) == 0 && stat(path, &st) == 0 && so.st_dev == st.st_dev && so.st_ino == st.st_ino)
+            if same {
+                throw UpdraftError(.invalidArgument, "the log \(path) is the same file as \(other.path)",
+                                   hint: "give --log a file of its own (the log would overwrite it)")
+            }
+        }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0o644)
+        guard fd >= 0 else {
+            throw UpdraftError(.io, "cannot open the log \(path): \(String(cString: strerror(errno)))",
+                               hint: "check the folder exists and is writable")
+        }
+        // What was opened, checked again (the path may have changed since the check above).
+        var opened = stat()
+        guard fstat(fd, &opened) == 0, opened.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw UpdraftError(.io, "the log \(path) is not a regular file", hint: "give --log a new file name")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        self.fd = fd
         self.url = url
-        self.handle = h
     }
 
-    deinit { try? handle.close() }
+    /// A log on an open descriptor (tests: a descriptor whose writes fail).
+    init(fileDescriptor: Int32, url: URL) {
+        self.fd = fileDescriptor
+        self.url = url
+    }
+
+    deinit { close(fd) }
 
     /// Writes `{"event":name,...fields}` as one line: the event first, then the fields in sorted order.
     public func write(event: String, _ fields: [String: Any]) {
-        guard let body = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]),
-              let name = try? JSONSerialization.data(withJSONObject: [event], options: []) else { return }
+        let body = (try? JSONSerialization.data(withJSONObject: jsonSafe(fields), options: [.sortedKeys]))
+            ?? Data(#"{"unencodable":true}"#.utf8)
+        let name = (try? JSONSerialization.data(withJSONObject: [event], options: [])) ?? Data(#"["event"]"#.utf8)
         // name is ["<event>"]; body is {...}
         var line = Data("{\"event\":".utf8) + name.dropFirst().dropLast()
         if body.count > 2 { line += Data(",".utf8) + body.dropFirst() } else { line += Data("}".utf8) }
-        handle.write(line + Data([0x0A]))
+        line.append(0x0A)
+        lock.lock(); defer { lock.unlock() }
+        guard !failed else { return }
+        let ok = line.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 { if errno == EINTR { continue }; return false }
+                offset += n
+            }
+            return true
+        }
+        if !ok {
+            failed = true
+            onWriteFailure?("cannot write the log \(url.path): \(String(cString: strerror(errno))); training goes on without it")
+        }
+    }
+}
+
+/// The value with every non-finite number replaced by null (JSON has no NaN or infinity).
+func jsonSafe(_ value: Any) -> Any {
+    switch value {
+    case let d as Double: return d.isFinite ? d : NSNull()
+    case let f as Float: return f.isFinite ? Double(f) : NSNull()
+    case let a as [Any]: return a.map(jsonSafe)
+    case let o as [String: Any]: return o.mapValues(jsonSafe)
+    default: return value
+    }
+}
+
+/// "a folder", "a character device", ... for messages about a path.
+func fileKind(_ mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFDIR: return "a folder"
+    case S_IFCHR: return "a character device"
+    case S_IFBLK: return "a block device"
+    case S_IFIFO: return "a FIFO"
+    case S_IFSOCK: return "a socket"
+    case S_IFLNK: return "a symbolic link"
+    default: return "a regular file"
     }
 }

@@ -28,6 +28,9 @@ extension TrainingSession {
     /// (with several MPI ranks, rank 0 alone writes).
     func writeCheckpoint() throws {
         guard let url = task.configuration.checkpointURL, task.configuration.distributed?.isPrimary ?? true else { return }
-        try task.writeCheckpoint(to: url)
+        // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
+        do { try task.writeCheckpoint(to: url) } catch {
+            task.warn("cannot write the checkpoint (\(position)) to \(url.path) (\(firstLine(of: error))); training goes on")
+        }
     }
 }

@@ -18,6 +18,8 @@ final class TrainingSession {
     /// The gradient exchange with the other ranks of an MPI job (nil: one process).
     let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
+    /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
+    let finiteState = FiniteStateKeeper()
     /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
     private(set) var position = TrainingPosition()
     /// The model's and the data's fingerprints, once a checkpoint needed them.
@@ -50,6 +52,9 @@ final class TrainingSession {
             parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
                                                 overrides: task.configuration.parameters)
         }
+        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                      source: task.configuration.parameters[.miniBatchSize] == nil
+                                          ? "the model's default miniBatchSize" : "miniBatchSize")
         var configuration = task.configuration
         if configuration.backends == nil && configuration.dataParallel == nil {
             let schedule = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize,
@@ -63,6 +68,13 @@ final class TrainingSession {
         }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
+        // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
+        let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
+            : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
+        for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
+            try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
+                                      prefix: replica.prefixBackend, tail: replica.tailBackend)
+        }
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
         let cropped = task.configuration.augmentation.randomResizedCrop != nil
@@ -102,6 +114,7 @@ final class TrainingSession {
         let config = task.configuration
         let data = task.trainingData
         try task.emit(.trainingBegin, metrics: nil)
+        try checkInitialWeights()
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
         for epoch in position.epoch..<max(position.epoch, epochs) {
             if stopRequested { return }
@@ -114,8 +127,15 @@ final class TrainingSession {
             defer { prefetcher.stop() }
             for (b, indices) in plan.batches.enumerated() where b >= first {
                 if stopRequested { return }
-                let result = try step(indices: indices, epoch: epoch, position: "epoch \(epoch + 1) mini-batch \(b + 1)",
-                                      prepared: prefetcher.take(b - first))
+                let place = "epoch \(epoch + 1) mini-batch \(b + 1)"
+                let result: Executor.BatchResult
+                do {
+                    result = try step(indices: indices, epoch: epoch, position: place, prepared: prefetcher.take(b - first))
+                } catch let e as NonFiniteLoss {
+                    try handleNonFiniteLoss(e.loss, position: place)
+                    position.miniBatch += 1  // skipped: a resumed run goes on after it
+                    continue
+                }
                 position.complete(result)
                 var m = TrainingMetrics(epochIndex: epoch, miniBatchIndex: b, lossValue: result.loss)
                 m.device = devices.description
@@ -125,6 +145,7 @@ final class TrainingSession {
                     try writeCheckpoint()
                 }
             }
+            try checkWeights(position: "the end of epoch \(epoch + 1)")
             let (lossSum, correct, seen) = (position.lossSum, position.correct, position.seen)
             var m = TrainingMetrics(epochIndex: epoch, lossValue: position.lastLoss)
             let seconds = Date().timeIntervalSince(start)

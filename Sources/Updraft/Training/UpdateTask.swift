@@ -103,6 +103,9 @@ public struct UpdateConfiguration {
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
     /// the device's memory (on host-memory backends, the host budget). 0: keep features on the host only.
     public var featureCacheDeviceBudgetBytes: Int? = nil
+    /// What a NaN or infinite mini-batch loss does: stop training (keeping the last finite state),
+    /// or skip the mini-batch.
+    public var nonFinite: NonFinitePolicy = .stop
     /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
     /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
     public var featureCacheHalfPrecision = false

@@ -17,7 +17,8 @@ final class Workspace {
 
     func acquire(_ count: Int, on backend: Backend) throws -> DeviceBuffer {
         let key = PoolKey(backend: ObjectIdentifier(backend), count: count)
-        if var free = pool[key], let b = free.popLast() { pool[key] = free; return b }
+        // Popped in place: copying the free list out first would copy it whole on every call.
+        if let b = pool[key]?.popLast() { return b }
         return try backend.makeBuffer(count: count)
     }
 
