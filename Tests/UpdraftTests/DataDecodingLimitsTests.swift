@@ -48,16 +48,22 @@ final class DataDecodingLimitsTests: XCTestCase {
         XCTAssertThrowsError(try DecodedImage(contentsOfFile: png.path, limits: raised)) { error in
             XCTAssertEqual((error as? UpdraftError)?.kind, .data, "\(error)")
         }
-        // A small cap refuses an ordinary image; the data set reports it at listing.
+        // A small cap refuses an ordinary image when the data set reads it (or, skipping unreadable
+        // images, at listing).
         let small = try ImageEncoder.png(width: 10, height: 10, colorType: .gray, samples: [UInt8](repeating: 9, count: 100))
         try folder.write(small, to: "set/a/0.png")
         let pre = ImagePreprocessing(width: 2, height: 2, colorSpace: .grayscale)
-        XCTAssertThrowsError(try ImageFolderDataset(root: folder.url.appendingPathComponent("set"), preprocessing: pre,
-                                                    limits: ImageDecodingLimits(maxPixels: 99))) { error in
+        let set = folder.url.appendingPathComponent("set")
+        XCTAssertThrowsError(try ImageFolderDataset(root: set, preprocessing: pre, limits: ImageDecodingLimits(maxPixels: 99))
+            .example(at: 0)) { error in
             XCTAssertTrue("\(error)".contains("over the cap of 99"), "\(error)")
         }
-        XCTAssertEqual(try ImageFolderDataset(root: folder.url.appendingPathComponent("set"), preprocessing: pre,
-                                              limits: ImageDecodingLimits(maxPixels: 100)).count, 1)
+        XCTAssertThrowsError(try ImageFolderDataset(root: set, preprocessing: pre, skipUnreadable: true,
+                                                    limits: ImageDecodingLimits(maxPixels: 99))) { error in
+            XCTAssertTrue("\(error)".contains("could be decoded"), "\(error)")
+        }
+        XCTAssertEqual(try ImageFolderDataset(root: set, preprocessing: pre, limits: ImageDecodingLimits(maxPixels: 100))
+            .example(at: 0).input.count, 4)
         XCTAssertThrowsError(try ImageDecodingLimits(maxPixels: 0).validate())
     }
 

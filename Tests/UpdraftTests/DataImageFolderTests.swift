@@ -78,9 +78,9 @@ final class DataImageFolderTests: XCTestCase {
         }
     }
 
-    /// Streaming: a file that is not an image (or is cut inside its header) is found when the data
-    /// set is listed; one damaged past its header is found when its example is read, naming it —
-    /// unless `skipUnreadable`, which decodes every image once at listing and skips the bad ones.
+    /// Streaming: listing opens nothing, so a damaged file (past its header or inside it) is found
+    /// when its example is read, naming it — unless `skipUnreadable`, which decodes every image once
+    /// at listing and skips the bad ones with a warning.
     func testUnreadableImageThrowsOrIsSkipped() throws {
         let folder = try DataTestFolder()
         try folder.write(try pixelPNG(11), to: "a/0.png")
@@ -101,9 +101,12 @@ final class DataImageFolderTests: XCTestCase {
         XCTAssertTrue(dataset.warnings[0].contains(broken.path), dataset.warnings[0])
 
         let header = try folder.write(Array(png.prefix(20)), to: "b/2-header.png")
-        XCTAssertThrowsError(try ImageFolderDataset(root: folder.url, preprocessing: gray1x1)) { error in
+        let listed = try ImageFolderDataset(root: folder.url, preprocessing: gray1x1)
+        XCTAssertEqual(listed.count, 4)
+        XCTAssertThrowsError(try listed.example(at: 3)) { error in
             XCTAssertTrue("\(error)".contains(header.path), "\(error)")
         }
+        XCTAssertEqual(try ImageFolderDataset(root: folder.url, preprocessing: gray1x1, skipUnreadable: true).count, 2)
     }
 
     func testEmptyAndMissingFoldersThrow() throws {

@@ -91,7 +91,7 @@ public struct LabelsFile: Sendable {
 extension ImageFolderDataset {
     /// Labelled images listed in a labels file (see `LabelsFile`), checked as class folders are: each
     /// label must be one of `classLabels` (nil: the file's labels, sorted), only regular files are
-    /// read, and every image's header is read now.
+    /// read (nothing is decoded until asked for).
     /// - Throws: `UpdraftError` naming the file and line: a label the model does not have, an image
     ///   that is missing (unless `skipUnreadable`), or what reading the file throws.
     public init(labelsCSV url: URL, preprocessing: ImagePreprocessing, classLabels: [String]? = nil,
