@@ -142,6 +142,60 @@ final class TrainingRanksTests: XCTestCase {
         XCTAssertTrue(bad.stderr.contains("--ranks and --link-gbps go together"), bad.stderr)
     }
 
+    /// A 2-rank run killed after its checkpoint at mini-batch 20 resumes with one process, and with two
+    /// ranks again, to the single-process run's weights (to float rounding): ranks only split the work.
+    func testAKilledTwoRankRunResumesWithOneProcessOrTwoRanks() throws {
+        let mpirun = try MPITestSupport.mpirun()
+        let options = ["--compute-units", "cpuOnly"]
+        let one = finish(try start(try MPITestSupport.updraftBinary(), trainArguments("resume-whole", options)))
+        XCTAssertEqual(one.status, 0, one.stderr)
+        let checkpoint = Self.folder.appendingPathComponent("resume-killed.mlmodel")
+        let run = try start(mpirun, try MPITestSupport.arguments(ranks: 2, environment: ["UPDRAFT_PAUSE_AFTER_MINI_BATCH": "21"],
+            trainArguments("resume-killed", options + ["--checkpoint-every-batches", "10"])))
+        let resumeState = TrainingCheckpoint.url(forModel: checkpoint)
+        let deadline = Date().addingTimeInterval(120)
+        var paused = false
+        while !paused, Date() < deadline, run.0.isRunning {
+            Thread.sleep(forTimeInterval: 0.1)
+            // Rank 0 logs each mini-batch after its checkpoint is due; the 21st line means it paused.
+            let log = (try? String(contentsOf: Self.folder.appendingPathComponent("resume-killed.jsonl"), encoding: .utf8)) ?? ""
+            paused = log.components(separatedBy: "\"miniBatchEnd\"").count - 1 >= 21
+                && FileManager.default.fileExists(atPath: resumeState.path)
+        }
+        for pid in MPITestSupport.ranks(of: run.0.processIdentifier).values { kill(pid, SIGKILL) }
+        kill(run.0.processIdentifier, SIGKILL)
+        _ = finish(run)
+        XCTAssertTrue(paused, "both ranks paused after mini-batch 21 with a checkpoint on disk")
+        let fm = FileManager.default
+        for name in ["resume-1", "resume-2"] {
+            for (from, to) in [(checkpoint, Self.folder.appendingPathComponent("\(name).mlmodel")),
+                               (resumeState, TrainingCheckpoint.url(forModel: Self.folder.appendingPathComponent("\(name).mlmodel")))] {
+                try? fm.removeItem(at: to)
+                try fm.copyItem(at: from, to: to)
+            }
+        }
+        func resumeArguments(_ name: String) -> [String] {
+            ["train", "--resume", Self.folder.appendingPathComponent("\(name).mlmodel").path, "--train", Self.data.path,
+             "--log", Self.folder.appendingPathComponent("\(name).jsonl").path] + options
+        }
+        let alone = finish(try start(try MPITestSupport.updraftBinary(), resumeArguments("resume-1")))
+        XCTAssertEqual(alone.status, 0, alone.stderr)
+        let pair = finish(try start(mpirun, try MPITestSupport.arguments(ranks: 2, resumeArguments("resume-2"))))
+        XCTAssertEqual(pair.status, 0, pair.stderr)
+        guard one.status == 0, alone.status == 0, pair.status == 0 else { return }
+        let whole = try outcome("resume-whole")
+        for name in ["resume-1", "resume-2"] {
+            let resumed = try outcome(name)
+            XCTAssertEqual(resumed.losses.count, 30, "\(name) trained the 30 mini-batches after the checkpoint")
+            for (x, y) in zip(whole.losses.suffix(30), resumed.losses) {
+                XCTAssertLessThanOrEqual(abs(x - y), 1e-6 + 1e-5 * abs(x), "\(name): losses \(x) vs \(y)")
+            }
+            let worst = zip(whole.weights, resumed.weights).map { abs($0 - $1) }.max() ?? .infinity
+            XCTAssertEqual(whole.weights.count, resumed.weights.count)
+            XCTAssertLessThanOrEqual(worst, 1e-5, "\(name): weights differ by \(worst)")
+        }
+    }
+
     /// A rank killed mid-run: mpirun ends the other, which says why, well within a bound; the
     /// checkpoint written before is a whole model.
     func testAKilledRankEndsTheOtherWithANamedError() throws {
