@@ -51,7 +51,8 @@ demo: release
 	  --train Tests/Data/digits/train --validation Tests/Data/digits/validation $(DEMO_TRAIN_FLAGS) \
 	  --out $(DEMO_DIR)/squeezenet-digits.mlmodel --log $(DEMO_DIR)/train.jsonl
 	$(UPDRAFT) evaluate $(DEMO_DIR)/squeezenet-digits.mlmodel --data Tests/Data/digits/validation
-	@echo "demo: the trained model, its history and the event log are in $(DEMO_DIR)/"
+	$(UPDRAFT) plot $(DEMO_DIR)/squeezenet-digits.history.json --out $(DEMO_DIR)/curves.png
+	@echo "demo: the trained model, its history, the event log and the loss/accuracy curves (curves.png) are in $(DEMO_DIR)/"
 
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps

@@ -81,6 +81,17 @@ final class ReportingPlotTests: XCTestCase {
         XCTAssertEqual(decoded.pixels, canvas.samples)
     }
 
+    func testAFewHugeFirstMiniBatchLossesDoNotFlattenTheLossAxis() throws {
+        var h = history(gap: 2.1)
+        for e in h.epochs.indices { h.epochs[e].miniBatchLosses = (0..<50).map { 2.3 - 0.4 * Double(e) - 0.001 * Double($0) } }
+        h.epochs[0].miniBatchLosses![0] = 30
+        let range = HistoryPlot.yRange(of: try HistoryPlot(history: h).panels[0])
+        XCTAssertEqual(range.lowerBound, 0)
+        XCTAssertLessThan(range.upperBound, 3, "the 30 is drawn at the top edge, not given the axis")
+        XCTAssertGreaterThanOrEqual(range.upperBound, 2.29, "every epoch value and ordinary batch loss fits")
+        XCTAssertEqual(HistoryPlot.yRange(of: try HistoryPlot(history: h).panels[1]), 0...100)
+    }
+
     func testHistoryWithoutEpochsOrAccuracyIsHandled() throws {
         XCTAssertThrowsError(try HistoryPlot(history: TrainingHistory(model: "m", parameters: [:]))) {
             XCTAssertTrue("\($0)".contains("no epochs"), "\($0)")

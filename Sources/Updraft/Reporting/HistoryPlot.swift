@@ -90,6 +90,24 @@ public struct HistoryPlot: Sendable {
         try render(width: width, height: height).png()
     }
 
+    /// The y range a panel shows: its fixed range, else the data's from 0 (or the least value when
+    /// negative). A thin series without markers (every mini-batch's loss) counts only up to its 98th
+    /// percentile, so a few huge first losses do not flatten the epochs' curves; points above are drawn
+    /// at the top edge.
+    static func yRange(of panel: Panel) -> ClosedRange<Double> {
+        if let fixed = panel.yRange { return fixed }
+        var values = panel.series.filter(\.markers).flatMap { $0.points.map(\.y) }.filter(\.isFinite)
+        for series in panel.series where !series.markers {
+            let sorted = series.points.map(\.y).filter(\.isFinite).sorted()
+            guard !sorted.isEmpty else { continue }
+            values.append(sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * 0.98).rounded(.up)))])
+            values.append(sorted[0])
+        }
+        let low = min(0, values.min() ?? 0)
+        let high = values.max() ?? 1
+        return low...(high > low ? high : low + 1)
+    }
+
     /// Ticks at 1, 2 or 5 times a power of ten covering `low...high`, about `count` of them.
     static func niceTicks(_ low: Double, _ high: Double, count: Int = 5) -> [Double] {
         guard low.isFinite, high.isFinite else { return [0, 1] }
@@ -114,11 +132,8 @@ public struct HistoryPlot: Sendable {
     private func draw(_ panel: Panel, on canvas: inout Canvas, x: Int, y: Int, width: Int, height: Int) {
         let left = x + 84, right = x + width - 24, top = y + 30, bottom = y + height - 56
         guard right > left + 10, bottom > top + 10 else { return }
-        let values = panel.series.flatMap { $0.points.map(\.y) }.filter(\.isFinite)
-        var yLow = panel.yRange?.lowerBound ?? (values.min() ?? 0)
-        var yHigh = panel.yRange?.upperBound ?? (values.max() ?? 1)
-        if panel.yRange == nil, yLow >= 0 { yLow = 0 }
-        if yHigh <= yLow { yHigh = yLow + 1 }
+        let range = Self.yRange(of: panel)
+        var yLow = range.lowerBound, yHigh = range.upperBound
         let yTicks = Self.niceTicks(yLow, yHigh)
         yLow = min(yLow, yTicks.first!); yHigh = max(yHigh, yTicks.last!)
         let xTicks = Self.niceTicks(0, xMax, count: min(10, max(1, Int(xMax)))).filter { $0 == $0.rounded() || xMax < 2 }
