@@ -138,14 +138,14 @@ public final class UpdateTask {
     public let configuration: UpdateConfiguration
     let handlers: UpdateHandlers
 
-    private let lock = NSLock()
+    let lock = NSLock()
     private var _state: UpdateTaskState = .suspended
     private var cancelRequested = false
     private var started = false
     private let done = DispatchSemaphore(value: 0)
     /// How the task ended (the final context without the task: a context holds its task, and the
     /// task holding it would keep both alive for ever).
-    private var outcome: (metrics: TrainingMetrics?, parameters: TrainingParameters, error: Error?)?
+    var outcome: (metrics: TrainingMetrics?, parameters: TrainingParameters, error: Error?)?
     /// The training run while it runs. Ownership is one way: the task owns the session, which owns
     /// its executors (buffers, workspaces), the feature cache and the fallbacks; the session refers
     /// back to the task unowned. When the task ends, `finish` keeps the results (the trained model,
@@ -158,6 +158,8 @@ public final class UpdateTask {
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
+    /// Subscribers of `events`, each finished when the task ends (guarded by `lock`).
+    var eventObservers: [AsyncThrowingStream<UpdateEvent, Error>.Continuation] = []
     /// The current epoch's mini-batch losses, moved into the history at its end.
     private var epochBatchLosses: [Double] = []
     private var _warnings: [String] = []
@@ -301,6 +303,7 @@ public final class UpdateTask {
         lock.lock(); outcome = (metrics, params, error); lock.unlock()
         setState(state)
         handlers.completion?(finalContext)
+        finishEventObservers(error: state == .failed ? error : nil)
         done.signal()
     }
 
@@ -313,6 +316,7 @@ public final class UpdateTask {
             epochBatchLosses = []
             history.epochs.append(metrics)
         }
+        if let session { yieldToEventObservers(UpdateEvent(event: event, metrics: metrics, parameters: session.parameters)) }
         guard handlers.events.contains(event), let progress = handlers.progress, let session else { return }
         setState(.suspended)
         progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
