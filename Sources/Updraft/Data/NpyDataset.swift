@@ -51,14 +51,7 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
                                hint: "check that the file exists and is a readable .npy file")
         }
         let name = inputs.path
-        let header = try NpyHeader(data: mapped, name: name)
-        let type = try NpyElementType(descr: header.descr, name: name)
-        let elements = try header.elementCount(name: name)
-        let (expected, overflow) = elements.multipliedReportingOverflow(by: type.size)
-        guard !overflow, mapped.count - header.dataOffset == expected else {
-            throw UpdraftError(.data, "\(name): shape \(header.shape) of \(header.descr) needs \(overflow ? "too many" : String(expected)) bytes of data, the file has \(mapped.count - header.dataOffset)",
-                               hint: "the file may be truncated; save it again with numpy.save")
-        }
+        let (header, type) = try NpyHeader.checked(data: mapped, name: name)
         try self.init(shape: header.shape, storage: .mapped(mapped, type: type, offset: header.dataOffset), inputsName: name,
                       targets: NpyArray(contentsOf: targets), targetsName: targets.path,
                       exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)

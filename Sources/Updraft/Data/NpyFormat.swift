@@ -24,14 +24,8 @@ public struct NpyArray: Equatable, Sendable {
 
     /// Parses the bytes of a `.npy` file; `name` is used in error messages.
     public init(data: Data, name: String) throws {
-        let header = try NpyHeader(data: data, name: name)
-        let type = try NpyElementType(descr: header.descr, name: name)
+        let (header, type) = try NpyHeader.checked(data: data, name: name)
         let count = try header.elementCount(name: name)
-        let (expected, overflow) = count.multipliedReportingOverflow(by: type.size)
-        guard !overflow, data.count - header.dataOffset == expected else {
-            throw UpdraftError(.data, "\(name): shape \(header.shape) of \(header.descr) needs \(overflow ? "too many" : String(expected)) bytes of data, the file has \(data.count - header.dataOffset)",
-                               hint: "the file may be truncated; save it again with numpy.save")
-        }
         self.shape = header.shape
         self.descr = header.descr
         self.values = data.withUnsafeBytes { raw in
@@ -109,6 +103,20 @@ struct NpyHeader {
         self.descr = descr
         self.shape = shape
         self.dataOffset = start + headerLength
+    }
+
+    /// The header of a whole `.npy` file and its element type, checked against the bytes that follow:
+    /// exactly shape x element size of them (a truncated or padded file is an error naming it).
+    static func checked(data: Data, name: String) throws -> (NpyHeader, NpyElementType) {
+        let header = try NpyHeader(data: data, name: name)
+        let type = try NpyElementType(descr: header.descr, name: name)
+        let count = try header.elementCount(name: name)
+        let (expected, overflow) = count.multipliedReportingOverflow(by: type.size)
+        guard !overflow, data.count - header.dataOffset == expected else {
+            throw UpdraftError(.data, "\(name): shape \(header.shape) of \(header.descr) needs \(overflow ? "too many" : String(expected)) bytes of data, the file has \(data.count - header.dataOffset)",
+                               hint: "the file may be truncated; save it again with numpy.save")
+        }
+        return (header, type)
     }
 
     func elementCount(name: String) throws -> Int {
