@@ -120,6 +120,13 @@ public protocol Backend: AnyObject {
     /// y = a + b or a * b over `count` elements.
     func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws
 
+    // MARK: Spatial ops (padding, upsample, LRN, L2 normalize, instance normalization; Ops/Spatial.swift)
+    /// y [g.outputShape] from x [g.inputShape]. Default: through the host with the Double reference.
+    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// dx [g.inputShape] from x, y and dy. Default: through the host with the Double reference.
+    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws
+
     // MARK: Optimizer updates, one fused pass over a parameter tensor (see the hyperparameter types)
     func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
                  velocity: DeviceBuffer, count: Int) throws

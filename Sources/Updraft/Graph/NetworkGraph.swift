@@ -24,6 +24,11 @@ public enum LayerOp: Hashable, Sendable {
     case add
     /// Element-wise product of all inputs (same shape), folded pairwise with Backend.elementwise(.multiply).
     case multiply
+    /// Padding, upsample, LRN, L2 normalize (Backend.spatialForward with `op.geometry(input:)`).
+    case spatial(SpatialOp)
+    /// Instance normalization (Backend.spatialForward) then the frozen gamma and beta as a channel
+    /// affine (scale = gamma, shift = beta).
+    case instanceNormalization(epsilon: Float, scale: [Float], shift: [Float])
 
     public var name: String {
         switch self {
@@ -37,6 +42,8 @@ public enum LayerOp: Hashable, Sendable {
         case .batchnorm: return "batchnorm"
         case .add: return "add"
         case .multiply: return "multiply"
+        case let .spatial(op): return op.familyName
+        case .instanceNormalization: return "instanceNormalization"
         }
     }
 }
@@ -63,7 +70,7 @@ public struct GraphLayer: Sendable {
 
     /// Number of stored parameters (weights and bias; batchnorm's scale and shift).
     public var parameterCount: Int {
-        if case let .batchnorm(scale, shift) = op { return scale.count + shift.count }
+        if let (scale, shift) = op.channelScaleShift { return scale.count + shift.count }
         return (weights?.count ?? 0) + (bias?.count ?? 0)
     }
 
@@ -75,6 +82,14 @@ public struct GraphLayer: Sendable {
     public func innerProductGeometry(batch: Int) throws -> InnerProductGeometry? {
         guard case let .innerProduct(spec) = op else { return nil }
         return try spec.geometry(input: inputShape.withBatch(batch))
+    }
+    public func spatialGeometry(batch: Int) throws -> SpatialGeometry? {
+        switch op {
+        case let .spatial(s): return try s.geometry(input: inputShape.withBatch(batch))
+        case let .instanceNormalization(epsilon, _, _):
+            return try SpatialOp.instanceNormalization(epsilon: epsilon).geometry(input: inputShape.withBatch(batch))
+        default: return nil
+        }
     }
     public func poolingGeometry(batch: Int) throws -> PoolGeometry? {
         guard case let .pooling(spec) = op else { return nil }

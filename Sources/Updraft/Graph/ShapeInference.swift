@@ -143,12 +143,11 @@ enum ShapeInference {
             op = .flatten
             output = Shape([1, input.itemCount, 1, 1])
 
+        case let .batchnorm(b) where b.computeMeanVar:
+            (op, output) = try instanceNormalizationLayer(layer, b, inputShapes: inputShapes)
+
         case let .batchnorm(b):
             try expectInputs(1...1)
-            if b.computeMeanVar || b.instanceNormalization {
-                throw fail("batchnorm that computes its statistics (computeMeanVar / instanceNormalization) is not supported; Updraft runs it frozen",
-                           kind: .unsupported)
-            }
             guard b.channels == input.c else {
                 throw fail("has \(b.channels) channels but its input '\(layer.inputs[0])' has shape \(input)")
             }
@@ -184,10 +183,13 @@ enum ShapeInference {
             op = isAdd ? .add : .multiply
             output = input
 
+        case .padding, .upsample, .lrn, .l2normalize:
+            (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
+
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, concat, softmax, flatten, batchnorm, add and multiply layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, concat, softmax, flatten, batchnorm, add, multiply, padding, upsample, lrn and l2normalize layers")
         }
 
         // Every shape that leaves here is positive and of sane size.

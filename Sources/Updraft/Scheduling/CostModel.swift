@@ -99,6 +99,8 @@ public enum CostModel {
         case .batchnorm:
             w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
+        case .spatial, .instanceNormalization:
+            w = try spatialWork(for: layer, batch: batch, backwardData: backwardData)
         case .add, .multiply:
             // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
             let k = max(1, layer.inputs.count)

@@ -177,6 +177,11 @@ public enum LayerParams: Hashable, Sendable {
     case add(alpha: Float)
     /// MultiplyLayerParams.alpha (multiplied when there is a single input).
     case multiply(alpha: Float)
+    case padding(PaddingLayerParams)
+    case upsample(UpsampleLayerParams)
+    case lrn(LRNLayerParams)
+    /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
+    case l2normalize(epsilon: Float)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 
@@ -193,6 +198,10 @@ public enum LayerParams: Hashable, Sendable {
         case .multiply: return 231
         case .flatten: return 301
         case .concat: return 320
+        case .l2normalize: return 170
+        case .lrn: return 180
+        case .padding: return 200
+        case .upsample: return 210
         case let .unsupported(field, _): return field
         }
     }

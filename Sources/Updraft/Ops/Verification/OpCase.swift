@@ -23,6 +23,8 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         /// `steps` optimizer steps on a tensor of `count` parameters.
         case sgd(SGDHyperparameters, count: Int, steps: Int)
         case adam(AdamHyperparameters, count: Int, steps: Int)
+        /// Padding, upsample, LRN, L2 normalize or instance normalization of an input [N, C, H, W].
+        case spatial(SpatialOp, input: Shape)
     }
 
     /// How the tools draw the case's data.
@@ -78,6 +80,7 @@ extension OpCase.Kind {
         case .elementwise: return "elementwise"
         case .sgd: return "sgd"
         case .adam: return "adam"
+        case let .spatial(op, _): return op.familyName
         }
     }
 
@@ -126,6 +129,7 @@ extension OpCase.Kind {
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) momentum \(h.momentum) decay \(h.weightDecay)"
         case let .adam(h, count, steps):
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) b1 \(h.beta1) b2 \(h.beta2) decay \(h.weightDecay)"
+        case let .spatial(op, input): return op.summary(input)
         }
     }
 }
