@@ -212,3 +212,18 @@ final class SpatialLayerTests: XCTestCase {
         }
     }
 }
+
+extension CoreMLFixtures {
+    /// The `unsupported_layer` fixture (coremltools' add_lrn) with its layer's type changed to crop
+    /// (field 190), a type Updraft does not run: for the tests of unsupported layers.
+    static func lrnAsCrop() throws -> CoreMLModel {
+        var message = try ProtoMessage(parsing: try bytes("unsupported_layer"))
+        try message.editMessage(500) { net in
+            try net.editMessage(1, occurrence: 0) { layer in
+                layer.remove(180)
+                layer.set(ProtoField(number: 190, message: ProtoMessage()))
+            }
+        }
+        return try CoreMLModel(serializedBytes: message.serialized())
+    }
+}

@@ -110,6 +110,8 @@ extension ComparisonSession {
         case let .sgd(h, count, steps): try compareSGD(h, count, steps)
         case let .adam(h, count, steps): try compareAdam(h, count, steps)
         case let .spatial(op, input): try compareSpatial(try op.geometry(input: input))
+        case let .broadcast(g): try compareBroadcast(g)
+        case let .reduction(g): try compareReduction(g)
         }
     }
 

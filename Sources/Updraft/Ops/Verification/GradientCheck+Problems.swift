@@ -10,6 +10,10 @@ extension GradientCheck {
 
         case let .spatial(op, input):
             return try spatialProblem(op, input: input, rng: &rng)
+        case let .broadcast(g):
+            return broadcastProblem(g, rng: &rng)
+        case let .reduction(g):
+            return try reductionProblem(g, rng: &rng)
 
         case let .convolution(spec, input, fusedReLU):
             let g = try spec.geometry(input: input)
