@@ -29,6 +29,15 @@ public enum LayerOp: Hashable, Sendable {
     /// Instance normalization (Backend.spatialForward) then the frozen gamma and beta as a channel
     /// affine (scale = gamma, shift = beta).
     case instanceNormalization(epsilon: Float, scale: [Float], shift: [Float])
+    /// Two inputs with numpy broadcasting of their per-example shapes `a` and `b` (the batch is
+    /// prepended when run: BroadcastGeometry over [N] + a and [N] + b).
+    case broadcast(BinaryOp, a: [Int], b: [Int])
+    /// A frozen constant (`GraphLayer.weights`), the same for every example; it reads no input.
+    case constant
+    /// A reduction of the per-example shape `input` to `output` (1 on the reduced axes): `mean` sums
+    /// scaled by 1 / count, else a sum or the maximum. The output blob may drop the reduced axes
+    /// (keepDims false): the memory is the same.
+    case reduce(ReductionKind, input: [Int], output: [Int], mean: Bool)
 
     public var name: String {
         switch self {
@@ -44,6 +53,9 @@ public enum LayerOp: Hashable, Sendable {
         case .multiply: return "multiply"
         case let .spatial(op): return op.familyName
         case .instanceNormalization: return "instanceNormalization"
+        case let .broadcast(op, _, _): return "broadcast(\(op.rawValue))"
+        case .constant: return "constant"
+        case let .reduce(kind, _, _, mean): return "reduce(\(mean ? "mean" : kind.rawValue))"
         }
     }
 }
@@ -90,6 +102,17 @@ public struct GraphLayer: Sendable {
             return try SpatialOp.instanceNormalization(epsilon: epsilon).geometry(input: inputShape.withBatch(batch))
         default: return nil
         }
+    }
+    public func broadcastGeometry(batch: Int) throws -> BroadcastGeometry? {
+        guard case let .broadcast(op, a, b) = op else { return nil }
+        return try BroadcastGeometry(op: op, a: [batch] + a, b: [batch] + b)
+    }
+    public func reductionGeometry(batch: Int) throws -> ReductionGeometry? {
+        guard case let .reduce(kind, input, output, mean) = op else { return nil }
+        let g = mean ? ReductionGeometry.mean(inputDims: [batch] + input, outputDims: [batch] + output)
+                     : ReductionGeometry(kind: kind, inputDims: [batch] + input, outputDims: [batch] + output)
+        try g.validate()
+        return g
     }
     public func poolingGeometry(batch: Int) throws -> PoolGeometry? {
         guard case let .pooling(spec) = op else { return nil }

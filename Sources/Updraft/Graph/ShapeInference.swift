@@ -37,6 +37,8 @@ enum ShapeInference {
         var output: Shape
         let input = inputShapes.first ?? Shape([1, 0, 0, 0])
 
+        // add / multiply with one input (the constant alpha) or two of different shapes.
+        let broadcasts = inputShapes.count == 1 || (inputShapes.count == 2 && inputShapes[0] != inputShapes[1])
         switch layer.params {
         case let .convolution(c):
             try expectInputs(1...1)
@@ -169,6 +171,9 @@ enum ShapeInference {
             op = .batchnorm(scale: scale, shift: shift)
             output = input
 
+        case .add where broadcasts, .multiply where broadcasts:
+            (op, output, weights) = try broadcastLayer(layer, inputShapes: inputShapes)
+
         case .add, .multiply:
             let isAdd: Bool
             if case .add = layer.params { isAdd = true } else { isAdd = false }
@@ -185,6 +190,9 @@ enum ShapeInference {
 
         case .padding, .upsample, .lrn, .l2normalize:
             (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
+
+        case .broadcastable, .loadConstant, .reduce, .reduceND:
+            (op, output, weights) = try broadcastLayer(layer, inputShapes: inputShapes)
 
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,

@@ -101,6 +101,8 @@ public enum CostModel {
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
         case .spatial, .instanceNormalization:
             w = try spatialWork(for: layer, batch: batch, backwardData: backwardData)
+        case .broadcast, .constant, .reduce:
+            w = try broadcastWork(for: layer, batch: batch, backwardData: backwardData)
         case .add, .multiply:
             // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
             let k = max(1, layer.inputs.count)

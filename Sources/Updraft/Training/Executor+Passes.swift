@@ -79,6 +79,8 @@ extension Executor {
             for extra in x.dropFirst(2) { try backend.elementwise(op, y, extra, output: y, count: y.count) }
         case .spatial, .instanceNormalization:
             try spatialForward(layer, input: x[0], output: y, batch: batch, backend: backend)
+        case .broadcast, .constant, .reduce:
+            try broadcastForward(layer, inputs: x, output: y, batch: batch, backend: backend)
         }
     }
 
@@ -245,6 +247,8 @@ extension Executor {
                 try spatialBackward(layer, input: try inputValue(0), output: y.buffer, outputGradient: dy, inputGradient: dx,
                                     ws: ws, backend: backend)
                 try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .broadcast, .constant, .reduce:
+                try broadcastBackward(layer, wantsInput: wantsInput, outputGradient: dy, ws: ws, backend: backend)
             }
         }
     }

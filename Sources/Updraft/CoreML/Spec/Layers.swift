@@ -182,6 +182,12 @@ public enum LayerParams: Hashable, Sendable {
     case lrn(LRNLayerParams)
     /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
     case l2normalize(epsilon: Float)
+    /// add/subtract/multiply/divideBroadcastable (no fields): two inputs with numpy broadcasting.
+    case broadcastable(BinaryOp)
+    case loadConstant(LoadConstantLayerParams)
+    case reduce(ReduceLayerParams)
+    /// reduceSum, reduceMean, reduceMax.
+    case reduceND(ReduceNDLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 
@@ -202,6 +208,10 @@ public enum LayerParams: Hashable, Sendable {
         case .lrn: return 180
         case .padding: return 200
         case .upsample: return 210
+        case let .broadcastable(op): return op.broadcastableLayerField
+        case let .loadConstant(c): return c.isND ? 1070 : 290
+        case .reduce: return 280
+        case let .reduceND(r): return r.kind.field
         case let .unsupported(field, _): return field
         }
     }

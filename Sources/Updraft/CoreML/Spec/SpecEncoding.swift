@@ -298,6 +298,10 @@ extension LayerParams {
         case let .upsample(u): u.encoded(into: &w)
         case let .lrn(l): l.encoded(into: &w)
         case let .l2normalize(epsilon): w.float(1, epsilon)
+        case .broadcastable: break
+        case let .loadConstant(c): c.encoded(into: &w)
+        case let .reduce(r): r.encoded(into: &w)
+        case let .reduceND(r): r.encoded(into: &w)
         case .unsupported:
             break
         }
