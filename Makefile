@@ -64,7 +64,8 @@ test: deps
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
 # meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
 # CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
-# JSON sidecar Updraft writes.
+# JSON sidecar Updraft writes. Then `updraft make-updatable` against coremltools' own make_updatable
+# and set_* on the same models (Tests/Scripts/check_make_updatable.py), field by field.
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
 interop: deps
 	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
@@ -80,7 +81,10 @@ interop: deps
 	  "$$bin" train "$$dir/small.mlmodel" --train Tests/Data/digits/validation --epochs 1 --batch-size 64 \
 	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
 	  rm "$$dir/small.mlmodel"; \
-	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
+	  "$$bin" make-updatable Tests/UpdraftTests/Fixtures/dense_sgd_classifier.mlmodel --layers dense2 --optimizer adam \
+	    --allowed-epochs 1..100 --out "$$dir/dense_made_updatable.mlmodel" --sidecar "$$dir/dense_made_updatable.json"; \
+	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
+	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"
 
 # Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
 # chunk in a child process with a memory limit and a timeout; prints how long it took.

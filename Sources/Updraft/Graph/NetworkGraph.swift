@@ -38,6 +38,8 @@ public enum LayerOp: Hashable, Sendable {
     /// scaled by 1 / count, else a sum or the maximum. The output blob may drop the reduced axes
     /// (keepDims false): the memory is the same.
     case reduce(ReductionKind, input: [Int], output: [Int], mean: Bool)
+    /// Layout ops: shape re-labelling (aliases), transpose, softmaxND, concatND (Ops/Layout.swift).
+    case layout(LayoutOp)
 
     public var name: String {
         switch self {
@@ -56,6 +58,7 @@ public enum LayerOp: Hashable, Sendable {
         case let .broadcast(op, _, _): return "broadcast(\(op.rawValue))"
         case .constant: return "constant"
         case let .reduce(kind, _, _, mean): return "reduce(\(mean ? "mean" : kind.rawValue))"
+        case let .layout(l): return l.name
         }
     }
 }
@@ -71,6 +74,9 @@ public struct GraphLayer: Sendable {
     /// Per-example shapes of the inputs, in `inputs` order.
     public var inputShapes: [Shape]
     public var outputShape: Shape
+    /// The inputs' and the output's logical (N-D) shapes, as the model's layers see them (LogicalShape).
+    public var inputLogicalShapes: [LogicalShape]
+    public var outputLogicalShape: LogicalShape
     /// The model marks this layer updatable (only convolution and inner product can be).
     public var isUpdatable: Bool
     /// Convolution `[C_out, C_in/groups, kH, kW]` or inner product `[C_out, C_in]`; nil for other ops.
@@ -126,6 +132,8 @@ public struct GraphInput: Sendable {
     public var feature: FeatureDescription
     /// Per-example shape `[1, C, H, W]`.
     public var shape: Shape
+    /// The shape the model declares (`[1, N]`, `[C, H, W]`, ...; LogicalShape), of which `shape` is the canonical form.
+    public var logicalShape: LogicalShape
     /// The image scaler, resolved to the tensor's channel order (nil: values pass unchanged).
     public var preprocessing: InputPreprocessing?
 }
@@ -168,6 +176,8 @@ public struct NetworkGraph: Sendable {
     public internal(set) var layers: [GraphLayer] { didSet { lookup = GraphLookup(layers) } }
     /// Every blob's per-example shape, the input included.
     public var blobShapes: [String: Shape]
+    /// Every blob's logical (N-D) shape, the input included (`logicalShape(of:)` reads it).
+    public var blobLogicalShapes: [String: LogicalShape]
     /// The loss, when the model has update parameters that Updraft can resolve (see `requireLoss`).
     public var loss: GraphLoss?
     /// Why `loss` is nil although the model has a loss layer.

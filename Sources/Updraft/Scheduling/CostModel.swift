@@ -103,6 +103,9 @@ public enum CostModel {
             w = try spatialWork(for: layer, batch: batch, backwardData: backwardData)
         case .broadcast, .constant, .reduce:
             w = try broadcastWork(for: layer, batch: batch, backwardData: backwardData)
+        case let .layout(l):
+            w.forward = l.isAlias ? [] : [KernelWork(l.forwardCost(count: count))]
+            if backwardData && !l.isAlias { w.backwardData = [KernelWork(l.backwardCost(count: count))] }
         case .add, .multiply:
             // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
             let k = max(1, layer.inputs.count)

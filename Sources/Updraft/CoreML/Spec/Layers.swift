@@ -188,6 +188,8 @@ public enum LayerParams: Hashable, Sendable {
     case reduce(ReduceLayerParams)
     /// reduceSum, reduceMean, reduceMax.
     case reduceND(ReduceNDLayerParams)
+    /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
+    case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 
@@ -212,6 +214,7 @@ public enum LayerParams: Hashable, Sendable {
         case let .loadConstant(c): return c.isND ? 1070 : 290
         case .reduce: return 280
         case let .reduceND(r): return r.kind.field
+        case let .layout(l): return l.typeField
         case let .unsupported(field, _): return field
         }
     }

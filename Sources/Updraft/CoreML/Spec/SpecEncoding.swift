@@ -302,6 +302,8 @@ extension LayerParams {
         case let .loadConstant(c): c.encoded(into: &w)
         case let .reduce(r): r.encoded(into: &w)
         case let .reduceND(r): r.encoded(into: &w)
+        case let .layout(l):
+            return l.encoded()
         case .unsupported:
             break
         }
