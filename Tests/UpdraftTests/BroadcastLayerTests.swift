@@ -90,10 +90,10 @@ final class BroadcastLayerTests: XCTestCase {
         try add("rowMax", ["centred"], .reduceND(ReduceNDLayerParams(kind: .max, axes: [-1], keepDims: true)))
         try add("offset", ["rowMax"], .add(alpha: 3))
         try add("ratio", ["centred", "offset"], .broadcastable(.divide))
-        try add("planeSum", ["ratio"], .reduceND(ReduceNDLayerParams(kind: .sum, axes: [2, 3], keepDims: true)))
+        try add("planeSum", ["ratio"], .reduceND(ReduceNDLayerParams(kind: .sum, axes: [-2, -1], keepDims: true)))
         try add("gated", ["ratio", "planeSum"], .multiply(alpha: 0))
         try add("biased", ["gated", "gain"], .broadcastable(.add))
-        try add("pooled", ["biased"], .reduceND(ReduceNDLayerParams(kind: .mean, axes: [2, 3], keepDims: false)))
+        try add("pooled", ["biased"], .reduceND(ReduceNDLayerParams(kind: .mean, axes: [-2, -1], keepDims: false)))
         try b.innerProduct("fc", outputChannels: 3)
         try b.softmax("softmax", output: "probabilities")
         try b.makeClassifier(labels: .strings(["a", "b", "c"]), probabilities: "probabilities")
@@ -116,7 +116,10 @@ final class BroadcastLayerTests: XCTestCase {
         XCTAssertEqual(graph.blobShapes["channelMean"], [1, 1, 5, 6])
         XCTAssertEqual(graph.blobShapes["rowMax"], [1, 4, 5, 1])
         XCTAssertEqual(graph.blobShapes["planeSum"], [1, 4, 1, 1])
-        XCTAssertEqual(graph.blobShapes["pooled"], [1, 4, 1, 1], "keepDims false: [1, 4] as [1, 4, 1, 1]")
+        XCTAssertEqual(graph.blobShapes["pooled"], [1, 4, 1, 1], "keepDims false: [4] per example")
+        XCTAssertEqual(graph.logicalShape(of: "scaled"), LogicalShape([1, 1, 4, 5, 6], batchAxis: 1), "loadConstant is rank 5")
+        XCTAssertEqual(graph.logicalShape(of: "pooled"), LogicalShape([1, 1, 4], batchAxis: 1))
+        XCTAssertEqual(graph.logicalShape(of: "rowMax"), LogicalShape([1, 1, 4, 5, 1], batchAxis: 1))
         XCTAssertEqual(graph.layer(named: "offset")?.op, .activation(.linear(alpha: 1, beta: 3)))
         for layer in graph.layers {
             let work = try CostModel.work(for: layer, batch: 2, optimizer: .sgd, backwardData: true, backwardWeights: false)
@@ -157,7 +160,7 @@ final class BroadcastLayerTests: XCTestCase {
     }
 
     func testErrorsNameTheLayerAndTheWayOut() throws {
-        let input = FeatureDescription(name: "x", type: .multiArray(.init(shape: [2, 3, 4], dataType: .float32)))
+        let input = FeatureDescription(name: "x", type: .multiArray(.init(shape: [1, 2, 3, 4], dataType: .float32)))
         func error(_ inputs: [String], _ params: LayerParams, extra: ((inout ModelBuilder) throws -> Void)? = nil) throws -> String {
             var b = try ModelBuilder(input: input)
             try extra?(&b)
@@ -177,13 +180,17 @@ final class BroadcastLayerTests: XCTestCase {
         let mismatch = try error(["x", "c"], .broadcastable(.add), extra: constant)
         XCTAssertTrue(mismatch.contains("layer 'bad' (addBroadcastable)") && mismatch.contains("do not broadcast"), mismatch)
         let batchAxis = try error(["x"], .reduceND(ReduceNDLayerParams(kind: .sum, axes: [0], keepDims: true)))
-        XCTAssertTrue(batchAxis.contains("axis 0 (the batch)"), batchAxis)
+        XCTAssertTrue(batchAxis.contains("axis 0 (the batch of"), batchAxis)
         let product = try error(["x"], .reduce(ReduceLayerParams(mode: 2, axis: 1)))
         XCTAssertTrue(product.contains("PROD reduction is not supported") && product.contains("SUM, AVG and MAX"), product)
         let shortData = try error([], .loadConstant(LoadConstantLayerParams(shape: [2, 2, 2], data: WeightParams(values: [1, 2]), isND: false)))
         XCTAssertTrue(shortData.contains("data"), shortData)
-        let batched = try error([], .loadConstant(LoadConstantLayerParams(shape: [2, 3, 1, 1], data: WeightParams(values: [Float](repeating: 0, count: 6)),
-                                                                           isND: true)))
-        XCTAssertTrue(batched.contains("batch axis"), batched)
+        let acrossBatch = try error(["x", "c"], .broadcastable(.multiply), extra: { b in
+            try b.add(LayerSpec(name: "c", inputs: [], outputs: ["c"], params: .loadConstant(LoadConstantLayerParams(
+                shape: [2, 1, 1, 1], data: WeightParams(values: [1, 2]), isND: true))))
+        })
+        XCTAssertTrue(acrossBatch.contains("across the batch axis"), acrossBatch)
+        let outOfRange = try error(["x"], .reduceND(ReduceNDLayerParams(kind: .mean, axes: [4], keepDims: true)))
+        XCTAssertTrue(outOfRange.contains("axis 4 is outside -4...3"), outOfRange)
     }
 }

@@ -2,63 +2,69 @@
 /// constant alpha) or two of different shapes, the *Broadcastable layers, loadConstant(ND), reduce and
 /// reduceSum / reduceMean / reduceMax.
 ///
-/// Shapes here are the executor's per-example [C, H, W] (the canonical [1, C, H, W] without its batch).
-/// For the rank-4 [1, C, H, W] tensors of converted image models that is the model's own view, so
-/// broadcasting and axes mean what the model says: axes of the ND layers count on [N, C, H, W] (axis 0
-/// is the batch, which is not reduced), and a loadConstantND shape of lower rank is aligned on the
-/// right, as numpy broadcasting against a rank-4 tensor aligns it.
+/// Broadcasting and axes work on the blobs' logical (N-D) shapes, as the model describes them
+/// (`LogicalShape`): numpy's rules align dimensions on the right, axes count on the model's rank, and
+/// the batch axis is neither reduced nor broadcast. Each example's memory is its dimensions after the
+/// batch axis, which is what the ops run on (the batch prepended).
 extension ShapeInference {
-    static func broadcastLayer(_ layer: LayerSpec, inputShapes: [Shape]) throws -> (op: LayerOp, output: Shape, weights: Tensor?) {
+    static func broadcastLayer(_ layer: LayerSpec, inputShapes: [Shape], logical: [LogicalShape]) throws
+        -> (op: LayerOp, output: Shape, weights: Tensor?, logical: LogicalShape?) {
         func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
             UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
         }
         func expectInputs(_ n: Int) throws {
             guard inputShapes.count == n else { throw fail("has \(inputShapes.count) inputs; expected \(n)") }
         }
-        func perExample(_ s: Shape) -> [Int] { [s.c, s.h, s.w] }
-        func binary(_ op: BinaryOp) throws -> (LayerOp, Shape, Tensor?) {
+        func binary(_ op: BinaryOp) throws -> (LayerOp, Shape, Tensor?, LogicalShape?) {
             try expectInputs(2)
-            let a = perExample(inputShapes[0]), b = perExample(inputShapes[1])
+            let (a, b) = (logical[0], logical[1])
+            // numpy on the model's dimensions (aligned on the right); the batch (1 here) broadcasts like
+            // any 1, and each example's memory is its dimensions after the batch axis.
+            let full: BroadcastGeometry
             do {
-                let g = try BroadcastGeometry(op: op, a: [1] + a, b: [1] + b)
-                return (.broadcast(op, a: a, b: b), Shape(g.outputDims), nil)
+                full = try BroadcastGeometry(op: op, a: a.dims, b: b.dims)
             } catch let e as UpdraftError {
-                throw fail("inputs '\(layer.inputs[0])' \(inputShapes[0]) and '\(layer.inputs[1])' \(inputShapes[1]): \(e.message)",
-                           hint: "broadcasting needs each pair of dimensions equal or one of them 1")
+                throw fail("inputs '\(layer.inputs[0])' \(a) and '\(layer.inputs[1])' \(b): \(e.message)",
+                           hint: "broadcasting needs each pair of dimensions, aligned on the right, equal or one of them 1")
             }
+            let longer = a.rank >= b.rank ? a : b
+            let outLogical = LogicalShape(full.outputDims, batchAxis: longer.batchAxis)
+            let rank = max(a.exampleDims.count, b.exampleDims.count, outLogical.exampleDims.count, 1)
+            guard rank + 1 <= BroadcastGeometry.maxRank else {
+                throw fail("broadcasting \(a) and \(b) has \(rank) dimensions per example; Updraft runs up to \(BroadcastGeometry.maxRank - 1)",
+                           kind: .unsupported)
+            }
+            func padded(_ d: [Int]) -> [Int] { [Int](repeating: 1, count: rank - d.count) + d }
+            let (ea, eb, eo) = (padded(a.exampleDims), padded(b.exampleDims), padded(outLogical.exampleDims))
+            guard let g = try? BroadcastGeometry(op: op, a: [1] + ea, b: [1] + eb), g.outputDims == [1] + eo else {
+                throw fail("inputs '\(layer.inputs[0])' \(a) and '\(layer.inputs[1])' \(b) broadcast across the batch axis, which Updraft does not run",
+                           kind: .unsupported)
+            }
+            return (.broadcast(op, a: ea, b: eb), outLogical.canonical, nil, outLogical)
         }
 
         switch layer.params {
         case let .add(alpha) where inputShapes.count == 1:  // y = x + alpha
-            return (.activation(.linear(alpha: 1, beta: alpha)), inputShapes[0], nil)
+            return (.activation(.linear(alpha: 1, beta: alpha)), inputShapes[0], nil, nil)
         case let .multiply(alpha) where inputShapes.count == 1:  // y = alpha x
-            return (.activation(.linear(alpha: alpha, beta: 0)), inputShapes[0], nil)
+            return (.activation(.linear(alpha: alpha, beta: 0)), inputShapes[0], nil, nil)
         case .add: return try binary(.add)
         case .multiply: return try binary(.multiply)
         case let .broadcastable(op): return try binary(op)
 
         case let .loadConstant(c):
             try expectInputs(0)
-            var dims = c.shape
-            if !c.isND {
-                guard dims.count == 3 else { throw fail("shape \(dims) must list 3 values [C, H, W]") }
-            } else {
-                guard !dims.isEmpty else { throw fail("shape is empty") }
-                while dims.count > 4, dims.first == 1 { dims.removeFirst() }
-                guard dims.count <= 4 else {
-                    throw fail("a rank-\(c.shape.count) constant \(c.shape) is not supported", hint: "Updraft runs constants of up to 4 dimensions (leading 1s aside)",
-                               kind: .unsupported)
-                }
-                dims = [Int](repeating: 1, count: 4 - dims.count) + dims
-                guard dims[0] == 1 else {
-                    throw fail("constant shape \(c.shape) has \(dims[0]) along the batch axis; Updraft runs constants shared by every example (1 there)",
-                               kind: .unsupported)
-                }
-                dims.removeFirst()
+            // The same values for every example: loadConstant's [C, H, W] is [1, 1, C, H, W] (batch at 1);
+            // a loadConstantND shape keeps its dimensions, a leading 1 read as the batch.
+            let dims = c.isND ? c.shape : [1, 1] + c.shape
+            if !c.isND, c.shape.count != 3 { throw fail("shape \(c.shape) must list 3 values [C, H, W]") }
+            guard !dims.isEmpty, dims.count <= 5 else {
+                throw fail("a constant of shape \(c.shape) is not supported", hint: "Updraft runs constants of rank 1 to 5", kind: .unsupported)
             }
-            let shape = try LayerShapes.checkedShape([1] + dims, "layer '\(layer.name)' constant")
+            let logicalShape = LogicalShape(dims, batchAxis: c.isND ? (dims.count >= 2 && dims[0] == 1 ? 0 : nil) : 1)
+            let shape = try LayerShapes.checkedShape(logicalShape.canonical.dims, "layer '\(layer.name)' constant")
             let tensor = try LayerShapes.tensor(c.data, shape: shape, layer: layer, what: "data")
-            return (.constant, shape, tensor)
+            return (.constant, shape, tensor, logicalShape)
 
         case let .reduce(r):
             try expectInputs(1)
@@ -72,60 +78,73 @@ extension ShapeInference {
             }
             let axes: [Int]
             switch r.axis {
-            case 0: axes = [0, 1, 2]
-            case 1: axes = [1, 2]
-            case 2: axes = [0]
-            case 3: axes = [1]
-            case 4: axes = [2]
+            case 0: axes = [-3, -2, -1]
+            case 1: axes = [-2, -1]
+            case 2: axes = [-3]
+            case 3: axes = [-2]
+            case 4: axes = [-1]
             default: throw fail("axis \(r.axis) is not CHW (0), HW (1), C (2), H (3) or W (4)")
             }
-            return try reduction(layer, input: inputShapes[0], axes: axes, kind: kind, mean: mean, keepDims: true, fail)
+            guard logical[0].rank >= -axes[0] else {
+                throw fail("reducing axes \(axes) needs an input of rank \(-axes[0]) or more; '\(layer.inputs[0])' is \(logical[0])")
+            }
+            return try reduction(layer, logical[0], axes: axes, all: false, kind: kind, mean: mean, keepDims: true, fail)
 
         case let .reduceND(r):
             try expectInputs(1)
-            var axes: [Int] = []
-            if r.reduceAll {
-                axes = [0, 1, 2]
-            } else {
-                guard !r.axes.isEmpty else { throw fail("lists no axes and reduceAll is not set") }
-                for a in r.axes {
-                    let resolved = a < 0 ? a + 4 : a
-                    guard resolved >= 0, resolved < 4 else {
-                        throw fail("axis \(a) is outside -4...3 for the rank-4 [N, C, H, W] input \(inputShapes[0])")
-                    }
-                    guard resolved != 0 else {
-                        throw fail("reducing over axis 0 (the batch) is not supported", hint: "reduce over the per-example axes 1, 2, 3",
-                                   kind: .unsupported)
-                    }
-                    guard !axes.contains(resolved - 1) else { throw fail("axis \(a) is listed twice") }
-                    axes.append(resolved - 1)
-                }
-            }
-            let kind: ReductionKind = r.kind == .max ? .max : .sum
-            return try reduction(layer, input: inputShapes[0], axes: axes, kind: kind, mean: r.kind == .mean,
-                                 keepDims: r.keepDims, fail)
+            guard r.reduceAll || !r.axes.isEmpty else { throw fail("lists no axes and reduceAll is not set") }
+            return try reduction(layer, logical[0], axes: r.axes, all: r.reduceAll, kind: r.kind == .max ? .max : .sum,
+                                 mean: r.kind == .mean, keepDims: r.keepDims, fail)
 
         default:
             throw fail("is not a broadcasting or reducing layer")
         }
     }
 
-    /// A reduction over per-example `axes` (0 = C, 1 = H, 2 = W): with keepDims the reduced axes stay
-    /// as 1s; without, the remaining axes move to the front (the same memory).
-    private static func reduction(_ layer: LayerSpec, input: Shape, axes: [Int], kind: ReductionKind, mean: Bool, keepDims: Bool,
-                                  _ fail: (String, String?, UpdraftError.Kind) -> UpdraftError) throws -> (op: LayerOp, output: Shape, weights: Tensor?) {
-        let dims = [input.c, input.h, input.w]
-        var out = dims
-        for a in axes { out[a] = 1 }
-        if kind == .max, axes.contains(where: { dims[$0] == 0 }) {
+    /// A reduction over `axes` of the model's dimensions (negative from the end), or over every
+    /// dimension of an example (`all`). The batch axis is refused; dimensions before it are 1.
+    private static func reduction(_ layer: LayerSpec, _ input: LogicalShape, axes: [Int], all: Bool, kind: ReductionKind,
+                                  mean: Bool, keepDims: Bool, _ fail: (String, String?, UpdraftError.Kind) -> UpdraftError) throws
+        -> (op: LayerOp, output: Shape, weights: Tensor?, logical: LogicalShape?) {
+        let first = input.batchAxis.map { $0 + 1 } ?? 0  // the first per-example dimension
+        var reduced = Set<Int>()
+        if all {
+            reduced = Set(first..<input.rank)
+        } else {
+            for a in axes {
+                let resolved = a < 0 ? a + input.rank : a
+                guard resolved >= 0, resolved < input.rank else {
+                    throw fail("axis \(a) is outside \(-input.rank)...\(input.rank - 1) for the rank-\(input.rank) input \(input)", nil, .invalidModel)
+                }
+                if resolved == input.batchAxis {
+                    throw fail("reducing over axis \(a) (the batch of \(input)) is not supported", "reduce over the per-example axes", .unsupported)
+                }
+                guard reduced.insert(resolved).inserted else { throw fail("axis \(a) is listed twice", nil, .invalidModel) }
+            }
+        }
+        let example = input.exampleDims
+        var out = example
+        for d in reduced where d >= first { out[d - first] = 1 }
+        if kind == .max, reduced.contains(where: { $0 >= first && example[$0 - first] == 0 }) {
             throw fail("a max over an empty axis of \(input) has no value", nil, .invalidModel)
         }
-        var shown = out
-        if !keepDims {
-            shown = dims.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
-            while shown.count < 3 { shown.append(1) }
+        guard example.count + 1 <= BroadcastGeometry.maxRank else {
+            throw fail("a rank-\(input.rank) reduction is not supported", nil, .unsupported)
         }
-        return (.reduce(kind, input: dims, output: out, mean: mean), Shape([1] + shown), nil)
+        // The output as the model sees it: reduced dimensions kept as 1 or dropped.
+        var dims: [Int] = [], batchAxis: Int? = nil
+        for (d, size) in input.dims.enumerated() {
+            if d == input.batchAxis { batchAxis = dims.count }
+            if reduced.contains(d) {
+                if keepDims { dims.append(1) }
+            } else {
+                dims.append(d >= first ? out[d - first] : size)
+            }
+        }
+        if dims.isEmpty { dims = [1] }
+        let outLogical = LogicalShape(dims, batchAxis: batchAxis)
+        return (.reduce(kind, input: example.isEmpty ? [1] : example, output: out.isEmpty ? [1] : out, mean: mean),
+                outLogical.canonical, nil, outLogical)
     }
 }
 

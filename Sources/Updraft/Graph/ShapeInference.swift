@@ -176,7 +176,7 @@ enum ShapeInference {
             output = input
 
         case .add where broadcasts, .multiply where broadcasts:
-            (op, output, weights) = try broadcastLayer(layer, inputShapes: inputShapes)
+            (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
 
         case .add, .multiply:
             let isAdd: Bool
@@ -196,7 +196,7 @@ enum ShapeInference {
             (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
 
         case .broadcastable, .loadConstant, .reduce, .reduceND:
-            (op, output, weights) = try broadcastLayer(layer, inputShapes: inputShapes)
+            (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
         case let .layout(l): (op, output, outputLogical) = try layout(l, layer: layer, inputShapes: inputShapes, logical: logical)
 
         case let .unsupported(field, name):
