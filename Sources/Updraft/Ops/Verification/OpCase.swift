@@ -23,6 +23,8 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         /// `steps` optimizer steps on a tensor of `count` parameters.
         case sgd(SGDHyperparameters, count: Int, steps: Int)
         case adam(AdamHyperparameters, count: Int, steps: Int)
+        /// Permuted copy (transpose / permute), backward the inverse permutation.
+        case transpose(TransposeGeometry)
     }
 
     /// How the tools draw the case's data.
@@ -78,6 +80,7 @@ extension OpCase.Kind {
         case .elementwise: return "elementwise"
         case .sgd: return "sgd"
         case .adam: return "adam"
+        case .transpose: return "transpose"
         }
     }
 
@@ -126,6 +129,7 @@ extension OpCase.Kind {
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) momentum \(h.momentum) decay \(h.weightDecay)"
         case let .adam(h, count, steps):
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) b1 \(h.beta1) b2 \(h.beta2) decay \(h.weightDecay)"
+        case let .transpose(g): return "n\(g.batch) \(g.dims) perm \(g.perm)"
         }
     }
 }
