@@ -96,6 +96,9 @@ public protocol Backend: AnyObject {
     func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                         inputGradients: [DeviceBuffer]) throws
 
+    /// Permuted copy of `g.batch` examples (transpose / permute; Ops/Layout.swift): y's axis k is x's axis g.perm[k].
+    func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+
     // MARK: Softmax over channels and the losses
     func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
     /// dx = y * (dy - sum_c(dy * y)).
