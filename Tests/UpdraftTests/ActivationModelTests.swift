@@ -60,12 +60,12 @@ final class ActivationModelTests: XCTestCase {
         var config = UpdateConfiguration()
         config.backends = (backend, backend)
         config.parameters = [.miniBatchSize: .int(2), .epochs: .int(2), .learningRate: .double(0.05)]
-        var losses: [Double] = []
+        let losses = Locked<[Double]>([])
         let task = UpdateTask(model: try model(), trainingData: data, configuration: config, handlers: UpdateHandlers(
             events: [.miniBatchEnd], progress: { losses.append($0.metrics!.lossValue) }))
         let final = task.run()
         XCTAssertEqual(final.task.state, .completed, "\(final.error.map { "\($0)" } ?? "")")
-        return losses
+        return losses.value
     }
 
     func assertAgree(_ a: [Double], _ b: [Double], _ what: String, file: StaticString = #filePath, line: UInt = #line) {

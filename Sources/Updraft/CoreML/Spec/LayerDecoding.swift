@@ -28,6 +28,7 @@ extension LayerSpec {
         case 660: params = .clip(minVal: try p.float(1, "minVal") ?? 0, maxVal: try p.float(2, "maxVal") ?? 0)
         case 301: params = .flatten(mode: try p.int32(1, "mode") ?? 0)
         case 320: params = .concat(sequenceConcat: try p.bool(100, "sequenceConcat") ?? false)
+        case _ where LayoutLayerParams.fields.contains(f.number): params = .layout(try LayoutLayerParams(reading: p, field: f.number))
         default: params = .unsupported(field: f.number, name: neuralNetworkLayerTypeName(f.number))
         }
     }

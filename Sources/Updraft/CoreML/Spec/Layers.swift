@@ -217,6 +217,8 @@ public enum LayerParams: Hashable, Sendable {
     /// ClipLayerParams: y = min(max(x, minVal), maxVal).
     case clip(minVal: Float, maxVal: Float)
     case unary(UnaryFunctionLayerParams)
+    /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
+    case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 
@@ -235,6 +237,7 @@ public enum LayerParams: Hashable, Sendable {
         case .clip: return 660
         case .flatten: return 301
         case .concat: return 320
+        case let .layout(l): return l.typeField
         case let .unsupported(field, _): return field
         }
     }

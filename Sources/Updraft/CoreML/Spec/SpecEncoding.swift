@@ -310,6 +310,8 @@ extension LayerParams {
             w.float(3, u.epsilon)
             w.float(4, u.shift)
             w.float(5, u.scale)
+        case let .layout(l):
+            return l.encoded()
         case .unsupported:
             break
         }
