@@ -83,4 +83,27 @@ final class ActivationModelTests: XCTestCase {
         let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
         assertAgree(reference, try losses(on: openCL), "OpenCL (\(openCL.device.name)) vs reference")
     }
+
+    /// Which pairs fuse: inner products too; a function whose backward needs x stays unfused where
+    /// backward runs through it, and fuses in the frozen prefix (forward only).
+    func testFusionNeedsABackwardFromTheOutput() throws {
+        var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: [4, 5, 5], dataType: .float32))),
+                                 seed: 2)
+        try b.convolution("frozen", outputChannels: 4, kernel: (1, 1))
+        try b.activation("frozen_abs", .unary(UnaryFunction(.abs)))
+        try b.convolution("conv", outputChannels: 4, kernel: (3, 3))
+        try b.activation("abs", .unary(UnaryFunction(.abs)))
+        try b.flatten("flat")
+        try b.innerProduct("fc1", outputChannels: 6)
+        try b.activation("elu", .elu(alpha: 1))
+        try b.innerProduct("fc2", outputChannels: 3)
+        try b.activation("leaky", .leakyReLU(alpha: -0.5))
+        try b.innerProduct("fc3", outputChannels: 2)
+        try b.makeRegressor()
+        try b.addOutput("fc3")
+        try b.makeUpdatable(["conv"])
+        try b.setMeanSquaredErrorLoss(input: "fc3")
+        let training = try TrainingGraph(graph: try NetworkGraph(model: try b.build()))
+        XCTAssertEqual(training.fusedActivations.mapValues(\.name), ["frozen": "frozen_abs", "fc1": "elu"])
+    }
 }
