@@ -37,7 +37,8 @@ extension NetworkGraph {
             problems.add(error)
             inputKnown = false
             let feature = spec.description.inputs.first ?? FeatureDescription(name: "", type: .double)
-            input = GraphInput(name: feature.name, feature: feature, shape: Shape([1, 1, 1, 1]), preprocessing: nil)
+            input = GraphInput(name: feature.name, feature: feature, shape: Shape([1, 1, 1, 1]),
+                               logicalShape: LogicalShape(canonical: Shape([1, 1, 1, 1])), preprocessing: nil)
         }
 
         // Producers: each blob comes from exactly one place. `failed`: layers that cannot be built
@@ -84,6 +85,7 @@ extension NetworkGraph {
         if !stuck.isEmpty { problems.add(NetworkGraph.cycleError(network.layers, stuck)) }
 
         var shapes: [String: Shape] = inputKnown ? [input.name: input.shape] : [:]
+        var logicalShapes: [String: LogicalShape] = inputKnown ? [input.name: input.logicalShape] : [:]
         // Why a blob's shape is unknown: the failed layer (or input) it traces back to.
         var cause: [String: String] = inputKnown ? [:] : [input.name: "input '\(input.name)'"]
         var layers: [GraphLayer] = []
@@ -106,10 +108,12 @@ extension NetworkGraph {
                 }
                 continue
             }
-            let inputShapes = layer.inputs.map { shapes[$0]! }
+            let inputShapes = layer.inputs.map { shapes[$0]! }  // every input is known (checked above)
             do {
-                let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes)
+                let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes,
+                                                 inputLogicalShapes: layer.inputs.map { logicalShapes[$0]! })
                 shapes[g.output] = g.outputShape
+                logicalShapes[g.output] = g.outputLogicalShape
                 layers.append(g)
             } catch {
                 problems.add(error, layer: layer)
@@ -119,6 +123,7 @@ extension NetworkGraph {
         self.layers = layers
         lookup = GraphLookup(layers)  // didSet does not run in an initializer
         blobShapes = shapes
+        blobLogicalShapes = logicalShapes
 
         loss = nil
         lossProblem = nil
@@ -160,6 +165,7 @@ extension NetworkGraph {
         }
         let what = "input '\(feature.name)'"
         let shape: Shape
+        let logical: LogicalShape
         var preprocessing: InputPreprocessing? = nil
         let pre = model.spec.network.preprocessing.first { $0.featureName == feature.name || $0.featureName.isEmpty }
         if pre?.hasMeanImage == true {
@@ -172,24 +178,18 @@ extension NetworkGraph {
                 throw UpdraftError(.unsupported, "\(what) has \(image.colorSpace)")
             }
             shape = try LayerShapes.checkedShape([1, channels, image.height, image.width], "\(what) (image)")
+            logical = LogicalShape(canonical: shape)
             if let s = pre?.scaler {
                 preprocessing = InputPreprocessing(scale: s.channelScale, bias: s.biases(for: image.colorSpace))
             }
         case let .multiArray(array):
-            let d = array.shape
-            switch d.count {
-            case 1: shape = try LayerShapes.checkedShape([1, d[0], 1, 1], "\(what) (multi-array)")
-            case 3: shape = try LayerShapes.checkedShape([1] + d, "\(what) (multi-array)")
-            case 4 where d[0] == 1: shape = try LayerShapes.checkedShape(d, "\(what) (multi-array)")
-            case 5 where d[0] == 1 && d[1] == 1: shape = try LayerShapes.checkedShape([1] + d.suffix(3), "\(what) (multi-array)")
-            default:
-                throw UpdraftError(.unsupported,
-                    "\(what) is a multi-array of shape \(d); Updraft reads shapes [C], [C, H, W], [1, C, H, W] and [1, 1, C, H, W]")
-            }
+            logical = try LogicalShape.input(multiArray: array.shape, what)
+            _ = try LayerShapes.checkedShape(array.shape, "\(what) (multi-array)")
+            shape = try LayerShapes.checkedShape(logical.canonical.dims, "\(what) (multi-array)")
         default:
             throw UpdraftError(.unsupported, "\(what) is \(feature.type); Updraft trains on image and multi-array inputs")
         }
-        return GraphInput(name: feature.name, feature: feature, shape: shape, preprocessing: preprocessing)
+        return GraphInput(name: feature.name, feature: feature, shape: shape, logicalShape: logical, preprocessing: preprocessing)
     }
 
     // MARK: Order

@@ -2,7 +2,11 @@
 /// using the op specs' own geometry rules (Ops/). Errors name the layer, its type and the shapes.
 
 enum ShapeInference {
-    static func layer(_ layer: LayerSpec, index: Int, inputShapes: [Shape]) throws -> GraphLayer {
+    /// `inputLogicalShapes`: the inputs' logical shapes (LogicalShape); left empty, they are read off `inputShapes`.
+    static func layer(_ layer: LayerSpec, index: Int, inputShapes: [Shape], inputLogicalShapes: [LogicalShape] = []) throws -> GraphLayer {
+        let logical = inputLogicalShapes.count == inputShapes.count ? inputLogicalShapes : inputShapes.map(LogicalShape.init(canonical:))
+        /// Set by ops that define their output's logical shape; others derive it (LogicalShape.output(canonical:like:)).
+        var outputLogical: LogicalShape? = nil
         func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
             UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
         }
@@ -184,6 +188,8 @@ enum ShapeInference {
             op = isAdd ? .add : .multiply
             output = input
 
+        case let .layout(l): (op, output, outputLogical) = try layout(l, layer: layer, inputShapes: inputShapes, logical: logical)
+
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
@@ -192,8 +198,9 @@ enum ShapeInference {
 
         // Every shape that leaves here is positive and of sane size.
         _ = try LayerShapes.checkedShape(output.dims, "layer '\(layer.name)' (\(layer.typeName)) output")
+        let outLogical = outputLogical ?? LogicalShape.output(canonical: output, like: logical.first ?? LogicalShape(canonical: output))
         return GraphLayer(name: layer.name, modelIndex: index, op: op, inputs: layer.inputs, output: layer.outputs[0],
-                          inputShapes: inputShapes, outputShape: output, isUpdatable: layer.isUpdatable,
-                          weights: weights, bias: bias)
+                          inputShapes: inputShapes, outputShape: output, inputLogicalShapes: logical, outputLogicalShape: outLogical,
+                          isUpdatable: layer.isUpdatable, weights: weights, bias: bias)
     }
 }

@@ -27,6 +27,8 @@ extension Executor {
                                                weights: params(layer).weights!, bias: params(layer).bias, output: whole,
                                                channelOffset: slice.offset, outputChannels: slice.channels,
                                                fusedReLU: fusedWith != nil)
+            } else if case .layout(.alias) = layer.op {
+                ws.setValue(layer.output, inputs[0], on: backend)  // the same memory under another shape
             } else {
                 let outBlob = fusedWith?.output ?? layer.output
                 let outShape = layer.outputShape.withBatch(ws.batch)
@@ -73,6 +75,8 @@ extension Executor {
             try backend.copy(x[0], to: y)
         case .batchnorm:
             try backend.channelAffine(layer.outputShape.withBatch(batch), input: x[0], scale: p.scale!, shift: p.shift!, output: y)
+        case let .layout(l):
+            try layoutForward(l, layer, inputs: x, output: y, batch: batch, backend: backend)
         case .add, .multiply:
             let op: ElementwiseOp = { if case .add = layer.op { return .add } else { return .multiply } }()
             try backend.elementwise(op, x[0], x[1], output: y, count: y.count)
@@ -227,6 +231,8 @@ extension Executor {
                     try backend.copy(dy, to: dx)
                     try ws.addGradient(layer.inputs[i], dx, on: backend)
                 }
+            case let .layout(l):
+                try layoutBackward(l, layer, outputGradient: dy, wantsInput: wantsInput, ws: ws)
             case .multiply:
                 guard layer.inputs.count == 2 else {
                     throw UpdraftError(.unsupported, "backward through multiply layer '\(layer.name)' with \(layer.inputs.count) inputs",

@@ -191,6 +191,7 @@ public enum LayerCost {
         case .pooling: return try l.poolingGeometry(batch: batch)!.forwardCost
         case let .activation(a): return a.forwardCost(count: n)
         case .softmax: return SoftmaxGeometry(shape: l.outputShape.withBatch(batch)).cost
+        case let .layout(op): return op.forwardCost(count: n)
         default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
         }
     }
@@ -204,6 +205,7 @@ public enum LayerCost {
         case .innerProduct: return try l.innerProductGeometry(batch: batch)!.backwardCost
         case .pooling: return try l.poolingGeometry(batch: batch)!.backwardCost
         case let .activation(a): return a.backwardCost(count: n)
+        case let .layout(op): return op.backwardCost(count: n)
         default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
         }
     }

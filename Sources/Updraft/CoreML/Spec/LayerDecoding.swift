@@ -26,6 +26,7 @@ extension LayerSpec {
         case 231: params = .multiply(alpha: try p.float(1, "alpha") ?? 0)
         case 301: params = .flatten(mode: try p.int32(1, "mode") ?? 0)
         case 320: params = .concat(sequenceConcat: try p.bool(100, "sequenceConcat") ?? false)
+        case _ where LayoutLayerParams.fields.contains(f.number): params = .layout(try LayoutLayerParams(reading: p, field: f.number))
         default: params = .unsupported(field: f.number, name: neuralNetworkLayerTypeName(f.number))
         }
     }

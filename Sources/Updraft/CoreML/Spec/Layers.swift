@@ -177,6 +177,8 @@ public enum LayerParams: Hashable, Sendable {
     case add(alpha: Float)
     /// MultiplyLayerParams.alpha (multiplied when there is a single input).
     case multiply(alpha: Float)
+    /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
+    case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 
@@ -193,6 +195,7 @@ public enum LayerParams: Hashable, Sendable {
         case .multiply: return 231
         case .flatten: return 301
         case .concat: return 320
+        case let .layout(l): return l.typeField
         case let .unsupported(field, _): return field
         }
     }

@@ -294,6 +294,8 @@ extension LayerParams {
             w.message(18, b.variance.encoded())
         case let .add(alpha), let .multiply(alpha):
             w.float(1, alpha)
+        case let .layout(l):
+            return l.encoded()
         case .unsupported:
             break
         }
