@@ -10,7 +10,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 PREFIX ?= /usr/local
 DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test interop install dist dist-check fuzz clean
+.PHONY: deps build release demo test swift-test example interop install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -58,8 +58,15 @@ demo: release
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
+	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory dist-check
+
+# The README's Swift example as an app's own package (Swift 6 mode, Updraft by path), built and run
+# on a few bundled digits: it must train on the CPU fast path, and on OpenCL when asked, with a falling loss.
+example: deps
+	$(SWIFT) build --product updraft
+	SWIFT=$(SWIFT) bash Examples/FineTune/check.sh "$$($(SWIFT) build --show-bin-path)/updraft"
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
 # meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through

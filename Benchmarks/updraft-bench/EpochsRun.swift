@@ -153,7 +153,9 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
         threads = cpu.threadCount
         inner = cpu
     }
-    let backend = MeasuringBackend(inner)
+    // Handlers run on the training thread while this thread waits in task.run(): what they record
+    // is read only after it returns.
+    nonisolated(unsafe) let backend = MeasuringBackend(inner)
     backend.timing = opTimes
 
     var config = UpdateConfiguration()
@@ -161,10 +163,11 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     config.backends = (backend, backend)
     config.featureCache = featureCache
     config.distributed = distributed
-    var seconds: [Double] = []
-    var losses: [Double] = []
+    nonisolated(unsafe) var seconds: [Double] = []
+    nonisolated(unsafe) var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
-    var breakdowns: [EpochBreakdown] = []
+    nonisolated(unsafe) var breakdowns: [EpochBreakdown] = []
+    nonisolated(unsafe) let progress = progress
     let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
         guard context.event == .epochEnd else { _ = backend.takeOpTimes(); return }
         guard let m = context.metrics else { return }

@@ -404,12 +404,11 @@ final class CPUBackendTests: XCTestCase {
         let ipx = random(64 * 300, seed: 173), ipw = random(250 * 300, seed: 174)
         let expected = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: double(b))
         let ipExpected = try Reference.innerProductForward(ip, input: double(ipx), weights: double(ipw), bias: nil)
-        let backends = [CPUBackend(), CPUBackend()]
-        var results = [[Float]](repeating: [], count: 2), ipResults = results
-        let lock = NSLock()
+        let backends = UncheckedSendable([CPUBackend(), CPUBackend()])  // one per thread
+        let outputs = Locked((conv: [[Float]](repeating: [], count: 2), ip: [[Float]](repeating: [], count: 2)))
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
-                let be = backends[i]
+                let be = backends.value[i]
                 let y = try be.makeBuffer(count: g.outputShape.count), ipy = try be.makeBuffer(count: 64 * 250)
                 for _ in 0..<5 {
                     try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w),
@@ -418,14 +417,14 @@ final class CPUBackendTests: XCTestCase {
                                                bias: nil, output: ipy)
                 }
                 let (r, q) = (try be.download(y), try be.download(ipy))
-                lock.lock(); results[i] = r; ipResults[i] = q; lock.unlock()
+                outputs.mutate { $0.conv[i] = r; $0.ip[i] = q }
             } catch {
                 XCTFail("backend \(i): \(error)")
             }
         }
         for i in 0..<2 {
-            assertClose(results[i], expected, "concurrent convolution \(i)")
-            assertClose(ipResults[i], ipExpected, "concurrent inner product \(i)")
+            assertClose(outputs.value.conv[i], expected, "concurrent convolution \(i)")
+            assertClose(outputs.value.ip[i], ipExpected, "concurrent inner product \(i)")
         }
         XCTAssertEqual(CPUKernels.blasThreadCount, before)
     }
