@@ -41,7 +41,7 @@ final class GraphProblemsTests: XCTestCase {
         let groups = problems.groups
         XCTAssertEqual(groups.map(\.layers), [["emb1", "emb2"], ["topk"], ["fcBad"]])
         XCTAssertEqual(groups[0].message,
-                       "embedding: 2 layers (emb1, emb2), not supported: Updraft cannot run this layer type (NeuralNetworkLayer field 150)")
+                       "embedding: 2 layers ('emb1', 'emb2'), not supported: Updraft cannot run this layer type (NeuralNetworkLayer field 150)")
         XCTAssertTrue(groups[2].message.contains("layer 'fcBad' (innerProduct): expects 7 inputs per example"), groups[2].message)
         XCTAssertNotNil(groups[0].hint)
     }
@@ -52,8 +52,8 @@ final class GraphProblemsTests: XCTestCase {
             XCTFail("the graph built")
         } catch let e as UpdraftError {
             XCTAssertEqual(e.kind, .unsupported)
-            for fragment in ["4 problems", "embedding: 2 layers (emb1, emb2)", "topK: 1 layer (topk)", "'fcBad'",
-                             "3 layers after them not checked", "fc2, fc3, softmax", "updraft inspect"] {
+            for fragment in ["4 problems", "embedding: 2 layers ('emb1', 'emb2')", "topK: 1 layer ('topk')", "'fcBad'",
+                             "3 layers after them not checked", "'fc2', 'fc3', 'softmax'", "updraft inspect"] {
                 XCTAssertTrue(e.description.contains(fragment), "\(fragment) missing from: \(e.description)")
             }
         } catch {
@@ -78,7 +78,7 @@ final class GraphProblemsTests: XCTestCase {
         spec.description.outputs.removeLast()
         let (_, problems) = NetworkGraph.checked(CoreMLModel(spec: spec))
         XCTAssertEqual(problems.groups.count, 1)
-        XCTAssertTrue(problems.groups[0].message.hasPrefix("embedding: 35 layers (features.0.2, features.1.2,"), problems.groups[0].message)
+        XCTAssertTrue(problems.groups[0].message.hasPrefix("embedding: 35 layers ('features.0.2', 'features.1.2',"), problems.groups[0].message)
         XCTAssertTrue(problems.groups[0].message.contains("… 27 more)"), problems.groups[0].message)
         XCTAssertEqual(problems.groups[0].layers.count, 35)
         XCTAssertEqual(problems.unchecked.map(\.layer), ["softmax"])
@@ -95,7 +95,7 @@ final class GraphProblemsTests: XCTestCase {
         XCTAssertTrue(notUpdatable.hint?.contains("fc1, fc2, fcBad, fc3") == true, "\(notUpdatable)")
         let report = ModelReport(model: model)
         let text = report.text()
-        XCTAssertTrue(text.contains("error: embedding: 2 layers (emb1, emb2)"), text)
+        XCTAssertTrue(text.contains("error: embedding: 2 layers ('emb1', 'emb2')"), text)
         XCTAssertTrue(text.contains("note: 3 layers after them not checked"), text)
         XCTAssertEqual(report.uncheckedLayers, ["fc2", "fc3", "softmax"])
         XCTAssertTrue(try report.json().contains("\"layers\" : ["), "grouped findings list their layers in JSON")
@@ -121,19 +121,19 @@ final class GraphProblemsTests: XCTestCase {
 
         let inspect = try runUpdraft(["inspect", path.path], cacheDirectory: dir)
         XCTAssertEqual(inspect.status, 0, "without --strict inspect only reports")
-        XCTAssertTrue(inspect.stdout.contains("embedding: 2 layers (emb1, emb2)"), inspect.stdout)
-        XCTAssertTrue(inspect.stdout.contains("topK: 1 layer (topk)"), inspect.stdout)
+        XCTAssertTrue(inspect.stdout.contains("embedding: 2 layers ('emb1', 'emb2')"), inspect.stdout)
+        XCTAssertTrue(inspect.stdout.contains("topK: 1 layer ('topk')"), inspect.stdout)
         let strict = try runUpdraft(["inspect", "--strict", path.path], cacheDirectory: dir)
         XCTAssertEqual(strict.status, 1)
         let plan = try runUpdraft(["plan", path.path, "--compute-units", "cpuOnly"], cacheDirectory: dir)
         XCTAssertNotEqual(plan.status, 0)
-        for fragment in ["embedding: 2 layers (emb1, emb2)", "topK: 1 layer (topk)", "'fcBad'"] {
+        for fragment in ["embedding: 2 layers ('emb1', 'emb2')", "topK: 1 layer ('topk')", "'fcBad'"] {
             XCTAssertTrue(plan.stderr.contains(fragment), "plan: \(fragment) missing from \(plan.stderr)")
         }
         let data = dir.appendingPathComponent("data")
         let train = try runUpdraft(["train", path.path, "--train", data.path, "--compute-units", "cpuOnly"], cacheDirectory: dir)
         XCTAssertNotEqual(train.status, 0)
-        for fragment in ["embedding: 2 layers (emb1, emb2)", "topK: 1 layer (topk)", "'fcBad'", "not updatable"] {
+        for fragment in ["embedding: 2 layers ('emb1', 'emb2')", "topK: 1 layer ('topk')", "'fcBad'", "not updatable"] {
             XCTAssertTrue(train.stderr.contains(fragment), "train: \(fragment) missing from \(train.stderr)")
         }
     }
@@ -147,6 +147,6 @@ final class GraphProblemsTests: XCTestCase {
         let final = task.run()
         XCTAssertEqual(final.task.state, .failed)
         let text = final.error.map { "\($0)" } ?? ""
-        XCTAssertTrue(text.contains("embedding: 2 layers (emb1, emb2)") && text.contains("'fcBad'"), text)
+        XCTAssertTrue(text.contains("embedding: 2 layers ('emb1', 'emb2')") && text.contains("'fcBad'"), text)
     }
 }

@@ -221,9 +221,10 @@ public struct ModelReport: Encodable, Sendable {
         let errors = findings.filter { $0.severity == "error" }.count
         let warnings = findings.count - errors
         line("validation: " + (findings.isEmpty ? "no problems" : "\(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")"))
+        var hints: Set<String> = []   // each hint once, under the first finding it helps
         for f in findings {
             line("  \(f.severity): \(f.message)")
-            if let h = f.hint { line("      hint: \(h)") }
+            if let h = f.hint, hints.insert(h).inserted { line("      hint: \(h)") }
         }
         if let note = uncheckedNote { line("  note: \(note)") }
         return s

@@ -73,7 +73,7 @@ public struct GraphProblems: Sendable {
     static let namesShown = 8
 
     static func nameList(_ names: [String]) -> String {
-        names.prefix(namesShown).joined(separator: ", ") + (names.count > namesShown ? ", … \(names.count - namesShown) more" : "")
+        names.prefix(namesShown).map { "'\($0)'" }.joined(separator: ", ") + (names.count > namesShown ? ", … \(names.count - namesShown) more" : "")
     }
 
     /// Unsupported layers grouped by type and reason (in order of first appearance); every other problem alone.
@@ -119,8 +119,10 @@ public struct GraphProblems: Sendable {
         let layerCount = Set(problems.compactMap(\.layer)).count
         var lines = ["the model has \(problems.count) problem\(problems.count == 1 ? "" : "s") Updraft cannot get past"
                      + (layerCount > 0 ? " in \(layerCount) layer\(layerCount == 1 ? "" : "s")" : "") + ":"]
+        var hints: Set<String> = []   // each hint once, under the first problem it helps
         for g in groups {
-            lines.append("  - " + g.message + (g.hint.map { "\n      hint: \($0)" } ?? ""))
+            let hint = g.hint.flatMap { hints.insert($0).inserted ? $0 : nil }
+            lines.append("  - " + g.message + (hint.map { "\n      hint: \($0)" } ?? ""))
         }
         if let note = uncheckedNote { lines.append("  (\(note))") }
         return UpdraftError(kind, lines.joined(separator: "\n"),
