@@ -70,7 +70,7 @@ extension NetworkGraph {
             }
         }
         for (i, layer) in network.layers.enumerated() {
-            if layer.inputs.isEmpty {
+            if layer.inputs.isEmpty && !layer.params.readsNoInput {
                 problems.add(UpdraftError(.invalidModel, "layer '\(layer.name)' (\(layer.typeName)) has no input"))
                 failed.insert(i)
             }
