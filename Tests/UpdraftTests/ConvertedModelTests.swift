@@ -158,7 +158,11 @@ final class ConvertedModelTests: XCTestCase {
             let fixture = try ConvertedFixture.load(name)
             XCTAssertEqual(fixture.architecture, name)
             XCTAssertEqual(Set(fixture.final.keys), Set(fixture.trained), name)
-            XCTAssertFalse(fixture.layerTypes.isEmpty, name)
+            let converted = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).converted.mlmodel"))
+            XCTAssertEqual(fixture.layerTypes.values.reduce(0, +), converted.layers.count, "\(name): layerTypes counts every converted layer")
+            XCTAssertEqual(converted.updatableLayerNames, [], "\(name).converted.mlmodel is as converted")
+            let updatable = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
+            XCTAssertEqual(updatable.updatableLayerNames, fixture.trained, name)
         }
         XCTAssertTrue(Set(Self.pending.keys).isSubset(of: Set(ConvertedFixture.names)))
     }
