@@ -177,6 +177,17 @@ public enum LayerParams: Hashable, Sendable {
     case add(alpha: Float)
     /// MultiplyLayerParams.alpha (multiplied when there is a single input).
     case multiply(alpha: Float)
+    case padding(PaddingLayerParams)
+    case upsample(UpsampleLayerParams)
+    case lrn(LRNLayerParams)
+    /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
+    case l2normalize(epsilon: Float)
+    /// add/subtract/multiply/divideBroadcastable (no fields): two inputs with numpy broadcasting.
+    case broadcastable(BinaryOp)
+    case loadConstant(LoadConstantLayerParams)
+    case reduce(ReduceLayerParams)
+    /// reduceSum, reduceMean, reduceMax.
+    case reduceND(ReduceNDLayerParams)
     /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
     case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
@@ -195,6 +206,14 @@ public enum LayerParams: Hashable, Sendable {
         case .multiply: return 231
         case .flatten: return 301
         case .concat: return 320
+        case .l2normalize: return 170
+        case .lrn: return 180
+        case .padding: return 200
+        case .upsample: return 210
+        case let .broadcastable(op): return op.broadcastableLayerField
+        case let .loadConstant(c): return c.isND ? 1070 : 290
+        case .reduce: return 280
+        case let .reduceND(r): return r.kind.field
         case let .layout(l): return l.typeField
         case let .unsupported(field, _): return field
         }

@@ -42,7 +42,7 @@ public struct BackendComparison {
 }
 
 /// The state of one case's comparison: the data source, the backend and the rows so far.
-fileprivate struct ComparisonSession {
+struct ComparisonSession {
     let backend: Backend
     let opCase: OpCase
     let tolerance: Tolerance
@@ -109,6 +109,9 @@ extension ComparisonSession {
         case let .elementwise(op, count): try compareElementwise(op, count)
         case let .sgd(h, count, steps): try compareSGD(h, count, steps)
         case let .adam(h, count, steps): try compareAdam(h, count, steps)
+        case let .spatial(op, input): try compareSpatial(try op.geometry(input: input))
+        case let .broadcast(g): try compareBroadcast(g)
+        case let .reduction(g): try compareReduction(g)
         }
     }
 

@@ -8,6 +8,13 @@ extension GradientCheck {
         case .memory, .sgd, .adam:
             return nil
 
+        case let .spatial(op, input):
+            return try spatialProblem(op, input: input, rng: &rng)
+        case let .broadcast(g):
+            return broadcastProblem(g, rng: &rng)
+        case let .reduction(g):
+            return try reductionProblem(g, rng: &rng)
+
         case let .convolution(spec, input, fusedReLU):
             let g = try spec.geometry(input: input)
             var inputs = [Input("x", uniform(g.inputShape.count, -1...1, &rng)),
