@@ -11,10 +11,7 @@ final class ConvertedModelTests: XCTestCase {
     /// UPDRAFT_TEST_PENDING=1 runs them anyway (and they fail loudly). Remove a name once it passes.
     static let pending: [String: String] = [
         "mobilenet_v2": "clip (ReLU6)",
-        "mobilenet_v3_small": "activation thresholdedReLU and sigmoidHard (hardswish, hardsigmoid), broadcasting multiply",
-        "efficientnet_b0": "broadcasting multiply (squeeze-and-excitation)",
-        "mnasnet": "reduceMean",
-        "regnet": "broadcasting multiply (squeeze-and-excitation)",
+        "mobilenet_v3_small": "activation thresholdedReLU and sigmoidHard (hardswish, hardsigmoid)",
     ]
 
     private func check(_ name: String, openCL: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
