@@ -17,6 +17,10 @@ public protocol Backend: AnyObject {
     var name: String { get }
     /// Where the backend's buffers live, for memory budgets (the feature cache). Default: host memory.
     var memory: BackendMemory { get }
+    /// Whether the backend computes on the host CPU itself (the CPU backends), so that falling back
+    /// to the host CPU would gain nothing. Default: false (OpenCL devices, PoCL included, and wrappers
+    /// that do not say).
+    var runsOnHostCPU: Bool { get }
 
     // MARK: Memory
     func makeBuffer(count: Int) throws -> DeviceBuffer
@@ -99,6 +103,9 @@ public protocol Backend: AnyObject {
     func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                         inputGradients: [DeviceBuffer]) throws
 
+    /// Permuted copy of `g.batch` examples (transpose / permute; Ops/Layout.swift): y's axis k is x's axis g.perm[k].
+    func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+
     // MARK: Softmax over channels and the losses
     func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
     /// dx = y * (dy - sum_c(dy * y)).
@@ -177,6 +184,7 @@ public final class PendingDownload {
 
 public extension Backend {
     var memory: BackendMemory { .host }
+    var runsOnHostCPU: Bool { false }
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
 

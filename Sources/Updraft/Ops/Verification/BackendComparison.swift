@@ -89,9 +89,9 @@ struct ComparisonSession {
 }
 
 /// Float32 data as the reference sees it.
-private func asDouble(_ values: [Float]) -> [Double] { values.map(Double.init) }
+func asDouble(_ values: [Float]) -> [Double] { values.map(Double.init) }
 /// Reference results as a backend would receive them.
-private func asFloat(_ values: [Double]) -> [Float] { values.map(Float.init) }
+func asFloat(_ values: [Double]) -> [Float] { values.map(Float.init) }
 
 extension ComparisonSession {
     mutating func compare() throws {
@@ -112,6 +112,7 @@ extension ComparisonSession {
         case let .spatial(op, input): try compareSpatial(try op.geometry(input: input))
         case let .broadcast(g): try compareBroadcast(g)
         case let .reduction(g): try compareReduction(g)
+        case let .transpose(g): try compareTranspose(g)
         }
     }
 

@@ -31,6 +31,8 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         case broadcast(BroadcastGeometry)
         /// A reduction to a shape (forward and backward).
         case reduction(ReductionGeometry)
+        /// Permuted copy (transpose / permute), backward the inverse permutation.
+        case transpose(TransposeGeometry)
     }
 
     /// How the tools draw the case's data.
@@ -89,6 +91,7 @@ extension OpCase.Kind {
         case let .spatial(op, _): return op.familyName
         case .broadcast: return "broadcast"
         case .reduction: return "reduce"
+        case .transpose: return "transpose"
         }
     }
 
@@ -143,6 +146,7 @@ extension OpCase.Kind {
         case let .reduction(g):
             let kind = g.kind == .max ? "max" : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
             return "\(kind) \(g.inputDims) → \(g.outputDims)"
+        case let .transpose(g): return "n\(g.batch) \(g.dims) perm \(g.perm)"
         }
     }
 }
