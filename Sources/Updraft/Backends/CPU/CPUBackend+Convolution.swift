@@ -106,7 +106,8 @@ extension CPUBackend {
         // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
         let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
         withWorkspaces { ws in
-            let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct || grouped != nil ? 0 : K * S) }
+            let cols = grouped == nil ? ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
+                                      : ws.map { $0.floats(groupedPhaseSizes(g).scratch) }
             forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
                 let yn = y + (n * outputChannels + channelOffset) * S
                 // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
@@ -114,8 +115,14 @@ extension CPUBackend {
                 // would leave the bias for a pass of its own.
                 startRows(yn, channels: g.outChannels, spatial: S, bias: b, parallel: parallelInner)
                 if let grouped {
-                    groupedDirectForward(grouped, x: x + n * g.inChannels * inPlane, xEnd: x + g.inputShape.count, w: w,
-                                         y: yn, parallel: parallelInner)
+                    let image = UnsafePointer(x + n * g.inChannels * inPlane)
+                    if parallelInner {
+                        dynamicForEach(G, workers: threadCount) { t, grp in
+                            groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t])
+                        }
+                    } else {
+                        for grp in 0..<G { groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t]) }
+                    }
                 }
                 for grp in 0..<(grouped == nil ? G : 0) {
                     let xg = x + (n * g.inChannels + grp * cinG) * inPlane

@@ -54,36 +54,106 @@ extension CPUBackend {
     }
 
     // MARK: Forward
+    //
+    // Forward splits the zero-padded input into phase planes, one per (row mod strideH, column mod
+    // strideW): P_ab[u, v] = x[u*strideH + a - padTop, v*strideW + b - padLeft] (0 outside). Tap (kh, kw)
+    // then reads phase ((kh*dH) mod sH, (kw*dW) mod sW) at the fixed offset ((kh*dH) div sH, (kw*dW) div sW),
+    // so with output rows laid out as wide as a phase row (V >= Wo; the columns past Wo are scratch), the
+    // whole output plane is one contiguous sum over the taps: no per-row bounds, every load a vector.
 
-    /// Adds the convolution of one image into `y` (its output channel 0; channel co at `y + co * S`),
-    /// which already holds the bias (or zeros). `x` is the image's channel 0; `xEnd` bounds the reads.
-    func groupedDirectForward(_ p: GroupedConvolutionPlan, x: UnsafePointer<Float>, xEnd: UnsafePointer<Float>,
-                              w: UnsafePointer<Float>, y: UnsafeMutablePointer<Float>, parallel: Bool) {
+    /// Floats of a phase plane (U + 1 rows of V; the spare row keeps the last taps' reads in bounds),
+    /// and of one worker's scratch: the group's phase planes and one wide output plane.
+    func groupedPhaseSizes(_ g: ConvGeometry) -> (rows: Int, width: Int, plane: Int, scratch: Int) {
+        let u = g.outHeight + (g.kernelH - 1) * g.dilationH / g.strideH
+        let v = g.outWidth + (g.kernelW - 1) * g.dilationW / g.strideW
+        let plane = (u + 1) * v
+        return (u, v, plane, g.inChannels / g.groups * g.strideH * g.strideW * plane + g.outHeight * v)
+    }
+
+    /// Adds the convolution of image `n`'s group `group` into `y` (the image's output channel 0; channel
+    /// co at `y + co * S`), which already holds the bias (or zeros). `scratch` holds `groupedPhaseSizes`' floats.
+    func groupedDirectForward(_ p: GroupedConvolutionPlan, image x: UnsafePointer<Float>, group: Int,
+                              w: UnsafePointer<Float>, y: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
         let g = p.g
-        let work = p.outPlane * p.cg * p.taps
-        chunks(g.outChannels, grain: max(1, CPUParallel.elementGrain / max(1, work)), parallel: parallel) { cos in
-            for co in cos {
-                let group = co / p.mg
-                let yc = y + co * p.outPlane
-                for oh in 0..<g.outHeight {
-                    let dst = yc + oh * g.outWidth
-                    for c in 0..<p.cg {
-                        let source = x + (group * p.cg + c) * p.plane
-                        let wk = w + (co * p.cg + c) * p.taps
-                        for kh in 0..<g.kernelH {
-                            let ih = oh * g.strideH + kh * g.dilationH - g.padTop
-                            guard ih >= 0, ih < g.inHeight else { continue }
-                            let row = source + ih * g.inWidth
-                            for kw in 0..<g.kernelW {
-                                let (lo, hi) = (p.columnLo[kw], p.columnHi[kw])
-                                guard lo < hi else { continue }
-                                Self.rowMultiplyAdd(wk[kh * g.kernelW + kw], source: row + p.columnOffset[kw],
-                                                    stride: g.strideW, into: dst, lo, hi, limit: xEnd)
-                            }
+        let (sh, sw) = (g.strideH, g.strideW)
+        let (rows, width, planeFloats, _) = groupedPhaseSizes(g)
+        let phases = sh * sw
+        // The phase planes of the group's input channels.
+        for c in 0..<p.cg {
+            let source = x + (group * p.cg + c) * p.plane
+            for a in 0..<sh {
+                for b in 0..<sw {
+                    let plane = scratch + ((c * sh + a) * sw + b) * planeFloats
+                    let lo = min(width, max(0, CPUKernels.ceilDiv(g.padLeft - b, sw)))
+                    let hi = min(width, max(lo, CPUKernels.ceilDiv(g.inWidth + g.padLeft - b, sw)))
+                    for u in 0...rows {
+                        let row = plane + u * width
+                        let ih = u * sh + a - g.padTop
+                        guard ih >= 0, ih < g.inHeight, lo < hi else { row.update(repeating: 0, count: width); continue }
+                        row.update(repeating: 0, count: lo)
+                        let src = source + ih * g.inWidth + b - g.padLeft
+                        if sw == 1 {
+                            (row + lo).update(from: src + lo, count: hi - lo)
+                        } else {
+                            for v in lo..<hi { row[v] = src[v * sw] }
                         }
+                        (row + hi).update(repeating: 0, count: width - hi)
                     }
                 }
             }
+        }
+        let wide = scratch + p.cg * phases * planeFloats
+        let count = g.outHeight * width
+        let taps = p.cg * p.taps
+        withUnsafeTemporaryAllocation(of: UnsafePointer<Float>.self, capacity: taps) { sources in
+            // Where each tap (c, kh, kw) reads, in the weights' order.
+            for c in 0..<p.cg {
+                for kh in 0..<g.kernelH {
+                    for kw in 0..<g.kernelW {
+                        let (dh, dw) = (kh * g.dilationH, kw * g.dilationW)
+                        let plane = scratch + ((c * sh + dh % sh) * sw + dw % sw) * planeFloats
+                        sources[(c * g.kernelH + kh) * g.kernelW + kw] = UnsafePointer(plane + dh / sh * width + dw / sw)
+                    }
+                }
+            }
+            for m in 0..<p.mg {
+                let co = group * p.mg + m
+                Self.tapSum(sources.baseAddress!, weights: w + co * taps, taps: taps, count: count, into: wide)
+                let yc = y + co * p.outPlane
+                for oh in 0..<g.outHeight {
+                    let dst = yc + oh * g.outWidth, src = wide + oh * width
+                    var ow = 0
+                    while ow + 4 <= g.outWidth {
+                        CPUKernels.store4(CPUKernels.load4(dst + ow) + CPUKernels.load4(src + ow), dst + ow)
+                        ow += 4
+                    }
+                    while ow < g.outWidth { dst[ow] += src[ow]; ow += 1 }
+                }
+            }
+        }
+    }
+
+    /// out[i] = sum over t of weights[t] * sources[t][i] for i < count, the taps in order.
+    @inline(__always)
+    static func tapSum(_ sources: UnsafeMutablePointer<UnsafePointer<Float>>, weights: UnsafePointer<Float>, taps: Int,
+                       count: Int, into out: UnsafeMutablePointer<Float>) {
+        var i = 0
+        while i + 8 <= count {
+            var a0 = SIMD4<Float>(), a1 = SIMD4<Float>()
+            for t in 0..<taps {
+                let wt = SIMD4<Float>(repeating: weights[t]), s = sources[t] + i
+                a0 += wt * CPUKernels.load4(s)
+                a1 += wt * CPUKernels.load4(s + 4)
+            }
+            CPUKernels.store4(a0, out + i)
+            CPUKernels.store4(a1, out + i + 4)
+            i += 8
+        }
+        while i < count {
+            var a: Float = 0
+            for t in 0..<taps { a += weights[t] * sources[t][i] }
+            out[i] = a
+            i += 1
         }
     }
 
