@@ -10,7 +10,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 PREFIX ?= /usr/local
 DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test interop install dist dist-check fuzz clean
+.PHONY: deps build release demo test swift-test example interop install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -58,13 +58,21 @@ demo: release
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
+	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory dist-check
+
+# The README's Swift example as an app's own package (Swift 6 mode, Updraft by path), built and run
+# on a few bundled digits: it must train on the CPU fast path, and on OpenCL when asked, with a falling loss.
+example: deps
+	$(SWIFT) build --product updraft
+	SWIFT=$(SWIFT) bash Examples/FineTune/check.sh "$$($(SWIFT) build --show-bin-path)/updraft"
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
 # meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
 # CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
-# JSON sidecar Updraft writes.
+# JSON sidecar Updraft writes. Then `updraft make-updatable` against coremltools' own make_updatable
+# and set_* on the same models (Tests/Scripts/check_make_updatable.py), field by field.
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
 interop: deps
 	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
@@ -80,7 +88,10 @@ interop: deps
 	  "$$bin" train "$$dir/small.mlmodel" --train Tests/Data/digits/validation --epochs 1 --batch-size 64 \
 	    --compute-units cpuOnly --out "$$dir/squeezenet_trained.mlmodel" --sidecar "$$dir/squeezenet_trained.json"; \
 	  rm "$$dir/small.mlmodel"; \
-	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"
+	  "$$bin" make-updatable Tests/UpdraftTests/Fixtures/dense_sgd_classifier.mlmodel --layers dense2 --optimizer adam \
+	    --allowed-epochs 1..100 --out "$$dir/dense_made_updatable.mlmodel" --sidecar "$$dir/dense_made_updatable.json"; \
+	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
+	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"
 
 # Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
 # chunk in a child process with a memory limit and a timeout; prints how long it took.

@@ -3,6 +3,10 @@ import PackageDescription
 
 // Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
 // Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, Open MPI.
+// Every Swift target is checked with complete strict concurrency (Swift 6's data-race rules as
+// warnings in the Swift 5 language mode the sources are written in); the build has none.
+let strictConcurrency: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
+
 let package = Package(
     name: "Updraft",
     products: [
@@ -32,15 +36,16 @@ let package = Package(
                 path: "Plugins/EmbedKernels"),
 
         .target(name: "Updraft", dependencies: ["COpenCL", "CCLBlast", "COpenBLAS", "CImageIO", "CMPI"],
-                path: "Sources/Updraft",
+                path: "Sources/Updraft", swiftSettings: strictConcurrency,
                 plugins: ["EmbedKernels"]),
         // The command-line parsing the two executables share; not part of the library's API.
-        .target(name: "UpdraftCommandLine", path: "Sources/UpdraftCommandLine"),
-        .executableTarget(name: "updraft", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Sources/updraft"),
+        .target(name: "UpdraftCommandLine", path: "Sources/UpdraftCommandLine", swiftSettings: strictConcurrency),
+        .executableTarget(name: "updraft", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Sources/updraft",
+                          swiftSettings: strictConcurrency),
         .executableTarget(name: "updraft-bench", dependencies: ["Updraft", "UpdraftCommandLine"],
-                          path: "Benchmarks/updraft-bench"),
+                          path: "Benchmarks/updraft-bench", swiftSettings: strictConcurrency),
         .testTarget(name: "UpdraftTests", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Tests/UpdraftTests",
-                    exclude: ["Fixtures"]),
+                    exclude: ["Fixtures"], swiftSettings: strictConcurrency),
     ],
     swiftLanguageModes: [.v5]
 )

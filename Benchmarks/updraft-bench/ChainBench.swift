@@ -56,7 +56,7 @@ let chainCommand = CLICommand(CommandSpec(
         print(formatTable([["layers", "build s", "write s", "read s", "inspect s", "plan s", "train epoch s"],
                            ["\(n)"] + [build, write, readTime, inspect, plan].map { String(format: "%.2f", $0) } + [train]])
                 .split(separator: "\n").last.map(String.init) ?? "")
-        fflush(stdout)
+        StandardOutput.flush()
     }
     return 0
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Updraft
 import UpdraftCommandLine
 
@@ -97,22 +98,22 @@ struct DataBench {
         for c in 0..<classes {
             try FileManager.default.createDirectory(at: root.appendingPathComponent(String(c)), withIntermediateDirectories: true)
         }
-        let lock = NSLock()
-        var total = 0
-        var failure: Error?
+        let outcome = Mutex<(total: Int, failure: Error?)>((0, nil))
         DispatchQueue.concurrentPerform(iterations: count) { i in
             do {
                 let image = generate(index: i, width: width, height: height)
                 let bytes = format == "png" ? try ImageEncoder.png(image) : try ImageEncoder.jpeg(image, quality: 90)
                 let url = root.appendingPathComponent("\(i % classes)/\(String(format: "%06d", i)).\(format == "png" ? "png" : "jpg")")
                 try Data(bytes).write(to: url)
-                lock.lock(); total += bytes.count; lock.unlock()
+                outcome.withLock { $0.total += bytes.count }
             } catch {
-                lock.lock(); failure = error; lock.unlock()
+                outcome.withLock { $0.failure = error }
             }
         }
-        if let failure { throw failure }
-        return total
+        return try outcome.withLock { o in
+            if let failure = o.failure { throw failure }
+            return o.total
+        }
     }
 
     struct Measurement: Codable {

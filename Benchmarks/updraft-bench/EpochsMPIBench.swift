@@ -15,7 +15,7 @@ struct EpochsMPIBench {
         guard let ranks = try DistributedTraining.launched() else {
             throw UsageError("--mpi runs under mpirun: mpirun -np 2 updraft-bench epochs --mpi [--device cpu|INDEX]")
         }
-        if !ranks.isPrimary { _ = freopen("/dev/null", "w", stdout) }
+        if !ranks.isPrimary { StandardOutput.silence() }
         let (targets, notes) = try bench.targets()
         guard let target = targets.first else {
             throw UpdraftError(.device, "no target to run on: \(notes.joined(separator: "; "))")

@@ -217,7 +217,9 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         threads = cpu.threadCount
         inner = cpu
     }
-    let backend = MeasuringBackend(inner)
+    // Handlers run on the training thread while this thread waits in task.run(): what they record
+    // is read only after it returns.
+    nonisolated(unsafe) let backend = MeasuringBackend(inner)
     backend.timing = opTimes
 
     var config = UpdateConfiguration()
@@ -225,10 +227,11 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     config.backends = (backend, backend)
     config.featureCache = featureCache
     config.distributed = distributed
-    var seconds: [Double] = []
-    var losses: [Double] = []
+    nonisolated(unsafe) var seconds: [Double] = []
+    nonisolated(unsafe) var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
-    var breakdowns: [EpochBreakdown] = []
+    nonisolated(unsafe) var breakdowns: [EpochBreakdown] = []
+    nonisolated(unsafe) let progress = progress
     let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
         guard context.event == .epochEnd else { _ = backend.takeOpTimes(); return }
         guard let m = context.metrics else { return }

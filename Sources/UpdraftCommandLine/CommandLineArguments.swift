@@ -55,7 +55,7 @@ public struct UsageError: Error, CustomStringConvertible {
     public var description: String { message }
 }
 
-public struct ParsedArguments {
+public struct ParsedArguments: Sendable {
     public var positionals: [String] = []
     public var values: [String: [String]] = [:]
     public var flags: Set<String> = []
@@ -129,10 +129,10 @@ public struct ParsedArguments {
 }
 
 /// A subcommand of a multi-command executable.
-public struct CLICommand {
+public struct CLICommand: Sendable {
     public var spec: CommandSpec
-    public var run: (ParsedArguments) throws -> Int32
-    public init(_ spec: CommandSpec, run: @escaping (ParsedArguments) throws -> Int32) { self.spec = spec; self.run = run }
+    public var run: @Sendable (ParsedArguments) throws -> Int32
+    public init(_ spec: CommandSpec, run: @escaping @Sendable (ParsedArguments) throws -> Int32) { self.spec = spec; self.run = run }
 }
 
 /// Dispatches `program COMMAND ARGS...`, printing usage for --help and for bad command lines, and a

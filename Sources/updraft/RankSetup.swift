@@ -9,7 +9,7 @@ func joinRanksIfLaunched() throws -> DistributedTraining? {
     guard let d = try DistributedTraining.launched() else { return nil }
     if !d.isPrimary {
         // Rank 0 prints progress; the others keep only their errors and warnings (stderr).
-        _ = freopen("/dev/null", "w", stdout)
+        StandardOutput.silence()
     }
     let message = "updraft: error: \(d.world.name) stopped: mpirun ended this rank because another rank died or failed; "
         + "no checkpoint is written after this point, the last one written is intact\n"

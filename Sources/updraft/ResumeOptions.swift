@@ -38,11 +38,11 @@ struct ResumeOptions {
 /// For tests of kill and resume: with UPDRAFT_PAUSE_AFTER_MINI_BATCH=K in the environment, `train`
 /// stops after its K-th mini-batch (counted in this process), says so on stderr, and waits there
 /// until it is killed. Checkpoints due up to mini-batch K-1 are on disk by then.
-func pauseForTestsIfAsked(_ handle: @escaping (UpdateContext) -> Void) -> (UpdateContext) -> Void {
+func pauseForTestsIfAsked(_ handle: @escaping @Sendable (UpdateContext) -> Void) -> @Sendable (UpdateContext) -> Void {
     guard let text = ProcessInfo.processInfo.environment["UPDRAFT_PAUSE_AFTER_MINI_BATCH"], let k = Int(text), k > 0 else {
         return handle
     }
-    var seen = 0
+    nonisolated(unsafe) var seen = 0  // handlers run one at a time, on the training thread
     return { ctx in
         handle(ctx)
         guard ctx.event == .miniBatchEnd else { return }

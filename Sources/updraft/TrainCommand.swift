@@ -161,7 +161,7 @@ let trainCommand = CLICommand(CommandSpec(
     print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
     let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
-                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked(progress.handle), warning: progress.warn))
+                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked { progress.handle($0) }, warning: { progress.warn($0) }))
     // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
     // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).
     let signals = StopSignals(ranks == nil ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGHUP]) { s in

@@ -5,8 +5,9 @@ import UpdraftCommandLine
 /// Prints training progress: on a terminal, a progress bar during each epoch with elapsed time, ETA
 /// and images/s (off a terminal, the same as a plain line every few seconds); after each epoch a
 /// table row (epoch, train loss, train accuracy, validation loss and accuracy, images/s, device).
-/// Also writes every event to the JSON Lines log when one is given.
-final class TrainingProgressPrinter {
+/// Also writes every event to the JSON Lines log when one is given. Its state is touched only by
+/// the training thread, which calls the handlers one at a time.
+final class TrainingProgressPrinter: @unchecked Sendable {
     let epochs: Int
     let batchesPerEpoch: Int
     let device: String
@@ -46,7 +47,7 @@ final class TrainingProgressPrinter {
             log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
                                                 "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
             print(row(Self.columns))
-            fflush(stdout)
+            StandardOutput.flush()
         case .miniBatchEnd:
             guard let m = ctx.metrics else { return }
             log?.write(event: "miniBatchEnd", ["epoch": m.epochIndex, "batch": m.miniBatchIndex ?? 0, "loss": m.lossValue])
@@ -59,12 +60,12 @@ final class TrainingProgressPrinter {
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
                 let line = "  epoch \(m.epochIndex + 1)/\(epochs) [\(bar)] \(done)/\(batchesPerEpoch) loss \(loss)  \(estimate.summary)"
                 print("\r" + line.padding(toLength: max(line.count, 100), withPad: " ", startingAt: 0), terminator: "")
-                fflush(stdout)
+                StandardOutput.flush()
             } else if now - lastPlainLine >= plainInterval {
                 // Piped or redirected (a batch job's log): a whole line every few seconds instead of a bar.
                 lastPlainLine = now
                 print("  epoch \(m.epochIndex + 1)/\(epochs)  batch \(done)/\(batchesPerEpoch)  loss \(loss)  \(estimate.summary)")
-                fflush(stdout)
+                StandardOutput.flush()
             }
         case .epochEnd:
             guard let m = ctx.metrics else { return }
@@ -83,7 +84,7 @@ final class TrainingProgressPrinter {
             func pct(_ v: Double?) -> String { v.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
             print(row(["\(m.epochIndex + 1)/\(epochs)", f(m.meanLoss), pct(m.trainingAccuracy), f(m.validationLoss),
                        pct(m.validationAccuracy), f(m.examplesPerSecond, 1), m.device ?? device]))
-            fflush(stdout)
+            StandardOutput.flush()
         default:
             break
         }
@@ -92,7 +93,7 @@ final class TrainingProgressPrinter {
     /// A device that failed and the fallback taken: one line on stderr (after clearing the progress
     /// bar on a terminal), and a "warning" event in the log.
     func warn(_ message: String) {
-        if interactive { print("\r" + String(repeating: " ", count: 100) + "\r", terminator: ""); fflush(stdout) }
+        if interactive { print("\r" + String(repeating: " ", count: 100) + "\r", terminator: ""); StandardOutput.flush() }
         printError("warning: \(message)")
         log?.write(event: "warning", ["message": message])
     }

@@ -9,6 +9,7 @@ let commands: [CLICommand] = [
     gradcheckCommand,
     createCommand,
     inspectCommand,
+    makeUpdatableCommand,
     reinitCommand,
     trainCommand,
     evaluateCommand,

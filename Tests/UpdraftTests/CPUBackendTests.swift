@@ -258,7 +258,7 @@ final class CPUBackendTests: XCTestCase {
         for a in [Activation.relu, .leakyReLU(alpha: 0.1), .sigmoid, .tanh, .linear(alpha: 1.5, beta: -0.25)] {
             try be.activationForward(a, input: xb, output: yb, count: count)
             let y = try be.download(yb)
-            assertClose(y, Reference.activationForward(a, input: double(x)), atol: 1e-6, rtol: 1e-5, "\(a) y")
+            assertClose(y, try Reference.activationForward(a, input: double(x)), atol: 1e-6, rtol: 1e-5, "\(a) y")
             try be.activationBackward(a, input: xb, output: yb, outputGradient: dyb, inputGradient: dxb, count: count)
             assertClose(try be.download(dxb), try Reference.activationBackward(a, input: double(x), output: double(y),
                                                                               outputGradient: double(dy)),
@@ -404,12 +404,11 @@ final class CPUBackendTests: XCTestCase {
         let ipx = random(64 * 300, seed: 173), ipw = random(250 * 300, seed: 174)
         let expected = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: double(b))
         let ipExpected = try Reference.innerProductForward(ip, input: double(ipx), weights: double(ipw), bias: nil)
-        let backends = [CPUBackend(), CPUBackend()]
-        var results = [[Float]](repeating: [], count: 2), ipResults = results
-        let lock = NSLock()
+        let backends = UncheckedSendable([CPUBackend(), CPUBackend()])  // one per thread
+        let outputs = Locked((conv: [[Float]](repeating: [], count: 2), ip: [[Float]](repeating: [], count: 2)))
         DispatchQueue.concurrentPerform(iterations: 2) { i in
             do {
-                let be = backends[i]
+                let be = backends.value[i]
                 let y = try be.makeBuffer(count: g.outputShape.count), ipy = try be.makeBuffer(count: 64 * 250)
                 for _ in 0..<5 {
                     try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w),
@@ -418,14 +417,14 @@ final class CPUBackendTests: XCTestCase {
                                                bias: nil, output: ipy)
                 }
                 let (r, q) = (try be.download(y), try be.download(ipy))
-                lock.lock(); results[i] = r; ipResults[i] = q; lock.unlock()
+                outputs.mutate { $0.conv[i] = r; $0.ip[i] = q }
             } catch {
                 XCTFail("backend \(i): \(error)")
             }
         }
         for i in 0..<2 {
-            assertClose(results[i], expected, "concurrent convolution \(i)")
-            assertClose(ipResults[i], ipExpected, "concurrent inner product \(i)")
+            assertClose(outputs.value.conv[i], expected, "concurrent convolution \(i)")
+            assertClose(outputs.value.ip[i], ipExpected, "concurrent inner product \(i)")
         }
         XCTAssertEqual(CPUKernels.blasThreadCount, before)
     }

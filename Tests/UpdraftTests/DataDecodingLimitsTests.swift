@@ -100,17 +100,16 @@ final class DataDecodingLimitsTests: XCTestCase {
     /// and a reservation larger than the budget runs alone instead of failing.
     func testDecodeMemoryBudgetBoundsConcurrentReservations() {
         let budget = DecodeMemoryBudget(bytes: 1000)
-        let lock = NSLock()
-        var inside = 0, peak = 0
+        let load = Locked((inside: 0, peak: 0))
         DispatchQueue.concurrentPerform(iterations: 24) { i in
             let amount = i % 6 == 0 ? 5000 : 400
             budget.withReservation(amount) {
-                lock.lock(); inside += min(amount, 1000); peak = max(peak, inside); lock.unlock()
+                load.mutate { $0.inside += min(amount, 1000); $0.peak = max($0.peak, $0.inside) }
                 usleep(2000)
-                lock.lock(); inside -= min(amount, 1000); lock.unlock()
+                load.mutate { $0.inside -= min(amount, 1000) }
             }
         }
-        XCTAssertLessThanOrEqual(peak, 1000)
+        XCTAssertLessThanOrEqual(load.value.peak, 1000)
         XCTAssertLessThanOrEqual(budget.peakReserved, 1000)
         XCTAssertGreaterThan(budget.peakReserved, 0)
     }

@@ -99,7 +99,7 @@ final class HardeningFilesTests: XCTestCase {
             for i in 0..<4 {
                 let png = try ImageEncoder.png(width: 16, height: 16, colorType: .rgb,
                                                samples: [UInt8](repeating: UInt8(base + i), count: 768))
-                FileManager.default.createFile(atPath: dir.appendingPathComponent("\(i).png").path, contents: Data(png))
+                XCTAssertTrue(FileManager.default.createFile(atPath: dir.appendingPathComponent("\(i).png").path, contents: Data(png)))
             }
         }
         return data

@@ -81,7 +81,7 @@ final class HardeningMessagesTests: XCTestCase {
             try FileManager.default.createDirectory(at: folder.appendingPathComponent(label), withIntermediateDirectories: true)
         }
         let png = try ImageEncoder.png(width: 16, height: 16, colorType: .rgb, samples: [UInt8](repeating: 9, count: 768))
-        FileManager.default.createFile(atPath: folder.appendingPathComponent("no/a.png").path, contents: Data(png))
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder.appendingPathComponent("no/a.png").path, contents: Data(png)))
         let ds = try ModelDataset(model: try CoreMLModel(contentsOf: Fixtures.url("conv_image_classifier.mlmodel")), path: folder)
         XCTAssertTrue(ds.warnings.contains { $0.contains("class folder 'yes'") && $0.contains("has no images") }, "\(ds.warnings)")
     }

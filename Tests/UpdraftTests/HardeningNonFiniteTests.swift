@@ -49,12 +49,12 @@ final class HardeningNonFiniteTests: XCTestCase {
         var config = UpdateConfiguration()
         config.checkpointEvery = 1
         config.checkpointURL = folder.appendingPathComponent("checkpoint.mlmodel")
-        var losses: [Double] = []
+        let losses = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(progress: {
             if $0.event == .miniBatchEnd, let m = $0.metrics { losses.append(m.lossValue) }
         }))
         let context = task.run()
-        XCTAssertEqual(context.task.state, .failed, "losses: \(losses)")
+        XCTAssertEqual(context.task.state, .failed, "losses: \(losses.value)")
         let message = "\(context.error.map { "\($0)" } ?? "")"
         XCTAssertTrue(message.contains("not a finite number") && message.contains("training stopped at"), message)
         XCTAssertEqual((context.error as? UpdraftError)?.kind, .data)

@@ -78,7 +78,7 @@ final class HardeningSizeTests: XCTestCase {
             let dir = data.appendingPathComponent(label)
             try fm.createDirectory(at: dir, withIntermediateDirectories: true)
             let png = try ImageEncoder.png(width: 16, height: 16, colorType: .rgb, samples: [UInt8](repeating: label == "no" ? 20 : 220, count: 768))
-            fm.createFile(atPath: dir.appendingPathComponent("a.png").path, contents: Data(png))
+            XCTAssertTrue(fm.createFile(atPath: dir.appendingPathComponent("a.png").path, contents: Data(png)))
         }
         let cache = Self.folder.appendingPathComponent("cache")
         func run(_ args: [String]) throws -> CommandRun { try runUpdraft(args, cacheDirectory: cache) }

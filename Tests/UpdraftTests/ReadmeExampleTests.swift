@@ -10,8 +10,8 @@ final class ReadmeExampleTests: XCTestCase {
 
     /// The README's example, as in the README (indented into this function).
     private func readmeExample() throws -> [String] {
-        var printed: [String] = []
-        func print(_ line: String) { printed.append(line) }
+        let printed = Locked<[String]>([])
+        @Sendable func print(_ line: String) { printed.append(line) }
         // README example begins
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: "SqueezeNet.mlmodel"))
         let data = try ModelDataset(model: model, path: URL(fileURLWithPath: "train")).provider
@@ -37,7 +37,7 @@ final class ReadmeExampleTests: XCTestCase {
         task.resume()   // trains on a background thread; task.cancel() still delivers the model trained so far
         task.wait()
         // README example ends
-        return printed
+        return printed.value
     }
 
     func testTheExampleRunsAsWrittenAndAnnealsOncePerEpoch() throws {
@@ -67,6 +67,19 @@ final class ReadmeExampleTests: XCTestCase {
         let trained = try CoreMLModel(contentsOf: dir.appendingPathComponent("Trained.mlmodel"))
         XCTAssertEqual(trained.updatableLayerNames, ["conv10", "fullyconnected0"])
         XCTAssertTrue(fm.fileExists(atPath: dir.appendingPathComponent("Trained.history.json").path))
+    }
+
+    /// Examples/FineTune (built and run in Swift 6 mode by `make example`) holds the README's example verbatim.
+    func testTheExamplePackageHoldsTheReadmeExample() throws {
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try XCTUnwrap(readme.range(of: "## From Swift"), "README has a From Swift section")
+        let rest = readme[section.upperBound...]
+        let start = try XCTUnwrap(rest.range(of: "```swift\n"))
+        let end = try XCTUnwrap(rest[start.upperBound...].range(of: "```"))
+        let example = try String(contentsOf: Self.packageRoot.appendingPathComponent("Examples/FineTune/Sources/FineTune/main.swift"),
+                                 encoding: .utf8)
+        XCTAssertEqual(example, String(rest[start.upperBound..<end.lowerBound]),
+                       "Examples/FineTune/Sources/FineTune/main.swift must be README.md's From Swift example, verbatim")
     }
 
     func testTheReadmeShowsThisExampleLineForLine() throws {

@@ -106,12 +106,12 @@ final class ReportingPlotTests: XCTestCase {
     func testTrainingHistoryKeepsEachEpochsMiniBatchLosses() throws {
         let (_, model) = try GoldenRun.load("branches_sgd")
         let data = try ArrayBatchProvider(examples: try GoldenRun.load("branches_sgd").0.examples)
-        var losses: [Double] = []
+        let losses = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: data, handlers: UpdateHandlers(
             events: [.miniBatchEnd], progress: { losses.append($0.metrics!.lossValue) }))
         XCTAssertEqual(task.run().task.state, .completed)
         XCTAssertEqual(task.history.epochs.count, 2)
-        XCTAssertEqual(task.history.epochs.flatMap { $0.miniBatchLosses ?? [] }, losses)
+        XCTAssertEqual(task.history.epochs.flatMap { $0.miniBatchLosses ?? [] }, losses.value)
     }
 
     func testPlotCommandWritesAPNGAndNamesAMissingHistory() throws {

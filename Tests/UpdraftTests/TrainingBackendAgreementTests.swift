@@ -16,12 +16,12 @@ final class TrainingBackendAgreementTests: XCTestCase {
         // 2 examples, one per step, shuffled: 20 steps over 10 epochs (the Double reference is slow in
         // debug builds); a learning rate high enough to move the loss.
         config.parameters = [.miniBatchSize: .int(1), .epochs: .int(10), .learningRate: .double(0.05), .momentum: .double(0.9)]
-        var losses: [Double] = []
+        let losses = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
             events: [.miniBatchEnd], progress: { losses.append($0.metrics!.lossValue) }))
         let final = task.run()
         XCTAssertEqual(final.task.state, .completed, "\(final.error.map { "\($0)" } ?? "")")
-        return Array(losses.prefix(steps))
+        return Array(losses.value.prefix(steps))
     }
 
     func assertAgree(_ a: [Double], _ b: [Double], _ what: String, file: StaticString = #filePath, line: UInt = #line) {

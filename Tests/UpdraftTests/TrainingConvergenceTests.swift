@@ -32,12 +32,12 @@ final class TrainingConvergenceTests: XCTestCase {
         config.validationData = validation
         let cpu = CPUBackend()
         config.backends = (cpu, cpu)
-        var accuracies: [Double] = []
+        let accuracies = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: train, configuration: config, handlers: UpdateHandlers(
             events: [.epochEnd], progress: { accuracies.append($0.metrics!.validationAccuracy ?? 0) }))
         let final = task.run()
         XCTAssertEqual(final.task.state, .completed, "\(final.error.map { "\($0)" } ?? "")")
-        XCTAssertGreaterThan(accuracies.last ?? 0, 0.9, "validation accuracy by epoch: \(accuracies)")
-        XCTAssertLessThan(accuracies.first ?? 1, accuracies.last ?? 0)
+        XCTAssertGreaterThan(accuracies.value.last ?? 0, 0.9, "validation accuracy by epoch: \(accuracies.value)")
+        XCTAssertLessThan(accuracies.value.first ?? 1, accuracies.value.last ?? 0)
     }
 }

@@ -113,12 +113,12 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     func testFailureWhileTakingTheSnapshotRedoesTheStep() throws {
         // Count the downloads of an undisturbed run: the last ones of each step are its snapshot.
         let counter = FailingBackend(ReferenceBackend())
-        var downloadsAfterStep: [Int] = []
+        let downloadsAfterStep = Locked<[Int]>([])
         let task = UpdateTask(model: try model.get(), trainingData: try data.get(), configuration: {
             var c = UpdateConfiguration(); c.backends = (counter, counter); c.fallbacks = [ReferenceBackend()]; return c
-        }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { _ in downloadsAfterStep.append(counter.calls[.download] ?? 0) }))
+        }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { [counter = UncheckedSendable(counter)] _ in downloadsAfterStep.append(counter.value.calls[.download] ?? 0) }))
         XCTAssertEqual(task.run().task.state, .completed)
-        let failing = FailingBackend(ReferenceBackend(), failing: .download, onCall: downloadsAfterStep[2], deadAfterFailure: true)
+        let failing = FailingBackend(ReferenceBackend(), failing: .download, onCall: downloadsAfterStep.value[2], deadAfterFailure: true)
         let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()] }
         assertSameTraining(recovered, try baseline(ReferenceBackend()), tolerance: 0, "snapshot failure")
         assertOneWarning(recovered, mentions: ["epoch 1 mini-batch 3"])
@@ -136,10 +136,11 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         // With 10 examples the third batch of each epoch is short (2) and gets buffers of its own.
         let data = try SqueezeShaped.data(count: 10)
         let counter = FailingBackend(CPUBackend())
-        var buffersAfterStep: [Int] = []
+        let recordedBuffers = Locked<[Int]>([])
         _ = UpdateTask(model: try model.get(), trainingData: data, configuration: {
             var c = UpdateConfiguration(); c.backends = (counter, counter); c.shortLastBatch = true; return c
-        }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { _ in buffersAfterStep.append(counter.calls[.makeBuffer] ?? 0) })).run()
+        }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { [counter = UncheckedSendable(counter)] _ in recordedBuffers.append(counter.value.calls[.makeBuffer] ?? 0) })).run()
+        let buffersAfterStep = recordedBuffers.value
         XCTAssertGreaterThan(buffersAfterStep[2], buffersAfterStep[1], "the short batch allocates")
         let midway = FailingBackend(CPUBackend(), failing: .makeBuffer, onCall: buffersAfterStep[1] + 1, error: oom)
         let recovered = try TrainingRun.train(try model.get(), data) { $0.backends = (midway, midway); $0.shortLastBatch = true }

@@ -28,14 +28,16 @@ final class TrainingResumeTests: XCTestCase {
     /// Trains with the SqueezeNet-shaped model: a handler anneals the learning rate at every epoch's
     /// end (resume(withParameters:)), and cancels once `stopAfter` mini-batches are done.
     func train(_ make: (UpdateHandlers) throws -> UpdateTask, stopAfter: Int? = nil) throws -> (Outcome, UpdateTask) {
-        var outcome = Outcome()
-        var steps = 0
+        let recorded = Locked((outcome: Outcome(), steps: 0))
         let handlers = UpdateHandlers(progress: { ctx in
             switch ctx.event {
             case .miniBatchEnd:
-                outcome.losses.append(ctx.metrics!.lossValue)
-                outcome.learningRates.append(ctx.parameters.learningRate)
-                steps += 1
+                let steps = recorded.mutate { r in
+                    r.outcome.losses.append(ctx.metrics!.lossValue)
+                    r.outcome.learningRates.append(ctx.parameters.learningRate)
+                    r.steps += 1
+                    return r.steps
+                }
                 if steps == stopAfter { ctx.task.cancel() }
             case .epochEnd:
                 try? ctx.task.resume(withParameters: [.learningRate: .double(ctx.parameters.learningRate * 0.5)])
@@ -45,6 +47,7 @@ final class TrainingResumeTests: XCTestCase {
         let task = try make(handlers)
         let final = task.run()
         XCTAssertNil(final.error)
+        var outcome = recorded.value.outcome
         for name in Self.trained {
             let (w, b) = try task.weights(ofLayer: name)
             outcome.weights[name] = w.data + (b?.data ?? [])

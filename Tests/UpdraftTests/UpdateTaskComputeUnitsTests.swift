@@ -10,11 +10,11 @@ final class UpdateTaskComputeUnitsTests: XCTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
         configure(&config)
-        var epochs: [TrainingMetrics] = [], warnings: [String] = []
+        let epochs = Locked<[TrainingMetrics]>([]), warnings = Locked<[String]>([])
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: golden.examples),
                               configuration: config, handlers: UpdateHandlers(
                                 events: [.epochEnd], progress: { epochs.append($0.metrics!) }, warning: { warnings.append($0) }))
-        return (task.run(), epochs, warnings)
+        return (task.run(), epochs.value, warnings.value)
     }
 
     func testTheDefaultIsCoreMLsAll() {

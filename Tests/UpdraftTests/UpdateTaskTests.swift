@@ -10,8 +10,8 @@ final class UpdateTaskTests: XCTestCase {
 
     func testEventsInOrderAndCompletion() throws {
         let (_, model, data) = try golden()
-        var events: [String] = []
-        var completed: UpdateTaskState?
+        let events = Locked<[String]>([])
+        let completed = Locked<UpdateTaskState?>(nil)
         let task = UpdateTask(model: model, trainingData: data, handlers: UpdateHandlers(
             progress: { ctx in
                 switch ctx.event {
@@ -22,32 +22,33 @@ final class UpdateTaskTests: XCTestCase {
                 }
                 XCTAssertEqual(ctx.task.state, .suspended, "handlers see a suspended task, as in Core ML")
             },
-            completion: { ctx in completed = ctx.task.state }))
+            completion: { ctx in completed.mutate { $0 = ctx.task.state } }))
         task.resume()
         let final = task.wait()
         XCTAssertNil(final.error)
-        XCTAssertEqual(events, ["begin", "batch0.0", "batch0.1", "epoch0", "batch1.0", "batch1.1", "epoch1"])
-        XCTAssertEqual(completed, .completed)
+        XCTAssertEqual(events.value, ["begin", "batch0.0", "batch0.1", "epoch0", "batch1.0", "batch1.1", "epoch1"])
+        XCTAssertEqual(completed.value, .completed)
         XCTAssertEqual(task.history.epochs.count, 2)
     }
 
     func testEventMaskFiltersHandlers() throws {
         let (_, model, data) = try golden()
-        var count = 0
+        let count = Locked(0)
         let task = UpdateTask(model: model, trainingData: data,
-                              handlers: UpdateHandlers(events: [.epochEnd], progress: { _ in count += 1 }))
+                              handlers: UpdateHandlers(events: [.epochEnd], progress: { _ in count.mutate { $0 += 1 } }))
         task.run()
-        XCTAssertEqual(count, 2)
+        XCTAssertEqual(count.value, 2)
     }
 
     func testEpochMetricsReportMeanAndLastLossAndAccuracy() throws {
         let (golden, model, data) = try golden()
         var config = UpdateConfiguration()
         config.validationData = data
-        var epochs: [TrainingMetrics] = []
+        let recorded = Locked<[TrainingMetrics]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config,
-                              handlers: UpdateHandlers(events: [.epochEnd], progress: { epochs.append($0.metrics!) }))
+                              handlers: UpdateHandlers(events: [.epochEnd], progress: { recorded.append($0.metrics!) }))
         XCTAssertEqual(task.run().task.state, .completed)
+        let epochs = recorded.value
         XCTAssertEqual(epochs[0].lossValue, golden.losses[1], accuracy: 1e-5, "lossValue is the last batch's, as Core ML")
         XCTAssertEqual(epochs[0].meanLoss!, (golden.losses[0] + golden.losses[1]) / 2, accuracy: 1e-5)
         XCTAssertNotNil(epochs[0].trainingAccuracy)
@@ -89,7 +90,7 @@ final class UpdateTaskTests: XCTestCase {
             if step == 1 { try p.set(.learningRate, .double(0.02), descriptions: graph.hyperparameters) }
             _ = try executor.trainStep(try data.batch(at: start..<start + 4), parameters: p)
         }
-        var seenRates: [Double] = []
+        let seenRates = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: data, handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { ctx in
             seenRates.append(ctx.parameters.learningRate)
             if ctx.metrics!.miniBatchIndex == 0 && ctx.metrics!.epochIndex == 0 {
@@ -101,28 +102,28 @@ final class UpdateTaskTests: XCTestCase {
             }
         }))
         XCTAssertEqual(task.run().task.state, UpdateTaskState.completed)
-        XCTAssertEqual(seenRates, [0.1, 0.02, 0.02, 0.02])
+        XCTAssertEqual(seenRates.value, [0.1, 0.02, 0.02, 0.02])
         XCTAssertEqual(try task.weights(ofLayer: "fc").weights, try executor.weights(ofLayer: "fc").weights)
     }
 
     func testCancelCallsCompletionWithPartialModel() throws {
         let (_, model, data) = try golden()
-        var completionState: UpdateTaskState?
-        var completionModel: CoreMLModel?
+        let completionState = Locked<UpdateTaskState?>(nil)
+        let completionModel = Locked<CoreMLModel?>(nil)
         let task = UpdateTask(model: model, trainingData: data, handlers: UpdateHandlers(
             progress: { ctx in if ctx.event == .miniBatchEnd { ctx.task.cancel() } },
-            completion: { ctx in completionState = ctx.task.state; completionModel = try? ctx.model() }))
+            completion: { ctx in completionState.mutate { $0 = ctx.task.state }; completionModel.mutate { $0 = try? ctx.model() } }))
         task.resume()
         task.wait()
-        XCTAssertEqual(completionState, .cancelled)
+        XCTAssertEqual(completionState.value, .cancelled)
         XCTAssertEqual(task.history.epochs.count, 0, "stopped after the first mini-batch")
         // The completion's model holds one step of training, not the original weights.
         let graph = try NetworkGraph(model: model)
         let executor = try Executor(training: try TrainingGraph(graph: graph), optimizer: .sgd, backend: ReferenceBackend())
         _ = try executor.trainStep(try data.batch(at: 0..<4),
                                    parameters: try TrainingParameters(optimizer: .sgd, hyperparameters: graph.hyperparameters))
-        XCTAssertEqual(try completionModel!.weights(ofLayer: "fc"), try executor.weights(ofLayer: "fc").weights)
-        XCTAssertNotEqual(try completionModel!.weights(ofLayer: "fc"), try model.weights(ofLayer: "fc"))
+        XCTAssertEqual(try completionModel.value!.weights(ofLayer: "fc"), try executor.weights(ofLayer: "fc").weights)
+        XCTAssertNotEqual(try completionModel.value!.weights(ofLayer: "fc"), try model.weights(ofLayer: "fc"))
     }
 
     func testSameSeedSameLossesAndFeatureCacheChangesNothing() throws {
@@ -132,11 +133,11 @@ final class UpdateTaskTests: XCTestCase {
             config.parameters = [.shuffle: .bool(true), .seed: .int(Int64(seed))]
             config.featureCache = cache
             if flips { config.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9) }
-            var out: [Double] = []
+            let out = Locked<[Double]>([])
             let task = UpdateTask(model: model, trainingData: data, configuration: config,
                                   handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { out.append($0.metrics!.lossValue) }))
             XCTAssertEqual(task.run().task.state, .completed)
-            return out
+            return out.value
         }
         let a = losses(seed: 5, cache: true)
         XCTAssertEqual(a, losses(seed: 5, cache: true), "same seed, same losses")

@@ -21,6 +21,8 @@ public struct ModelBuilder {
     public var specificationVersion: Int32 = 4
     /// Per-example shape of every blob so far, `[1, C, H, W]`.
     public private(set) var shapes: [String: Shape]
+    /// Logical (N-D) shape of every blob so far (LogicalShape).
+    public private(set) var logicalShapes: [String: LogicalShape] = [:]
     /// The most recent layer's output: the default input of the next layer.
     public private(set) var lastOutput: String
     private var rng: SplitMix64
@@ -34,7 +36,9 @@ public struct ModelBuilder {
         lastOutput = input.name
         shapes = [:]
         let probe = CoreMLModel(spec: ModelSpec(specificationVersion: 4, description: description, isUpdatable: false, network: network))
-        shapes[input.name] = try NetworkGraph.resolveInput(probe).shape
+        let resolved = try NetworkGraph.resolveInput(probe)
+        shapes[input.name] = resolved.shape
+        logicalShapes[input.name] = resolved.logicalShape
     }
 
     /// Sets the image scaler for the (image) input: y = channelScale * pixel + bias.
@@ -61,10 +65,12 @@ public struct ModelBuilder {
         guard layer.outputs.count == 1, shapes[layer.outputs[0]] == nil else {
             throw UpdraftError(.invalidArgument, "layer '\(layer.name)' must write one new blob, not \(layer.outputs)")
         }
-        let g = try ShapeInference.layer(layer, index: network.layers.count, inputShapes: inputShapes)
+        let g = try ShapeInference.layer(layer, index: network.layers.count, inputShapes: inputShapes,
+                                         inputLogicalShapes: layer.inputs.compactMap { logicalShapes[$0] })
         layerIndex[layer.name] = network.layers.count
         network.layers.append(layer)
         shapes[g.output] = g.outputShape
+        logicalShapes[g.output] = g.outputLogicalShape
         lastOutput = g.output
         return g.output
     }
@@ -113,11 +119,18 @@ public struct ModelBuilder {
         return try add(LayerSpec(name: name, inputs: [source], outputs: [output ?? name], params: .innerProduct(params)))
     }
 
+    /// An element-wise function: an activation layer for the ActivationParams kinds, a clip layer for
+    /// `.clip`, a unary layer for `.unary`.
     @discardableResult
     public mutating func activation(_ name: String, _ activation: Activation, input: String? = nil,
                                     output: String? = nil) throws -> String {
-        try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name],
-                          params: .activation(ActivationLayerParams(activation))))
+        let params: LayerParams
+        switch activation {
+        case let .clip(lo, hi): params = .clip(minVal: lo, maxVal: hi)
+        case let .unary(f): params = .unary(UnaryFunctionLayerParams(f))
+        default: params = .activation(ActivationLayerParams(activation))
+        }
+        return try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name], params: params))
     }
 
     /// Pooling; `kind` MAX or AVERAGE. For global pooling pass `global: true` (kernel and stride ignored).

@@ -130,7 +130,7 @@ public struct ModelMutator {
         0, 1, 2, 3, 4, 7, 8, 16, 255, 256, 1000, 65_535, 65_536, 1 << 24, (1 << 24) + 1, (1 << 31) - 1, 1 << 31, 1 << 32,
         1 << 46, 1 << 62, UInt64(Int64.max), UInt64.max, UInt64(bitPattern: -2), UInt64(bitPattern: -8),
     ]
-    static let interestingFloats: [Float] = [0, -0, 1, -1, .nan, .infinity, -.infinity, .greatestFiniteMagnitude, 1e-45, 1e30]
+    static let interestingFloats: [Float] = [0, -0, 1, -1, .nan, .infinity, -.infinity, .greatestFiniteMagnitude, .leastNonzeroMagnitude, 1e30]
 
     /// 1 to 4 mutations of `bytes`.
     public mutating func mutate(_ bytes: [UInt8]) -> [UInt8] {

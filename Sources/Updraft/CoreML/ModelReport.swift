@@ -140,6 +140,8 @@ public struct ModelReport: Encodable, Sendable {
             if p.global { return "pooling \(p.typeName.lowercased()) global" }
             return "pooling \(p.typeName.lowercased()) \(p.kernelSize.map(String.init).joined(separator: "x"))"
         case let .activation(a): return "activation \(a.activation.map { "\($0)" } ?? a.typeName)"
+        case let .clip(lo, hi): return "clip(\(lo), \(hi))"
+        case let .unary(u): return "unary \(u.function.map { "\($0)" } ?? "type \(u.type)")"
         default: return l.typeName
         }
     }

@@ -98,7 +98,7 @@ public final class BatchPrefetcher: @unchecked Sendable {
             condition.unlock()
             results.withUnsafeMutableBufferPointer { out in
                 let out = out  // each iteration writes only its own entry
-                DispatchQueue.concurrentPerform(iterations: indices.count) { k in
+                forkJoin(iterations: indices.count) { k in
                     out[k] = Result { try load(indices[k]) }
                 }
             }

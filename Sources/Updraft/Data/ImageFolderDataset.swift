@@ -301,7 +301,7 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
         var failures = [UpdraftError?](repeating: nil, count: urls.count)
         failures.withUnsafeMutableBufferPointer { errors in
             let errors = errors  // each iteration writes only its own entry
-            DispatchQueue.concurrentPerform(iterations: urls.count) { i in
+            forkJoin(iterations: urls.count) { i in
                 do {
                     let header = try ImageHeader(contentsOfFile: urls[i].path, limits: limits)
                     _ = try budget.withReservation(header.decodeBytes) {

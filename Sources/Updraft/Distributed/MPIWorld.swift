@@ -70,7 +70,8 @@ public final class MPIWorld: @unchecked Sendable {
 
     /// A collective queued on the MPI queue; `wait` gives its result or throws a `.ranks` error when
     /// the other ranks do not answer within the world's timeout.
-    final class Pending<T> {
+    /// The outcome is written before `done` is signalled and read after waiting for it.
+    final class Pending<T>: @unchecked Sendable {
         private let done = DispatchSemaphore(value: 0)
         private var outcome: Result<T, Error>?
         let what: String
@@ -100,7 +101,8 @@ public final class MPIWorld: @unchecked Sendable {
     /// Queues `body` on the MPI queue and returns at once.
     func start<T>(_ what: String, _ body: @escaping () throws -> T) -> Pending<T> {
         let p = Pending<T>(what, world: self)
-        queue.async { p.finish(Result { try body() }) }
+        let body = UncheckedSendable(body)  // runs once, on the MPI queue
+        queue.async { p.finish(Result { try body.value() }) }
         return p
     }
 

@@ -51,18 +51,22 @@ extension NetworkGraph {
         let order = try NetworkGraph.topologicalOrder(network.layers, producer: producer)
 
         var shapes: [String: Shape] = [input.name: input.shape]
+        var logicalShapes: [String: LogicalShape] = [input.name: input.logicalShape]
         var layers: [GraphLayer] = []
         layers.reserveCapacity(order.count)
         for i in order {
             let layer = network.layers[i]
             let inputShapes = layer.inputs.map { shapes[$0]! }  // every input was checked above and precedes i
-            let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes)
+            let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes,
+                                             inputLogicalShapes: layer.inputs.map { logicalShapes[$0]! })
             shapes[g.output] = g.outputShape
+            logicalShapes[g.output] = g.outputLogicalShape
             layers.append(g)
         }
         self.layers = layers
         lookup = GraphLookup(layers)  // didSet does not run in an initializer
         blobShapes = shapes
+        blobLogicalShapes = logicalShapes
 
         loss = nil
         lossProblem = nil
@@ -88,6 +92,7 @@ extension NetworkGraph {
         }
         let what = "input '\(feature.name)'"
         let shape: Shape
+        let logical: LogicalShape
         var preprocessing: InputPreprocessing? = nil
         let pre = model.spec.network.preprocessing.first { $0.featureName == feature.name || $0.featureName.isEmpty }
         if pre?.hasMeanImage == true {
@@ -100,24 +105,18 @@ extension NetworkGraph {
                 throw UpdraftError(.unsupported, "\(what) has \(image.colorSpace)")
             }
             shape = try LayerShapes.checkedShape([1, channels, image.height, image.width], "\(what) (image)")
+            logical = LogicalShape(canonical: shape)
             if let s = pre?.scaler {
                 preprocessing = InputPreprocessing(scale: s.channelScale, bias: s.biases(for: image.colorSpace))
             }
         case let .multiArray(array):
-            let d = array.shape
-            switch d.count {
-            case 1: shape = try LayerShapes.checkedShape([1, d[0], 1, 1], "\(what) (multi-array)")
-            case 3: shape = try LayerShapes.checkedShape([1] + d, "\(what) (multi-array)")
-            case 4 where d[0] == 1: shape = try LayerShapes.checkedShape(d, "\(what) (multi-array)")
-            case 5 where d[0] == 1 && d[1] == 1: shape = try LayerShapes.checkedShape([1] + d.suffix(3), "\(what) (multi-array)")
-            default:
-                throw UpdraftError(.unsupported,
-                    "\(what) is a multi-array of shape \(d); Updraft reads shapes [C], [C, H, W], [1, C, H, W] and [1, 1, C, H, W]")
-            }
+            logical = try LogicalShape.input(multiArray: array.shape, what)
+            _ = try LayerShapes.checkedShape(array.shape, "\(what) (multi-array)")
+            shape = try LayerShapes.checkedShape(logical.canonical.dims, "\(what) (multi-array)")
         default:
             throw UpdraftError(.unsupported, "\(what) is \(feature.type); Updraft trains on image and multi-array inputs")
         }
-        return GraphInput(name: feature.name, feature: feature, shape: shape, preprocessing: preprocessing)
+        return GraphInput(name: feature.name, feature: feature, shape: shape, logicalShape: logical, preprocessing: preprocessing)
     }
 
     // MARK: Order

@@ -24,6 +24,8 @@ public enum LayerOp: Hashable, Sendable {
     case add
     /// Element-wise product of all inputs (same shape), folded pairwise with Backend.elementwise(.multiply).
     case multiply
+    /// Layout ops: shape re-labelling (aliases), transpose, softmaxND, concatND (Ops/Layout.swift).
+    case layout(LayoutOp)
 
     public var name: String {
         switch self {
@@ -37,6 +39,7 @@ public enum LayerOp: Hashable, Sendable {
         case .batchnorm: return "batchnorm"
         case .add: return "add"
         case .multiply: return "multiply"
+        case let .layout(l): return l.name
         }
     }
 }
@@ -52,6 +55,9 @@ public struct GraphLayer: Sendable {
     /// Per-example shapes of the inputs, in `inputs` order.
     public var inputShapes: [Shape]
     public var outputShape: Shape
+    /// The inputs' and the output's logical (N-D) shapes, as the model's layers see them (LogicalShape).
+    public var inputLogicalShapes: [LogicalShape]
+    public var outputLogicalShape: LogicalShape
     /// The model marks this layer updatable (only convolution and inner product can be).
     public var isUpdatable: Bool
     /// Convolution `[C_out, C_in/groups, kH, kW]` or inner product `[C_out, C_in]`; nil for other ops.
@@ -88,6 +94,8 @@ public struct GraphInput: Sendable {
     public var feature: FeatureDescription
     /// Per-example shape `[1, C, H, W]`.
     public var shape: Shape
+    /// The shape the model declares (`[1, N]`, `[C, H, W]`, ...; LogicalShape), of which `shape` is the canonical form.
+    public var logicalShape: LogicalShape
     /// The image scaler, resolved to the tensor's channel order (nil: values pass unchanged).
     public var preprocessing: InputPreprocessing?
 }
@@ -130,6 +138,8 @@ public struct NetworkGraph: Sendable {
     public internal(set) var layers: [GraphLayer] { didSet { lookup = GraphLookup(layers) } }
     /// Every blob's per-example shape, the input included.
     public var blobShapes: [String: Shape]
+    /// Every blob's logical (N-D) shape, the input included (`logicalShape(of:)` reads it).
+    public var blobLogicalShapes: [String: LogicalShape]
     /// The loss, when the model has update parameters that Updraft can resolve (see `requireLoss`).
     public var loss: GraphLoss?
     /// Why `loss` is nil although the model has a loss layer.

@@ -99,6 +99,9 @@ public enum CostModel {
         case .batchnorm:
             w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
+        case let .layout(l):
+            w.forward = l.isAlias ? [] : [KernelWork(l.forwardCost(count: count))]
+            if backwardData && !l.isAlias { w.backwardData = [KernelWork(l.backwardCost(count: count))] }
         case .add, .multiply:
             // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
             let k = max(1, layer.inputs.count)

@@ -81,7 +81,7 @@ public struct DataParallelism {
     static func concurrently<T>(_ count: Int, together: Bool = true, _ body: (Int) throws -> T) -> [Result<T, Error>] {
         if count == 1 || !together { return (0..<count).map { i in Result { try body(i) } } }
         let box = ResultBox<T>(count)
-        DispatchQueue.concurrentPerform(iterations: count) { i in
+        forkJoin(iterations: count) { i in
             let r = Result { try body(i) }
             box.set(i, r)
         }

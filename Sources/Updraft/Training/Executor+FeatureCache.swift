@@ -54,7 +54,7 @@ extension Executor {
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))
             for blob in cache.blobs {
                 _ = try value(blob, on: backend, ws: pws)  // on the tail's backend, moved there if the prefix ran elsewhere
-                computed.append(pws.takeValue(blob)!.buffer)
+                computed.append(try pws.takeValue(blob)!.buffer)
             }
             pws.clearValues()
             try cache.store(slice.missing, computed: computed, on: backend)

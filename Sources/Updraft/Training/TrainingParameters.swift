@@ -5,6 +5,17 @@ public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomString
 
     public var description: String { rawValue }
 
+    /// The `updraft make-updatable` option that sets this parameter's allowed values.
+    var makeUpdatableOption: String? {
+        switch self {
+        case .learningRate: return "allowed-learning-rate"
+        case .miniBatchSize: return "allowed-batch-sizes"
+        case .epochs: return "allowed-epochs"
+        case .momentum, .beta1, .beta2, .eps: return "allowed-\(rawValue)"
+        case .shuffle, .seed, .weightDecay: return nil
+        }
+    }
+
     /// Optimizer settings may change during training (`resume(withParameters:)`); the rest are fixed
     /// once training starts, as in Core ML.
     public var isOptimizerSetting: Bool {
@@ -73,7 +84,9 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
         if let d = descriptions.first(where: { $0.key == key.hyperparameterKey }), !d.allows(normalized) {
             throw UpdraftError(.invalidArgument,
                 "\(key) = \(normalized) is not allowed by this model: allowed values are \(d.constraint)",
-                hint: "pick one of the allowed values, or change the model's update parameters")
+                hint: key.makeUpdatableOption.map {
+                    "pick one of the allowed values, or widen them in the model: updraft make-updatable MODEL --\($0) ... --out MODEL (CoreMLModel.makingUpdatable)"
+                } ?? "pick one of the allowed values")
         }
         values[key] = normalized
     }

@@ -27,7 +27,7 @@ public struct UpdateProgressEvent: OptionSet, Hashable, Sendable {
 }
 
 /// What a handler sees (MLUpdateContext).
-public struct UpdateContext {
+public struct UpdateContext: Sendable {
     public let task: UpdateTask
     public let event: UpdateProgressEvent
     public let metrics: TrainingMetrics?
@@ -43,16 +43,19 @@ public struct UpdateContext {
 }
 
 /// Handlers for progress events and completion (MLUpdateProgressHandlers). Handlers run on the
-/// training thread; training waits while they run.
-public struct UpdateHandlers {
+/// training thread; training waits while they run. They are `@Sendable`: in a Swift 6 program a
+/// closure written in main-actor code (top-level code, a view model) is not main-actor isolated
+/// once it is `@Sendable`, so the training thread can call it; to touch main-actor state from a
+/// handler, hop there (`Task { @MainActor in ... }`) or iterate `task.events` instead.
+public struct UpdateHandlers: Sendable {
     public var events: UpdateProgressEvent
-    public var progress: ((UpdateContext) -> Void)?
-    public var completion: ((UpdateContext) -> Void)?
+    public var progress: (@Sendable (UpdateContext) -> Void)?
+    public var completion: (@Sendable (UpdateContext) -> Void)?
     /// Called with each one-line warning (a device that failed and the fallback taken) as it
     /// happens, on the training thread. `UpdateTask.warnings` keeps them all.
-    public var warning: ((String) -> Void)?
-    public init(events: UpdateProgressEvent = .all, progress: ((UpdateContext) -> Void)? = nil,
-                completion: ((UpdateContext) -> Void)? = nil, warning: ((String) -> Void)? = nil) {
+    public var warning: (@Sendable (String) -> Void)?
+    public init(events: UpdateProgressEvent = .all, progress: (@Sendable (UpdateContext) -> Void)? = nil,
+                completion: (@Sendable (UpdateContext) -> Void)? = nil, warning: (@Sendable (String) -> Void)? = nil) {
         self.events = events; self.progress = progress; self.completion = completion; self.warning = warning
     }
 }
@@ -132,7 +135,11 @@ public struct UpdateConfiguration {
 /// every event; `resume(withParameters:)` from a handler changes optimizer settings for the rest of
 /// training; `cancel()` stops after the current mini-batch and — past Core ML — still calls the
 /// completion handler with the model as trained so far.
-public final class UpdateTask {
+///
+/// A task is shared between the caller's thread, the training thread and handlers: its mutable
+/// state is guarded by `lock`, except the session, which only the training thread drives (the
+/// caller reaches it through lock-guarded requests such as `cancel()` and `resume(withParameters:)`).
+public final class UpdateTask: @unchecked Sendable {
     public let originalModel: CoreMLModel
     public let trainingData: BatchProvider
     public let configuration: UpdateConfiguration

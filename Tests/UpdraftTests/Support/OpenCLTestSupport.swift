@@ -5,7 +5,8 @@ import XCTest
 /// The OpenCL context tests run on: the first device (PoCL in CI). OpenCL tests must really run in CI,
 /// so a missing device fails them, unless UPDRAFT_ALLOW_NO_OPENCL=1 says this machine has none on purpose.
 enum OpenCLTestSupport {
-    private static let shared: Result<OpenCLContext, Error> = Result { () throws -> OpenCLContext in
+    /// Created once, on first use; XCTest runs the tests that use it one after another.
+    nonisolated(unsafe) private static let shared: Result<OpenCLContext, Error> = Result { () throws -> OpenCLContext in
         let devices = try OpenCLRuntime.devices()
         let wanted = ProcessInfo.processInfo.environment["UPDRAFT_TEST_DEVICE"].flatMap(Int.init) ?? 0
         guard let device = devices.first(where: { $0.info.index == wanted }) ?? devices.first else {

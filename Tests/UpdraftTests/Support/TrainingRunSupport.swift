@@ -21,7 +21,7 @@ struct TrainingRun {
                       configure: (inout UpdateConfiguration) throws -> Void = { _ in }) throws -> TrainingRun {
         var config = UpdateConfiguration()
         try configure(&config)
-        var losses: [Double] = [], epochs: [TrainingMetrics] = [], seen: [String] = []
+        let losses = Locked<[Double]>([]), epochs = Locked<[TrainingMetrics]>([]), seen = Locked<[String]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
             progress: { ctx in
                 if ctx.event == .miniBatchEnd, let m = ctx.metrics { losses.append(m.lossValue) }
@@ -36,8 +36,8 @@ struct TrainingRun {
                 weights[layer.name] = (w.data, b?.data)
             }
         }
-        return TrainingRun(task: task, state: final.task.state, error: final.error, losses: losses, epochs: epochs,
-                           weights: weights, warnings: task.warnings, handlerWarnings: seen)
+        return TrainingRun(task: task, state: final.task.state, error: final.error, losses: losses.value, epochs: epochs.value,
+                           weights: weights, warnings: task.warnings, handlerWarnings: seen.value)
     }
 
     /// The largest difference between two runs' weights (infinity when the layers differ).

@@ -1,7 +1,7 @@
 import Dispatch
 
 // Convolution as GEMM. Per image and group g (M = Cout/G, K = Cin/G*kH*kW, S = Ho*Wo):
-//   forward          y_g [M, S]  = w_g [M, K] x col [K, S]            (+ bias, ReLU in one pass after)
+//   forward          y_g [M, S]  = w_g [M, K] x col [K, S]            (+ bias, the epilogue function in one pass after)
 //   backward data    dcol [K, S] = w_g^T [K, M] x dy_g [M, S]         then col2im adds dcol into dx
 //   backward weights dw_g [M, K] += dy_g [M, S] x col^T [S, K]        summed over images by beta = 1
 // col is the im2col matrix of the image: row (c, kh, kw), column (oh, ow) holds
@@ -82,17 +82,18 @@ extension CPUBackend {
     // MARK: Forward
 
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
-                               outputChannels: g.outChannels, fusedReLU: fusedReLU)
+                               outputChannels: g.outChannels, epilogue: epilogue)
     }
 
     public var writesConvolutionSlices: Bool { true }
 
     /// Each image's output channels are one contiguous block, so a slice only moves where the block starts.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         try validate(g)
+        let plan = try epilogue.map { try CPUActivationPlan($0, channels: g.outChannels, spatial: g.outHeight * g.outWidth) }
         try requireBias(g.hasBias, bias, "convolution")
         try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
         let x = try pointer(input, g.inputShape.count, "convolution input")
@@ -134,7 +135,7 @@ extension CPUBackend {
                     parallelSGEMM(m: M, n: S, k: K, a: w + grp * M * K, lda: K, b: operand, ldb: S,
                                   beta: 1, c: yn + grp * M * S, ldc: S, parallel: parallelInner)
                 }
-                if fusedReLU { relu(yn, count: g.outChannels * S, parallel: parallelInner) }
+                if let plan { applyEpilogue(plan, yn, count: g.outChannels * S, parallel: parallelInner) }
             }
         }
     }
@@ -144,14 +145,6 @@ extension CPUBackend {
                            bias: UnsafeMutablePointer<Float>?, parallel: Bool) {
         chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, S)), parallel: parallel) { cs in
             for c in cs { (rows + c * S).update(repeating: bias?[c] ?? 0, count: S) }
-        }
-    }
-
-    /// y = max(0, y) in place, as Swift's `max` defines it: y when y >= 0 (so -0 stays), else 0 (NaN too).
-    private func relu(_ y: UnsafeMutablePointer<Float>, count: Int, parallel: Bool) {
-        let zero = SIMD4<Float>()
-        chunks(count, grain: CPUParallel.elementGrain, parallel: parallel) { r in
-            CPUKernels.map(r, y, into: y) { v in zero.replacing(with: v, where: v .>= 0) }
         }
     }
 

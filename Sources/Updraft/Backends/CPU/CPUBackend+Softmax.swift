@@ -158,7 +158,7 @@ extension CPUBackend {
         if pieces <= 1 { return body(0..<count) }
         let partial = UnsafeMutablePointer<Double>.allocate(capacity: pieces)
         defer { partial.deallocate() }
-        DispatchQueue.concurrentPerform(iterations: pieces) { i in
+        forkJoin(iterations: pieces) { i in
             partial[i] = body((count * i / pieces)..<(count * (i + 1) / pieces))
         }
         return (0..<pieces).reduce(0) { $0 + partial[$1] }

@@ -170,7 +170,7 @@ public final class CPUBackend: Backend {
             return
         }
         let blocks = (extent + 15) / 16
-        DispatchQueue.concurrentPerform(iterations: pieces) { i in
+        forkJoin(iterations: pieces) { i in
             let lo = min(extent, blocks * i / pieces * 16), hi = min(extent, blocks * (i + 1) / pieces * 16)
             guard lo < hi else { return }
             if byRows {
@@ -192,7 +192,7 @@ public final class CPUBackend: Backend {
         let workers = max(1, min(workers, threadCount, count))
         guard workers > 1 else { for i in 0..<count { body(0, i) }; return }
         let next = Atomic<Int>(0)
-        DispatchQueue.concurrentPerform(iterations: workers) { t in
+        forkJoin(iterations: workers) { t in
             while true {
                 let i = next.wrappingAdd(1, ordering: .relaxed).oldValue
                 guard i < count else { return }

@@ -1,0 +1,36 @@
+/// ModelBuilder's layout layers (Layers+Layout.swift): reshapes, squeeze/expandDims, copy, transpose,
+/// softmaxND and concatND, each shape-checked as it is added.
+extension ModelBuilder {
+    /// Adds a layout layer reading `inputs` (default: the last output).
+    @discardableResult
+    public mutating func layout(_ name: String, _ params: LayoutLayerParams, inputs: [String]? = nil,
+                                output: String? = nil) throws -> String {
+        try add(LayerSpec(name: name, inputs: inputs ?? [lastOutput], outputs: [output ?? name], params: .layout(params)))
+    }
+
+    @discardableResult
+    public mutating func reshapeStatic(_ name: String, targetShape: [Int], input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .reshapeStatic(targetShape: targetShape), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func flattenTo2D(_ name: String, axis: Int = 1, input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .flattenTo2D(axis: axis), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func squeeze(_ name: String, axes: [Int], squeezeAll: Bool = false, input: String? = nil,
+                                 output: String? = nil) throws -> String {
+        try layout(name, .squeeze(axes: axes, squeezeAll: squeezeAll), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func expandDims(_ name: String, axes: [Int], input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .expandDims(axes: axes), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func copy(_ name: String, input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .copy, inputs: input.map { [$0] }, output: output)
+    }
+}

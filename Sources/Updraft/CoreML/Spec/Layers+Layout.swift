@@ -1,0 +1,79 @@
+/// The layout layers: ones that re-label a tensor's shape (reshapeStatic, reshape, flattenTo2D,
+/// squeeze, expandDims, copy) and ones that move data along axes of the logical N-D shape
+/// (transpose, permute, softmaxND, concatND). Field numbers from coremltools' NeuralNetwork.proto.
+public enum LayoutLayerParams: Hashable, Sendable {
+    /// ReshapeStaticLayerParams.targetShape (1): the output's N-D shape.
+    case reshapeStatic(targetShape: [Int])
+    /// ReshapeLayerParams (rank-5 semantics): targetShape (1) of 3 `[C, H, W]` or 4 `[Seq, C, H, W]`
+    /// values, mode (2) CHANNEL_FIRST = 0 / CHANNEL_LAST = 1.
+    case reshape(targetShape: [Int], mode: Int32)
+    /// FlattenTo2DLayerParams.axis (1).
+    case flattenTo2D(axis: Int)
+    /// SqueezeLayerParams: axes (1), squeezeAll (2).
+    case squeeze(axes: [Int], squeezeAll: Bool)
+    /// ExpandDimsLayerParams.axes (1), positions in the output.
+    case expandDims(axes: [Int])
+    /// CopyLayerParams (no fields).
+    case copy
+    /// TransposeLayerParams.axes (1): output axis i is input axis axes[i].
+    case transpose(axes: [Int])
+    /// PermuteLayerParams.axis (1): a permutation of the rank-5 `[Seq, B, C, H, W]` axes (B stays).
+    case permute(axes: [Int])
+    /// SoftmaxNDLayerParams.axis (1).
+    case softmaxND(axis: Int)
+    /// ConcatNDLayerParams: axis (1), interleave (2).
+    case concatND(axis: Int, interleave: Bool)
+
+    /// NeuralNetworkLayer oneof field numbers of the layout layers.
+    static let fields: Set<Int> = [300, 310, 600, 950, 980, 985, 1120, 1125, 1130, 1140]
+
+    public var typeField: Int {
+        switch self {
+        case .reshape: return 300
+        case .permute: return 310
+        case .copy: return 600
+        case .softmaxND: return 950
+        case .concatND: return 980
+        case .transpose: return 985
+        case .squeeze: return 1120
+        case .expandDims: return 1125
+        case .flattenTo2D: return 1130
+        case .reshapeStatic: return 1140
+        }
+    }
+
+    /// Reads the parameter message of layer type `field` (one of `fields`).
+    init(reading p: ProtoReader, field: Int) throws {
+        func ints(_ n: Int, _ name: String) throws -> [Int] { try p.varints(n, name).map { Int(truncatingIfNeeded: Int64(bitPattern: $0)) } }
+        func int(_ n: Int, _ name: String) throws -> Int { Int(truncatingIfNeeded: try p.int64(n, name) ?? 0) }
+        switch field {
+        case 300: self = .reshape(targetShape: try ints(1, "targetShape"), mode: try p.int32(2, "mode") ?? 0)
+        case 310: self = .permute(axes: try ints(1, "axis"))
+        case 600: self = .copy
+        case 950: self = .softmaxND(axis: try int(1, "axis"))
+        case 980: self = .concatND(axis: try int(1, "axis"), interleave: try p.bool(2, "interleave") ?? false)
+        case 985: self = .transpose(axes: try ints(1, "axes"))
+        case 1120: self = .squeeze(axes: try ints(1, "axes"), squeezeAll: try p.bool(2, "squeezeAll") ?? false)
+        case 1125: self = .expandDims(axes: try ints(1, "axes"))
+        case 1130: self = .flattenTo2D(axis: try int(1, "axis"))
+        default: self = .reshapeStatic(targetShape: try ints(1, "targetShape"))
+        }
+    }
+
+    /// The parameter message, for typed-spec models (ModelBuilder).
+    func encoded() -> ProtoMessage {
+        var w = MessageWriter()
+        switch self {
+        case let .reshapeStatic(t): w.int64s(1, t.map(Int64.init))
+        case let .reshape(t, mode): w.int64s(1, t.map(Int64.init)); w.int32(2, mode)
+        case let .flattenTo2D(axis): w.int64(1, Int64(axis))
+        case let .squeeze(axes, all): w.int64s(1, axes.map(Int64.init)); w.bool(2, all)
+        case let .expandDims(axes): w.int64s(1, axes.map(Int64.init))
+        case .copy: break
+        case let .transpose(axes), let .permute(axes): w.sizes(1, axes)
+        case let .softmaxND(axis): w.int64(1, Int64(axis))
+        case let .concatND(axis, interleave): w.int64(1, Int64(axis)); w.bool(2, interleave)
+        }
+        return w.message
+    }
+}
