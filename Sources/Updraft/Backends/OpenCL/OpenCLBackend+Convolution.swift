@@ -29,9 +29,11 @@ extension OpenCLBackend {
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
         // Depthwise and thin grouped convolutions: the direct kernel, then the activation as its own pass
         // (over the whole output; a channel slice with an activation takes the GEMM path below).
-        if usesGroupedDirect(g), !fusedReLU || (channelOffset == 0 && outputChannels == g.outChannels) {
+        if usesGroupedDirect(g), epilogue == nil || (channelOffset == 0 && outputChannels == g.outChannels) {
             try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels)
-            if fusedReLU { try activationForward(.relu, input: output, output: output, count: g.outputShape.count) }
+            if let epilogue {
+                try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
+            }
             return
         }
         if g.outputShape.count == 0 { return }
