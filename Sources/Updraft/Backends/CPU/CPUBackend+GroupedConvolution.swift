@@ -138,6 +138,22 @@ extension CPUBackend {
     static func tapSum(_ sources: UnsafeMutablePointer<UnsafePointer<Float>>, weights: UnsafePointer<Float>, taps: Int,
                        count: Int, into out: UnsafeMutablePointer<Float>) {
         var i = 0
+        if taps == 9 {
+            // 3x3 depthwise, the common case: weights and sources held in registers, same order of sums.
+            func w(_ t: Int) -> SIMD4<Float> { SIMD4(repeating: weights[t]) }
+            let (w0, w1, w2, w3, w4, w5, w6, w7, w8) = (w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7), w(8))
+            let (s0, s1, s2, s3, s4, s5, s6, s7, s8) = (sources[0], sources[1], sources[2], sources[3], sources[4],
+                                                        sources[5], sources[6], sources[7], sources[8])
+            while i + 4 <= count {
+                var a = w0 * CPUKernels.load4(s0 + i)
+                a += w1 * CPUKernels.load4(s1 + i); a += w2 * CPUKernels.load4(s2 + i)
+                a += w3 * CPUKernels.load4(s3 + i); a += w4 * CPUKernels.load4(s4 + i)
+                a += w5 * CPUKernels.load4(s5 + i); a += w6 * CPUKernels.load4(s6 + i)
+                a += w7 * CPUKernels.load4(s7 + i); a += w8 * CPUKernels.load4(s8 + i)
+                CPUKernels.store4(a, out + i)
+                i += 4
+            }
+        }
         while i + 8 <= count {
             var a0 = SIMD4<Float>(), a1 = SIMD4<Float>()
             for t in 0..<taps {
