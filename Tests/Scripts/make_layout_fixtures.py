@@ -13,6 +13,10 @@ steps, and writes both in the format of make_golden.py:
 - flatten_cnn: input [1, 3, 8, 8] -> conv -> relu -> max pool -> torch.flatten (reshapeStatic
   [1, 64]) -> linear -> softmax.
 - mlp: input [1, 10] (a rank-2 multi-array, how converted MLPs come out) -> linear -> relu -> linear -> softmax.
+- layout_cnn: input [1, 3, 5, 5] -> conv -> relu -> channel shuffle (unflatten, transpose(1, 2), flatten:
+  reshapeStatic, transpose, reshapeStatic) -> cat with its H/W transpose along W (transpose, concatND) ->
+  softmax over H (softmaxND axis 2) -> flatten -> linear -> softmax; the conv and the linear layer train,
+  so gradients cross every layout op.
 
 The converter writes the final softmax as softmaxND; Core ML's cross-entropy loss needs a softmax
 layer, so the script turns it into one (the same values: a softmax over the last axis of [1, K]).
@@ -57,6 +61,20 @@ class MLP(torch.nn.Module):
         return self.fc(torch.relu(self.hidden(x)))
 
 
+class LayoutCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 5 * 10, CLASSES)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))                            # [N, 4, 5, 5]
+        x = x.unflatten(1, (2, 2)).transpose(1, 2).flatten(1, 2)  # channel shuffle, groups of 2
+        x = torch.cat([x, x.permute(0, 1, 3, 2)], dim=3)        # [N, 4, 5, 10]
+        x = torch.softmax(x, dim=2)
+        return self.fc(torch.flatten(x, 1))
+
+
 class WithSoftmax(torch.nn.Module):
     def __init__(self, net):
         super().__init__()
@@ -66,37 +84,41 @@ class WithSoftmax(torch.nn.Module):
         return torch.softmax(self.net(x), 1)
 
 
-def convert(net, shape):
+def convert(net, shape, trainable):
     traced = torch.jit.trace(WithSoftmax(net).eval(), torch.rand(*shape))
     mlmodel = ct.convert(traced, convert_to="neuralnetwork", inputs=[ct.TensorType(name="input", shape=shape)])
     spec = mlmodel.get_spec()
     layers = spec.neuralNetwork.layers
     assert layers[-1].WhichOneof("layer") == "softmaxND", [l.WhichOneof("layer") for l in layers]
     layers[-1].softmax.SetInParent()  # a softmax over the last axis of [1, K], as Core ML's loss requires
-    fc = [l for l in layers if l.WhichOneof("layer") == "innerProduct"][-1]
+    kinds = {"fc": "innerProduct", "conv": "convolution"}
+    names = {t: [l.name for l in layers if l.WhichOneof("layer") == kinds[t]][-1] for t in trainable}
     builder = NeuralNetworkBuilder(spec=spec)
-    builder.make_updatable([fc.name])
+    builder.make_updatable([names[t] for t in trainable])
     builder.set_categorical_cross_entropy_loss(name="loss", input=layers[-1].output[0])
     builder.set_sgd_optimizer(SgdParams(lr=LR, batch=BATCH, momentum=MOMENTUM))
     builder.set_epochs(EPOCHS)
     builder.nn_spec.updateParams.shuffle.defaultValue = False
-    return builder.spec, fc.name, [l.WhichOneof("layer") for l in layers]
+    return builder.spec, names, [l.WhichOneof("layer") for l in layers]
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for name, make, shape, seed in (("flatten_cnn", FlattenCNN, (1, 3, 8, 8), 11), ("mlp", MLP, (1, 10), 12)):
+    for name, make, shape, seed, trainable in (("flatten_cnn", FlattenCNN, (1, 3, 8, 8), 11, ["fc"]),
+                                               ("mlp", MLP, (1, 10), 12, ["fc"]),
+                                               ("layout_cnn", LayoutCNN, (1, 3, 5, 5), 13, ["conv", "fc"])):
         torch.manual_seed(seed)
         net = make()
-        spec, fc_name, types = convert(net, shape)
+        spec, names, types = convert(net, shape, trainable)
         rng = np.random.default_rng(seed)
         x = rng.uniform(-1, 1, size=(EXAMPLES,) + shape[1:]).astype(np.float32)
         labels = rng.integers(0, CLASSES, size=EXAMPLES)
         for p in net.parameters():
             p.requires_grad_(False)
-        net.fc.weight.requires_grad_(True)
-        net.fc.bias.requires_grad_(True)
-        opt = torch.optim.SGD([net.fc.weight, net.fc.bias], lr=LR, momentum=MOMENTUM)
+        params = [p for t in trainable for p in (getattr(net, t).weight, getattr(net, t).bias)]
+        for p in params:
+            p.requires_grad_(True)
+        opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
         losses = []
         for epoch in range(EPOCHS):
             for start in range(0, EXAMPLES, BATCH):
@@ -107,8 +129,8 @@ def main():
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
-        final = {fc_name: {"weights": net.fc.weight.detach().numpy().ravel().tolist(),
-                           "bias": net.fc.bias.detach().numpy().ravel().tolist()}}
+        final = {names[t]: {"weights": getattr(net, t).weight.detach().numpy().ravel().tolist(),
+                            "bias": getattr(net, t).bias.detach().numpy().ravel().tolist()} for t in trainable}
         ct.utils.save_spec(spec, os.path.join(OUT, name + ".mlmodel"))
         with open(os.path.join(OUT, name + ".json"), "w") as f:
             json.dump({"about": "PyTorch %s, coremltools %s, made by Tests/Scripts/make_layout_fixtures.py"

@@ -10,18 +10,8 @@ final class ConvertedModelTests: XCTestCase {
     /// Architectures that do not train yet, with what blocks them. Their tests skip naming the blocker;
     /// UPDRAFT_TEST_PENDING=1 runs them anyway (and they fail loudly). Remove a name once it passes.
     static let pending: [String: String] = [
-        "squeezenet1_1": "reshapeStatic",
-        "mobilenet_v2": "clip (ReLU6), reshapeStatic",
-        "mobilenet_v3_small": "activation thresholdedReLU and sigmoidHard (hardswish, hardsigmoid), broadcasting multiply, reshapeStatic",
-        "resnet18": "reshapeStatic",
-        "efficientnet_b0": "broadcasting multiply (squeeze-and-excitation), reshapeStatic",
-        "densenet121": "copy, reshapeStatic",
-        "alexnet": "reshapeStatic",
-        "googlenet": "reshapeStatic",
-        "mnasnet": "reduceMean",
-        "regnet": "broadcasting multiply (squeeze-and-excitation), reshapeStatic",
-        "vgg_bn": "reshapeStatic",
-        "mlp": "a multi-array input of shape [1, N]",
+        "mobilenet_v2": "clip (ReLU6)",
+        "mobilenet_v3_small": "activation thresholdedReLU and sigmoidHard (hardswish, hardsigmoid)",
     ]
 
     private func check(_ name: String, openCL: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -82,6 +72,54 @@ final class ConvertedModelTests: XCTestCase {
     func testVGGWithBatchNormOnOpenCL() throws { try check("vgg_bn", openCL: true) }
     func testMLPOnCPU() throws { try check("mlp", openCL: false) }
     func testMLPOnOpenCL() throws { try check("mlp", openCL: true) }
+
+    /// Made updatable from the as-converted file by Updraft with what the script asked of coremltools,
+    /// every fixture gets coremltools' model: the same update parameters, training inputs, updatable
+    /// flags and softmax, down to the bytes.
+    func testMakeUpdatableWritesWhatCoreMLToolsWrites() throws {
+        for name in ConvertedFixture.names {
+            let fixture = try ConvertedFixture.load(name)
+            let mine = try fixture.madeUpdatableByUpdraft()
+            let theirs = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
+            XCTAssertEqual(mine.spec.network.updateParameters, theirs.spec.network.updateParameters, "\(name): update parameters")
+            XCTAssertEqual(mine.spec.description, theirs.spec.description, "\(name): inputs, outputs, training inputs")
+            XCTAssertEqual(mine.updatableLayerNames, theirs.updatableLayerNames, "\(name): updatable layers")
+            XCTAssertEqual(mine.layers, theirs.layers, "\(name): layers (softmaxND made softmax, weights flagged updatable)")
+            XCTAssertEqual(mine.spec, theirs.spec, name)
+            XCTAssertEqual(mine.serializedBytes(), theirs.serializedBytes(), "\(name): the files differ")
+        }
+    }
+
+    /// The model Updraft made updatable trains exactly like coremltools' (and so like PyTorch).
+    private func checkMadeUpdatable(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        if let blocker = Self.pending[name], ProcessInfo.processInfo.environment["UPDRAFT_TEST_PENDING"] != "1" {
+            throw XCTSkip("\(name) is pending: \(blocker)")
+        }
+        let fixture = try ConvertedFixture.load(name)
+        let mine = try fixture.train(try fixture.madeUpdatableByUpdraft(), on: CPUBackend())
+        let theirs = try fixture.train(try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel")), on: CPUBackend())
+        XCTAssertEqual(mine.losses, theirs.losses, "\(name): losses", file: file, line: line)
+        for layer in fixture.trained {
+            XCTAssertEqual(mine.after[layer]?.0.data, theirs.after[layer]?.0.data, "\(name): \(layer) weights", file: file, line: line)
+            XCTAssertEqual(mine.after[layer]?.1?.data, theirs.after[layer]?.1?.data, "\(name): \(layer) bias", file: file, line: line)
+        }
+        for (mine, theirs) in zip(mine.losses, fixture.losses) {
+            XCTAssertEqual(mine, theirs, accuracy: 1e-4 * abs(theirs), "\(name): loss vs PyTorch", file: file, line: line)
+        }
+    }
+
+    func testSqueezeNet11MadeUpdatableByUpdraft() throws { try checkMadeUpdatable("squeezenet1_1") }
+    func testMobileNetV2MadeUpdatableByUpdraft() throws { try checkMadeUpdatable("mobilenet_v2") }
+    func testMobileNetV3SmallMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("mobilenet_v3_small") }
+    func testResNet18MadeUpdatableByUpdraft() throws { try checkMadeUpdatable("resnet18") }
+    func testEfficientNetB0MadeUpdatableByUpdraft() throws { try checkMadeUpdatable("efficientnet_b0") }
+    func testDenseNet121MadeUpdatableByUpdraft() throws { try checkMadeUpdatable("densenet121") }
+    func testAlexNetMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("alexnet") }
+    func testGoogLeNetMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("googlenet") }
+    func testMNASNetMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("mnasnet") }
+    func testRegNetMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("regnet") }
+    func testVGGWithBatchNormMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("vgg_bn") }
+    func testMLPMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("mlp") }
 
     /// The folder holds exactly the listed architectures, each complete, so a fixture the script adds
     /// cannot go untested.

@@ -193,7 +193,7 @@ final class CoreMLBuilderTests: XCTestCase {
         assertErrorMentions(try b.convolution("c", outputChannels: 2, kernel: (1, 1)), containing: ["'c' already exists"])
         assertErrorMentions(try b.convolution("big", outputChannels: 2, kernel: (5, 5)), containing: ["'big'", "larger than"])
         assertErrorMentions(try b.concat("cat", inputs: ["x", "c"]), containing: ["'cat'", "height and width"])
-        assertErrorMentions(try b.add("sum", inputs: ["x", "c"]), containing: ["'sum'", "same shape"])
+        assertErrorMentions(try b.add("sum", inputs: ["x", "c"]), containing: ["'sum'", "do not broadcast"])
         assertErrorMentions(try b.makeUpdatable(["x"]), containing: ["'x'"])
         try b.activation("relu", .relu)
         assertErrorMentions(try b.makeUpdatable(["relu"]), containing: ["'relu'", "activation"])

@@ -9,7 +9,8 @@ final class GradientCheckTests: XCTestCase {
         // every op family with a gradient or an update is covered, with every gradient it has
         let ops = Set(rows.map(\.op))
         XCTAssertEqual(ops, ["convolution", "innerProduct", "activation", "pooling", "concat", "softmax",
-                             "softmaxCrossEntropy", "meanSquaredError", "channelAffine", "elementwise", "sgd", "adam"])
+                             "softmaxCrossEntropy", "meanSquaredError", "channelAffine", "elementwise", "sgd", "adam",
+                             "padding", "upsample", "lrn", "l2normalize", "instanceNormalization", "broadcast", "reduce", "transpose"])
         let convolutionQuantities = Set(rows.filter { $0.op == "convolution" }.map(\.quantity))
         XCTAssertEqual(convolutionQuantities, ["dx", "dw", "db"])
         XCTAssertEqual(Set(rows.filter { $0.op == "adam" }.map(\.quantity)), ["w", "m", "v"])

@@ -88,7 +88,6 @@ final class LayoutShapeTests: XCTestCase {
         try expect(.reshape(targetShape: [2, 12], mode: 0), ["3 ([C, H, W]) or 4"])
         try expect(.reshape(targetShape: [2, 4, 3, 2], mode: 0), ["sequence length"])
         try expect(.reshape(targetShape: [4, 6, 1], mode: 1), ["CHANNEL_LAST", "rearranges"])
-        try expect(.transpose(axes: [0, 2, 1, 3]), ["transpose", "not supported"])
     }
 }
 
@@ -200,7 +199,8 @@ final class LayoutAliasTests: XCTestCase {
 }
 
 /// Models converted from PyTorch by coremltools (Tests/Scripts/make_layout_fixtures.py): torch.flatten
-/// becomes reshapeStatic, an MLP's input is the rank-2 `[1, 10]`; both train like PyTorch.
+/// becomes reshapeStatic, an MLP's input is the rank-2 `[1, 10]`, a channel shuffle becomes
+/// reshapeStatic + transpose, torch.cat concatND, softmax over H softmaxND; all train like PyTorch.
 final class LayoutConvertedModelTests: XCTestCase {
     private func check(_ name: String, backend: Backend, file: StaticString = #filePath, line: UInt = #line) throws {
         let (golden, model) = try GoldenRun.load(name)
@@ -245,14 +245,25 @@ final class LayoutConvertedModelTests: XCTestCase {
         XCTAssertEqual(try NetworkGraph(model: mlp).input.logicalShape, LogicalShape([1, 10], batchAxis: 0))
     }
 
+    /// Channel shuffle, cat with a transpose, softmax over H: what each converted layer became.
+    func testConvertedAxisOps() throws {
+        let (_, model) = try GoldenRun.load("layout_cnn")
+        let ops = try NetworkGraph(model: model).layers.map(\.op.name)
+        XCTAssertEqual(ops, ["convolution", "activation(relu)", "reshapeStatic", "transpose", "reshapeStatic", "transpose",
+                             "concatND", "softmaxND", "reshapeStatic", "innerProduct", "softmax"])
+        try check("layout_cnn", backend: ReferenceBackend())
+    }
+
     func testConvertedModelsTrainLikePyTorchOnCPU() throws {
         try check("flatten_cnn", backend: CPUBackend())
         try check("mlp", backend: CPUBackend())
+        try check("layout_cnn", backend: CPUBackend())
     }
 
     func testConvertedModelsTrainLikePyTorchOnOpenCL() throws {
         let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
         try check("flatten_cnn", backend: cl)
         try check("mlp", backend: cl)
+        try check("layout_cnn", backend: cl)
     }
 }

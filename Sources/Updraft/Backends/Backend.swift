@@ -99,6 +99,9 @@ public protocol Backend: AnyObject {
     func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                         inputGradients: [DeviceBuffer]) throws
 
+    /// Permuted copy of `g.batch` examples (transpose / permute; Ops/Layout.swift): y's axis k is x's axis g.perm[k].
+    func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+
     // MARK: Softmax over channels and the losses
     func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
     /// dx = y * (dy - sum_c(dy * y)).
@@ -122,6 +125,22 @@ public protocol Backend: AnyObject {
                                inputGradient: DeviceBuffer) throws
     /// y = a + b or a * b over `count` elements.
     func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws
+
+    // MARK: Spatial ops (padding, upsample, LRN, L2 normalize, instance normalization; Ops/Spatial.swift)
+    /// y [g.outputShape] from x [g.inputShape]. Default: through the host with the Double reference.
+    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// dx [g.inputShape] from x, y and dy. Default: through the host with the Double reference.
+    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws
+
+    // MARK: Broadcasting and reductions (Ops/Broadcast.swift)
+    /// y = a op b with numpy broadcasting. Default: through the host with the Double reference.
+    func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws
+    /// y = scale * sum or max of x over the reduced axes. Default: through the host.
+    func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// dx of `reduce` from x and dy. Default: through the host.
+    func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                        inputGradient: DeviceBuffer) throws
 
     // MARK: Optimizer updates, one fused pass over a parameter tensor (see the hyperparameter types)
     func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,

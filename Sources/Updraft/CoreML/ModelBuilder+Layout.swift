@@ -34,3 +34,21 @@ extension ModelBuilder {
         try layout(name, .copy, inputs: input.map { [$0] }, output: output)
     }
 }
+
+extension ModelBuilder {
+    /// transpose: output axis i is input axis axes[i] of the logical shape.
+    @discardableResult
+    public mutating func transpose(_ name: String, axes: [Int], input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .transpose(axes: axes), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func softmaxND(_ name: String, axis: Int, input: String? = nil, output: String? = nil) throws -> String {
+        try layout(name, .softmaxND(axis: axis), inputs: input.map { [$0] }, output: output)
+    }
+
+    @discardableResult
+    public mutating func concatND(_ name: String, axis: Int, inputs: [String], output: String? = nil) throws -> String {
+        try layout(name, .concatND(axis: axis, interleave: false), inputs: inputs, output: output)
+    }
+}

@@ -70,7 +70,7 @@ public enum ModelValidator {
             var tensors: [(String, [Float])] = []
             if let w = layer.weights { tensors.append(("weights", w.data)) }
             if let b = layer.bias { tensors.append(("bias", b.data)) }
-            if case let .batchnorm(scale, shift) = layer.op { tensors += [("batchnorm scale", scale), ("batchnorm shift", shift)] }
+            if let (scale, shift) = layer.op.channelScaleShift { tensors += [("\(layer.op.name) scale", scale), ("\(layer.op.name) shift", shift)] }
             for (what, values) in tensors {
                 let bad = values.reduce(0) { $0 + ($1.isFinite ? 0 : 1) }
                 guard bad > 0, let first = values.firstIndex(where: { !$0.isFinite }) else { continue }

@@ -39,7 +39,7 @@ extension NetworkGraph {
             producer[out] = i
         }
         for layer in network.layers {
-            guard !layer.inputs.isEmpty else {
+            guard !layer.inputs.isEmpty || layer.params.readsNoInput else {
                 throw UpdraftError(.invalidModel, "layer '\(layer.name)' (\(layer.typeName)) has no input")
             }
             for blob in layer.inputs where blob != input.name && producer[blob] == nil {

@@ -24,6 +24,20 @@ public enum LayerOp: Hashable, Sendable {
     case add
     /// Element-wise product of all inputs (same shape), folded pairwise with Backend.elementwise(.multiply).
     case multiply
+    /// Padding, upsample, LRN, L2 normalize (Backend.spatialForward with `op.geometry(input:)`).
+    case spatial(SpatialOp)
+    /// Instance normalization (Backend.spatialForward) then the frozen gamma and beta as a channel
+    /// affine (scale = gamma, shift = beta).
+    case instanceNormalization(epsilon: Float, scale: [Float], shift: [Float])
+    /// Two inputs with numpy broadcasting of their per-example shapes `a` and `b` (the batch is
+    /// prepended when run: BroadcastGeometry over [N] + a and [N] + b).
+    case broadcast(BinaryOp, a: [Int], b: [Int])
+    /// A frozen constant (`GraphLayer.weights`), the same for every example; it reads no input.
+    case constant
+    /// A reduction of the per-example shape `input` to `output` (1 on the reduced axes): `mean` sums
+    /// scaled by 1 / count, else a sum or the maximum. The output blob may drop the reduced axes
+    /// (keepDims false): the memory is the same.
+    case reduce(ReductionKind, input: [Int], output: [Int], mean: Bool)
     /// Layout ops: shape re-labelling (aliases), transpose, softmaxND, concatND (Ops/Layout.swift).
     case layout(LayoutOp)
 
@@ -39,6 +53,11 @@ public enum LayerOp: Hashable, Sendable {
         case .batchnorm: return "batchnorm"
         case .add: return "add"
         case .multiply: return "multiply"
+        case let .spatial(op): return op.familyName
+        case .instanceNormalization: return "instanceNormalization"
+        case let .broadcast(op, _, _): return "broadcast(\(op.rawValue))"
+        case .constant: return "constant"
+        case let .reduce(kind, _, _, mean): return "reduce(\(mean ? "mean" : kind.rawValue))"
         case let .layout(l): return l.name
         }
     }
@@ -69,7 +88,7 @@ public struct GraphLayer: Sendable {
 
     /// Number of stored parameters (weights and bias; batchnorm's scale and shift).
     public var parameterCount: Int {
-        if case let .batchnorm(scale, shift) = op { return scale.count + shift.count }
+        if let (scale, shift) = op.channelScaleShift { return scale.count + shift.count }
         return (weights?.count ?? 0) + (bias?.count ?? 0)
     }
 
@@ -81,6 +100,25 @@ public struct GraphLayer: Sendable {
     public func innerProductGeometry(batch: Int) throws -> InnerProductGeometry? {
         guard case let .innerProduct(spec) = op else { return nil }
         return try spec.geometry(input: inputShape.withBatch(batch))
+    }
+    public func spatialGeometry(batch: Int) throws -> SpatialGeometry? {
+        switch op {
+        case let .spatial(s): return try s.geometry(input: inputShape.withBatch(batch))
+        case let .instanceNormalization(epsilon, _, _):
+            return try SpatialOp.instanceNormalization(epsilon: epsilon).geometry(input: inputShape.withBatch(batch))
+        default: return nil
+        }
+    }
+    public func broadcastGeometry(batch: Int) throws -> BroadcastGeometry? {
+        guard case let .broadcast(op, a, b) = op else { return nil }
+        return try BroadcastGeometry(op: op, a: [batch] + a, b: [batch] + b)
+    }
+    public func reductionGeometry(batch: Int) throws -> ReductionGeometry? {
+        guard case let .reduce(kind, input, output, mean) = op else { return nil }
+        let g = mean ? ReductionGeometry.mean(inputDims: [batch] + input, outputDims: [batch] + output)
+                     : ReductionGeometry(kind: kind, inputDims: [batch] + input, outputDims: [batch] + output)
+        try g.validate()
+        return g
     }
     public func poolingGeometry(batch: Int) throws -> PoolGeometry? {
         guard case let .pooling(spec) = op else { return nil }

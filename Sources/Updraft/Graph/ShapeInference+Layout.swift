@@ -23,6 +23,45 @@ extension ShapeInference {
             return (.layout(.alias(kind: kind)), canonical, out)
         }
 
+        /// One example's (outer, axis, inner) around logical axis `a`; the batch axis and the size-1
+        /// axes before it cannot be the axis (each example is computed on its own).
+        func split(_ s: LogicalShape, axis a: Int, what: String) throws -> (Int, Int, Int) {
+            if let b = s.batchAxis, a <= b {
+                throw fail("\(what) axis \(a) of \(s) mixes examples: axis \(b) is the batch, and axes up to it hold one example each",
+                           hint: "use an axis after the batch axis \(b)", kind: .unsupported)
+            }
+            let e = s.batchAxis.map { a - $0 - 1 } ?? a
+            let ex = s.exampleDims
+            return (ex[..<e].reduce(1, *), ex[e], ex[(e + 1)...].reduce(1, *))
+        }
+        /// A transpose of `s` by `perm`: an alias when no value moves, else the permuted copy of one example.
+        func permuted(_ s: LogicalShape, _ perm: [Int]) throws -> (LayerOp, Shape, LogicalShape?) {
+            let dims = perm.map { s.dims[$0] }
+            var batch: Int? = nil
+            if let b = s.batchAxis {
+                let nb = perm.firstIndex(of: b)!
+                if let moved = dims[..<nb].firstIndex(where: { $0 != 1 }) {
+                    throw fail("axes \(perm) put axis \(perm[moved]) (size \(dims[moved])) before the batch axis \(b) of \(s); Updraft keeps the batch outermost",
+                               kind: .unsupported)
+                }
+                batch = nb
+            }
+            let out = LogicalShape(dims, batchAxis: batch)
+            let canonical = try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output")
+            // One example: the input axes after the batch axis; the permutation among them.
+            let first = s.batchAxis.map { $0 + 1 } ?? 0
+            let exampleAxes = Array(first..<s.rank)
+            let order = perm.filter { $0 >= first }
+            let g = TransposeGeometry(batch: 1, dims: exampleAxes.map { s.dims[$0] }, perm: order.map { $0 - first })
+            let simple = g.simplified
+            if simple.isIdentity { return (.layout(.alias(kind: kind)), canonical, out) }
+            guard simple.dims.count <= TransposeGeometry.maxRank else {
+                throw fail("moves \(simple.dims.count) separate axes of \(s); Updraft's transpose takes \(TransposeGeometry.maxRank)",
+                           kind: .unsupported)
+            }
+            return (.layout(.transpose(g, kind: kind)), canonical, out)
+        }
+
         switch params {
         case let .reshapeStatic(target):
             guard !target.isEmpty else { throw fail("targetShape is empty") }
@@ -115,9 +154,56 @@ extension ShapeInference {
         case .copy:
             return try alias(x)
 
-        case .transpose, .permute, .softmaxND, .concatND:
-            throw fail("is not supported yet", hint: "Updraft runs reshapeStatic, reshape, flattenTo2D, squeeze, expandDims and copy layout layers",
-                       kind: .unsupported)
+        case let .transpose(axes):
+            guard axes.count == x.rank, Set(axes) == Set(0..<x.rank) else {
+                throw fail("axes \(axes) are not a permutation of the \(x.rank) axes of input '\(layer.inputs[0])' (shape \(x.dims))")
+            }
+            return try permuted(x, axes)
+
+        case let .permute(axes):
+            // Rank-5 [Seq, B, C, H, W]; axes index [Seq, C, H, W] (B stays at 1).
+            let order = axes.isEmpty ? [0, 1, 2, 3] : axes
+            guard order.count == 4, Set(order) == Set(0..<4) else {
+                throw fail("axis \(axes) is not a permutation of [0, 1, 2, 3] (Seq, C, H, W)")
+            }
+            let e = x.canonical
+            let view = LogicalShape([1, 1, e.c, e.h, e.w], batchAxis: 1)
+            let perm5 = [order[0], 1, order[1], order[2], order[3]].enumerated().map { i, v in i == 1 ? 1 : (v == 0 ? 0 : v + 1) }
+            let (op, _, out5) = try permuted(view, perm5)
+            // Back to the input's own prefix (up to its batch axis) with the permuted [C, H, W].
+            let prefix = x.batchAxis.map { Array(x.dims[...$0]) } ?? []
+            let out = LogicalShape(prefix + Array(out5!.dims.suffix(3)), batchAxis: x.batchAxis)
+            return (op, try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
+
+        case let .softmaxND(axis):
+            let a = try x.axis(axis, "layer '\(layer.name)' (\(kind)) axis")
+            let (outer, length, inner) = try split(x, axis: a, what: "a softmax over")
+            // Over the first axis of an example it is the channel softmax (and can feed the fused cross-entropy loss).
+            if outer == 1, x.batchAxis.map({ a > $0 }) ?? true {
+                return (.softmax, x.canonical, x)
+            }
+            return (.layout(.softmaxND(outer: outer, axis: length, inner: inner)), x.canonical, x)
+
+        case let .concatND(axis, interleave):
+            if interleave {
+                throw fail("interleave is set; Updraft concatenates whole blocks", kind: .unsupported)
+            }
+            let a = try x.axis(axis, "layer '\(layer.name)' (\(kind)) axis")
+            var channels: [Int] = []
+            for (blob, s) in zip(layer.inputs, logical) {
+                guard s.rank == x.rank, s.batchAxis == x.batchAxis,
+                      s.dims.indices.allSatisfy({ $0 == a || s.dims[$0] == x.dims[$0] }) else {
+                    throw fail("inputs must match except along axis \(axis), but '\(layer.inputs[0])' is \(x) and '\(blob)' is \(s)")
+                }
+                channels.append(s.dims[a])
+            }
+            let (outer, _, inner) = try split(x, axis: a, what: "a concatenation along")
+            var dims = x.dims
+            dims[a] = channels.reduce(0, +)
+            let out = LogicalShape(dims, batchAxis: x.batchAxis)
+            _ = try LayerShapes.checkedShape(dims, "layer '\(layer.name)' (\(kind)) output")
+            return (.layout(.concatND(outer: outer, channels: channels, inner: inner)),
+                    try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
         }
     }
 }

@@ -48,6 +48,8 @@ enum ShapeInference {
         var bias: Tensor? = nil
         var output: Shape
 
+        // add / multiply with one input (the constant alpha) or two of different shapes.
+        let broadcasts = inputShapes.count == 1 || (inputShapes.count == 2 && inputShapes[0] != inputShapes[1])
         switch layer.params {
         case let .convolution(c):
             try expectInputs(1...1)
@@ -168,12 +170,11 @@ enum ShapeInference {
             op = .flatten
             output = Shape([1, input.itemCount, 1, 1])
 
+        case let .batchnorm(b) where b.computeMeanVar:
+            (op, output) = try instanceNormalizationLayer(layer, b, inputShapes: inputShapes)
+
         case let .batchnorm(b):
             try expectInputs(1...1)
-            if b.computeMeanVar || b.instanceNormalization {
-                throw fail("batchnorm that computes its statistics (computeMeanVar / instanceNormalization) is not supported; Updraft runs it frozen",
-                           kind: .unsupported)
-            }
             guard b.channels == input.c else {
                 throw fail("has \(b.channels) channels but its input '\(layer.inputs[0])' has shape \(input)")
             }
@@ -195,6 +196,9 @@ enum ShapeInference {
             op = .batchnorm(scale: scale, shift: shift)
             output = input
 
+        case .add where broadcasts, .multiply where broadcasts:
+            (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
+
         case .add, .multiply:
             let isAdd: Bool
             if case .add = layer.params { isAdd = true } else { isAdd = false }
@@ -209,12 +213,17 @@ enum ShapeInference {
             op = isAdd ? .add : .multiply
             output = input
 
+        case .padding, .upsample, .lrn, .l2normalize:
+            (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
+
+        case .broadcastable, .loadConstant, .reduce, .reduceND:
+            (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
         case let .layout(l): (op, output, outputLogical) = try layout(l, layer: layer, inputShapes: inputShapes, logical: logical)
 
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add and multiply layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, upsample, lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
         }
 
         // Every shape that leaves here is positive and of sane size.

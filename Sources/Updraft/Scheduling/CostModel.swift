@@ -99,6 +99,10 @@ public enum CostModel {
         case .batchnorm:
             w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
             if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
+        case .spatial, .instanceNormalization:
+            w = try spatialWork(for: layer, batch: batch, backwardData: backwardData)
+        case .broadcast, .constant, .reduce:
+            w = try broadcastWork(for: layer, batch: batch, backwardData: backwardData)
         case let .layout(l):
             w.forward = l.isAlias ? [] : [KernelWork(l.forwardCost(count: count))]
             if backwardData && !l.isAlias { w.backwardData = [KernelWork(l.backwardCost(count: count))] }

@@ -82,6 +82,10 @@ extension Executor {
             let op: ElementwiseOp = { if case .add = layer.op { return .add } else { return .multiply } }()
             try backend.elementwise(op, x[0], x[1], output: y, count: y.count)
             for extra in x.dropFirst(2) { try backend.elementwise(op, y, extra, output: y, count: y.count) }
+        case .spatial, .instanceNormalization:
+            try spatialForward(layer, input: x[0], output: y, batch: batch, backend: backend)
+        case .broadcast, .constant, .reduce:
+            try broadcastForward(layer, inputs: x, output: y, batch: batch, backend: backend)
         }
     }
 
@@ -244,6 +248,14 @@ extension Executor {
                     try backend.elementwise(.multiply, dy, try inputValue(1 - i), output: dx, count: dx.count)
                     try ws.addGradient(layer.inputs[i], dx, on: backend)
                 }
+            case .spatial, .instanceNormalization:
+                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
+                let dx = try newInputGradient(0)
+                try spatialBackward(layer, input: try inputValue(0), output: y.buffer, outputGradient: dy, inputGradient: dx,
+                                    ws: ws, backend: backend)
+                try ws.addGradient(layer.inputs[0], dx, on: backend)
+            case .broadcast, .constant, .reduce:
+                try broadcastBackward(layer, wantsInput: wantsInput, outputGradient: dy, ws: ws, backend: backend)
             }
         }
     }

@@ -54,7 +54,7 @@ public final class Executor {
             var p = Parameters()
             if let w = layer.weights { p.weights = try backend.makeBuffer(w) }
             if let b = layer.bias { p.bias = try backend.makeBuffer(b) }
-            if case let .batchnorm(scale, shift) = layer.op {
+            if let (scale, shift) = layer.op.channelScaleShift {
                 p.scale = try backend.makeBuffer(scale)
                 p.shift = try backend.makeBuffer(shift)
             }

@@ -25,6 +25,9 @@ struct ConvertedFixture: Decodable {
     var losses: [Double]
     /// The trained layers' weights and biases after `steps` updates, in Core ML's layout.
     var final: [String: Layer]
+    /// The optimizer's settings as the script gave them to coremltools and PyTorch
+    /// (lr and momentum for SGD; lr, beta1, beta2 and eps for Adam).
+    var hyperparameters: [String: Double]
 
     static let folder = "converted"
 
@@ -52,6 +55,24 @@ struct ConvertedFixture: Decodable {
                             target: .classIndex(labels[i]))
         }
         return try ArrayBatchProvider(examples: examples).batch(at: 0..<labels.count)
+    }
+
+    /// The as-converted model made updatable by Updraft (`updraft make-updatable`'s library call) with
+    /// what the script asked of coremltools: the same layers, loss, optimizer and hyperparameters.
+    func madeUpdatableByUpdraft() throws -> CoreMLModel {
+        let converted = try CoreMLModel(contentsOf: ConvertedFixture.url("\(architecture).converted.mlmodel"))
+        var o = UpdatableModelOptions(layers: trained, loss: .categoricalCrossEntropy, lossInput: "probs", lossName: "loss",
+                                      optimizer: optimizer == "sgd" ? .sgd : .adam)
+        o.learningRate = hyperparameters["lr"]
+        o.miniBatchSize = Int64(batch)
+        o.epochs = Int64(steps)
+        o.shuffle = false
+        if optimizer == "sgd" {
+            o.momentum = hyperparameters["momentum"]
+        } else {
+            o.beta1 = hyperparameters["beta1"]; o.beta2 = hyperparameters["beta2"]; o.eps = hyperparameters["eps"]
+        }
+        return try converted.makingUpdatable(o)
     }
 
     /// What training `model` for `steps` steps on the batch gives on `backend`: the per-step losses,

@@ -12,19 +12,19 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Buffer access
 
-    private func host(_ buffer: DeviceBuffer, _ what: String) throws -> HostBuffer {
+    func host(_ buffer: DeviceBuffer, _ what: String) throws -> HostBuffer {
         try HostBuffer.cast(buffer, backend: name, what)
     }
 
     /// The first `count` elements of `buffer`, as Double.
-    private func read(_ buffer: DeviceBuffer, count: Int, _ what: String) throws -> [Double] {
+    func read(_ buffer: DeviceBuffer, count: Int, _ what: String) throws -> [Double] {
         let b = try host(buffer, what)
         try requireCapacity(b, count, what)
         return b.values[0..<count].map(Double.init)
     }
 
     /// Stores `values` (rounded to float32) into the first `values.count` elements of `buffer`.
-    private func write(_ values: [Double], to buffer: DeviceBuffer, _ what: String) throws {
+    func write(_ values: [Double], to buffer: DeviceBuffer, _ what: String) throws {
         let b = try host(buffer, what)
         try requireCapacity(b, values.count, what)
         for i in 0..<values.count { b.values[i] = Float(values[i]) }

@@ -21,7 +21,21 @@ extension LayerSpec {
         case 130: params = .activation(try ActivationLayerParams(reading: p))
         case 140: params = .innerProduct(try InnerProductLayerParams(reading: p))
         case 160: params = .batchnorm(try BatchnormLayerParams(reading: p))
+        case 170: params = .l2normalize(epsilon: try p.float(1, "epsilon") ?? 0)
         case 175: params = .softmax
+        case 180: params = .lrn(try LRNLayerParams(reading: p))
+        case 200: params = .padding(try PaddingLayerParams(reading: p))
+        case 210: params = .upsample(try UpsampleLayerParams(reading: p))
+        case 280: params = .reduce(try ReduceLayerParams(reading: p))
+        case 290: params = .loadConstant(try LoadConstantLayerParams(reading: p, isND: false))
+        case 880: params = .broadcastable(.add)
+        case 890: params = .broadcastable(.divide)
+        case 900: params = .broadcastable(.multiply)
+        case 905: params = .broadcastable(.subtract)
+        case 1070: params = .loadConstant(try LoadConstantLayerParams(reading: p, isND: true))
+        case 1260: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .max))
+        case 1270: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .sum))
+        case 1280: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .mean))
         case 230: params = .add(alpha: try p.float(1, "alpha") ?? 0)
         case 231: params = .multiply(alpha: try p.float(1, "alpha") ?? 0)
         case 220: params = .unary(try UnaryFunctionLayerParams(reading: p))
@@ -79,7 +93,7 @@ extension WeightParams {
 }
 
 /// Reads [H, W] pairs from BorderAmounts {repeated EdgeSizes borderAmounts = 10}.
-private func borderAmounts(_ r: ProtoReader?) throws -> (top: Int, bottom: Int, left: Int, right: Int) {
+func borderAmounts(_ r: ProtoReader?) throws -> (top: Int, bottom: Int, left: Int, right: Int) {
     guard let r else { return (0, 0, 0, 0) }
     let edges = try r.messages(10, "borderAmounts")
     if edges.isEmpty { return (0, 0, 0, 0) }

@@ -217,6 +217,17 @@ public enum LayerParams: Hashable, Sendable {
     /// ClipLayerParams: y = min(max(x, minVal), maxVal).
     case clip(minVal: Float, maxVal: Float)
     case unary(UnaryFunctionLayerParams)
+    case padding(PaddingLayerParams)
+    case upsample(UpsampleLayerParams)
+    case lrn(LRNLayerParams)
+    /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
+    case l2normalize(epsilon: Float)
+    /// add/subtract/multiply/divideBroadcastable (no fields): two inputs with numpy broadcasting.
+    case broadcastable(BinaryOp)
+    case loadConstant(LoadConstantLayerParams)
+    case reduce(ReduceLayerParams)
+    /// reduceSum, reduceMean, reduceMax.
+    case reduceND(ReduceNDLayerParams)
     /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
     case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
@@ -237,6 +248,14 @@ public enum LayerParams: Hashable, Sendable {
         case .clip: return 660
         case .flatten: return 301
         case .concat: return 320
+        case .l2normalize: return 170
+        case .lrn: return 180
+        case .padding: return 200
+        case .upsample: return 210
+        case let .broadcastable(op): return op.broadcastableLayerField
+        case let .loadConstant(c): return c.isND ? 1070 : 290
+        case .reduce: return 280
+        case let .reduceND(r): return r.kind.field
         case let .layout(l): return l.typeField
         case let .unsupported(field, _): return field
         }

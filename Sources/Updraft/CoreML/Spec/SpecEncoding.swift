@@ -206,7 +206,7 @@ extension WeightParams {
     }
 }
 
-private func borderAmounts(top: Int, bottom: Int, left: Int, right: Int) -> ProtoMessage {
+func borderAmounts(top: Int, bottom: Int, left: Int, right: Int) -> ProtoMessage {
     var w = MessageWriter()
     w.message(10) { e in e.size(1, top); e.size(2, bottom) }
     w.message(10) { e in e.size(1, left); e.size(2, right) }
@@ -310,6 +310,14 @@ extension LayerParams {
             w.float(3, u.epsilon)
             w.float(4, u.shift)
             w.float(5, u.scale)
+        case let .padding(p): p.encoded(into: &w)
+        case let .upsample(u): u.encoded(into: &w)
+        case let .lrn(l): l.encoded(into: &w)
+        case let .l2normalize(epsilon): w.float(1, epsilon)
+        case .broadcastable: break
+        case let .loadConstant(c): c.encoded(into: &w)
+        case let .reduce(r): r.encoded(into: &w)
+        case let .reduceND(r): r.encoded(into: &w)
         case let .layout(l):
             return l.encoded()
         case .unsupported:

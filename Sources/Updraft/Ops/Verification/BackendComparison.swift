@@ -42,7 +42,7 @@ public struct BackendComparison {
 }
 
 /// The state of one case's comparison: the data source, the backend and the rows so far.
-fileprivate struct ComparisonSession {
+struct ComparisonSession {
     let backend: Backend
     let opCase: OpCase
     let tolerance: Tolerance
@@ -89,9 +89,9 @@ fileprivate struct ComparisonSession {
 }
 
 /// Float32 data as the reference sees it.
-private func asDouble(_ values: [Float]) -> [Double] { values.map(Double.init) }
+func asDouble(_ values: [Float]) -> [Double] { values.map(Double.init) }
 /// Reference results as a backend would receive them.
-private func asFloat(_ values: [Double]) -> [Float] { values.map(Float.init) }
+func asFloat(_ values: [Double]) -> [Float] { values.map(Float.init) }
 
 extension ComparisonSession {
     mutating func compare() throws {
@@ -109,6 +109,10 @@ extension ComparisonSession {
         case let .elementwise(op, count): try compareElementwise(op, count)
         case let .sgd(h, count, steps): try compareSGD(h, count, steps)
         case let .adam(h, count, steps): try compareAdam(h, count, steps)
+        case let .spatial(op, input): try compareSpatial(try op.geometry(input: input))
+        case let .broadcast(g): try compareBroadcast(g)
+        case let .reduction(g): try compareReduction(g)
+        case let .transpose(g): try compareTranspose(g)
         }
     }
 

@@ -8,6 +8,13 @@ extension GradientCheck {
         case .memory, .sgd, .adam:
             return nil
 
+        case let .spatial(op, input):
+            return try spatialProblem(op, input: input, rng: &rng)
+        case let .broadcast(g):
+            return broadcastProblem(g, rng: &rng)
+        case let .reduction(g):
+            return try reductionProblem(g, rng: &rng)
+
         case let .convolution(spec, input, epilogue):
             let g = try spec.geometry(input: input)
             var inputs = [Input("x", uniform(g.inputShape.count, -1...1, &rng)),
@@ -98,6 +105,8 @@ extension GradientCheck {
                            backward: { v, dy in
                 [try Reference.channelAffineBackward(shape, outputGradient: dy, scale: v[1]), nil, nil]
             })
+
+        case let .transpose(g): return try transposeProblem(g, rng: &rng)
 
         case let .elementwise(op, count):
             return Problem(inputs: [Input("a", uniform(count, -1...1, &rng)), Input("b", uniform(count, -1...1, &rng))],

@@ -76,7 +76,7 @@ extension Array where Element == OpCase {
             OpCase(.sgd(sgdBoth, count: 5, steps: 3)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01), count: 5, steps: 4)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01, weightDecay: 0.1), count: 5, steps: 1)),
-        ]
+        ] + [OpCase].spatialGradientCheck + [OpCase].broadcastGradientCheck + OpCase.layoutGradientCheck
     }
 
     /// The first `.gradientCheck` case of every op: a fast smoke test.
@@ -110,7 +110,7 @@ extension Array where Element == OpCase {
             OpCase(.elementwise(.multiply, count: 7)),
             OpCase(.sgd(SGDHyperparameters(learningRate: 0.01, momentum: 0.9, weightDecay: 1e-3), count: 33, steps: 3)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01), count: 33, steps: 3)),
-        ]
+        ] + [OpCase].spatialQuick + [OpCase].broadcastQuick + OpCase.layoutQuick
     }
 
     /// Awkward sizes for every op: what a fast path must get right before it is timed.
@@ -195,7 +195,7 @@ extension Array where Element == OpCase {
             OpCase(.sgd(SGDHyperparameters(learningRate: 0.1), count: 65 * 63, steps: 2)),
             OpCase(.adam(AdamHyperparameters(learningRate: 1e-3), count: 65, steps: 3)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01, weightDecay: 0.01), count: 1, steps: 5)),
-        ]
+        ] + [OpCase].spatialFull + [OpCase].broadcastFull + OpCase.layoutFull
     }
 
     /// The first case of every op, in list order.

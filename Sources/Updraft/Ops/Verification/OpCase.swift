@@ -25,6 +25,14 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         /// `steps` optimizer steps on a tensor of `count` parameters.
         case sgd(SGDHyperparameters, count: Int, steps: Int)
         case adam(AdamHyperparameters, count: Int, steps: Int)
+        /// Padding, upsample, LRN, L2 normalize or instance normalization of an input [N, C, H, W].
+        case spatial(SpatialOp, input: Shape)
+        /// A broadcasting binary op (forward, and both operands' gradients).
+        case broadcast(BroadcastGeometry)
+        /// A reduction to a shape (forward and backward).
+        case reduction(ReductionGeometry)
+        /// Permuted copy (transpose / permute), backward the inverse permutation.
+        case transpose(TransposeGeometry)
     }
 
     /// How the tools draw the case's data.
@@ -80,6 +88,10 @@ extension OpCase.Kind {
         case .elementwise: return "elementwise"
         case .sgd: return "sgd"
         case .adam: return "adam"
+        case let .spatial(op, _): return op.familyName
+        case .broadcast: return "broadcast"
+        case .reduction: return "reduce"
+        case .transpose: return "transpose"
         }
     }
 
@@ -129,6 +141,12 @@ extension OpCase.Kind {
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) momentum \(h.momentum) decay \(h.weightDecay)"
         case let .adam(h, count, steps):
             return "×\(count) \(steps) step\(steps == 1 ? "" : "s") lr \(h.learningRate) b1 \(h.beta1) b2 \(h.beta2) decay \(h.weightDecay)"
+        case let .spatial(op, input): return op.summary(input)
+        case let .broadcast(g): return "\(g.aDims) \(g.op.rawValue) \(g.bDims)"
+        case let .reduction(g):
+            let kind = g.kind == .max ? "max" : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
+            return "\(kind) \(g.inputDims) → \(g.outputDims)"
+        case let .transpose(g): return "n\(g.batch) \(g.dims) perm \(g.perm)"
         }
     }
 }

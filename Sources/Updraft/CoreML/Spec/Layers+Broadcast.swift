@@ -1,0 +1,97 @@
+/// The parameter messages of the broadcasting and reducing layers (NeuralNetwork.proto field
+/// numbers in comments): addBroadcastable (880), subtractBroadcastable (905), multiplyBroadcastable
+/// (900), divideBroadcastable (890), loadConstant (290), loadConstantND (1070), reduce (280),
+/// reduceSum (1270), reduceMean (1280), reduceMax (1260).
+
+extension BinaryOp {
+    /// The *BroadcastableLayerParams field of NeuralNetworkLayer.
+    public var broadcastableLayerField: Int {
+        switch self {
+        case .add: return 880
+        case .subtract: return 905
+        case .multiply: return 900
+        case .divide: return 890
+        }
+    }
+}
+
+/// LoadConstantLayerParams (rank 5 [1, 1, C, H, W]; `shape` [C, H, W]) and LoadConstantNDLayerParams
+/// (any rank): shape (1), data (2).
+public struct LoadConstantLayerParams: Hashable, Sendable {
+    public var shape: [Int]
+    public var data: WeightParams
+    /// loadConstantND (1070) rather than loadConstant (290).
+    public var isND: Bool
+    public init(shape: [Int], data: WeightParams, isND: Bool) { self.shape = shape; self.data = data; self.isND = isND }
+}
+
+/// ReduceLayerParams: mode (1; SUM 0, AVG 1, PROD 2, LOGSUM 3, SUMSQUARE 4, L1 5, L2 6, MAX 7, MIN 8,
+/// ARGMAX 9), epsilon (2), axis (3; CHW 0, HW 1, C 2, H 3, W 4).
+public struct ReduceLayerParams: Hashable, Sendable {
+    public var mode: Int32
+    public var epsilon: Float
+    public var axis: Int32
+    public init(mode: Int32, epsilon: Float = 0, axis: Int32) { self.mode = mode; self.epsilon = epsilon; self.axis = axis }
+
+    public var modeName: String {
+        let names = ["SUM", "AVG", "PROD", "LOGSUM", "SUMSQUARE", "L1", "L2", "MAX", "MIN", "ARGMAX"]
+        return mode >= 0 && Int(mode) < names.count ? names[Int(mode)] : "mode \(mode)"
+    }
+}
+
+/// ReduceSumLayerParams, ReduceMeanLayerParams, ReduceMaxLayerParams: axes (1), keepDims (2), reduceAll (3).
+public struct ReduceNDLayerParams: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
+        public var field: Int { switch self { case .sum: return 1270; case .mean: return 1280; case .max: return 1260 } }
+    }
+    public var kind: Kind
+    public var axes: [Int]
+    public var keepDims: Bool
+    public var reduceAll: Bool
+    public init(kind: Kind, axes: [Int], keepDims: Bool, reduceAll: Bool = false) {
+        self.kind = kind; self.axes = axes; self.keepDims = keepDims; self.reduceAll = reduceAll
+    }
+}
+
+extension LoadConstantLayerParams {
+    init(reading r: ProtoReader, isND: Bool) throws {
+        shape = try r.sizes(1, "shape")
+        data = try r.message(2, "data").map(WeightParams.init(reading:)) ?? .empty
+        self.isND = isND
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.sizes(1, shape)
+        w.message(2, data.encoded())
+    }
+}
+
+extension ReduceLayerParams {
+    init(reading r: ProtoReader) throws {
+        mode = try r.int32(1, "mode") ?? 0
+        epsilon = try r.float(2, "epsilon") ?? 0
+        axis = try r.int32(3, "axis") ?? 0
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.int32(1, mode)
+        w.float(2, epsilon)
+        w.int32(3, axis)
+    }
+}
+
+extension ReduceNDLayerParams {
+    init(reading r: ProtoReader, kind: Kind) throws {
+        self.kind = kind
+        axes = try r.varints(1, "axes").map { Int(Int64(bitPattern: $0)) }
+        keepDims = try r.bool(2, "keepDims") ?? false
+        reduceAll = try r.bool(3, "reduceAll") ?? false
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.int64s(1, axes.map(Int64.init))
+        w.bool(2, keepDims)
+        w.bool(3, reduceAll)
+    }
+}
