@@ -74,6 +74,7 @@ extension CPUBackend {
     /// co at `y + co * S`), which already holds the bias (or zeros). `scratch` holds `groupedPhaseSizes`' floats.
     func groupedDirectForward(_ p: GroupedConvolutionPlan, image x: UnsafePointer<Float>, group: Int,
                               w: UnsafePointer<Float>, y: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
+        let xEnd = x + p.g.inChannels * p.plane
         let g = p.g
         let (sh, sw) = (g.strideH, g.strideW)
         let (rows, width, planeFloats, _) = groupedPhaseSizes(g)
@@ -95,7 +96,15 @@ extension CPUBackend {
                         if sw == 1 {
                             (row + lo).update(from: src + lo, count: hi - lo)
                         } else {
-                            for v in lo..<hi { row[v] = src[v * sw] }
+                            var v = lo
+                            if sw == 2 {
+                                // Eight floats read for four kept: the last must still be inside the input.
+                                while v + 4 <= hi, src + 2 * v + 8 <= xEnd {
+                                    CPUKernels.store4(CPUKernels.loadEven4(src + 2 * v), row + v)
+                                    v += 4
+                                }
+                            }
+                            while v < hi { row[v] = src[v * sw]; v += 1 }
                         }
                         (row + hi).update(repeating: 0, count: width - hi)
                     }
