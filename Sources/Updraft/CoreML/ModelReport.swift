@@ -51,6 +51,10 @@ public struct ModelReport: Encodable, Sendable {
         public var severity: String
         public var message: String
         public var layer: String?
+        /// What to do about it.
+        public var hint: String?
+        /// Every layer concerned (all the layers of one unsupported type, for a grouped finding).
+        public var layers: [String]?
     }
 
     public var file: String?
@@ -69,6 +73,9 @@ public struct ModelReport: Encodable, Sendable {
     public var optimizer: String?
     public var hyperparameters: [Parameter]
     public var findings: [Finding]
+    /// Layers that could not be checked because they read the output of a layer with an error.
+    public var uncheckedLayers: [String]
+    public var uncheckedNote: String?
 
     public init(model: CoreMLModel, file: String? = nil) {
         self.file = file
@@ -91,13 +98,18 @@ public struct ModelReport: Encodable, Sendable {
         trainingInputs = spec.description.trainingInputs.map(feature)
         classLabels = spec.network.classLabels?.asStrings
 
-        let graph = try? NetworkGraph(model: model)
+        let (partial, problems) = NetworkGraph.checked(model)
+        let graph = problems.isEmpty ? partial : nil
+        uncheckedLayers = problems.unchecked.map(\.layer)
+        uncheckedNote = problems.uncheckedNote
+        // The layers whose shapes were inferred, when others failed.
+        let inferred = Dictionary(partial.layers.map { ($0.modelIndex, $0) }, uniquingKeysWith: { a, _ in a })
         preprocessing = graph?.input.preprocessing.map { Preprocessing(scale: $0.scale, bias: $0.bias) }
         if graph == nil, let s = model.imageScaler { preprocessing = Preprocessing(scale: s.channelScale, bias: [s.redBias, s.greenBias, s.blueBias]) }
         var rows: [Layer] = []
         let specLayers = spec.network.layers
         // In execution order with the graph's view of each layer, else in file order.
-        let order: [(Int, GraphLayer?)] = graph?.layers.map { ($0.modelIndex, $0) } ?? specLayers.indices.map { ($0, nil) }
+        let order: [(Int, GraphLayer?)] = graph?.layers.map { ($0.modelIndex, $0) } ?? specLayers.indices.map { ($0, inferred[$0]) }
         for (i, g) in order {
             let l = specLayers[i]
             let shape = g.map { [$0.outputShape.c, $0.outputShape.h, $0.outputShape.w] }
@@ -131,7 +143,8 @@ public struct ModelReport: Encodable, Sendable {
             return p
         }
         findings = ModelValidator.validate(model).map {
-            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer)
+            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer, hint: $0.hint,
+                    layers: $0.layers.count > 1 ? $0.layers : nil)
         }
     }
 
@@ -217,7 +230,12 @@ public struct ModelReport: Encodable, Sendable {
         let errors = findings.filter { $0.severity == "error" }.count
         let warnings = findings.count - errors
         line("validation: " + (findings.isEmpty ? "no problems" : "\(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")"))
-        for f in findings { line("  \(f.severity): \(f.message)") }
+        var hints: Set<String> = []   // each hint once, under the first finding it helps
+        for f in findings {
+            line("  \(f.severity): \(f.message)")
+            if let h = f.hint, hints.insert(h).inserted { line("      hint: \(h)") }
+        }
+        if let note = uncheckedNote { line("  note: \(note)") }
         return s
     }
 
