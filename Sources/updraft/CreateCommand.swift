@@ -11,9 +11,10 @@ let createCommand = CLICommand(
         options: [
             OptionSpec("classes", value: "N", help: "number of classes (labels \"0\"...\"N-1\" unless --labels)"),
             OptionSpec("labels", value: "A,B,...", help: "class labels, comma-separated"),
-            OptionSpec("updatable", value: "LAYERS", help: "layers to make updatable (default conv10,fullyconnected0)"),
+            OptionSpec("updatable", value: "LAYERS", help: "layers to make updatable (default conv10,fullyconnected0; all: every layer)"),
             OptionSpec("seed", value: "S", help: "seed of the initial weights and the shuffle seed (default 0)"),
             OptionSpec("input-size", value: "PIXELS", help: "input image side (default 227)"),
+            OptionSpec("frozen-from", value: "MODEL", help: "frozen layers take their weights from MODEL (transfer learning)"),
             OptionSpec("out", value: "FILE.mlmodel", help: "where to write the model (required)"),
             OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the weights (for interop checks)"),
         ],
@@ -23,6 +24,10 @@ let createCommand = CLICommand(
         outputs 'label' and 'labelProbability'. Kaiming-uniform weights from --seed, cross-entropy
         loss, SGD (learning rate 0.001 in [1e-6, 1], mini-batch 8 of {1, 2, 8, 16, 32, 64}, momentum 0
         in [0, 1]), 10 epochs of {1, 10, 50}, shuffle on.
+
+        Transfer learning: train a SqueezeNet with every layer updatable on one task, then create
+        one for other labels with --frozen-from THAT.mlmodel: the layers it keeps frozen take the
+        trained weights (same input size), and only the updatable head starts fresh.
         """),
     run: { args in
         guard args.positionals[0] == "squeezenet" else {
@@ -44,12 +49,17 @@ let createCommand = CLICommand(
         var options = SqueezeNet.Options(labels: labels)
         if let u = args.value("updatable") {
             options.updatableLayers = u.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            if options.updatableLayers == ["all"] {
+                // Every convolution and the classifier: train the whole network (through the concats).
+                options.updatableLayers = try SqueezeNet.build(SqueezeNet.Options(labels: labels)).weightedLayerNames
+            }
         }
         if let s = args.value("seed") {
             guard let seed = UInt64(s) else { throw UsageError("--seed expects a non-negative integer, got '\(s)'") }
             options.seed = seed
         }
         if let size = try args.int("input-size") { options.inputSize = size }
+        if let source = args.value("frozen-from") { options.frozenWeightsFrom = try CoreMLModel(contentsOf: URL(fileURLWithPath: source)) }
 
         let model = try SqueezeNet.build(options)
         let findings = ModelValidator.validate(model)

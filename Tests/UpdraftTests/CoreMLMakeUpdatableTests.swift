@@ -157,6 +157,19 @@ final class CoreMLMakeUpdatableTests: XCTestCase {
         XCTAssertEqual(ModelValidator.validate(model).errors, [])
     }
 
+    func testAPlainNetworkEndingInSoftmaxTrainsWithCrossEntropy() throws {
+        // What ct.convert gives without a ClassifierConfig: a plain network whose output is a softmax.
+        var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(.init(shape: [3], dataType: .float32))))
+        try b.innerProduct("linear_0", output: "logits", outputChannels: 4)
+        try b.softmax("317", output: "probs")
+        try b.addOutput("probs")
+        let model = try b.build().makingUpdatable(UpdatableModelOptions(layers: ["linear_0"]))
+        XCTAssertEqual(model.loss, LossLayerSpec(name: "lossLayer", kind: .categoricalCrossEntropy, input: "probs", target: "probs_true"))
+        XCTAssertEqual(model.modelDescription.trainingInputs.map(\.name), ["x", "probs_true"])
+        XCTAssertEqual(model.modelDescription.trainingInputs.last?.type, .multiArray(.init(shape: [1], dataType: .int32)))
+        XCTAssertEqual(ModelValidator.validate(model).errors, [])
+    }
+
     func testRefusalsNameTheWayOut() throws {
         let plain = try plainClassifier()
         func message(_ o: UpdatableModelOptions, _ model: CoreMLModel? = nil) -> String {

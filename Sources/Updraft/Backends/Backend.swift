@@ -17,6 +17,10 @@ public protocol Backend: AnyObject {
     var name: String { get }
     /// Where the backend's buffers live, for memory budgets (the feature cache). Default: host memory.
     var memory: BackendMemory { get }
+    /// Whether the backend computes on the host CPU itself (the CPU backends), so that falling back
+    /// to the host CPU would gain nothing. Default: false (OpenCL devices, PoCL included, and wrappers
+    /// that do not say).
+    var runsOnHostCPU: Bool { get }
 
     // MARK: Memory
     func makeBuffer(count: Int) throws -> DeviceBuffer
@@ -177,6 +181,7 @@ public final class PendingDownload {
 
 public extension Backend {
     var memory: BackendMemory { .host }
+    var runsOnHostCPU: Bool { false }
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
 

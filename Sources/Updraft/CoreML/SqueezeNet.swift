@@ -22,6 +22,10 @@ public enum SqueezeNet {
         public var seed: UInt64 = 0
         /// Input image side (SqueezeNet's 227 by default).
         public var inputSize: Int = 227
+        /// A SqueezeNet of the same input size whose weights the frozen (not updatable) layers take,
+        /// instead of fresh ones: transfer learning from an earlier training. The updatable layers
+        /// start fresh from `seed`.
+        public var frozenWeightsFrom: CoreMLModel? = nil
 
         public init(labels: [String], updatableLayers: [String] = ["conv10", "fullyconnected0"], seed: UInt64 = 0,
                     inputSize: Int = 227) {
@@ -98,6 +102,10 @@ public enum SqueezeNet {
             shortDescription: "SqueezeNet 1.1, \(options.labels.count) classes, updatable (\(options.updatableLayers.joined(separator: ", ")))",
             author: "updraft create squeezenet",
             userDefined: [.init(key: "updraft.seed", value: String(options.seed))]))
-        return try b.build()
+        var model = try b.build()
+        if let source = options.frozenWeightsFrom {
+            try model.copyWeights(from: source, layers: model.frozenWeightedLayerNames)
+        }
+        return model
     }
 }

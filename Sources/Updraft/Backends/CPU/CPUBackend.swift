@@ -24,6 +24,7 @@ import Synchronization
 /// one at a time); the others touch only the buffers they are given.
 public final class CPUBackend: Backend {
     public let name = "cpu"
+    public var runsOnHostCPU: Bool { true }
 
     /// Threads used by the element-wise loops and by batch-parallel convolutions.
     public let threadCount: Int

@@ -8,6 +8,7 @@
 /// `synchronize` has nothing to wait for.
 public final class ReferenceBackend: Backend {
     public let name = "reference"
+    public var runsOnHostCPU: Bool { true }
     public init() {}
 
     // MARK: Buffer access

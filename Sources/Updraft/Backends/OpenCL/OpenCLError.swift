@@ -2,7 +2,7 @@ import COpenCL
 
 /// An OpenCL call that failed: the call, the status by name (`CL_OUT_OF_RESOURCES`, …), what it was
 /// doing, and for program builds the compiler's log.
-public struct OpenCLError: Error, CustomStringConvertible, Sendable {
+public struct OpenCLError: DeviceFailure, CustomStringConvertible, Sendable {
     public var status: Int32
     public var call: String
     public var context: String
