@@ -231,4 +231,27 @@ final class MeasuringBackend: Backend {
                   m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
         try timed("adam step") { try inner.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count) }
     }
+
+    // Spatial ops, broadcasting and reductions: forwarded too (the protocol's defaults would run them
+    // through the host instead of the wrapped backend's kernels).
+    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("\(g.op.familyName) \(g.inputShape.dims.dropFirst())") { try inner.spatialForward(g, input: input, output: output) }
+    }
+    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws {
+        try timed("\(g.op.familyName) backward \(g.inputShape.dims.dropFirst())") {
+            try inner.spatialBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
+        }
+    }
+    func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("broadcast \(g.op.rawValue) \(g.aDims.dropFirst()) \(g.bDims.dropFirst())") { try inner.broadcastBinary(g, a, b, output: output) }
+    }
+    func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("reduce \(g.kind) \(g.inputDims.dropFirst()) to \(g.outputDims.dropFirst())") { try inner.reduce(g, input: input, output: output) }
+    }
+    func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
+        try timed("reduce \(g.kind) backward \(g.inputDims.dropFirst())") {
+            try inner.reduceBackward(g, input: input, outputGradient: outputGradient, inputGradient: inputGradient)
+        }
+    }
 }

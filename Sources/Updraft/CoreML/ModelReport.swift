@@ -21,6 +21,10 @@ public struct ModelReport: Encodable, Sendable {
         public var outputs: [String]
         /// Per-example output shape [C, H, W] (nil when the graph could not be built).
         public var outputShape: [Int]?
+        /// The output's shape as the model's layers see it (LogicalShape.dims, batch 1), e.g. [1, 2, 2, 5, 5].
+        public var logicalShape: [Int]?
+        /// Which of `logicalShape` is the batch (nil: none, the batch is implicit).
+        public var batchAxis: Int?
         public var parameters: Int
         public var updatable: Bool
         public var weightEncoding: String?
@@ -116,7 +120,8 @@ public struct ModelReport: Encodable, Sendable {
                 parameters = w.count + (LayerShapes.hasBias(l) ? LayerShapes.outputChannels(l) : 0)
             }
             rows.append(Layer(index: i, name: l.name, type: ModelReport.typeDescription(l), inputs: l.inputs, outputs: l.outputs,
-                              outputShape: shape, parameters: parameters,
+                              outputShape: shape, logicalShape: g?.outputLogicalShape.dims, batchAxis: g?.outputLogicalShape.batchAxis,
+                              parameters: parameters,
                               updatable: l.isUpdatable, weightEncoding: encoding))
         }
         layers = rows
@@ -198,7 +203,11 @@ public struct ModelReport: Encodable, Sendable {
         line("  " + padLeft("#", 3) + "  " + pad("name", nameWidth) + pad("type", typeWidth) + pad("output", 14)
              + padLeft("params", 10) + "  updatable")
         for l in layers {
-            let shape = l.outputShape.map { d in d[1] == 1 && d[2] == 1 ? "\(d[0])" : d.map(String.init).joined(separator: "x") } ?? "?"
+            // One example's dimensions as the model sees them ([C, H, W] for 4-D blobs; [K] for vectors).
+            let example = l.logicalShape.map { d in l.batchAxis.map { Array(d[($0 + 1)...]) } ?? d } ?? l.outputShape
+            let shape = example.map { d in
+                d.count > 1 && d.dropFirst().allSatisfy({ $0 == 1 }) ? "\(d[0])" : d.map(String.init).joined(separator: "x")
+            } ?? "?"
             var row = "  " + padLeft(String(l.index), 3) + "  " + pad(l.name, nameWidth) + pad(l.type, typeWidth) + pad(shape, 14)
             row += padLeft(l.parameters > 0 ? grouped(l.parameters) : "-", 10)
             if l.updatable { row += "  yes" }

@@ -156,6 +156,8 @@ enum ShapeInference {
             try expectInputs(1...1)
             op = .softmax
             output = input
+            // Core ML's softmax is over axis -3; on more than 3 per-example axes that is not the folded C.
+            if logical[0].exampleDims.count > 3 { (op, output, outputLogical) = try layout(.softmaxND(axis: -3), layer: layer, inputShapes: inputShapes, logical: logical) }
 
         case let .flatten(mode):
             try expectInputs(1...1)

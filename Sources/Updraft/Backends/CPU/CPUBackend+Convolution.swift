@@ -104,15 +104,28 @@ extension CPUBackend {
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
         let schedule = schedule(for: g)
+        // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
+        let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
         withWorkspaces { ws in
-            let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
+            let cols = grouped == nil ? ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
+                                      : ws.map { $0.floats(groupedPhaseSizes(g).scratch) }
             forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
                 let yn = y + (n * outputChannels + channelOffset) * S
                 // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
                 // OpenBLAS's own beta = 0 pass, which zeroes C first, is slower than this fill and
                 // would leave the bias for a pass of its own.
                 startRows(yn, channels: g.outChannels, spatial: S, bias: b, parallel: parallelInner)
-                for grp in 0..<G {
+                if let grouped {
+                    let image = UnsafePointer(x + n * g.inChannels * inPlane)
+                    if parallelInner {
+                        dynamicForEach(G, workers: threadCount) { t, grp in
+                            groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t])
+                        }
+                    } else {
+                        for grp in 0..<G { groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t]) }
+                    }
+                }
+                for grp in 0..<(grouped == nil ? G : 0) {
                     let xg = x + (n * g.inChannels + grp * cinG) * inPlane
                     var operand = UnsafePointer(xg)
                     if !direct {
@@ -143,6 +156,9 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let dx = try pointer(inputGradient, g.inputShape.count, "convolution input gradient")
+        if usesGroupedDirect(g) {
+            return groupedDirectBackwardData(GroupedConvolutionPlan(g), dy: dy, w: w, dx: dx)
+        }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
@@ -173,13 +189,15 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let dw = try pointer(weightGradient, g.weightShape.count, "convolution weight gradient")
         let db = try biasGradient.map { try pointer($0, g.outChannels, "convolution bias gradient") }
+        let grouped = usesGroupedDirect(g)
+        if grouped { groupedDirectBackwardWeights(GroupedConvolutionPlan(g), x: x, xEnd: x + g.inputShape.count, dy: dy, dw: dw) }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
         let weightCount = g.weightShape.count
         let schedule = schedule(for: g)
         if g.batch == 0 { dw.update(repeating: 0, count: weightCount) }
-        withWorkspaces { ws in
+        if !grouped { withWorkspaces { ws in
             let colCount = direct ? 0 : K * S
             let workers = workerCount(schedule, batch: g.batch)
             let cols = ws.prefix(workers).map { $0.floats(colCount) }
@@ -221,7 +239,7 @@ extension CPUBackend {
                     for run in 1..<runs { CPUKernels.map(r, dw, sums(run), into: dw, +) }
                 }
             }
-        }
+        } }
         if let db {
             let (N, C) = (g.batch, g.outChannels)
             chunks(C, grain: max(1, CPUParallel.elementGrain / max(1, N * S)), parallel: true) { cs in

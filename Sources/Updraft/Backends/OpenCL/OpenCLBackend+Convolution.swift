@@ -27,6 +27,15 @@ extension OpenCLBackend {
         try checkConvolution(g, "convolution forward", [("input", x, g.inputShape.count), ("weights", w, g.weightShape.count),
                                                         ("output", y, g.batch * outputChannels * plane)])
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
+        // Depthwise and thin grouped convolutions: the direct kernel, then the activation as its own pass
+        // (over the whole output; a channel slice with an activation takes the GEMM path below).
+        if usesGroupedDirect(g), epilogue == nil || (channelOffset == 0 && outputChannels == g.outChannels) {
+            try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels)
+            if let epilogue {
+                try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
+            }
+            return
+        }
         if g.outputShape.count == 0 { return }
         let shape = KernelShape(g, .convForward, fusedReLU: epilogue != nil)
         let variant = tuning.variant(for: shape)
@@ -55,6 +64,7 @@ extension OpenCLBackend {
             ("output gradient", dy, g.outputShape.count), ("weights", w, g.weightShape.count),
             ("input gradient", dx, g.inputShape.count)])
         if g.inputShape.count == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardData(g, dy: dy, w: w, dx: dx) }
         let shape = KernelShape(g, .convBackwardData)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastConvolutionBackwardData(g, dy: dy, w: w, dx: dx, shape: shape) { return }
@@ -84,6 +94,7 @@ extension OpenCLBackend {
         if let db { try self.biasGradient(dy, images: g.batch, channels: g.outChannels, spatial: g.gemmN, into: db) }
         let weightCount = g.weightShape.count
         if weightCount == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
         let variant = tuning.variant(for: KernelShape(g, .convBackwardWeights))
         while true {
