@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """The PyTorch side of `updraft-bench epochs --compare-pytorch`.
 
+With --arch mobilenet_v2|resnet18 (what `updraft-bench epochs --model M.mlmodel` passes for a model made
+by Benchmarks/make_bench_models.py): that torchvision model at --size x --size, N classes, only its last
+layer trained (everything before it frozen and in eval mode); --relu6 relu swaps ReLU6 for ReLU as
+make_bench_models.py --compat does. Otherwise:
+
 Fine-tunes conv10 + fullyconnected0 of SqueezeNet 1.1 (torchvision layout, 227x227 RGB, N classes,
 SGD momentum 0.9, categorical cross-entropy) on synthetic images, everything before conv10 frozen, and
 prints one JSON object: {"framework": "pytorch", "runs": [{"device", "threads", "images_per_second",
@@ -44,22 +49,51 @@ def build_model(torch, classes):
     return model
 
 
-def file_loader(torch, data, batch, workers):
-    """ImageFolder + DataLoader over image files, stretched to 227x227 as `updraft train` does."""
+def build_torchvision(torch, arch, classes, relu6):
+    """A torchvision classifier with only its last layer trained; returns (model, frozen part)."""
+    import torchvision
+    model = getattr(torchvision.models, arch)(weights=None, num_classes=classes)
+    if relu6 == "relu":
+        swap_relu6(torch, model)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    last = model.classifier[-1] if arch.startswith("mobilenet") else model.fc
+    for p in last.parameters():
+        p.requires_grad_(True)
+    model.eval()  # frozen batch norms and dropout: inference behaviour, as a converted Core ML model
+    return model, model
+
+
+def swap_relu6(torch, module):
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.ReLU6):
+            setattr(module, name, torch.nn.ReLU(inplace=True))
+        else:
+            swap_relu6(torch, child)
+
+
+def file_loader(torch, data, batch, workers, size=227):
+    """ImageFolder + DataLoader over image files, stretched to size x size as `updraft train` does."""
     import torchvision
     import torchvision.transforms as T
-    dataset = torchvision.datasets.ImageFolder(data, transform=T.Compose([T.Resize((227, 227)), T.ToTensor()]))
+    dataset = torchvision.datasets.ImageFolder(data, transform=T.Compose([T.Resize((size, size)), T.ToTensor()]))
     return torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=workers,
                                        persistent_workers=workers > 0, generator=torch.Generator().manual_seed(1))
 
 
-def run(torch, device, images, batch, classes, epochs, threads, data=None, workers=0):
+def run(torch, device, images, batch, classes, epochs, threads, data=None, workers=0, arch=None, size=227,
+        relu6="relu6"):
     torch.manual_seed(0)
-    model = build_model(torch, classes).to(device)
+    if arch:
+        model, frozen = build_torchvision(torch, arch, classes, relu6)
+        model = model.to(device)
+    else:
+        model = build_model(torch, classes).to(device)
+        frozen = model[0]
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(trainable, lr=0.001, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    model[0].eval()  # frozen prefix: inference behaviour
+    frozen.eval()  # frozen prefix: inference behaviour
 
     def sync():
         if device.type == "cuda":
@@ -75,7 +109,7 @@ def run(torch, device, images, batch, classes, epochs, threads, data=None, worke
     if data is not None:
         # The clock starts before the files are listed: the first epoch includes everything a user waits for.
         t0 = time.perf_counter()
-        loader = file_loader(torch, data, batch, workers)
+        loader = file_loader(torch, data, batch, workers, size)
         images = len(loader.dataset)
         for _ in range(epochs):
             for x, y in loader:
@@ -85,7 +119,7 @@ def run(torch, device, images, batch, classes, epochs, threads, data=None, worke
             t0 = time.perf_counter()
     else:
         g = torch.Generator(device="cpu").manual_seed(1)
-        x_all = torch.rand(images, 3, 227, 227, generator=g).to(device)
+        x_all = torch.rand(images, 3, size, size, generator=g).to(device)
         y_all = torch.randint(0, classes, (images,), generator=g).to(device)
         for _ in range(epochs):
             sync()
@@ -109,6 +143,8 @@ def run(torch, device, images, batch, classes, epochs, threads, data=None, worke
         "steady_epoch_ms": steady * 1e3,
         # From files the last batch is short (a DataLoader does not wrap round): count the images.
         "images_per_second": (images if data is not None else batches * batch) / steady,
+        "model": arch or "squeezenet1_1",
+        "size": size,
         "torch": torch.__version__,
         "tf32": False,
     }
@@ -124,6 +160,10 @@ def main():
     ap.add_argument("--devices", default="cpu,cuda", help="comma-separated: cpu, cuda")
     ap.add_argument("--data", default=None, help="train from this ImageFolder tree (a DataLoader) instead of synthetic tensors")
     ap.add_argument("--workers", type=int, default=0, help="DataLoader workers with --data (0: as many as cores)")
+    ap.add_argument("--arch", default=None, choices=["mobilenet_v2", "resnet18"],
+                    help="a torchvision model, only its last layer trained (default: SqueezeNet 1.1, conv10 + fc)")
+    ap.add_argument("--size", type=int, default=227, help="input height and width")
+    ap.add_argument("--relu6", default="relu6", choices=["relu6", "relu"], help="relu: ReLU6 replaced by ReLU")
     args = ap.parse_args()
     try:
         import torch
@@ -141,10 +181,10 @@ def main():
     for name in args.devices.split(","):
         if name == "cpu":
             runs.append(run(torch, torch.device("cpu"), args.images, args.batch, args.classes, args.epochs, threads,
-                            args.data, workers))
+                            args.data, workers, args.arch, args.size, args.relu6))
         elif name == "cuda" and torch.cuda.is_available():
             runs.append(run(torch, torch.device("cuda"), args.images, args.batch, args.classes, max(2, args.epochs), threads,
-                            args.data, workers))
+                            args.data, workers, args.arch, args.size, args.relu6))
     print(json.dumps({"framework": "pytorch", "runs": runs}))
     return 0
 

@@ -6,7 +6,7 @@
 // P = Ho*Wo. Output (oh, ow) reads input (oh*SH - PT + kh*DH, ow*SW - PL + kw*DW); outside is zero.
 //
 // CONV_MODE selects the direction (one program each):
-//   0 forward           y_g[m, (n,p)]   = sum_(c,kh,kw) w_g[m, (c,kh,kw)] * col_g[(c,kh,kw), (n,p)]  (+ b, ReLU)
+//   0 forward           y_g[m, (n,p)]   = sum_(c,kh,kw) w_g[m, (c,kh,kw)] * col_g[(c,kh,kw), (n,p)]  (+ b, then the fused activation)
 //   1 backward data     dx_g[c, (n,h,w)] = sum_(m,kh,kw) w_g[m, c, kh, kw] * dy[n, m, oh, ow]
 //                       over the (oh, ow) with oh*SH - PT + kh*DH = h (likewise ow): the transposed conv
 //   2 backward weights  dw_g[m, (c,kh,kw)] = sum_(n,p) dy_g[m, (n,p)] * col_g[(c,kh,kw), (n,p)], split
@@ -18,6 +18,7 @@
 // from a per-slice table in local memory (GEMM_K_TABLE), and the remaining divisions use divmod()'s
 // float reciprocals.
 #include "gemm_params.h"
+#include "activation.h"
 
 #ifndef CONV_MODE
 #define CONV_MODE 0
@@ -169,13 +170,13 @@ GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, Gemm
 #include "gemm_core.h"
 
 #if CONV_MODE == 0
-// y = conv(x, w) (+ b) (then ReLU). Grid: (column tiles of N*P, row tiles of Mg, groups).
+// y = conv(x, w) (+ b), then the fused activation (ACT_PARAMS; per-channel constants by output channel). Grid: (column tiles of N*P, row tiles of Mg, groups).
 // Image n's output starts at y + offY + n * yChannels * P: yChannels > Cout writes a channel slice of a
 // wider tensor (offY = the slice's first channel * P), the concat of several convolutions.
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_forward(__global const float* x, const int offX, __global const float* w,
-                  __global const float* bias, const int hasBias, const int relu,
-                  __global float* y, const int offY, const int yChannels, const int batch, CONV_ARGS) {
+                  __global const float* bias, const int hasBias,
+                  __global float* y, const int offY, const int yChannels, const int batch, ACT_PARAMS, CONV_ARGS) {
     GEMM_LOCAL_TILES;
     const GemmParams p = conv_params(Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL, groups);
     const int g = get_group_id(2), m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
@@ -194,7 +195,7 @@ void conv_forward(__global const float* x, const int offX, __global const float*
             if (!GEMM_EXACT && m >= M) continue;
             float v = acc[i * WPTN + j];
             if (hasBias) v += bias[co];
-            if (relu) v = fmax(v, 0.0f);
+            if (actKind != ACT_NONE) v = ACT_APPLY(v, co);
             yn[co * p.P] = v;
         }
     }

@@ -1,13 +1,15 @@
 // Row-major SGEMM on plain matrices, batched with strides and split along K:
-//   C_z = alpha * op(A_b) * op(B_b) + beta * C_z (+ bias, then max(0, .) when relu)
+//   C_z = alpha * op(A_b) * op(B_b) + beta * C_z (+ bias, then the fused activation)
 // where z = get_group_id(2) = b * splits + s, and slice s sums k in [s * kChunk, min(K, (s+1) * kChunk)).
 // With splits > 1 each slice writes its own C_z (strideC apart) and gemm_reduce.cl adds them up.
 //
 // op(A) is M x K: A[m * lda + k], or A[k * lda + m] with TRANS_A = 1.
 // op(B) is K x N: B[k * ldb + n], or B[n * ldb + k] with TRANS_B = 1.
-// bias: biasMode 0 none, 1 bias[m] (per row), 2 bias[n] (per column).
+// bias: biasMode 0 none, 1 bias[m] (per row), 2 bias[n] (per column). The fused activation
+// (ACT_PARAMS) takes per-channel constants by row m when actRows, else by column n.
 // Tiles and work per item come from gemm_params.h defines (chosen by OpenCLTuning).
 #include "gemm_params.h"
+#include "activation.h"
 
 #ifndef TRANS_A
 #define TRANS_A 0
@@ -50,7 +52,7 @@ void gemm(const int M, const int N, const int K, const int splits, const int kCh
           __global const float* A, const int offA, const int lda, const int strideA,
           __global const float* B, const int offB, const int ldb, const int strideB,
           __global float* C, const int offC, const int ldc, const int strideC,
-          __global const float* bias, const int biasMode, const int relu) {
+          __global const float* bias, const int biasMode, const int actRows, ACT_PARAMS) {
     GEMM_LOCAL_TILES;
     const int z = get_group_id(2), b = z / splits, s = z - b * splits;
     const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
@@ -73,7 +75,7 @@ void gemm(const int M, const int N, const int K, const int splits, const int kCh
             if (beta != 0.0f) v += beta * Cz[m * ldc + n];      // beta == 0 never reads C (it may hold NaN)
             if (biasMode == 1) v += bias[m];
             else if (biasMode == 2) v += bias[n];
-            if (relu) v = fmax(v, 0.0f);
+            if (actKind != ACT_NONE) v = ACT_APPLY(v, actRows ? m : n);
             Cz[m * ldc + n] = v;
         }
     }

@@ -1,6 +1,7 @@
 // Deterministic reductions that finish the GEMM-based ops: every sum runs in a fixed order, so
 // results are the same from run to run (no atomics). WG_SIZE and group_sum come from common.h.
 #include "common.h"
+#include "activation.h"
 
 // out[offOut + (i / columns) * ld + i % columns] = sum over s < slabs of parts[offParts + s * count + i],
 // s ascending: adds up split-K slices (packed rows x columns slabs) into a matrix with leading dimension ld.
@@ -48,16 +49,17 @@ __kernel void bias_grad_final(__global const float* partial, const int channels,
 }
 
 // The epilogue CLBlast cannot fuse: C[off + b * strideC + i * ldc + j] += bias (biasMode 1: bias[i],
-// 2: bias[j]), then max(0, .) when relu, for i < rows, j < cols, b < batch (global: cols, rows, batch).
+// 2: bias[j]), then the fused activation (per-channel constants by i when actRows, else by j), for
+// i < rows, j < cols, b < batch (global: cols, rows, batch).
 __kernel void gemm_epilogue(__global float* C, const int off, const int rows, const int cols, const int ldc,
                             const int strideC, const int batch, __global const float* bias, const int biasMode,
-                            const int relu) {
+                            const int actRows, ACT_PARAMS) {
     const int j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     if (j >= cols || i >= rows || b >= batch) return;
     const int at = off + b * strideC + i * ldc + j;
     float v = C[at];
     if (biasMode == 1) v += bias[i];
     else if (biasMode == 2) v += bias[j];
-    if (relu) v = fmax(v, 0.0f);
+    if (actKind != ACT_NONE) v = ACT_APPLY(v, actRows ? i : j);
     C[at] = v;
 }

@@ -2,12 +2,16 @@ import Foundation
 import Updraft
 import UpdraftCommandLine
 
-/// `updraft-bench epochs`: fine-tuning throughput of SqueezeNet 1.1 (conv10 + fullyconnected0) on
-/// every compute target, with and without the feature cache, optionally next to PyTorch.
+/// `updraft-bench epochs`: fine-tuning throughput of SqueezeNet 1.1 (conv10 + fullyconnected0), or of
+/// any updatable model (`--model`), on every compute target, with and without the feature cache,
+/// optionally next to PyTorch.
 let epochsCommand = CLICommand(CommandSpec(
     name: "epochs",
-    summary: "time training epochs of the SqueezeNet 1.1 fine-tuning workload on each device",
+    summary: "time training epochs of the SqueezeNet 1.1 fine-tuning workload (or of any updatable model) on each device",
     options: [
+        OptionSpec("model", value: "M.mlmodel", help: "time this updatable model instead (its updatable layers, optimizer and loss; synthetic data shaped for its input)"),
+        OptionSpec("batch-size", value: "N", help: "with --model: the mini-batch size (default: the model's)"),
+        OptionSpec("pytorch-model", value: "ARCH", help: "with --model --compare-pytorch: the torchvision architecture to run (mobilenet_v2 or resnet18; default: the one make_bench_models.py recorded in the model)"),
         OptionSpec("images", value: "N", help: "synthetic training images per epoch (default 128)"),
         OptionSpec("data", value: "DIR", help: "train from image files instead (class folders 0...9, e.g. from `updraft-bench data --generate-only`)"),
         OptionSpec("epochs", value: "E", help: "epochs per run: the first, then the steady state (default 2)"),
@@ -23,11 +27,15 @@ let epochsCommand = CLICommand(CommandSpec(
         OptionSpec("mpi", help: "under mpirun -np N: the first target on rank 0 alone, then on all N ranks; prints the scaling"),
     ],
     discussion: """
-    The workload: SqueezeNet 1.1 built in memory (227x227 RGB, 10 classes), conv10 and fullyconnected0
+    The default workload: SqueezeNet 1.1 built in memory (227x227 RGB, 10 classes), conv10 and fullyconnected0
     trained with SGD (learning rate 0.001, momentum 0.9), mini-batch 64, categorical cross-entropy, on
     N seeded random images (or, with --data, the image files of DIR, decoded and stretched to 227x227 as
     `updraft train` does, against a PyTorch DataLoader with as many workers as cores); everything
-    before conv10 is frozen. Each configuration (compute units,
+    before conv10 is frozen. With --model M.mlmodel: that model's updatable layers with its own
+    optimizer and loss, on seeded random images of its input size (pixel values 0...255 before the
+    model's image scaler); --compare-pytorch then runs the same torchvision model in PyTorch with only
+    its last layer trained, at the same batch size, input size and thread count (models from
+    Benchmarks/make_bench_models.py record their architecture). Each configuration (compute units,
     device, feature cache on/off) runs in a child process so that its peak host memory is its own.
     The steady state is the best epoch after the first. GFLOP/s counts the work the executor does
     (frozen forward, tail forward, weight gradients, needed input gradients), from the op descriptions.
@@ -38,6 +46,8 @@ let epochsCommand = CLICommand(CommandSpec(
 }
 
 struct EpochsBench {
+    let workload: EpochsWorkload
+    let pytorchArch: String?
     let images: Int
     let epochs: Int
     let units: String?
@@ -58,11 +68,25 @@ struct EpochsBench {
                 throw UsageError("--data \(data) is not a folder of class folders")
             }
         }
-        images = try data.map { try EpochsWorkload.fileDataset(dir: $0).count } ?? args.int("images") ?? 128
+        let batch = try args.int("batch-size")
+        let w: EpochsWorkload
+        if let path = args.value("model") {
+            w = try EpochsWorkload.load(path: path, batch: batch)
+        } else {
+            if batch != nil { throw UsageError("--batch-size goes with --model (the SqueezeNet workload uses 64)") }
+            w = try EpochsWorkload.squeezeNet()
+        }
+        workload = w
+        pytorchArch = args.value("pytorch-model") ?? w.torchvisionArch
+        if let arch = pytorchArch, !PyTorchComparison.architectures.contains(arch) {
+            throw UsageError("--pytorch-model \(arch) is not one the baseline script runs: "
+                             + PyTorchComparison.architectures.joined(separator: ", "))
+        }
+        images = try data.map { try w.fileDataset(dir: $0).count } ?? args.int("images") ?? 128
         epochs = try args.int("epochs") ?? 2
         guard images >= 1 else { throw UsageError("--images must be at least 1, got \(images)") }
         guard epochs >= 1 else { throw UsageError("--epochs must be at least 1, got \(epochs)") }
-        let bytes = UInt64(images) * UInt64(3 * EpochsWorkload.inputSize * EpochsWorkload.inputSize * 4)
+        let bytes = UInt64(images) * UInt64(workload.itemShape.count * 4)
         guard bytes < HostInfo.current.memoryBytes / 2 else {
             throw UsageError("--images \(images) needs \(formatBytes(bytes)) of synthetic images, more than half of this machine's memory")
         }
@@ -150,8 +174,8 @@ struct EpochsBench {
             }
         }
 
-        let work = try StepWork(training: TrainingGraph(graph: NetworkGraph(model: EpochsWorkload.model(epochs: epochs))),
-                                batch: EpochsWorkload.batch)
+        let work = try StepWork(training: TrainingGraph(graph: NetworkGraph(model: workload.model(epochs: epochs))),
+                                batch: workload.batch)
         var pytorch: PyTorchComparison.Outcome?
         var ratios: [PyTorchComparison.Ratio] = []
         if comparePyTorch {
@@ -160,13 +184,19 @@ struct EpochsBench {
             if targets.contains(where: { $0.deviceKind == "gpu" }) { devices.append("cuda") }
             if devices.isEmpty {
                 notes.append("PyTorch comparison skipped: no CPU or GPU run to compare with")
+            } else if workload.path != nil, pytorchArch == nil {
+                notes.append("PyTorch comparison skipped: \(workload.modelName) records no torchvision architecture (give --pytorch-model ARCH)")
             } else if let script = PyTorchComparison.locateScript(explicit: pytorchScript) {
                 let threads = results.compactMap(\.threads).first ?? CPUBackend().threadCount
-                printError("running PyTorch: python3 \(script) --images \(images) --threads \(threads) --devices \(devices.joined(separator: ","))\(data.map { " --data \($0)" } ?? "")")
+                let model = PyTorchComparison.Model(arch: workload.path == nil ? nil : pytorchArch, size: workload.itemShape[1],
+                                                    batch: workload.batch, classes: workload.classes,
+                                                    relu6AsReLU: workload.relu6AsReLU)
                 let outcome = PyTorchComparison.run(script: script, images: images, epochs: epochs, threads: threads, devices: devices,
-                                                    data: data)
+                                                    data: data, model: model)
+                printError("ran PyTorch: " + outcome.command.joined(separator: " "))
                 notes += outcome.notes
-                ratios = PyTorchComparison.ratios(updraft: results, pytorch: outcome.runs)
+                ratios = workload.path == nil ? PyTorchComparison.ratios(updraft: results, pytorch: outcome.runs)
+                    : PyTorchComparison.ratios(updraft: results, pytorch: outcome.runs, cpuTarget: { $0 ? nil : 2 })
                 pytorch = outcome
             } else {
                 notes.append("PyTorch comparison skipped: Benchmarks/pytorch_baseline.py not found from here (give --pytorch-script PATH)")
@@ -191,7 +221,7 @@ struct EpochsBench {
         let scope = firstInProcess ? "a process that ran only this configuration"
                                    : "the whole process so far (earlier runs included, --in-process)"
         do {
-            let r = try runEpochs(target: target, featureCache: cache, images: images, epochs: epochs, peakScope: scope,
+            let r = try runEpochs(workload: workload, target: target, featureCache: cache, images: images, epochs: epochs, peakScope: scope,
                                   opTimes: opTimes, dataDir: data, progress: { printError($0) })
             return Outcome(runs: [r])
         } catch {
@@ -212,9 +242,12 @@ struct EpochsBench {
             o.notes.append("cannot find this executable to run a child process: peak host memory is the whole process's")
             return o
         }
-        let args = ["epochs", "--in-process", "--json", "--images", String(images), "--epochs", String(epochs),
-                    "--compute-units", target.computeUnits, "--device", target.openCLIndex.map(String.init) ?? "cpu",
-                    "--feature-cache", cache ? "on" : "off"] + (opTimes ? ["--op-times"] : []) + (data.map { ["--data", $0] } ?? [])
+        var args: [String] = ["epochs", "--in-process", "--json", "--images", String(images), "--epochs", String(epochs),
+                              "--compute-units", target.computeUnits, "--device", target.openCLIndex.map(String.init) ?? "cpu",
+                              "--feature-cache", cache ? "on" : "off"]
+        if let path = workload.path { args += ["--model", path, "--batch-size", String(workload.batch)] }
+        if opTimes { args.append("--op-times") }
+        if let data { args += ["--data", data] }
         let result: ChildResult
         do {
             result = try runChild(executable: exe, arguments: args, captureStandardError: false)

@@ -23,13 +23,13 @@ struct EpochsMPIBench {
         let say: (String) -> Void = { if ranks.isPrimary { printError($0) } }
         var rows: [[String: Any]] = []
         var lines: [String] = []
-        let model = try EpochsWorkload.model(epochs: bench.epochs)
+        let model = try bench.workload.model(epochs: bench.epochs)
         let graph = try NetworkGraph(model: model)
         let gradientBytes = try graph.updatableLayers.reduce(0) { sum, layer in
             sum + 4 * (try model.weights(ofLayer: layer.name).count + (try model.bias(ofLayer: layer.name)?.count ?? 0))
         }
         let exchange = try ranks.measureExchange(bytes: gradientBytes, rounds: 10)
-        let steps = (bench.images + EpochsWorkload.batch - 1) / EpochsWorkload.batch
+        let steps = (bench.images + bench.workload.batch - 1) / bench.workload.batch
         // Ranks on one host share its cores: the CPU backend of each gets its part of them, so that one
         // process and the ranks use the same hardware (on separate hosts each rank has all of its own).
         let localRanks = ProcessInfo.processInfo.environment["OMPI_COMM_WORLD_LOCAL_SIZE"].flatMap(Int.init) ?? 1
@@ -40,13 +40,13 @@ struct EpochsMPIBench {
             say("one process: \(target.computeUnits) on \(target.label), feature cache \(cache ? "on" : "off")")
             var single: EpochsRunResult? = nil
             if ranks.isPrimary {
-                single = try runEpochs(target: target, featureCache: cache, images: bench.images, epochs: bench.epochs,
+                single = try runEpochs(workload: bench.workload, target: target, featureCache: cache, images: bench.images, epochs: bench.epochs,
                                        peakScope: "rank 0", opTimes: false, progress: say)
             }
             // The other ranks wait for rank 0's single-process run (as long as it takes).
             try ranks.world.barrier("rank 0's single-process run", timeout: .infinity)
             say("\(ranks.size) ranks: \(target.computeUnits) on \(target.label), feature cache \(cache ? "on" : "off")")
-            let multi = try runEpochs(target: target, featureCache: cache, images: bench.images, epochs: bench.epochs,
+            let multi = try runEpochs(workload: bench.workload, target: target, featureCache: cache, images: bench.images, epochs: bench.epochs,
                                       peakScope: "rank 0", opTimes: false, distributed: ranks, cpuThreads: rankThreads,
                                       progress: say)
             guard let single else { continue }
@@ -69,14 +69,14 @@ struct EpochsMPIBench {
         if ranks.isPrimary {
             if bench.json {
                 let object: [String: Any] = ["target": target.label, "device": target.deviceName, "images": bench.images,
-                                             "epochs": bench.epochs, "batch": EpochsWorkload.batch, "gradientBytes": gradientBytes,
+                                             "epochs": bench.epochs, "batch": bench.workload.batch, "gradientBytes": gradientBytes,
                                              "exchangeMs": exchange.seconds * 1e3, "busBytesPerSecond": exchange.busBytesPerSecond,
                                              "runs": rows, "notes": notes]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
                 print(String(decoding: data, as: UTF8.self))
             } else {
                 print("epochs --mpi: \(target.computeUnits) on \(target.label) (\(target.deviceName)), \(bench.images) images, "
-                      + "batch \(EpochsWorkload.batch), \(bench.epochs) epochs (steady = best after the first)")
+                      + "batch \(bench.workload.batch), \(bench.epochs) epochs (steady = best after the first)")
                 for line in lines + [exchangeLine] + notes { print("  " + line) }
             }
         }

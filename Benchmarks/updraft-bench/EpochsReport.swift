@@ -5,8 +5,9 @@ import Updraft
 extension EpochsBench {
     func textReport(results: [EpochsRunResult], work: StepWork, pytorch: PyTorchComparison.Outcome?,
                     ratios: [PyTorchComparison.Ratio], notes: [String]) -> String {
-        var out = "SqueezeNet 1.1 fine-tuning (conv10 + fullyconnected0), \(EpochsWorkload.inputSize)x\(EpochsWorkload.inputSize) RGB, "
-            + "\(EpochsWorkload.classes) classes, batch \(EpochsWorkload.batch), SGD momentum \(EpochsWorkload.momentum), "
+        let w = workload
+        var out = "\(w.title), \(w.inputDescription) input, \(w.classes) classes, batch \(w.batch), \(w.optimizer.uppercased())"
+            + (w.momentum.map { " momentum \($0)" } ?? "") + (w.learningRate.map { " learning rate \($0)" } ?? "") + ", "
             + "\(images) \(data.map { "image files from \($0) (decoded every epoch that needs them)" } ?? "synthetic images"), \(epochs) epoch\(epochs == 1 ? "" : "s") per run\n"
         out += work.summary + "\n\n"
         if !results.isEmpty {
@@ -106,9 +107,9 @@ extension EpochsBench {
         var document: [String: Any] = [
             "framework": "updraft",
             "workload": [
-                "model": "SqueezeNet 1.1", "input": "\(EpochsWorkload.inputSize)x\(EpochsWorkload.inputSize)x3",
-                "classes": EpochsWorkload.classes, "trained": ["conv10", "fullyconnected0"], "batch": EpochsWorkload.batch,
-                "optimizer": "sgd", "learning_rate": EpochsWorkload.learningRate, "momentum": EpochsWorkload.momentum,
+                "model": workload.modelName, "model_path": workload.path as Any, "input": workload.inputDescription,
+                "classes": workload.classes, "trained": workload.trained, "batch": workload.batch,
+                "optimizer": workload.optimizer, "learning_rate": workload.learningRate as Any, "momentum": workload.momentum as Any,
                 "images": images, "epochs": epochs,
             ] as [String: Any],
             "runs": try results.map(object),

@@ -1,42 +1,105 @@
 import Foundation
 import Updraft
 
-/// The workload of `updraft-bench epochs`: SqueezeNet 1.1 at 227x227, 10 classes, conv10 and
+/// The workload of `updraft-bench epochs`. By default SqueezeNet 1.1 at 227x227, 10 classes, conv10 and
 /// fullyconnected0 trained with SGD (momentum 0.9, learning rate 0.001), mini-batch 64, on seeded
-/// synthetic images — the same as Benchmarks/pytorch_baseline.py.
-enum EpochsWorkload {
-    static let inputSize = 227
-    static let classes = 10
-    static let batch = 64
-    static let learningRate = 0.001
-    static let momentum = 0.9
+/// synthetic images — the same as Benchmarks/pytorch_baseline.py. With `--model M.mlmodel`, that
+/// updatable model with its own optimizer and updatable layers, on synthetic data shaped for its input
+/// (or the files of `--data`).
+struct EpochsWorkload {
+    static let squeezeNetInputSize = 227
     static let dataSeed: UInt64 = 1
 
-    /// The model, built in memory, with `epochs` as its default and allowed epoch count (the builder
-    /// allows 1, 10 or 50 only). Mini-batch size, momentum and learning rate are set per run through
-    /// the configuration's parameter overrides, as a user would.
-    static func model(epochs: Int) throws -> CoreMLModel {
-        let base = try SqueezeNet.build(SqueezeNet.Options(labels: (0..<classes).map(String.init), seed: 0, inputSize: inputSize))
+    /// The model as read or built, before the per-run epoch count is set.
+    var base: CoreMLModel
+    /// The file it came from (nil: SqueezeNet built in memory).
+    var path: String?
+    /// What the report calls the model, and the layers that train.
+    var modelName: String
+    var trained: [String]
+    /// One example, `[C, H, W]`.
+    var itemShape: Shape
+    var classes: Int
+    var batch: Int
+    var optimizer: String
+    var learningRate: Double?
+    var momentum: Double?
+    /// Parameter overrides every run applies (SqueezeNet's SGD settings; none for a model file).
+    var overrides: [ParameterKey: ParameterValue]
+    /// The same network in torchvision for `--compare-pytorch` (nil: the script's SqueezeNet), and
+    /// whether its ReLU6s are ReLUs (models made by `make_bench_models.py --compat`).
+    var torchvisionArch: String?
+    var relu6AsReLU: Bool
+
+    var inputDescription: String { "\(itemShape[1])x\(itemShape[2])x\(itemShape[0])" }
+    var title: String { "\(modelName) fine-tuning (\(trained.joined(separator: " + ")))" }
+
+    static func squeezeNet() throws -> EpochsWorkload {
+        let size = squeezeNetInputSize, classes = 10
+        let base = try SqueezeNet.build(SqueezeNet.Options(labels: (0..<classes).map(String.init), seed: 0, inputSize: size))
+        return EpochsWorkload(
+            base: base, path: nil, modelName: "SqueezeNet 1.1", trained: ["conv10", "fullyconnected0"],
+            itemShape: [3, size, size], classes: classes, batch: 64, optimizer: "sgd", learningRate: 0.001, momentum: 0.9,
+            overrides: [.miniBatchSize: .int(64), .momentum: .double(0.9), .learningRate: .double(0.001)],
+            torchvisionArch: nil, relu6AsReLU: false)
+    }
+
+    /// An updatable model file, trained with its own optimizer and loss; `batch` replaces its mini-batch size.
+    static func load(path: String, batch: Int?) throws -> EpochsWorkload {
+        let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
+        let graph = try NetworkGraph(model: model)
+        guard let update = graph.updateParameters, let optimizer = update.optimizer, let loss = graph.loss else {
+            throw UpdraftError(.invalidModel, "\(path) is not an updatable model (no update parameters or no loss)",
+                               hint: "make it updatable first (coremltools' NeuralNetworkBuilder.make_updatable)")
+        }
+        let classes: Int
+        switch loss.targetEncoding {
+        case let .classLabel(labels): classes = labels.count
+        case .classIndex: classes = loss.inputShape.dims.last { $0 > 1 } ?? 1
+        case .values:
+            throw UpdraftError(.unsupported, "\(path) trains with a mean-squared-error loss: synthetic data has class labels only",
+                               hint: "give --data DIR with inputs.npy and targets.npy")
+        }
+        let dims = graph.input.shape.dims
+        let item = Shape(Array(dims.count == 4 ? dims.dropFirst() : dims[...]))
+        guard item.rank == 3 else {
+            throw UpdraftError(.unsupported, "\(path): input \(graph.input.name) has shape \(graph.input.shape); the benchmark makes [C, H, W] examples")
+        }
+        let modelBatch = optimizer.miniBatchSize.map { Int($0.defaultValue) } ?? 64
+        let b = batch ?? modelBatch
+        guard b >= 1 else { throw UpdraftError(.invalidArgument, "--batch-size must be at least 1, got \(b)") }
+        let meta = Dictionary(model.spec.description.metadata.userDefined.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+        return EpochsWorkload(
+            base: model, path: path, modelName: URL(fileURLWithPath: path).lastPathComponent,
+            trained: graph.updatableLayers.map(\.name), itemShape: item, classes: classes, batch: b,
+            optimizer: optimizer.kind.rawValue, learningRate: optimizer.learningRate?.defaultValue,
+            momentum: optimizer.momentum?.defaultValue, overrides: [:],
+            torchvisionArch: meta["updraft.bench.torchvision"], relu6AsReLU: meta["updraft.bench.relu6"] == "relu")
+    }
+
+    /// The model with `epochs` as its default and only allowed epoch count, and the workload's
+    /// mini-batch size as its default and only allowed one (set in memory: a benchmark may run any
+    /// size; the SqueezeNet builder allows 1, 10 or 50 epochs only).
+    func model(epochs: Int) throws -> CoreMLModel {
         var spec = base.spec
         guard var update = spec.network.updateParameters else {
-            throw UpdraftError(.invalidModel, "the SqueezeNet builder made a model without update parameters")
+            throw UpdraftError(.invalidModel, "\(modelName) has no update parameters")
         }
         update.epochs = Int64Parameter(defaultValue: Int64(epochs), allowed: .set([Int64(epochs)]))
+        if path != nil, update.optimizer != nil {
+            update.optimizer?.miniBatchSize = Int64Parameter(defaultValue: Int64(batch), allowed: .set([Int64(batch)]))
+        }
         spec.network.updateParameters = update
         return CoreMLModel(spec: spec)
     }
 
-    static var overrides: [ParameterKey: ParameterValue] {
-        [.miniBatchSize: .int(Int64(batch)), .momentum: .double(momentum), .learningRate: .double(learningRate)]
-    }
-
-    /// The image files of `dir` (class folders named 0...9), prepared as `updraft train` prepares them.
-    static func fileDataset(dir: String) throws -> BatchProvider {
+    /// The image files of `dir` (class folders), prepared as `updraft train` prepares them.
+    func fileDataset(dir: String) throws -> BatchProvider {
         try ModelDataset(model: model(epochs: 1), path: URL(fileURLWithPath: dir)).provider
     }
 
-    static func dataset(images: Int) throws -> SyntheticImageDataset {
-        try SyntheticImageDataset(count: images, itemShape: [3, inputSize, inputSize], classes: classes, seed: dataSeed)
+    func dataset(images: Int) throws -> SyntheticImageDataset {
+        try SyntheticImageDataset(count: images, itemShape: itemShape, classes: classes, seed: Self.dataSeed)
     }
 }
 
@@ -134,11 +197,12 @@ struct EpochBreakdown: Codable {
 /// `UpdateTask`, and times each epoch from the task's epochEnd metrics.
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
 /// With `distributed`, this process trains as one rank of an MPI job (`epochs --mpi`).
-func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int, peakScope: String, opTimes: Bool,
+func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int,
+               peakScope: String, opTimes: Bool,
                dataDir: String? = nil, distributed: DistributedTraining? = nil, cpuThreads: Int? = nil,
                progress: @escaping (String) -> Void) throws -> EpochsRunResult {
-    let model = try EpochsWorkload.model(epochs: epochs)
-    let data: BatchProvider = try dataDir.map { try EpochsWorkload.fileDataset(dir: $0) } ?? EpochsWorkload.dataset(images: images)
+    let model = try workload.model(epochs: epochs)
+    let data: BatchProvider = try dataDir.map { try workload.fileDataset(dir: $0) } ?? workload.dataset(images: images)
     let inner: Backend
     var threads: Int? = nil
     if let index = target.openCLIndex {
@@ -159,7 +223,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     backend.timing = opTimes
 
     var config = UpdateConfiguration()
-    config.parameters = EpochsWorkload.overrides
+    config.parameters = workload.overrides
     config.backends = (backend, backend)
     config.featureCache = featureCache
     config.distributed = distributed
@@ -190,9 +254,9 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
 
     let graph = try NetworkGraph(model: model)
     let training = try TrainingGraph(graph: graph)
-    let work = try StepWork(training: training, batch: EpochsWorkload.batch)
-    let batches = (images + EpochsWorkload.batch - 1) / EpochsWorkload.batch
-    let perEpoch = batches * EpochsWorkload.batch
+    let work = try StepWork(training: training, batch: workload.batch)
+    let batches = (images + workload.batch - 1) / workload.batch
+    let perEpoch = batches * workload.batch
     let first = seconds[0]
     let steady = seconds.count > 1 ? seconds.dropFirst().min()! : first
     // With the cache, the first epoch runs the prefix once per distinct example and the tail per
@@ -209,7 +273,7 @@ func runEpochs(target: EpochsTarget, featureCache: Bool, images: Int, epochs: In
     var result = EpochsRunResult(
         computeUnits: target.computeUnits, device: target.deviceName, deviceIndex: target.openCLIndex,
         deviceKind: target.deviceKind, backend: backend.name, featureCache: featureCache, images: images,
-        batch: EpochsWorkload.batch, epochs: epochs, threads: threads, imagesPerEpoch: perEpoch,
+        batch: workload.batch, epochs: epochs, threads: threads, imagesPerEpoch: perEpoch,
         epochMilliseconds: seconds.map { $0 * 1e3 }, firstEpochMilliseconds: first * 1e3,
         steadyEpochMilliseconds: steady * 1e3,
         firstEpochImagesPerSecond: Double(perEpoch) / max(first, 1e-9),

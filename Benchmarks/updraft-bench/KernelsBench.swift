@@ -141,9 +141,9 @@ struct KernelsBenchmark {
             let input = layer.inputShape.withBatch(1)
             switch layer.op {
             case let .convolution(spec):
-                cases.append(OpCase(.convolution(spec, input: input, fusedReLU: true), name: "\(layer.name) \(input)"))
+                cases.append(OpCase(.convolution(spec, input: input, epilogue: .relu), name: "\(layer.name) \(input)"))
             case let .innerProduct(spec):
-                cases.append(OpCase(.innerProduct(spec, input: layer.inputShape.withBatch(3)), name: "\(layer.name) batch 3"))
+                cases.append(OpCase(.innerProduct(spec, input: layer.inputShape.withBatch(3), epilogue: nil), name: "\(layer.name) batch 3"))
             default: break
             }
         }

@@ -106,16 +106,16 @@ final class MeasuringBackend: Backend {
     func synchronize() throws { try inner.synchronize() }
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, fusedReLU: Bool) throws {
+                            output: DeviceBuffer, epilogue: Activation?) throws {
         try timed("convolution forward " + Self.conv(g)) {
-            try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+            try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
         }
     }
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         try timed("convolution forward " + Self.conv(g)) {
             try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
-                                         outputChannels: outputChannels, fusedReLU: fusedReLU)
+                                         outputChannels: outputChannels, epilogue: epilogue)
         }
     }
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -133,9 +133,9 @@ final class MeasuringBackend: Backend {
     }
 
     func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                             bias: DeviceBuffer?, output: DeviceBuffer) throws {
+                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         try timed("inner product forward \(g.inputChannels)->\(g.outputChannels)") {
-            try inner.innerProductForward(g, input: input, weights: weights, bias: bias, output: output)
+            try inner.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
         }
     }
     func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -152,14 +152,14 @@ final class MeasuringBackend: Backend {
         }
     }
 
-    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        try timed("activation forward \(a)") { try inner.activationForward(a, input: input, output: output, count: count) }
+    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("activation forward \(a)") { try inner.activationForward(a, g, input: input, output: output) }
     }
-    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
+    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         try timed("activation backward \(a)") {
-            try inner.activationBackward(a, input: input, output: output, outputGradient: outputGradient,
-                                         inputGradient: inputGradient, count: count)
+            try inner.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient,
+                                         inputGradient: inputGradient)
         }
     }
 
@@ -230,5 +230,28 @@ final class MeasuringBackend: Backend {
     func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
                   m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
         try timed("adam step") { try inner.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count) }
+    }
+
+    // Spatial ops, broadcasting and reductions: forwarded too (the protocol's defaults would run them
+    // through the host instead of the wrapped backend's kernels).
+    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("\(g.op.familyName) \(g.inputShape.dims.dropFirst())") { try inner.spatialForward(g, input: input, output: output) }
+    }
+    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws {
+        try timed("\(g.op.familyName) backward \(g.inputShape.dims.dropFirst())") {
+            try inner.spatialBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
+        }
+    }
+    func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("broadcast \(g.op.rawValue) \(g.aDims.dropFirst()) \(g.bDims.dropFirst())") { try inner.broadcastBinary(g, a, b, output: output) }
+    }
+    func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try timed("reduce \(g.kind) \(g.inputDims.dropFirst()) to \(g.outputDims.dropFirst())") { try inner.reduce(g, input: input, output: output) }
+    }
+    func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
+        try timed("reduce \(g.kind) backward \(g.inputDims.dropFirst())") {
+            try inner.reduceBackward(g, input: input, outputGradient: outputGradient, inputGradient: inputGradient)
+        }
     }
 }

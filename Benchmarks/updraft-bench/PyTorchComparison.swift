@@ -42,7 +42,26 @@ enum PyTorchComparison {
         }
     }
 
-    /// The issue's targets for the CPU path: 3x PyTorch without the feature cache, 10x with it.
+    /// The torchvision architectures pytorch_baseline.py --arch runs.
+    static let architectures = ["mobilenet_v2", "resnet18"]
+
+    /// What the script builds: its SqueezeNet (arch nil) or a torchvision model with only its last layer trained.
+    struct Model {
+        var arch: String?
+        var size: Int
+        var batch: Int
+        var classes: Int
+        var relu6AsReLU: Bool
+
+        var arguments: [String] {
+            guard let arch else { return [] }
+            return ["--arch", arch, "--size", String(size), "--batch", String(batch), "--classes", String(classes)]
+                + (relu6AsReLU ? ["--relu6", "relu"] : [])
+        }
+    }
+
+    /// The issue's targets for the CPU path on SqueezeNet: 3x PyTorch without the feature cache, 10x
+    /// with it. For converted torchvision models (issue 11), 2x without the cache; none with it.
     static func cpuTarget(featureCache: Bool) -> Double { featureCache ? 10 : 3 }
 
     /// `explicit`, else Benchmarks/pytorch_baseline.py under the working directory, else under a
@@ -63,9 +82,10 @@ enum PyTorchComparison {
     }
 
     /// Runs the script; never throws: whatever goes wrong becomes a note.
-    static func run(script: String, images: Int, epochs: Int, threads: Int, devices: [String], data: String? = nil) -> Outcome {
+    static func run(script: String, images: Int, epochs: Int, threads: Int, devices: [String], data: String? = nil,
+                    model: Model? = nil) -> Outcome {
         let args = [script, "--images", String(images), "--epochs", String(epochs), "--threads", String(threads),
-                    "--devices", devices.joined(separator: ",")] + (data.map { ["--data", $0] } ?? [])
+                    "--devices", devices.joined(separator: ",")] + (data.map { ["--data", $0] } ?? []) + (model?.arguments ?? [])
         var outcome = Outcome(command: ["python3"] + args)
         guard FileManager.default.fileExists(atPath: script) else {
             outcome.notes.append("PyTorch comparison skipped: \(script) does not exist (give --pytorch-script PATH)")
@@ -109,14 +129,16 @@ enum PyTorchComparison {
     }
 
     /// CPU backend runs against PyTorch's CPU run, OpenCL GPU runs against its CUDA run.
-    static func ratios(updraft: [EpochsRunResult], pytorch: [Run]) -> [Ratio] {
+    /// - Parameter cpuTarget: the target ratio of a CPU run with or without the feature cache (nil: none).
+    static func ratios(updraft: [EpochsRunResult], pytorch: [Run],
+                       cpuTarget: (Bool) -> Double? = { cpuTarget(featureCache: $0) }) -> [Ratio] {
         var out: [Ratio] = []
         for r in updraft {
             let isCPU = r.deviceIndex == nil
             guard isCPU || r.deviceKind == "gpu",
                   let p = pytorch.first(where: { $0.kind == (isCPU ? "cpu" : "cuda") }), p.imagesPerSecond > 0 else { continue }
             let ratio = r.imagesPerSecond / p.imagesPerSecond
-            let target = isCPU ? cpuTarget(featureCache: r.featureCache) : nil
+            let target = isCPU ? cpuTarget(r.featureCache) : nil
             out.append(Ratio(updraftComputeUnits: r.computeUnits, updraftDevice: r.device, featureCache: r.featureCache,
                              pytorchDevice: p.device, updraftImagesPerSecond: r.imagesPerSecond,
                              pytorchImagesPerSecond: p.imagesPerSecond, ratio: ratio, target: target,

@@ -11,7 +11,7 @@ let makeUpdatableCommand = CLICommand(
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
         options: [
             OptionSpec("layers", value: "L1,L2", help: "convolution/innerProduct layers to train (replaces the updatable set; required for a model that has none)"),
-            OptionSpec("loss", value: "cross-entropy|mse", help: "loss (default: the model's; new: cross-entropy for a classifier, else mse)"),
+            OptionSpec("loss", value: "cross-entropy|mse", help: "loss (default: the model's; new: cross-entropy for a classifier or a softmax output, else mse)"),
             OptionSpec("loss-input", value: "BLOB", help: "blob the loss reads (default: a classifier's probabilities, else the only output)"),
             OptionSpec("loss-name", value: "NAME", help: "loss layer name (default: the model's, else lossLayer)"),
             OptionSpec("optimizer", value: "sgd|adam", help: "optimizer (default: the model's, else sgd)"),

@@ -55,13 +55,14 @@ let trainCommand = CLICommand(CommandSpec(
     let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
     let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
-    let graph = try NetworkGraph(model: model)
+    // Every problem at once (the layers Updraft cannot run, grouped, and the update parameters'), as `inspect` lists them.
     let findings = ModelValidator.validate(model)
     for finding in findings { printError("\(finding)") }
     if !findings.errors.isEmpty {
         printError("the model cannot be trained: fix the errors above (see `updraft inspect`)")
         return 1
     }
+    let graph = try NetworkGraph(model: model)
 
     var overrides: [ParameterKey: ParameterValue] = [:]
     if let v = try args.int("epochs") { overrides[.epochs] = .int(Int64(v)) }

@@ -72,6 +72,16 @@ def conv_classifier_softmax_nd():
     return b.spec
 
 
+def plain_softmax_nd():
+    """What ct.convert(traced_model, convert_to="neuralnetwork") gives for a classifier without a
+    ClassifierConfig: a plain network whose output 'probs' comes from softmaxND(axis=1)."""
+    b = NeuralNetworkBuilder([("x", datatypes.Array(1, 6))], [("probs", None)], disable_rank5_shape_mapping=True)
+    b.add_inner_product("linear_0", W=rand(4, 6), b=rand(4), input_channels=6, output_channels=4, has_bias=True,
+                        input_name="x", output_name="logits")
+    b.add_softmax_nd("317", "logits", "probs", axis=1)
+    return b.spec
+
+
 def regressor():
     b = NeuralNetworkBuilder([("x", datatypes.Array(3))], [("y", datatypes.Array(2))], mode="regressor")
     b.add_inner_product("hidden", W=rand(5, 3), b=rand(5), input_channels=3, output_channels=5, has_bias=True,
@@ -123,6 +133,17 @@ def expect_conv_softmax_nd(spec):
     sgd.set_momentum(0.9, 0.0, 0.95)
     b.set_sgd_optimizer(sgd)
     b.set_epochs(2, [1, 2])
+    return b.spec
+
+
+def expect_plain_softmax_nd(spec):
+    spec = copy_spec(spec)
+    spec.neuralNetwork.layers[-1].softmax.MergeFromString(b"")
+    b = NeuralNetworkBuilder(spec=spec)
+    b.make_updatable(["linear_0"])
+    quiet(b.set_categorical_cross_entropy_loss, name="lossLayer", input="probs")
+    b.set_sgd_optimizer(SgdParams())
+    b.set_epochs()
     return b.spec
 
 
@@ -247,7 +268,8 @@ def main():
                 raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
             return coremltools.utils.load_spec(path(name))
 
-        sources = {"dense": dense_classifier(), "conv_nd": conv_classifier_softmax_nd(), "regressor": regressor()}
+        sources = {"dense": dense_classifier(), "conv_nd": conv_classifier_softmax_nd(), "regressor": regressor(),
+                   "plain_nd": plain_softmax_nd()}
         for name, spec in sources.items():
             coremltools.utils.save_spec(spec, path(name))
         dense_default = expect_dense_defaults(sources["dense"])
@@ -263,6 +285,7 @@ def main():
                                             "--allowed-batch-sizes", "1,2,4", "--momentum", "0.9",
                                             "--allowed-momentum", "0..0.95", "--epochs", "2", "--allowed-epochs", "1,2"],
              lambda: expect_conv_softmax_nd(sources["conv_nd"])),
+            ("plain_softmax_nd", "plain_nd", ["--layers", "linear_0"], lambda: expect_plain_softmax_nd(sources["plain_nd"])),
             ("regressor_mse", "regressor", ["--layers", "out", "--learning-rate", "0.1", "--batch-size", "2",
                                             "--epochs", "4"], lambda: expect_regressor(sources["regressor"])),
             # Re-parameterizing the updatable model written above.

@@ -128,12 +128,12 @@ final class FaultyBackend: Backend {
     func synchronize() throws {}
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, fusedReLU: Bool) throws {
+                            output: DeviceBuffer, epilogue: Activation?) throws {
         guard fault == .accumulatingConvolution else {
-            return try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+            return try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
         }
         let scratch = try base.makeBuffer(count: output.count)
-        try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: scratch, fusedReLU: fusedReLU)
+        try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: scratch, epilogue: epilogue)
         try base.accumulate(scratch, into: output)  // the bug: += instead of =
     }
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -146,8 +146,8 @@ final class FaultyBackend: Backend {
                                             weightGradient: weightGradient, biasGradient: biasGradient)
     }
     func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                             bias: DeviceBuffer?, output: DeviceBuffer) throws {
-        try base.innerProductForward(g, input: input, weights: weights, bias: bias, output: output)
+                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
+        try base.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
     }
     func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                   inputGradient: DeviceBuffer) throws {
@@ -158,13 +158,13 @@ final class FaultyBackend: Backend {
         try base.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient,
                                              weightGradient: weightGradient, biasGradient: biasGradient)
     }
-    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        try base.activationForward(a, input: input, output: output, count: count)
+    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try base.activationForward(a, g, input: input, output: output)
     }
-    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
-        try base.activationBackward(a, input: input, output: output, outputGradient: outputGradient,
-                                    inputGradient: inputGradient, count: count)
+    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
+        try base.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient,
+                                    inputGradient: inputGradient)
     }
     func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try base.poolingForward(g, input: input, output: output)

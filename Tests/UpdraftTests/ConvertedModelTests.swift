@@ -90,6 +90,27 @@ final class ConvertedModelTests: XCTestCase {
         }
     }
 
+    /// `updraft make-updatable` on the command line, as a user with a converted model runs it, writes
+    /// coremltools' file too (an SGD and an Adam fixture; the second has an image input).
+    func testTheCommandWritesWhatCoreMLToolsWrites() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-converted-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for name in ["mobilenet_v2", "resnet18"] {
+            let f = try ConvertedFixture.load(name)
+            let out = dir.appendingPathComponent("\(name).mlmodel")
+            var args = ["make-updatable", ConvertedFixture.url("\(name).converted.mlmodel").path, "--layers", f.trained.joined(separator: ","),
+                        "--loss", "cross-entropy", "--loss-input", "probs", "--loss-name", "loss", "--optimizer", f.optimizer,
+                        "--learning-rate", "\(f.hyperparameters["lr"]!)", "--batch-size", "\(f.batch)", "--epochs", "\(f.steps)",
+                        "--shuffle", "off", "--out", out.path]
+            if f.optimizer == "sgd" { args += ["--momentum", "\(f.hyperparameters["momentum"]!)"] }
+            let run = try runUpdraft(args, cacheDirectory: dir)
+            XCTAssertEqual(run.status, 0, "\(name): \(run.stderr)")
+            XCTAssertEqual(try Data(contentsOf: out), try Data(contentsOf: ConvertedFixture.url("\(name).mlmodel")),
+                           "\(name): updraft make-updatable wrote other bytes than coremltools")
+        }
+    }
+
     /// The model Updraft made updatable trains exactly like coremltools' (and so like PyTorch).
     private func checkMadeUpdatable(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws {
         if let blocker = Self.pending[name], ProcessInfo.processInfo.environment["UPDRAFT_TEST_PENDING"] != "1" {
@@ -134,7 +155,11 @@ final class ConvertedModelTests: XCTestCase {
             let fixture = try ConvertedFixture.load(name)
             XCTAssertEqual(fixture.architecture, name)
             XCTAssertEqual(Set(fixture.final.keys), Set(fixture.trained), name)
-            XCTAssertFalse(fixture.layerTypes.isEmpty, name)
+            let converted = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).converted.mlmodel"))
+            XCTAssertEqual(fixture.layerTypes.values.reduce(0, +), converted.layers.count, "\(name): layerTypes counts every converted layer")
+            XCTAssertEqual(converted.updatableLayerNames, [], "\(name).converted.mlmodel is as converted")
+            let updatable = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
+            XCTAssertEqual(updatable.updatableLayerNames, fixture.trained, name)
         }
         XCTAssertTrue(Set(Self.pending.keys).isSubset(of: Set(ConvertedFixture.names)))
     }

@@ -204,18 +204,18 @@ final class CoreMLBadInputTests: XCTestCase {
         XCTAssertEqual(future.serializedBytes(), message.serialized())
         assertErrorMentions(try NetworkGraph(model: future), containing: ["'relu1'", "layer type 9999"])
         XCTAssertTrue(ModelValidator.validate(future).errors.contains { $0.message.contains("layer type 9999") })
-        // An activation Updraft does not run.
-        var elu = try ProtoMessage(parsing: try CoreMLFixtures.bytes("dense_sgd_classifier"))
-        try elu.editMessage(403) { net in
+        // An activation type NeuralNetwork.proto does not define (every one it defines runs).
+        var unknown = try ProtoMessage(parsing: try CoreMLFixtures.bytes("dense_sgd_classifier"))
+        try unknown.editMessage(403) { net in
             try net.editMessage(1, occurrence: 1) { layer in
                 try layer.editMessage(130) { act in
                     act.remove(10)
-                    act.set(ProtoField(number: 50, message: ProtoMessage()))
+                    act.set(ProtoField(number: 99, message: ProtoMessage()))
                 }
             }
         }
-        assertErrorMentions(try NetworkGraph(model: try CoreMLModel(serializedBytes: elu.serialized())),
-                     containing: ["'relu1'", "ELU", "not supported"])
+        assertErrorMentions(try NetworkGraph(model: try CoreMLModel(serializedBytes: unknown.serialized())),
+                     containing: ["'relu1'", "activation type 99", "not supported"])
     }
 
     func testLayerWithoutATypeIsAnError() throws {

@@ -69,6 +69,47 @@ final class CoreMLMakeUpdatableTests: XCTestCase {
         XCTAssertEqual(try trained.weights(ofLayer: "fc1"), try model.weights(ofLayer: "fc1"), "the frozen layer did not")
     }
 
+    /// Every converted torchvision fixture, made updatable by Updraft with the settings coremltools
+    /// was given (Tests/Scripts/make_converted_fixtures.py), is the same file coremltools wrote.
+    func testConvertedModelsComeOutAsCoremltoolsMakesThem() throws {
+        XCTAssertGreaterThanOrEqual(ConvertedFixture.names.count, 12)
+        for name in ConvertedFixture.names {
+            let converted = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).converted.mlmodel"))
+            let reference = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
+            let u = try XCTUnwrap(reference.updateParameters, name)
+            let optimizer = try XCTUnwrap(u.optimizer, name)
+            var o = UpdatableModelOptions(layers: reference.updatableLayerNames, lossName: u.lossLayers.first?.name,
+                                          optimizer: optimizer.kind)
+            o.learningRate = optimizer.learningRate?.defaultValue
+            o.miniBatchSize = optimizer.miniBatchSize?.defaultValue
+            o.momentum = optimizer.momentum?.defaultValue
+            o.beta1 = optimizer.beta1?.defaultValue
+            o.beta2 = optimizer.beta2?.defaultValue
+            o.eps = optimizer.eps?.defaultValue
+            o.epochs = u.epochs?.defaultValue
+            o.shuffle = u.shuffle?.defaultValue
+            let made = try converted.makingUpdatable(o)
+            XCTAssertEqual(made.spec, reference.spec, "\(name): Updraft's and coremltools' updatable models differ")
+            XCTAssertEqual(made.serializedBytes(), reference.serializedBytes(), "\(name): not the same bytes")
+        }
+    }
+
+    func testFloat16WeightsOfAnUpdatableLayerAreWidened() throws {
+        // coremltools refuses any float16 weights; Core ML updates only float32 ones: Updraft widens
+        // the layers it makes updatable and leaves the frozen ones as they are.
+        let model = try CoreMLModel(contentsOf: Fixtures.url("float16_frozen.mlmodel"))
+        XCTAssertEqual(model.layer(named: "frozen")?.weightParams?.weights.encoding, .float16)
+        let made = try CoreMLModel(serializedBytes: model.makingUpdatable(UpdatableModelOptions(layers: ["frozen", "head"])).serializedBytes())
+        guard case let .innerProduct(p)? = made.layer(named: "frozen")?.params else { return XCTFail() }
+        XCTAssertEqual(p.weights.encoding, .float32)
+        XCTAssertEqual(p.bias?.encoding, .float32)
+        XCTAssertTrue(p.weights.isUpdatable && p.bias?.isUpdatable == true)
+        XCTAssertEqual(try made.weights(ofLayer: "frozen"), try model.weights(ofLayer: "frozen"), "widening is exact")
+        XCTAssertEqual(ModelValidator.validate(made).errors, [])
+        let frozenOnly = try model.makingUpdatable(UpdatableModelOptions(layers: ["head"]))
+        XCTAssertEqual(frozenOnly.layer(named: "frozen")?.weightParams?.weights.encoding, .float16)
+    }
+
     func testReparameterizingChangesOnlyWhatIsGiven() throws {
         let original = try CoreMLModel(contentsOf: Fixtures.url("dense_sgd_classifier.mlmodel"))
         var o = UpdatableModelOptions()
@@ -154,6 +195,19 @@ final class CoreMLMakeUpdatableTests: XCTestCase {
         XCTAssertEqual(model.loss, LossLayerSpec(name: "lossLayer", kind: .meanSquaredError, input: "y", target: "y_true"))
         XCTAssertEqual(model.modelDescription.trainingInputs.last,
                        FeatureDescription(name: "y_true", type: .multiArray(.init(shape: [2], dataType: .double))))
+        XCTAssertEqual(ModelValidator.validate(model).errors, [])
+    }
+
+    func testAPlainNetworkEndingInSoftmaxTrainsWithCrossEntropy() throws {
+        // What ct.convert gives without a ClassifierConfig: a plain network whose output is a softmax.
+        var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(.init(shape: [3], dataType: .float32))))
+        try b.innerProduct("linear_0", output: "logits", outputChannels: 4)
+        try b.softmax("317", output: "probs")
+        try b.addOutput("probs")
+        let model = try b.build().makingUpdatable(UpdatableModelOptions(layers: ["linear_0"]))
+        XCTAssertEqual(model.loss, LossLayerSpec(name: "lossLayer", kind: .categoricalCrossEntropy, input: "probs", target: "probs_true"))
+        XCTAssertEqual(model.modelDescription.trainingInputs.map(\.name), ["x", "probs_true"])
+        XCTAssertEqual(model.modelDescription.trainingInputs.last?.type, .multiArray(.init(shape: [1], dataType: .int32)))
         XCTAssertEqual(ModelValidator.validate(model).errors, [])
     }
 

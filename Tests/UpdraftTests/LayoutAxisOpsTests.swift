@@ -122,3 +122,37 @@ final class LayoutAxisOpsTests: XCTestCase {
         }
     }
 }
+
+/// The reshapes converters emit besides reshapeStatic, and the old softmax on rank-5 blobs.
+final class LayoutMoreReshapesTests: XCTestCase {
+    func testRankPreservingReshapeReshapeLikeAndSoftmaxOverAxisMinus3() throws {
+        var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: [1, 4, 3, 2], dataType: .float32))))
+        try b.layout("rp", .rankPreservingReshape(targetShape: [0, 2, -1, 3]))
+        XCTAssertEqual(b.logicalShapes["rp"], LogicalShape([1, 2, 4, 3], batchAxis: 0))
+        try b.reshapeStatic("flat", targetShape: [1, 24], input: "x")
+        try b.layout("like", .reshapeLike, inputs: ["flat", "rp"])
+        XCTAssertEqual(b.logicalShapes["like"], LogicalShape([1, 2, 4, 3], batchAxis: 0))
+        try b.reshapeStatic("r5", targetShape: [1, 2, 2, 3, 2], input: "x")
+        try b.softmax("sm5", input: "r5")
+        XCTAssertEqual(b.logicalShapes["sm5"], LogicalShape([1, 2, 2, 3, 2], batchAxis: 0))
+        let graph = try NetworkGraph(model: try b.build())
+        XCTAssertEqual(graph.layer(named: "rp")!.op, .layout(.alias(kind: "rankPreservingReshape")))
+        XCTAssertEqual(graph.layer(named: "like")!.op, .layout(.alias(kind: "reshapeLike")))
+        XCTAssertEqual(graph.layer(named: "sm5")!.op, .layout(.softmaxND(outer: 2, axis: 2, inner: 6)),
+                       "Core ML's softmax over axis -3 of [1, 2, 2, 3, 2] is over the second 2, not the folded channels")
+        var c = b
+        XCTAssertThrowsError(try c.layout("bad", .rankPreservingReshape(targetShape: [0, 24]), inputs: ["x"])) { e in
+            XCTAssertTrue("\(e)".contains("has rank 4"), "\(e)")
+        }
+        XCTAssertThrowsError(try c.layout("bad2", .reshapeLike, inputs: ["x"])) { e in
+            XCTAssertTrue("\(e)".contains("expected 2"), "\(e)")
+        }
+        // Values: reshapeLike aliases input 0 and gives no gradient to input 1.
+        let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: CPUBackend())
+        let x = Tensor(shape: [2, 1, 4, 3, 2], uniformIn: -1...1, seed: 3)
+        XCTAssertEqual(try executor.predict(x, blob: "like").data, x.data)
+        let sm = try executor.predict(x, blob: "sm5").data
+        let expected = try Reference.softmaxForward(SoftmaxGeometry(batch: 4, channels: 2, spatial: 6), input: x.data.map(Double.init))
+        XCTAssertLessThan(zip(sm, expected).map { abs(Double($0) - $1) }.max()!, 1e-6)
+    }
+}

@@ -252,6 +252,14 @@ final class LayoutConvertedModelTests: XCTestCase {
         XCTAssertEqual(ops, ["convolution", "activation(relu)", "reshapeStatic", "transpose", "reshapeStatic", "transpose",
                              "concatND", "softmaxND", "reshapeStatic", "innerProduct", "softmax"])
         try check("layout_cnn", backend: ReferenceBackend())
+
+        // inspect shows each output as the model sees it (one example), not the executor's folded 4-D view.
+        let report = ModelReport(model: model)
+        let reshape = report.layers.first { $0.type == "reshapeStatic" }!
+        XCTAssertEqual(reshape.logicalShape, [1, 2, 2, 5, 5])
+        XCTAssertEqual(reshape.batchAxis, 0)
+        XCTAssertEqual(reshape.outputShape, [2, 2, 25])
+        XCTAssertTrue(report.text().contains("2x2x5x5"), report.text())
     }
 
     func testConvertedModelsTrainLikePyTorchOnCPU() throws {

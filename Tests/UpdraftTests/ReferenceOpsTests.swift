@@ -122,7 +122,7 @@ final class ReferenceOpsTests: XCTestCase {
     func testActivations() throws {
         let x: [Double] = [-1, 0, 2], dy: [Double] = [1, 1, 1]
         func both(_ a: Activation) throws -> ([Double], [Double]) {
-            let y = Reference.activationForward(a, input: x)
+            let y = try Reference.activationForward(a, input: x)
             return (y, try Reference.activationBackward(a, input: x, output: y, outputGradient: dy))
         }
         var (y, dx) = try both(.relu)

@@ -58,14 +58,15 @@ public protocol Backend: AnyObject {
                   rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws
 
     // MARK: Convolution — x [N, Cin, H, W], w [Cout, Cin/g, kH, kW], b [Cout], y [N, Cout, Ho, Wo]
-    /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
+    /// y = conv(x, w) + b, then the `epilogue` function in the same pass (any `Activation`; per-channel
+    /// constants indexed by output channel).
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, fusedReLU: Bool) throws
+                            output: DeviceBuffer, epilogue: Activation?) throws
     /// `convolutionForward` into channels [channelOffset, channelOffset + g.outChannels) of an output
     /// [N, outputChannels, Ho, Wo], leaving its other channels as they are: convolutions that feed a
     /// channel concat write their slices of its output directly, and the concat is not run.
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws
     /// Whether the slice form above runs natively (the default goes through the host, and the
     /// executor then keeps the concat).
     var writesConvolutionSlices: Bool { get }
@@ -77,17 +78,19 @@ public protocol Backend: AnyObject {
                                     weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
 
     // MARK: Inner product — x [N, Cin], w [Cout, Cin], b [Cout], y [N, Cout]
+    /// y = x . w^T + b, then the `epilogue` function (per-channel constants indexed by output channel).
     func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                             bias: DeviceBuffer?, output: DeviceBuffer) throws
+                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws
     func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                   inputGradient: DeviceBuffer) throws
     func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                      weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
 
-    // MARK: Activations — `count` elements of x, y, dy, dx
-    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws
-    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws
+    // MARK: Activations, clip and unary functions — x, y, dy, dx [N, C, S] (`g.count` elements)
+    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// dx = dy * f'(·), reading y (and not x) when `a.backwardReadsOutput`, else x.
+    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
 
     // MARK: Pooling — x [N, C, H, W], y [N, C, Ho, Wo]
     func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
@@ -185,15 +188,40 @@ public extension Backend {
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
 
+    /// The ReLU-or-nothing form of `convolutionForward(…, epilogue:)`.
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, fusedReLU: Bool) throws {
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: fusedReLU ? .relu : nil)
+    }
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                               outputChannels: outputChannels, epilogue: fusedReLU ? .relu : nil)
+    }
+    /// Inner product without an epilogue.
+    func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
+                             bias: DeviceBuffer?, output: DeviceBuffer) throws {
+        try innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: nil)
+    }
+    /// An activation over `count` values of one channel (functions without per-channel constants).
+    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
+        try activationForward(a, ActivationGeometry(count: count), input: input, output: output)
+    }
+    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
+        try activationBackward(a, ActivationGeometry(count: count), input: input, output: output,
+                               outputGradient: outputGradient, inputGradient: inputGradient)
+    }
+
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         let plane = g.outHeight * g.outWidth, block = g.outChannels * plane
         try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
         if channelOffset == 0 && outputChannels == g.outChannels {
-            return try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+            return try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
         }
         let own = try makeBuffer(count: g.outputShape.count)
-        try convolutionForward(g, input: input, weights: weights, bias: bias, output: own, fusedReLU: fusedReLU)
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: own, epilogue: epilogue)
         let values = try download(own)
         var all = try download(output)
         for n in 0..<g.batch {

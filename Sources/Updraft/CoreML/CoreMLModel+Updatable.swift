@@ -150,12 +150,23 @@ struct UpdatablePlan {
         // Loss and training inputs.
         let existing = model.updateParameters
         let oldLoss = existing?.lossLayers.first
-        let kind = o.loss ?? oldLoss?.kind ?? (model.kind == .classifier ? .categoricalCrossEntropy : .meanSquaredError)
+        let kind: LossKind
+        if let given = o.loss ?? oldLoss?.kind {
+            kind = given
+        } else if model.kind == .classifier {
+            kind = .categoricalCrossEntropy
+        } else {
+            // A network whose output comes from a softmax (converted classifiers often are plain
+            // networks) trains with cross-entropy, anything else with mean squared error.
+            let input = try o.lossInput ?? UpdatablePlan.defaultLossInput(model)
+            let producer = layers.last { $0.outputs.contains(input) }
+            kind = producer.map { $0.params.typeField == 175 || $0.params.typeField == 950 } == true ? .categoricalCrossEntropy : .meanSquaredError
+        }
         var lossLayers = existing?.lossLayers ?? []
         let lossChanges = oldLoss == nil || oldLoss?.kind != kind || (o.lossInput != nil && o.lossInput != oldLoss?.input)
             || (o.lossName != nil && o.lossName != oldLoss?.name)
         if lossChanges {
-            let input = try o.lossInput ?? (oldLoss?.kind == kind ? oldLoss?.input : nil) ?? UpdatablePlan.defaultLossInput(model, kind)
+            let input = try o.lossInput ?? (oldLoss?.kind == kind ? oldLoss?.input : nil) ?? UpdatablePlan.defaultLossInput(model)
             let name = o.lossName ?? oldLoss?.name ?? UpdatableModelOptions.defaultLossName
             guard !name.isEmpty else { throw UpdraftError(.invalidArgument, "the loss layer's name is empty") }
             if model.layer(named: name) != nil {
@@ -232,7 +243,7 @@ struct UpdatablePlan {
 
     /// A classifier's probabilities (the blob named like predictedProbabilitiesName, else the one
     /// labelProbabilityLayerName names, else the last layer's output); otherwise the only output.
-    static func defaultLossInput(_ model: CoreMLModel, _ kind: LossKind) throws -> String {
+    static func defaultLossInput(_ model: CoreMLModel) throws -> String {
         let d = model.spec.description
         if model.kind == .classifier {
             for name in [d.predictedProbabilitiesName, model.spec.network.labelProbabilityLayerName] where !name.isEmpty {
@@ -243,7 +254,7 @@ struct UpdatablePlan {
         let produced = d.outputs.filter { o in model.layers.contains { $0.outputs.contains(o.name) } }
         guard produced.count == 1 else {
             throw UpdraftError(.invalidArgument,
-                "cannot tell which blob the \(kind == .categoricalCrossEntropy ? "cross-entropy" : "mean-squared-error") loss should read: the model has \(produced.count) outputs produced by layers (\(produced.map(\.name).joined(separator: ", ")))",
+                "cannot tell which blob the loss should read: the model has \(produced.count) outputs produced by layers (\(produced.map(\.name).joined(separator: ", ")))",
                 hint: "name it with --loss-input (UpdatableModelOptions.lossInput)")
         }
         return produced[0].name
@@ -299,13 +310,13 @@ struct UpdatablePlan {
         case .meanSquaredError:
             var shape: [Int]? = nil
             if case let .multiArray(a)? = d.output(named: input)?.type, !a.shape.isEmpty { shape = a.shape }
-            if shape == nil, let graph = try? NetworkGraph(model: model), let s = graph.blobShapes[input] {
+            if shape == nil, let s = NetworkGraph.checked(model).graph.blobShapes[input] {
                 shape = s.h == 1 && s.w == 1 ? [s.c] : [s.c, s.h, s.w]
             }
             guard let shape else {
                 throw UpdraftError(.invalidArgument,
-                    "cannot tell the shape of the mean-squared-error target: '\(input)' is not a model output with a shape, and the graph cannot be built to infer it",
-                    hint: "choose a model output with a declared multi-array shape as --loss-input")
+                    "cannot tell the shape of the mean-squared-error target: '\(input)' is not a model output with a shape, and the layers before it cannot be run to infer it",
+                    hint: "choose a model output with a declared multi-array shape as --loss-input, or train with --loss cross-entropy if it is a softmax")
             }
             return FeatureDescription(name: target, type: .multiArray(ArrayFeatureType(shape: shape, dataType: .double)))
         }

@@ -119,11 +119,18 @@ public struct ModelBuilder {
         return try add(LayerSpec(name: name, inputs: [source], outputs: [output ?? name], params: .innerProduct(params)))
     }
 
+    /// An element-wise function: an activation layer for the ActivationParams kinds, a clip layer for
+    /// `.clip`, a unary layer for `.unary`.
     @discardableResult
     public mutating func activation(_ name: String, _ activation: Activation, input: String? = nil,
                                     output: String? = nil) throws -> String {
-        try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name],
-                          params: .activation(ActivationLayerParams(activation))))
+        let params: LayerParams
+        switch activation {
+        case let .clip(lo, hi): params = .clip(minVal: lo, maxVal: hi)
+        case let .unary(f): params = .unary(UnaryFunctionLayerParams(f))
+        default: params = .activation(ActivationLayerParams(activation))
+        }
+        return try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name], params: params))
     }
 
     /// Pooling; `kind` MAX or AVERAGE. For global pooling pass `global: true` (kernel and stride ignored).

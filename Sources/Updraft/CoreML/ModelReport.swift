@@ -21,6 +21,10 @@ public struct ModelReport: Encodable, Sendable {
         public var outputs: [String]
         /// Per-example output shape [C, H, W] (nil when the graph could not be built).
         public var outputShape: [Int]?
+        /// The output's shape as the model's layers see it (LogicalShape.dims, batch 1), e.g. [1, 2, 2, 5, 5].
+        public var logicalShape: [Int]?
+        /// Which of `logicalShape` is the batch (nil: none, the batch is implicit).
+        public var batchAxis: Int?
         public var parameters: Int
         public var updatable: Bool
         public var weightEncoding: String?
@@ -47,6 +51,10 @@ public struct ModelReport: Encodable, Sendable {
         public var severity: String
         public var message: String
         public var layer: String?
+        /// What to do about it.
+        public var hint: String?
+        /// Every layer concerned (all the layers of one unsupported type, for a grouped finding).
+        public var layers: [String]?
     }
 
     public var file: String?
@@ -65,6 +73,9 @@ public struct ModelReport: Encodable, Sendable {
     public var optimizer: String?
     public var hyperparameters: [Parameter]
     public var findings: [Finding]
+    /// Layers that could not be checked because they read the output of a layer with an error.
+    public var uncheckedLayers: [String]
+    public var uncheckedNote: String?
 
     public init(model: CoreMLModel, file: String? = nil) {
         self.file = file
@@ -87,13 +98,18 @@ public struct ModelReport: Encodable, Sendable {
         trainingInputs = spec.description.trainingInputs.map(feature)
         classLabels = spec.network.classLabels?.asStrings
 
-        let graph = try? NetworkGraph(model: model)
+        let (partial, problems) = NetworkGraph.checked(model)
+        let graph = problems.isEmpty ? partial : nil
+        uncheckedLayers = problems.unchecked.map(\.layer)
+        uncheckedNote = problems.uncheckedNote
+        // The layers whose shapes were inferred, when others failed.
+        let inferred = Dictionary(partial.layers.map { ($0.modelIndex, $0) }, uniquingKeysWith: { a, _ in a })
         preprocessing = graph?.input.preprocessing.map { Preprocessing(scale: $0.scale, bias: $0.bias) }
         if graph == nil, let s = model.imageScaler { preprocessing = Preprocessing(scale: s.channelScale, bias: [s.redBias, s.greenBias, s.blueBias]) }
         var rows: [Layer] = []
         let specLayers = spec.network.layers
         // In execution order with the graph's view of each layer, else in file order.
-        let order: [(Int, GraphLayer?)] = graph?.layers.map { ($0.modelIndex, $0) } ?? specLayers.indices.map { ($0, nil) }
+        let order: [(Int, GraphLayer?)] = graph?.layers.map { ($0.modelIndex, $0) } ?? specLayers.indices.map { ($0, inferred[$0]) }
         for (i, g) in order {
             let l = specLayers[i]
             let shape = g.map { [$0.outputShape.c, $0.outputShape.h, $0.outputShape.w] }
@@ -104,7 +120,8 @@ public struct ModelReport: Encodable, Sendable {
                 parameters = w.count + (LayerShapes.hasBias(l) ? LayerShapes.outputChannels(l) : 0)
             }
             rows.append(Layer(index: i, name: l.name, type: ModelReport.typeDescription(l), inputs: l.inputs, outputs: l.outputs,
-                              outputShape: shape, parameters: parameters,
+                              outputShape: shape, logicalShape: g?.outputLogicalShape.dims, batchAxis: g?.outputLogicalShape.batchAxis,
+                              parameters: parameters,
                               updatable: l.isUpdatable, weightEncoding: encoding))
         }
         layers = rows
@@ -126,7 +143,8 @@ public struct ModelReport: Encodable, Sendable {
             return p
         }
         findings = ModelValidator.validate(model).map {
-            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer)
+            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer, hint: $0.hint,
+                    layers: $0.layers.count > 1 ? $0.layers : nil)
         }
     }
 
@@ -140,6 +158,8 @@ public struct ModelReport: Encodable, Sendable {
             if p.global { return "pooling \(p.typeName.lowercased()) global" }
             return "pooling \(p.typeName.lowercased()) \(p.kernelSize.map(String.init).joined(separator: "x"))"
         case let .activation(a): return "activation \(a.activation.map { "\($0)" } ?? a.typeName)"
+        case let .clip(lo, hi): return "clip(\(lo), \(hi))"
+        case let .unary(u): return "unary \(u.function.map { "\($0)" } ?? "type \(u.type)")"
         default: return l.typeName
         }
     }
@@ -183,7 +203,11 @@ public struct ModelReport: Encodable, Sendable {
         line("  " + padLeft("#", 3) + "  " + pad("name", nameWidth) + pad("type", typeWidth) + pad("output", 14)
              + padLeft("params", 10) + "  updatable")
         for l in layers {
-            let shape = l.outputShape.map { d in d[1] == 1 && d[2] == 1 ? "\(d[0])" : d.map(String.init).joined(separator: "x") } ?? "?"
+            // One example's dimensions as the model sees them ([C, H, W] for 4-D blobs; [K] for vectors).
+            let example = l.logicalShape.map { d in l.batchAxis.map { Array(d[($0 + 1)...]) } ?? d } ?? l.outputShape
+            let shape = example.map { d in
+                d.count > 1 && d.dropFirst().allSatisfy({ $0 == 1 }) ? "\(d[0])" : d.map(String.init).joined(separator: "x")
+            } ?? "?"
             var row = "  " + padLeft(String(l.index), 3) + "  " + pad(l.name, nameWidth) + pad(l.type, typeWidth) + pad(shape, 14)
             row += padLeft(l.parameters > 0 ? grouped(l.parameters) : "-", 10)
             if l.updatable { row += "  yes" }
@@ -208,7 +232,12 @@ public struct ModelReport: Encodable, Sendable {
         let errors = findings.filter { $0.severity == "error" }.count
         let warnings = findings.count - errors
         line("validation: " + (findings.isEmpty ? "no problems" : "\(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")"))
-        for f in findings { line("  \(f.severity): \(f.message)") }
+        var hints: Set<String> = []   // each hint once, under the first finding it helps
+        for f in findings {
+            line("  \(f.severity): \(f.message)")
+            if let h = f.hint, hints.insert(h).inserted { line("      hint: \(h)") }
+        }
+        if let note = uncheckedNote { line("  note: \(note)") }
         return s
     }
 

@@ -11,12 +11,17 @@ public struct ValidationFinding: Hashable, Sendable, CustomStringConvertible {
     public var message: String
     /// The layer concerned, if any.
     public var layer: String?
+    /// What to do about it, if there is something.
+    public var hint: String?
+    /// Every layer concerned, for a finding about several (unsupported layers of one type).
+    public var layers: [String]
 
-    public init(_ severity: Severity, _ message: String, layer: String? = nil) {
-        self.severity = severity; self.message = message; self.layer = layer
+    public init(_ severity: Severity, _ message: String, layer: String? = nil, hint: String? = nil, layers: [String]? = nil) {
+        self.severity = severity; self.message = message; self.layer = layer; self.hint = hint
+        self.layers = layers ?? layer.map { [$0] } ?? []
     }
 
-    public var description: String { "\(severity.rawValue): \(message)" }
+    public var description: String { "\(severity.rawValue): \(message)" + (hint.map { "\n  hint: \($0)" } ?? "") }
 }
 
 public extension Array where Element == ValidationFinding {
@@ -40,7 +45,7 @@ public enum ModelValidator {
 
     public static func validate(_ model: CoreMLModel) -> [ValidationFinding] {
         var findings: [ValidationFinding] = []
-        func error(_ m: String, layer: String? = nil) { findings.append(ValidationFinding(.error, m, layer: layer)) }
+        func error(_ m: String, layer: String? = nil, hint: String? = nil) { findings.append(ValidationFinding(.error, m, layer: layer, hint: hint)) }
         func warning(_ m: String, layer: String? = nil) { findings.append(ValidationFinding(.warning, m, layer: layer)) }
 
         let spec = model.spec
@@ -59,14 +64,16 @@ public enum ModelValidator {
             for f in list where !seen.insert(f.name).inserted { error("\(what) feature '\(f.name)' is listed more than once") }
         }
 
-        // The graph: everything Updraft must be able to run.
-        var graph: NetworkGraph? = nil
-        do { graph = try NetworkGraph(model: model) } catch {
-            findings.append(ValidationFinding(.error, "\(error)"))
+        // The graph: everything Updraft must be able to run, every problem at once (unsupported
+        // layers grouped by type). `graph` is nil unless it was built whole.
+        let (partial, problems) = NetworkGraph.checked(model)
+        let graph: NetworkGraph? = problems.isEmpty ? partial : nil
+        for g in problems.groups {
+            findings.append(ValidationFinding(.error, g.message, layer: g.layers.first, hint: g.hint, layers: g.layers))
         }
 
         // Weights that are not numbers: every prediction through them is NaN, and training cannot fix them.
-        for layer in graph?.layers ?? [] {
+        for layer in partial.layers {
             var tensors: [(String, [Float])] = []
             if let w = layer.weights { tensors.append(("weights", w.data)) }
             if let b = layer.bias { tensors.append(("bias", b.data)) }
@@ -106,17 +113,21 @@ public enum ModelValidator {
         }
 
         // Updatability.
+        let candidates = layers.filter(UpdatablePlan.canBeUpdatable).map(\.name)
+        let makeUpdatable = "updraft make-updatable MODEL --layers " + (candidates.last ?? "L1,L2")
+            + " --out OUT (CoreMLModel.makingUpdatable); layers that can be updatable: "
+            + (candidates.isEmpty ? "none" : candidates.prefix(12).joined(separator: ", ") + (candidates.count > 12 ? ", …" : ""))
         guard spec.isUpdatable || spec.network.updateParameters != nil || layers.contains(where: \.isUpdatable) else {
-            error("the model is not updatable (isUpdatable is false and it has no update parameters)")
+            error("the model is not updatable (isUpdatable is false and it has no update parameters)", hint: makeUpdatable)
             return findings
         }
-        if !spec.isUpdatable { error("the model is not marked updatable (Model.isUpdatable is false)") }
+        if !spec.isUpdatable { error("the model is not marked updatable (Model.isUpdatable is false)", hint: makeUpdatable) }
         if spec.specificationVersion < 4 {
-            error("specificationVersion is \(spec.specificationVersion); updatable models need 4 or later")
+            error("specificationVersion is \(spec.specificationVersion); updatable models need 4 or later", hint: makeUpdatable)
         }
 
         let updatable = layers.filter(\.isUpdatable)
-        if updatable.isEmpty { error("no layer is marked updatable") }
+        if updatable.isEmpty { error("no layer is marked updatable", hint: makeUpdatable) }
         for l in updatable {
             guard let (w, b) = l.weightParams else {
                 error("layer '\(l.name)' is a \(l.typeName) layer; only convolution and innerProduct layers can be updatable", layer: l.name)
@@ -142,11 +153,11 @@ public enum ModelValidator {
         }
 
         guard let update = spec.network.updateParameters else {
-            error("the model has no update parameters (updateParams: loss, optimizer, epochs)")
+            error("the model has no update parameters (updateParams: loss, optimizer, epochs)", hint: makeUpdatable)
             return findings
         }
-        validateLoss(model, update, layerNames: layerNames, graph: graph, error: error, warning: warning)
-        validateHyperparameters(update, error: error)
+        validateLoss(model, update, layerNames: layerNames, graph: graph, error: { error($0, layer: $1) }, warning: warning)
+        validateHyperparameters(update, error: { error($0, hint: $1) })
         // What `plan` and `train` compute from the default mini-batch size: the same checks, so a
         // model called valid here never fails (or traps) there on sizes.
         if let graph, let batch = update.optimizer?.miniBatchSize?.defaultValue, batch > 0 {
@@ -154,7 +165,7 @@ public enum ModelValidator {
                 try SizeLimits.checkBatchSize(Int(clamping: batch), graph: graph, source: "the default mini-batch size")
                 _ = try GraphAnalysis(graph: graph, batch: Int(clamping: batch))
             } catch let e as UpdraftError {
-                error(e.message)
+                error(e.message, hint: e.hint)
             } catch let e {
                 error("\(e)")
             }
@@ -207,8 +218,14 @@ public enum ModelValidator {
         }
     }
 
-    private static func validateHyperparameters(_ update: UpdateParameters, error: (String, String?) -> Void) {
-        func checkDouble(_ p: DoubleParameter?, _ name: String, required: Bool, positive: Bool) {
+    private static func validateHyperparameters(_ update: UpdateParameters, error report: (String, String?) -> Void) {
+        // Every problem here is one `updraft make-updatable` fixes; the hint names its options.
+        var option = ""
+        func error(_ message: String, _ unused: String?) {
+            report(message, "updraft make-updatable MODEL \(option) --out MODEL (CoreMLModel.makingUpdatable)")
+        }
+        func checkDouble(_ p: DoubleParameter?, _ name: String, _ flag: String, required: Bool, positive: Bool) {
+            option = "--\(flag) X --allowed-\(flag) MIN..MAX"
             guard let p else {
                 if required { error("the optimizer has no \(name)", nil) }
                 return
@@ -222,7 +239,8 @@ public enum ModelValidator {
                 }
             }
         }
-        func checkInt(_ p: Int64Parameter?, _ name: String, required: Bool) {
+        func checkInt(_ p: Int64Parameter?, _ name: String, _ flag: String, _ allowedFlag: String, required: Bool) {
+            option = "--\(flag) N --\(allowedFlag) A,B,C|MIN..MAX"
             guard let p else {
                 if required { error("the update parameters have no \(name)", nil) }
                 return
@@ -241,20 +259,22 @@ public enum ModelValidator {
             }
         }
         if let o = update.optimizer {
-            checkDouble(o.learningRate, "learning rate", required: true, positive: true)
-            checkInt(o.miniBatchSize, "mini-batch size", required: true)
+            checkDouble(o.learningRate, "learning rate", "learning-rate", required: true, positive: true)
+            checkInt(o.miniBatchSize, "mini-batch size", "batch-size", "allowed-batch-sizes", required: true)
             switch o.kind {
             case .sgd:
-                checkDouble(o.momentum, "momentum", required: false, positive: false)
+                checkDouble(o.momentum, "momentum", "momentum", required: false, positive: false)
             case .adam:
-                checkDouble(o.beta1, "beta1", required: false, positive: false)
-                checkDouble(o.beta2, "beta2", required: false, positive: false)
-                checkDouble(o.eps, "eps", required: false, positive: true)
+                checkDouble(o.beta1, "beta1", "beta1", required: false, positive: false)
+                checkDouble(o.beta2, "beta2", "beta2", required: false, positive: false)
+                checkDouble(o.eps, "eps", "eps", required: false, positive: true)
             }
         } else {
+            option = "--optimizer sgd|adam"
             error("the update parameters have no optimizer (SGD or Adam)", nil)
         }
-        checkInt(update.epochs, "epochs", required: true)
+        checkInt(update.epochs, "epochs", "epochs", "allowed-epochs", required: true)
+        option = "--seed S"
         if let seed = update.seed, seed.defaultValue < 0 { error("seed default \(seed.defaultValue) is negative", nil) }
     }
 

@@ -14,7 +14,8 @@ public struct UpdatableModelOptions: Hashable, Sendable {
     /// The layers to train (convolution or innerProduct). Given, they replace the model's updatable
     /// layers (the others are frozen); nil keeps the model's (which must have some).
     public var layers: [String]?
-    /// nil: the model's loss, else categorical cross-entropy for a classifier, mean squared error otherwise.
+    /// nil: the model's loss, else categorical cross-entropy for a classifier or when the loss input
+    /// comes from a softmax (converted classifiers are often plain networks), mean squared error otherwise.
     public var loss: LossKind?
     /// The blob the loss reads. nil: the model's, else a classifier's probabilities output (the
     /// output of its softmax) or the model's only output.

@@ -1,10 +1,27 @@
 /// Building a `NetworkGraph` from a model: connect layers by blob names, order them, infer shapes.
 
 extension NetworkGraph {
-    /// Builds the graph of a model's network. Throws `UpdraftError` naming the layer (and its
-    /// type, or the shapes involved) for anything Updraft cannot run: unknown layer types,
-    /// unsupported options, missing or mismatched weights, blobs nobody produces, cycles.
+    /// Builds the graph of a model's network. Throws one `UpdraftError` listing everything Updraft
+    /// cannot run (see `GraphProblems`): unknown layer types grouped by type, unsupported options,
+    /// missing or mismatched weights, blobs nobody produces, cycles; a single problem is thrown as
+    /// the layer reported it.
     public init(model: CoreMLModel) throws {
+        var problems = GraphProblems()
+        self.init(model: model, problems: &problems)
+        if !problems.isEmpty { throw problems.error }
+    }
+
+    /// The graph as far as it can be built, and every problem met on the way (`updraft inspect`).
+    /// With problems, `layers` holds only the layers whose shapes could be inferred.
+    public static func checked(_ model: CoreMLModel) -> (graph: NetworkGraph, problems: GraphProblems) {
+        var problems = GraphProblems()
+        let graph = NetworkGraph(model: model, problems: &problems)
+        return (graph, problems)
+    }
+
+    /// Goes on past every problem: a layer that fails leaves its output unknown, and the layers that
+    /// read an unknown blob are only asked whether Updraft supports them at all.
+    init(model: CoreMLModel, problems: inout GraphProblems) {
         let spec = model.spec
         let network = spec.network
         kind = network.kind
@@ -13,55 +30,95 @@ extension NetworkGraph {
         predictedProbabilitiesName = spec.description.predictedProbabilitiesName
         updateParameters = network.updateParameters
 
-        input = try NetworkGraph.resolveInput(model)
+        var inputKnown = true
+        do {
+            input = try NetworkGraph.resolveInput(model)
+        } catch {
+            problems.add(error)
+            inputKnown = false
+            let feature = spec.description.inputs.first ?? FeatureDescription(name: "", type: .double)
+            input = GraphInput(name: feature.name, feature: feature, shape: Shape([1, 1, 1, 1]),
+                               logicalShape: LogicalShape(canonical: Shape([1, 1, 1, 1])), preprocessing: nil)
+        }
 
-        // Producers: each blob comes from exactly one place.
+        // Producers: each blob comes from exactly one place. `failed`: layers that cannot be built
+        // whatever their inputs' shapes.
         var producer: [String: Int] = [:]
+        var failed: Set<Int> = []
         var seenNames: Set<String> = []
         for (i, layer) in network.layers.enumerated() {
-            guard seenNames.insert(layer.name).inserted else {
-                throw UpdraftError(.invalidModel, "two layers are named '\(layer.name)'",
-                                   hint: "layer names must be unique")
+            if !seenNames.insert(layer.name).inserted {
+                problems.add(UpdraftError(.invalidModel, "two layers are named '\(layer.name)'", hint: "layer names must be unique"))
             }
-            guard layer.outputs.count == 1 else {
-                throw UpdraftError(.unsupported,
-                    "layer '\(layer.name)' (\(layer.typeName)) has \(layer.outputs.count) outputs; Updraft runs layers with exactly one")
+            if layer.outputs.count != 1 {
+                problems.add(UpdraftError(.unsupported,
+                    "layer '\(layer.name)' (\(layer.typeName)) has \(layer.outputs.count) outputs; Updraft runs layers with exactly one"))
+                failed.insert(i)
             }
-            let out = layer.outputs[0]
-            if out == input.name {
-                throw UpdraftError(.invalidModel, "layer '\(layer.name)' writes the network input '\(out)'")
+            for out in layer.outputs {
+                if out == input.name {
+                    problems.add(UpdraftError(.invalidModel, "layer '\(layer.name)' writes the network input '\(out)'"))
+                    failed.insert(i)
+                } else if let other = producer[out] {
+                    problems.add(UpdraftError(.unsupported,
+                        "blob '\(out)' is produced by both layer '\(network.layers[other].name)' and layer '\(layer.name)'",
+                        hint: "Updraft needs every blob produced once (no in-place layers)"))
+                    failed.insert(i)
+                } else {
+                    producer[out] = i
+                }
             }
-            if let other = producer[out] {
-                throw UpdraftError(.unsupported,
-                    "blob '\(out)' is produced by both layer '\(network.layers[other].name)' and layer '\(layer.name)'",
-                    hint: "Updraft needs every blob produced once (no in-place layers)")
-            }
-            producer[out] = i
         }
-        for layer in network.layers {
-            guard !layer.inputs.isEmpty || layer.params.readsNoInput else {
-                throw UpdraftError(.invalidModel, "layer '\(layer.name)' (\(layer.typeName)) has no input")
+        for (i, layer) in network.layers.enumerated() {
+            if layer.inputs.isEmpty && !layer.params.readsNoInput {
+                problems.add(UpdraftError(.invalidModel, "layer '\(layer.name)' (\(layer.typeName)) has no input"))
+                failed.insert(i)
             }
             for blob in layer.inputs where blob != input.name && producer[blob] == nil {
-                throw UpdraftError(.invalidModel,
-                    "layer '\(layer.name)' reads blob '\(blob)', which is neither the input '\(input.name)' nor any layer's output")
+                problems.add(UpdraftError(.invalidModel,
+                    "layer '\(layer.name)' reads blob '\(blob)', which is neither the input '\(input.name)' nor any layer's output"))
+                failed.insert(i)
             }
         }
 
-        let order = try NetworkGraph.topologicalOrder(network.layers, producer: producer)
+        let (order, stuck) = NetworkGraph.partialOrder(network.layers, producer: producer)
+        if !stuck.isEmpty { problems.add(NetworkGraph.cycleError(network.layers, stuck)) }
 
-        var shapes: [String: Shape] = [input.name: input.shape]
-        var logicalShapes: [String: LogicalShape] = [input.name: input.logicalShape]
+        var shapes: [String: Shape] = inputKnown ? [input.name: input.shape] : [:]
+        var logicalShapes: [String: LogicalShape] = inputKnown ? [input.name: input.logicalShape] : [:]
+        // Why a blob's shape is unknown: the failed layer (or input) it traces back to.
+        var cause: [String: String] = inputKnown ? [:] : [input.name: "input '\(input.name)'"]
         var layers: [GraphLayer] = []
         layers.reserveCapacity(order.count)
         for i in order {
             let layer = network.layers[i]
-            let inputShapes = layer.inputs.map { shapes[$0]! }  // every input was checked above and precedes i
-            let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes,
-                                             inputLogicalShapes: layer.inputs.map { logicalShapes[$0]! })
-            shapes[g.output] = g.outputShape
-            logicalShapes[g.output] = g.outputLogicalShape
-            layers.append(g)
+            if failed.contains(i) {
+                for o in layer.outputs where cause[o] == nil { cause[o] = layer.name }
+                continue
+            }
+            if let unknown = layer.inputs.first(where: { shapes[$0] == nil }) {
+                // Its shapes cannot be known; whether Updraft can run it at all still can.
+                if let e = NetworkGraph.unsupportedWhateverTheShapes(layer, index: i) {
+                    problems.add(e, layer: layer)
+                    for o in layer.outputs { cause[o] = layer.name }
+                } else {
+                    let root = cause[unknown] ?? unknown
+                    problems.addUnchecked(layer.name, cause: root)
+                    for o in layer.outputs { cause[o] = root }
+                }
+                continue
+            }
+            let inputShapes = layer.inputs.map { shapes[$0]! }  // every input is known (checked above)
+            do {
+                let g = try ShapeInference.layer(layer, index: i, inputShapes: inputShapes,
+                                                 inputLogicalShapes: layer.inputs.map { logicalShapes[$0]! })
+                shapes[g.output] = g.outputShape
+                logicalShapes[g.output] = g.outputLogicalShape
+                layers.append(g)
+            } catch {
+                problems.add(error, layer: layer)
+                for o in layer.outputs { cause[o] = layer.name }
+            }
         }
         self.layers = layers
         lookup = GraphLookup(layers)  // didSet does not run in an initializer
@@ -70,12 +127,28 @@ extension NetworkGraph {
 
         loss = nil
         lossProblem = nil
-        if let lossSpec = network.updateParameters?.lossLayers.first {
+        // A loss on a blob that a failed layer should have made is not checked (the problems say why).
+        if let lossSpec = network.updateParameters?.lossLayers.first, problems.isEmpty || shapes[lossSpec.input] != nil {
             do {
                 loss = try NetworkGraph.resolveLoss(lossSpec, model: model, layers: layers, shapes: shapes)
             } catch let e as UpdraftError {
                 lossProblem = e
+            } catch {
+                lossProblem = UpdraftError(.invalidModel, "\(error)")
             }
+        }
+    }
+
+    /// The problem a layer has whatever its inputs' shapes: an unsupported type or option, found by
+    /// asking `ShapeInference` with placeholder 1x1x1 inputs and keeping only an `.unsupported` answer.
+    static func unsupportedWhateverTheShapes(_ layer: LayerSpec, index: Int) -> UpdraftError? {
+        do {
+            _ = try ShapeInference.layer(layer, index: index, inputShapes: layer.inputs.map { _ in Shape([1, 1, 1, 1]) })
+            return nil
+        } catch let e as UpdraftError where e.kind == .unsupported {
+            return e
+        } catch {
+            return nil
         }
     }
 
@@ -124,6 +197,13 @@ extension NetworkGraph {
     /// Kahn's algorithm, always taking the ready layer that comes first in the file, so a file
     /// already in order keeps it. A cycle is an error naming the layers on it.
     static func topologicalOrder(_ layers: [LayerSpec], producer: [String: Int]) throws -> [Int] {
+        let (order, stuck) = partialOrder(layers, producer: producer)
+        guard stuck.isEmpty else { throw cycleError(layers, stuck) }
+        return order
+    }
+
+    /// The layers that can be ordered, and those left waiting on a cycle.
+    static func partialOrder(_ layers: [LayerSpec], producer: [String: Int]) -> (order: [Int], stuck: [Int]) {
         var pending = [Int](repeating: 0, count: layers.count)
         var consumers = [[Int]](repeating: [], count: layers.count)
         for (i, layer) in layers.enumerated() {
@@ -145,13 +225,13 @@ extension NetworkGraph {
                 if pending[c] == 0 { ready.push(c) }
             }
         }
-        guard order.count == layers.count else {
-            let stuck = layers.indices.filter { pending[$0] > 0 }.map { "'\(layers[$0].name)'" }
-            throw UpdraftError(.invalidModel,
-                "layers \(stuck.prefix(10).joined(separator: ", ")) feed each other in a cycle",
-                hint: "a neural network must be acyclic")
-        }
-        return order
+        return (order, order.count == layers.count ? [] : layers.indices.filter { pending[$0] > 0 })
+    }
+
+    static func cycleError(_ layers: [LayerSpec], _ stuck: [Int]) -> UpdraftError {
+        UpdraftError(.invalidModel,
+            "layers \(stuck.prefix(10).map { "'\(layers[$0].name)'" }.joined(separator: ", ")) feed each other in a cycle",
+            hint: "a neural network must be acyclic")
     }
 
     // MARK: Loss

@@ -9,8 +9,10 @@ extension ShapeInference {
             UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
         }
         guard let x = logical.first else { throw fail("has no input") }
-        if case .concatND = params {} else {
-            guard logical.count == 1 else { throw fail("has \(logical.count) inputs; expected 1") }
+        switch params {
+        case .concatND: break
+        case .reshapeLike: guard logical.count == 2 else { throw fail("has \(logical.count) inputs; expected 2 (the tensor, and the tensor whose shape it takes)") }
+        default: guard logical.count == 1 else { throw fail("has \(logical.count) inputs; expected 1") }
         }
         let kind = layer.typeName
         /// An alias op's result: the same values under `out`, checked for size and element count.
@@ -62,10 +64,17 @@ extension ShapeInference {
             return (.layout(.transpose(g, kind: kind)), canonical, out)
         }
 
-        switch params {
-        case let .reshapeStatic(target):
+        /// `target` with one -1 inferred from the input's element count (and, for rankPreservingReshape, 0s kept).
+        func resolved(_ target: [Int], zeroKeeps: Bool) throws -> [Int] {
             guard !target.isEmpty else { throw fail("targetShape is empty") }
             var dims = target
+            if zeroKeeps {
+                guard target.count == x.rank else {
+                    throw fail("targetShape \(target) has \(target.count) values but input '\(layer.inputs[0])' has rank \(x.rank) (shape \(x.dims))")
+                }
+                for i in dims.indices where dims[i] == 0 { dims[i] = x.dims[i] }
+            }
+            let target = dims
             let unknown = target.indices.filter { target[$0] == -1 }
             guard unknown.count <= 1 else { throw fail("targetShape \(target) has more than one -1") }
             for d in target where d == 0 || d < -1 {
@@ -78,7 +87,18 @@ extension ShapeInference {
                 }
                 dims[u] = x.count / known
             }
-            return try alias(x.reshaped(to: dims))
+            return dims
+        }
+
+        switch params {
+        case let .reshapeStatic(target):
+            return try alias(x.reshaped(to: try resolved(target, zeroKeeps: false)))
+
+        case let .rankPreservingReshape(target):
+            return try alias(x.reshaped(to: try resolved(target, zeroKeeps: true)))
+
+        case .reshapeLike:
+            return try alias(logical[1])
 
         case let .reshape(target, mode):
             guard target.count == 3 || target.count == 4 else {

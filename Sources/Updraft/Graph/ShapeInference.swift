@@ -7,6 +7,7 @@ enum ShapeInference {
         let logical = inputLogicalShapes.count == inputShapes.count ? inputLogicalShapes : inputShapes.map(LogicalShape.init(canonical:))
         /// Set by ops that define their output's logical shape; others derive it (LogicalShape.output(canonical:like:)).
         var outputLogical: LogicalShape? = nil
+        let input = inputShapes.first ?? Shape([1, 0, 0, 0])
         func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
             UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
         }
@@ -29,6 +30,13 @@ enum ShapeInference {
             }
             return (values[0], values[1])
         }
+        /// An element-wise function checked against the input's channels (per-channel constants).
+        func elementwiseFunction(_ a: Activation) throws -> Activation {
+            do { try a.validate(channels: input.c) } catch let e as UpdraftError {
+                throw fail("\(e.message) (input shape \(input))", hint: e.hint)
+            }
+            return a
+        }
         func checkPadding(_ amounts: [Int]) throws {
             for v in amounts where v < 0 || v > LayerShapes.maxDimension {
                 throw fail("padding \(amounts) is outside 0...\(LayerShapes.maxDimension)")
@@ -39,7 +47,6 @@ enum ShapeInference {
         var weights: Tensor? = nil
         var bias: Tensor? = nil
         var output: Shape
-        let input = inputShapes.first ?? Shape([1, 0, 0, 0])
 
         // add / multiply with one input (the constant alpha) or two of different shapes.
         let broadcasts = inputShapes.count == 1 || (inputShapes.count == 2 && inputShapes[0] != inputShapes[1])
@@ -113,9 +120,23 @@ enum ShapeInference {
             try expectInputs(1...1)
             guard let activation = a.activation else {
                 throw fail("activation \(a.typeName) (ActivationParams field \(a.typeField)) is not supported",
-                           hint: "Updraft runs ReLU, leakyReLU, tanh, sigmoid and linear activations", kind: .unsupported)
+                           hint: "Updraft runs every ActivationParams case with float32 or float16 constants", kind: .unsupported)
             }
-            op = .activation(activation)
+            op = .activation(try elementwiseFunction(activation))
+            output = input
+
+        case let .clip(minVal, maxVal):
+            try expectInputs(1...1)
+            op = .activation(try elementwiseFunction(.clip(min: minVal, max: maxVal)))
+            output = input
+
+        case let .unary(u):
+            try expectInputs(1...1)
+            guard let f = u.function else {
+                throw fail("unary function type \(u.type) is not one of NeuralNetwork.proto's (0 SQRT … 7 THRESHOLD)",
+                           hint: "use SQRT, RSQRT, INVERSE, POWER, EXP, LOG, ABS or THRESHOLD", kind: .unsupported)
+            }
+            op = .activation(try elementwiseFunction(.unary(f)))
             output = input
 
         case let .concat(sequenceConcat):
@@ -135,6 +156,8 @@ enum ShapeInference {
             try expectInputs(1...1)
             op = .softmax
             output = input
+            // Core ML's softmax is over axis -3; on more than 3 per-example axes that is not the folded C.
+            if logical[0].exampleDims.count > 3 { (op, output, outputLogical) = try layout(.softmaxND(axis: -3), layer: layer, inputShapes: inputShapes, logical: logical) }
 
         case let .flatten(mode):
             try expectInputs(1...1)
@@ -202,7 +225,7 @@ enum ShapeInference {
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, concat, softmax, flatten, batchnorm, add, multiply, padding, upsample, lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, upsample, lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
         }
 
         // Every shape that leaves here is positive and of sane size.

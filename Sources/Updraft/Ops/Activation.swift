@@ -1,59 +1,220 @@
-/// Element-wise activations (ActivationParams). Backward uses the input x (ReLU, leaky ReLU, linear)
-/// or the output y (sigmoid: y(1-y), tanh: 1-y²), whichever is cheaper; both are passed.
+import Foundation
+
+/// Element-wise functions: every Core ML ActivationParams kind, the clip layer and the unary-function
+/// layer. One value describes the function and its constants; `ActivationKind` (ActivationTable.swift)
+/// is the table the CPU loops, the OpenCL `-D` defines and the fused epilogues are generated from.
+///
+/// PReLU and parametric softplus carry per-channel constants (length C, or 1 for all channels): they
+/// need the channel geometry of the tensor they run on (`ActivationGeometry`).
 public enum Activation: Hashable, Sendable, CustomStringConvertible {
+    /// y = alpha * x + beta.
+    case linear(alpha: Float, beta: Float)
     case relu
     /// y = x for x > 0, alpha * x otherwise.
     case leakyReLU(alpha: Float)
-    case sigmoid
+    /// y = x for x >= alpha, 0 otherwise.
+    case thresholdedReLU(alpha: Float)
+    /// Leaky ReLU with one slope per channel (length C or 1).
+    case prelu(alpha: [Float])
     case tanh
-    /// y = alpha * x + beta.
-    case linear(alpha: Float, beta: Float)
+    /// y = alpha * tanh(beta * x).
+    case scaledTanh(alpha: Float, beta: Float)
+    case sigmoid
+    /// y = min(max(alpha * x + beta, 0), 1).
+    case sigmoidHard(alpha: Float, beta: Float)
+    /// y = x for x > 0, alpha * (e^x - 1) otherwise.
+    case elu(alpha: Float)
+    /// y = x / (1 + |x|).
+    case softsign
+    /// y = log(1 + e^x).
+    case softplus
+    /// y = alpha_c * log(1 + e^(beta_c * x)), per channel (each length C or 1).
+    case parametricSoftplus(alpha: [Float], beta: [Float])
+    /// y = min(max(x, min), max) (Core ML's clip layer; ReLU6 is clip(0, 6)).
+    case clip(min: Float, max: Float)
+    /// Core ML's unary-function layer: f(scale * x + shift).
+    case unary(UnaryFunction)
 
     public var description: String {
         switch self {
+        case let .linear(a, b): return "linear(\(a), \(b))"
         case .relu: return "relu"
         case let .leakyReLU(a): return "leakyReLU(\(a))"
-        case .sigmoid: return "sigmoid"
+        case let .thresholdedReLU(a): return "thresholdedReLU(\(a))"
+        case let .prelu(a): return a.count == 1 ? "PReLU(\(a[0]))" : "PReLU(\(a.count) slopes)"
         case .tanh: return "tanh"
-        case let .linear(a, b): return "linear(\(a), \(b))"
+        case let .scaledTanh(a, b): return "scaledTanh(\(a), \(b))"
+        case .sigmoid: return "sigmoid"
+        case let .sigmoidHard(a, b): return "sigmoidHard(\(a), \(b))"
+        case let .elu(a): return "ELU(\(a))"
+        case .softsign: return "softsign"
+        case .softplus: return "softplus"
+        case let .parametricSoftplus(a, b):
+            return a.count == 1 && b.count == 1 ? "parametricSoftplus(\(a[0]), \(b[0]))"
+                : "parametricSoftplus(\(a.count) alphas, \(b.count) betas)"
+        case let .clip(lo, hi): return "clip(\(lo), \(hi))"
+        case let .unary(u): return u.description
         }
     }
 
-    public func forwardCost(count: Int) -> OpCost { OpCost(flops: Double(count), bytes: f32Bytes(count, count)) }
-    public func backwardCost(count: Int) -> OpCost { OpCost(flops: Double(2 * count), bytes: f32Bytes(3 * count, count)) }
-}
+    /// The table row this function runs as.
+    public var kind: ActivationKind {
+        switch self {
+        case .linear: return .linear
+        case .relu: return .relu
+        case .leakyReLU: return .leakyReLU
+        case .thresholdedReLU: return .thresholdedReLU
+        case .prelu: return .prelu
+        case .tanh: return .tanh
+        case .scaledTanh: return .scaledTanh
+        case .sigmoid: return .sigmoid
+        case .sigmoidHard: return .sigmoidHard
+        case .elu: return .elu
+        case .softsign: return .softsign
+        case .softplus: return .softplus
+        case .parametricSoftplus: return .parametricSoftplus
+        case .clip: return .clip
+        case let .unary(u): return u.operation.kind
+        }
+    }
 
-/// Softmax over channels and the losses. Logits/probabilities are `[N, C, S]` in memory with S = H*W
-/// (softmax runs over C for every (n, s)); losses take `[N, C]`.
-public struct SoftmaxGeometry: Hashable, Sendable {
-    public var batch: Int, channels: Int, spatial: Int
-    public init(batch: Int, channels: Int, spatial: Int = 1) { self.batch = batch; self.channels = channels; self.spatial = spatial }
-    public init(shape: Shape) { self.init(batch: shape.n, channels: shape.c, spatial: shape.h * shape.w) }
-    public var count: Int { batch * channels * spatial }
-    public var cost: OpCost { OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count)) }
-}
+    /// The scalar constants as the table reads them (see `ActivationScalars`). Per-channel kinds read
+    /// their slopes from `channelConstants` instead.
+    public var scalars: ActivationScalars {
+        switch self {
+        case let .linear(a, b), let .scaledTanh(a, b), let .sigmoidHard(a, b): return ActivationScalars(a, b)
+        case let .leakyReLU(a), let .thresholdedReLU(a), let .elu(a): return ActivationScalars(a)
+        case let .clip(lo, hi): return ActivationScalars(lo, hi)
+        case let .unary(u): return ActivationScalars(u.alpha, u.epsilon, u.scale, u.shift)
+        case let .prelu(a): return ActivationScalars(a.first ?? 0)
+        case let .parametricSoftplus(a, b): return ActivationScalars(a.first ?? 0, b.first ?? 0)
+        case .relu, .tanh, .sigmoid, .softsign, .softplus: return ActivationScalars()
+        }
+    }
 
-/// SGD with momentum and weight decay, one fused pass per parameter tensor:
-/// g = grad + weightDecay * w;  v = momentum * v + g;  w -= learningRate * v.
-public struct SGDHyperparameters: Hashable, Sendable {
-    public var learningRate: Float
-    public var momentum: Float
-    public var weightDecay: Float
-    public init(learningRate: Float, momentum: Float = 0, weightDecay: Float = 0) {
-        self.learningRate = learningRate; self.momentum = momentum; self.weightDecay = weightDecay
+    /// Per-channel constants for `channels` channels, [a_0 … a_{C-1}, b_0 … b_{C-1}] (the table's `a`
+    /// and `b` of each channel), with length-1 lists repeated; nil for kinds without per-channel constants.
+    public func channelConstants(channels: Int) throws -> [Float]? {
+        switch self {
+        case let .prelu(alpha):
+            return try Self.expand(alpha, "PReLU alpha", channels) + [Float](repeating: 0, count: channels)
+        case let .parametricSoftplus(alpha, beta):
+            return try Self.expand(alpha, "parametricSoftplus alpha", channels)
+                + (try Self.expand(beta, "parametricSoftplus beta", channels))
+        default: return nil
+        }
+    }
+
+    private static func expand(_ values: [Float], _ what: String, _ channels: Int) throws -> [Float] {
+        if values.count == channels { return values }
+        if values.count == 1 { return [Float](repeating: values[0], count: channels) }
+        throw UpdraftError(.invalidModel, "\(what) has \(values.count) values but the tensor has \(channels) channels",
+                           hint: "give one value per channel, or a single value for all channels")
+    }
+
+    /// Throws unless the constants fit a tensor of `channels` channels and are finite.
+    public func validate(channels: Int) throws {
+        _ = try channelConstants(channels: channels)
+        let all: [Float]
+        switch self {
+        case let .prelu(a): all = a
+        case let .parametricSoftplus(a, b): all = a + b
+        default: let s = scalars; all = [s.a, s.b, s.c, s.d]
+        }
+        if let bad = all.first(where: { !$0.isFinite }) {
+            throw UpdraftError(.invalidModel, "activation \(self) has a non-finite constant (\(bad))",
+                               hint: "every activation parameter must be a finite number")
+        }
+        if case let .prelu(a) = self, a.isEmpty {
+            throw UpdraftError(.invalidModel, "PReLU has no alpha values", hint: "give one slope per channel, or one for all")
+        }
+        if case let .parametricSoftplus(a, b) = self, a.isEmpty || b.isEmpty {
+            throw UpdraftError(.invalidModel, "parametricSoftplus has no alpha or beta values",
+                               hint: "give one value per channel, or one for all")
+        }
+    }
+
+    /// Whether backward reads the output y (true) or the input x (false). Where the function allows it
+    /// the derivative comes from y, so a fused epilogue need not keep its pre-activation: ReLU-like
+    /// kinds read y when their slopes keep the sign (y > 0 iff x > 0), smooth ones through their
+    /// closed forms (sigmoid: y(1 - y), softplus: 1 - e^-y, …); power, log and abs read x.
+    public var backwardReadsOutput: Bool {
+        switch self {
+        case let .leakyReLU(a), let .thresholdedReLU(a), let .elu(a): return a >= 0
+        case let .prelu(a): return a.allSatisfy { $0 >= 0 }
+        default: return kind.derivativeFromOutput
+        }
+    }
+
+    public func forwardCost(count: Int) -> OpCost {
+        OpCost(flops: Double(count * kind.flops), bytes: f32Bytes(count, count))
+    }
+    public func backwardCost(count: Int) -> OpCost {
+        OpCost(flops: Double(count * (kind.flops + 1)), bytes: f32Bytes(2 * count, count))
     }
 }
 
-/// Adam with bias correction, step t counted from 1:
-/// g = grad + weightDecay * w;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;
-/// w -= learningRate * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
-public struct AdamHyperparameters: Hashable, Sendable {
-    public var learningRate: Float
-    public var beta1: Float
-    public var beta2: Float
-    public var eps: Float
-    public var weightDecay: Float
-    public init(learningRate: Float, beta1: Float = 0.9, beta2: Float = 0.999, eps: Float = 1e-8, weightDecay: Float = 0) {
-        self.learningRate = learningRate; self.beta1 = beta1; self.beta2 = beta2; self.eps = eps; self.weightDecay = weightDecay
+/// The four scalar constants a table row reads: linear, scaledTanh and sigmoidHard (alpha, beta);
+/// leakyReLU, thresholdedReLU, ELU (alpha); clip (min, max); unary functions (alpha, epsilon,
+/// scale, shift); PReLU and parametric softplus read a and b per channel.
+public struct ActivationScalars: Hashable, Sendable {
+    public var a: Float, b: Float, c: Float, d: Float
+    public init(_ a: Float = 0, _ b: Float = 0, _ c: Float = 0, _ d: Float = 0) { self.a = a; self.b = b; self.c = c; self.d = d }
+}
+
+/// Where an element-wise function runs: x and y are [batch, channels, spatial] in memory; per-channel
+/// constants are indexed by the channel (i / spatial) % channels.
+public struct ActivationGeometry: Hashable, Sendable {
+    public var batch: Int, channels: Int, spatial: Int
+    public init(batch: Int, channels: Int, spatial: Int) { self.batch = batch; self.channels = channels; self.spatial = spatial }
+    /// [N, C, H, W] as N images of C channels of H*W values.
+    public init(shape: Shape) { self.init(batch: shape.n, channels: shape.c, spatial: shape.h * shape.w) }
+    /// `count` values of one channel (for functions without per-channel constants).
+    public init(count: Int) { self.init(batch: 1, channels: 1, spatial: count) }
+    public var count: Int { batch * channels * spatial }
+}
+
+/// Core ML's UnaryFunctionLayerParams with its defaults applied: y = f(scale * x + shift), with
+/// epsilon in rsqrt and inverse and alpha in power and threshold.
+public struct UnaryFunction: Hashable, Sendable, CustomStringConvertible {
+    /// UnaryFunctionLayerParams.Operation, numbered as in NeuralNetwork.proto.
+    public enum Operation: Int32, CaseIterable, Sendable {
+        case sqrt = 0, rsqrt = 1, inverse = 2, power = 3, exp = 4, log = 5, abs = 6, threshold = 7
+
+        public var name: String { "\(self)" }
+        var kind: ActivationKind {
+            switch self {
+            case .sqrt: return .sqrt
+            case .rsqrt: return .rsqrt
+            case .inverse: return .inverse
+            case .power: return .power
+            case .exp: return .exp
+            case .log: return .log
+            case .abs: return .abs
+            case .threshold: return .threshold
+            }
+        }
+    }
+
+    public var operation: Operation
+    public var alpha: Float
+    public var epsilon: Float
+    public var shift: Float
+    public var scale: Float
+
+    /// The file's values: epsilon 0 means 1e-6 and scale 0 means 1, as NeuralNetwork.proto says.
+    public init(_ operation: Operation, alpha: Float = 0, epsilon: Float = 0, shift: Float = 0, scale: Float = 0) {
+        self.operation = operation
+        self.alpha = alpha
+        self.epsilon = epsilon == 0 ? 1e-6 : epsilon
+        self.shift = shift
+        self.scale = scale == 0 ? 1 : scale
+    }
+
+    public var description: String {
+        var s = operation.name
+        if operation == .power || operation == .threshold { s += "(\(alpha))" }
+        if scale != 1 || shift != 0 { s += " of \(scale)x\(shift < 0 ? "-" : "+")\(Swift.abs(shift))" }
+        return s
     }
 }

@@ -14,7 +14,8 @@ extension Executor {
             let slicing = fuse && backend.writesConvolutionSlices
             if slicing && training.slicedConcats.contains(layer.name) { continue }
             let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws) }
-            let fusedWith = fuse ? training.fusedReLU[layer.name] : nil
+            let fusedWith = fuse ? training.fusedActivations[layer.name] : nil
+            let epilogue: Activation? = { if case let .activation(a)? = fusedWith?.op { return a } else { return nil } }()
             if slicing, let slice = training.concatSlices[layer.name] {
                 let whole: DeviceBuffer
                 if let v = ws.value(slice.concat.output) {
@@ -26,14 +27,14 @@ extension Executor {
                 try backend.convolutionForward(try layer.convolutionGeometry(batch: ws.batch)!, input: inputs[0],
                                                weights: params(layer).weights!, bias: params(layer).bias, output: whole,
                                                channelOffset: slice.offset, outputChannels: slice.channels,
-                                               fusedReLU: fusedWith != nil)
+                                               epilogue: epilogue)
             } else if case .layout(.alias) = layer.op {
                 ws.setValue(layer.output, inputs[0], on: backend)  // the same memory under another shape
             } else {
                 let outBlob = fusedWith?.output ?? layer.output
                 let outShape = layer.outputShape.withBatch(ws.batch)
                 let out = try ws.acquire(outShape.count, on: backend)
-                try runForward(layer, inputs: inputs, output: out, fusedReLU: fusedWith != nil, batch: ws.batch, backend: backend)
+                try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, batch: ws.batch, backend: backend)
                 ws.setValue(outBlob, out, on: backend)
             }
             for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) {
@@ -52,18 +53,18 @@ extension Executor {
         return moved
     }
 
-    private func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, fusedReLU: Bool,
+    private func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, epilogue: Activation?,
                             batch: Int, backend: Backend) throws {
         let p = params(layer)
         switch layer.op {
         case .convolution:
             try backend.convolutionForward(try layer.convolutionGeometry(batch: batch)!, input: x[0], weights: p.weights!,
-                                           bias: p.bias, output: y, fusedReLU: fusedReLU)
+                                           bias: p.bias, output: y, epilogue: epilogue)
         case .innerProduct:
             try backend.innerProductForward(try layer.innerProductGeometry(batch: batch)!, input: x[0], weights: p.weights!,
-                                            bias: p.bias, output: y)
+                                            bias: p.bias, output: y, epilogue: epilogue)
         case let .activation(a):
-            try backend.activationForward(a, input: x[0], output: y, count: y.count)
+            try backend.activationForward(a, ActivationGeometry(shape: layer.outputShape.withBatch(batch)), input: x[0], output: y)
         case .pooling:
             try backend.poolingForward(try layer.poolingGeometry(batch: batch)!, input: x[0], output: y)
         case .concat:
@@ -161,7 +162,7 @@ extension Executor {
             let p = params(layer)
             let wantsInput = layer.inputs.map { training.gradientBlobs.contains($0) }
             func inputValue(_ i: Int) throws -> DeviceBuffer {
-                // A ReLU fused into its convolution has no stored input: its output serves (y > 0 iff x > 0).
+                // A function fused into its convolution has no stored input; its backward reads only y.
                 if let v = ws.value(layer.inputs[i]) { return v.buffer }
                 if training.fusedActivationNames.contains(layer.name), let v = ws.value(layer.output) { return v.buffer }
                 throw UpdraftError(.invalidModel, "blob '\(layer.inputs[i])' is needed for backward but was not kept")
@@ -197,8 +198,8 @@ extension Executor {
             case let .activation(a):
                 guard wantsInput[0], let y = ws.value(layer.output) else { continue }
                 let dx = try newInputGradient(0)
-                try backend.activationBackward(a, input: try inputValue(0), output: y.buffer, outputGradient: dy,
-                                               inputGradient: dx, count: dx.count)
+                try backend.activationBackward(a, ActivationGeometry(shape: layer.outputShape.withBatch(n)), input: try inputValue(0),
+                                               output: y.buffer, outputGradient: dy, inputGradient: dx)
                 try ws.addGradient(layer.inputs[0], dx, on: backend)
             case .pooling:
                 guard wantsInput[0], let y = ws.value(layer.output) else { continue }

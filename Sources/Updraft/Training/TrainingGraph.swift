@@ -15,9 +15,16 @@ public struct TrainingGraph: Sendable {
     public let gradientBlobs: Set<String>
     /// Blobs the prefix (or the network input) hands to the tail: what a feature cache stores.
     public let boundary: [String]
-    /// Convolutions whose only consumer is a ReLU layer: the convolution writes the ReLU's output
-    /// with a fused epilogue and the ReLU layer is skipped. Maps convolution name -> ReLU layer.
-    public let fusedReLU: [String: GraphLayer]
+    /// Convolutions and inner products whose only consumer is an element-wise function (activation,
+    /// clip, unary): the convolution writes the function's output with a fused epilogue and the
+    /// function's layer is skipped forward. When that layer runs backward its derivative must come
+    /// from y (`Activation.backwardReadsOutput`), since the pre-activation is not kept; otherwise the
+    /// pair is not fused. Maps convolution / inner-product name -> activation layer.
+    public let fusedActivations: [String: GraphLayer]
+    /// The fused pairs whose function is a ReLU.
+    public var fusedReLU: [String: GraphLayer] {
+        fusedActivations.filter { if case .activation(.relu) = $0.value.op { return true } else { return false } }
+    }
     /// The blob training forward must reach: the logits for fused softmax + CE, else the loss input.
     public let lossBlob: String?
     /// Frozen convolutions that write their slice of a channel concat's output (on backends that can,
@@ -48,7 +55,7 @@ public struct TrainingGraph: Sendable {
         backwardLayers = []
         gradientBlobs = []
         boundary = []
-        fusedReLU = [:]
+        fusedActivations = [:]
         concatSlices = [:]
     }
 
@@ -95,17 +102,30 @@ public struct TrainingGraph: Sendable {
         for l in tail { for b in l.inputs where !dependent.contains(b) && inBoundary.insert(b).inserted { boundary.append(b) } }
         self.boundary = boundary
 
-        // conv -> ReLU fusion, when the conv output feeds only that ReLU and nothing else reads it.
+        let fused = Self.fusedActivations(graph: graph, layers: trainingLayers, needed: needed,
+                                          protected: [lossBlob, loss.input], backward: backwardLayers)
+        fusedActivations = fused
+        concatSlices = Self.concatSlices(graph: graph, prefix: prefix, fused: fused)
+    }
+
+    /// conv / inner product -> element-wise function fusion, when the product's output feeds only that
+    /// function, is not a loss blob, and the function's backward (if it runs) reads only y.
+    private static func fusedActivations(graph: NetworkGraph, layers: [GraphLayer], needed: Set<String>,
+                                         protected: Set<String>, backward: Set<String>) -> [String: GraphLayer] {
         var fused: [String: GraphLayer] = [:]
-        for l in trainingLayers {
-            guard case .convolution = l.op, l.output != lossBlob, l.output != loss.input else { continue }
+        for l in layers {
+            switch l.op {
+            case .convolution, .innerProduct: break
+            default: continue
+            }
+            guard !protected.contains(l.output) else { continue }
             let consumers = graph.consumers(of: l.output).filter { needed.contains($0.name) }
             guard consumers.count == 1, graph.consumers(of: l.output).count == 1,
-                  case .activation(.relu) = consumers[0].op, consumers[0].inputs == [l.output] else { continue }
+                  case let .activation(a) = consumers[0].op, consumers[0].inputs == [l.output],
+                  !backward.contains(consumers[0].name) || a.backwardReadsOutput else { continue }
             fused[l.name] = consumers[0]
         }
-        fusedReLU = fused
-        concatSlices = Self.concatSlices(graph: graph, prefix: prefix, fused: fused)
+        return fused
     }
 
     private static func concatSlices(graph: NetworkGraph, prefix: [GraphLayer], fused: [String: GraphLayer]) -> [String: ConcatSlice] {
@@ -135,8 +155,8 @@ public struct TrainingGraph: Sendable {
         return slices
     }
 
-    /// The ReLU layers skipped because their convolution applies them.
-    public var fusedActivationNames: Set<String> { Set(fusedReLU.values.map(\.name)) }
+    /// The activation layers skipped forward because their convolution or inner product applies them.
+    public var fusedActivationNames: Set<String> { Set(fusedActivations.values.map(\.name)) }
 
     /// Work of one training step, split the way the executor runs it.
     public struct StepCost: Sendable {

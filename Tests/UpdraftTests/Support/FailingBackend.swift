@@ -74,10 +74,10 @@ final class FailingBackend: Backend {
     var slices: Bool?
     var writesConvolutionSlices: Bool { slices ?? inner.writesConvolutionSlices }
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         try check(.convolutionForward)
         try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
-                                     outputChannels: outputChannels, fusedReLU: fusedReLU)
+                                     outputChannels: outputChannels, epilogue: epilogue)
     }
 
     func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
@@ -93,9 +93,9 @@ final class FailingBackend: Backend {
     }
 
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, fusedReLU: Bool) throws {
+                            output: DeviceBuffer, epilogue: Activation?) throws {
         try check(.convolutionForward)
-        try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, fusedReLU: fusedReLU)
+        try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
     }
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                  inputGradient: DeviceBuffer) throws {
@@ -109,9 +109,9 @@ final class FailingBackend: Backend {
                                              biasGradient: biasGradient)
     }
     func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                             output: DeviceBuffer) throws {
+                             output: DeviceBuffer, epilogue: Activation?) throws {
         try check(.innerProductForward)
-        try inner.innerProductForward(g, input: input, weights: weights, bias: bias, output: output)
+        try inner.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
     }
     func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                   inputGradient: DeviceBuffer) throws {
@@ -124,15 +124,14 @@ final class FailingBackend: Backend {
         try inner.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
                                               biasGradient: biasGradient)
     }
-    func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
+    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try check(.activationForward)
-        try inner.activationForward(a, input: input, output: output, count: count)
+        try inner.activationForward(a, g, input: input, output: output)
     }
-    func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
-                            inputGradient: DeviceBuffer, count: Int) throws {
+    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         try check(.activationBackward)
-        try inner.activationBackward(a, input: input, output: output, outputGradient: outputGradient,
-                                     inputGradient: inputGradient, count: count)
+        try inner.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient,
+                                     inputGradient: inputGradient)
     }
     func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try check(.poolingForward)

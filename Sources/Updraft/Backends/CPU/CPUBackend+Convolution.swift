@@ -1,7 +1,7 @@
 import Dispatch
 
 // Convolution as GEMM. Per image and group g (M = Cout/G, K = Cin/G*kH*kW, S = Ho*Wo):
-//   forward          y_g [M, S]  = w_g [M, K] x col [K, S]            (+ bias, ReLU in one pass after)
+//   forward          y_g [M, S]  = w_g [M, K] x col [K, S]            (+ bias, the epilogue function in one pass after)
 //   backward data    dcol [K, S] = w_g^T [K, M] x dy_g [M, S]         then col2im adds dcol into dx
 //   backward weights dw_g [M, K] += dy_g [M, S] x col^T [S, K]        summed over images by beta = 1
 // col is the im2col matrix of the image: row (c, kh, kw), column (oh, ow) holds
@@ -82,17 +82,18 @@ extension CPUBackend {
     // MARK: Forward
 
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
-                               outputChannels: g.outChannels, fusedReLU: fusedReLU)
+                               outputChannels: g.outChannels, epilogue: epilogue)
     }
 
     public var writesConvolutionSlices: Bool { true }
 
     /// Each image's output channels are one contiguous block, so a slice only moves where the block starts.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         try validate(g)
+        let plan = try epilogue.map { try CPUActivationPlan($0, channels: g.outChannels, spatial: g.outHeight * g.outWidth) }
         try requireBias(g.hasBias, bias, "convolution")
         try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
         let x = try pointer(input, g.inputShape.count, "convolution input")
@@ -103,15 +104,28 @@ extension CPUBackend {
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
         let schedule = schedule(for: g)
+        // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
+        let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
         withWorkspaces { ws in
-            let cols = ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
+            let cols = grouped == nil ? ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
+                                      : ws.map { $0.floats(groupedPhaseSizes(g).scratch) }
             forEachImage(schedule, batch: g.batch) { t, n, parallelInner in
                 let yn = y + (n * outputChannels + channelOffset) * S
                 // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
                 // OpenBLAS's own beta = 0 pass, which zeroes C first, is slower than this fill and
                 // would leave the bias for a pass of its own.
                 startRows(yn, channels: g.outChannels, spatial: S, bias: b, parallel: parallelInner)
-                for grp in 0..<G {
+                if let grouped {
+                    let image = UnsafePointer(x + n * g.inChannels * inPlane)
+                    if parallelInner {
+                        dynamicForEach(G, workers: threadCount) { t, grp in
+                            groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t])
+                        }
+                    } else {
+                        for grp in 0..<G { groupedDirectForward(grouped, image: image, group: grp, w: w, y: yn, scratch: cols[t]) }
+                    }
+                }
+                for grp in 0..<(grouped == nil ? G : 0) {
                     let xg = x + (n * g.inChannels + grp * cinG) * inPlane
                     var operand = UnsafePointer(xg)
                     if !direct {
@@ -121,7 +135,7 @@ extension CPUBackend {
                     parallelSGEMM(m: M, n: S, k: K, a: w + grp * M * K, lda: K, b: operand, ldb: S,
                                   beta: 1, c: yn + grp * M * S, ldc: S, parallel: parallelInner)
                 }
-                if fusedReLU { relu(yn, count: g.outChannels * S, parallel: parallelInner) }
+                if let plan { applyEpilogue(plan, yn, count: g.outChannels * S, parallel: parallelInner) }
             }
         }
     }
@@ -134,14 +148,6 @@ extension CPUBackend {
         }
     }
 
-    /// y = max(0, y) in place, as Swift's `max` defines it: y when y >= 0 (so -0 stays), else 0 (NaN too).
-    private func relu(_ y: UnsafeMutablePointer<Float>, count: Int, parallel: Bool) {
-        let zero = SIMD4<Float>()
-        chunks(count, grain: CPUParallel.elementGrain, parallel: parallel) { r in
-            CPUKernels.map(r, y, into: y) { v in zero.replacing(with: v, where: v .>= 0) }
-        }
-    }
-
     // MARK: Backward
 
     public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -150,6 +156,9 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let dx = try pointer(inputGradient, g.inputShape.count, "convolution input gradient")
+        if usesGroupedDirect(g) {
+            return groupedDirectBackwardData(GroupedConvolutionPlan(g), dy: dy, w: w, dx: dx)
+        }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
@@ -180,13 +189,15 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let dw = try pointer(weightGradient, g.weightShape.count, "convolution weight gradient")
         let db = try biasGradient.map { try pointer($0, g.outChannels, "convolution bias gradient") }
+        let grouped = usesGroupedDirect(g)
+        if grouped { groupedDirectBackwardWeights(GroupedConvolutionPlan(g), x: x, xEnd: x + g.inputShape.count, dy: dy, dw: dw) }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
         let weightCount = g.weightShape.count
         let schedule = schedule(for: g)
         if g.batch == 0 { dw.update(repeating: 0, count: weightCount) }
-        withWorkspaces { ws in
+        if !grouped { withWorkspaces { ws in
             let colCount = direct ? 0 : K * S
             let workers = workerCount(schedule, batch: g.batch)
             let cols = ws.prefix(workers).map { $0.floats(colCount) }
@@ -228,7 +239,7 @@ extension CPUBackend {
                     for run in 1..<runs { CPUKernels.map(r, dw, sums(run), into: dw, +) }
                 }
             }
-        }
+        } }
         if let db {
             let (N, C) = (g.batch, g.outChannels)
             chunks(C, grain: max(1, CPUParallel.elementGrain / max(1, N * S)), parallel: true) { cs in

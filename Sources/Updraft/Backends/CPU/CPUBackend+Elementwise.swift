@@ -1,71 +1,12 @@
 import Foundation
 
-// Activations, element-wise add/multiply, concat and the frozen channel affine: streaming loops over
-// raw pointers (four-lane SIMD through `CPUKernels.map`, or loops the compiler vectorises), split
-// into contiguous chunks over threads when large.
+// Element-wise add/multiply, concat and the frozen channel affine: streaming loops over raw pointers
+// (four-lane SIMD through `CPUKernels.map`, or loops the compiler vectorises), split into contiguous
+// chunks over threads when large (activations: CPUBackend+Activation.swift).
 // In-place calls (output == input) are fine: every element is read before it is written.
-//
-//   relu:      y = max(0, x)            dx = dy if x > 0 else 0
-//   leakyReLU: y = x if x > 0 else a*x  dx = dy if x > 0 else a*dy
-//   sigmoid:   y = 1 / (1 + exp(-x))    dx = dy * y * (1 - y)
-//   tanh:      y = tanh(x)              dx = dy * (1 - y^2)
-//   linear:    y = a*x + b              dx = a * dy
 extension CPUBackend {
     private func requireCount(_ count: Int, _ op: String) throws {
         try requireSizes(["element count": count], op: op)
-    }
-
-    public func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        try requireCount(count, "\(a)")
-        let x = try pointer(input, count, "\(a) input")
-        let y = try pointer(output, count, "\(a) output")
-        let zero = SIMD4<Float>()
-        switch a {
-        case .relu:
-            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                CPUKernels.map(r, x, into: y) { v in zero.replacing(with: v, where: v .> 0) }
-            }
-        case let .leakyReLU(alpha):
-            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                CPUKernels.map(r, x, into: y) { v in (alpha * v).replacing(with: v, where: v .> 0) }
-            }
-        case .sigmoid:
-            parallelChunks(count, grain: CPUParallel.transcendentalGrain) { r in
-                for i in r { y[i] = 1 / (1 + exp(-x[i])) }
-            }
-        case .tanh:
-            parallelChunks(count, grain: CPUParallel.transcendentalGrain) { r in
-                for i in r { y[i] = Foundation.tanh(x[i]) }
-            }
-        case let .linear(alpha, beta):
-            parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-                CPUKernels.map(r, x, into: y) { v in alpha * v + beta }
-            }
-        }
-    }
-
-    public func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                                   outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
-        try requireCount(count, "\(a)")
-        let x = try pointer(input, count, "\(a) input")
-        let y = try pointer(output, count, "\(a) output")
-        let dy = try pointer(outputGradient, count, "\(a) output gradient")
-        let dx = try pointer(inputGradient, count, "\(a) input gradient")
-        let zero = SIMD4<Float>()
-        parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-            switch a {
-            case .relu:
-                CPUKernels.map(r, x, dy, into: dx) { v, d in zero.replacing(with: d, where: v .> 0) }
-            case let .leakyReLU(alpha):
-                CPUKernels.map(r, x, dy, into: dx) { v, d in (alpha * d).replacing(with: d, where: v .> 0) }
-            case .sigmoid:
-                CPUKernels.map(r, y, dy, into: dx) { v, d in d * v * (1 - v) }
-            case .tanh:
-                CPUKernels.map(r, y, dy, into: dx) { v, d in d * (1 - v * v) }
-            case let .linear(alpha, _):
-                CPUKernels.map(r, dy, into: dx) { d in alpha * d }
-            }
-        }
     }
 
     public func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {

@@ -16,9 +16,10 @@ extension CPUBackend {
     }
 
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                                    bias: DeviceBuffer?, output: DeviceBuffer) throws {
+                                    bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         try validate(g)
         try requireBias(g.hasBias, bias, "inner product")
+        let plan = try epilogue.map { try CPUActivationPlan($0, channels: g.outputChannels, spatial: 1) }
         let (N, Cin, Cout) = (g.batch, g.inputChannels, g.outputChannels)
         let x = try pointer(input, N * Cin, "inner product input")
         let w = try pointer(weights, Cout * Cin, "inner product weights")
@@ -31,6 +32,7 @@ extension CPUBackend {
             parallelSGEMM(transB: true, m: N, n: Cout, k: Cin, a: x, lda: Cin, b: w, ldb: Cin,
                           beta: b == nil ? 0 : 1, c: y, ldc: Cout)
         }
+        if let plan { applyEpilogue(plan, y, count: N * Cout, parallel: true) }
     }
 
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,

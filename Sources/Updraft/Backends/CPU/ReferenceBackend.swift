@@ -86,12 +86,12 @@ public final class ReferenceBackend: Backend {
     // MARK: Convolution
 
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, epilogue: Activation?) throws {
         try requireBias(g.hasBias, bias, "convolution")
         let x = try read(input, count: g.inputShape.count, "convolution input")
         let w = try read(weights, count: g.weightShape.count, "convolution weights")
         let b = try bias.map { try read($0, count: g.outChannels, "convolution bias") }
-        let y = try Reference.convolutionForward(g, input: x, weights: w, bias: b, fusedReLU: fusedReLU)
+        let y = try Reference.convolutionForward(g, input: x, weights: w, bias: b, epilogue: epilogue)
         try write(y, to: output, "convolution output")
     }
 
@@ -118,12 +118,12 @@ public final class ReferenceBackend: Backend {
     // MARK: Inner product
 
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                                    bias: DeviceBuffer?, output: DeviceBuffer) throws {
+                                    bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         try requireBias(g.hasBias, bias, "inner product")
         let x = try read(input, count: g.batch * g.inputChannels, "inner product input")
         let w = try read(weights, count: g.outputChannels * g.inputChannels, "inner product weights")
         let b = try bias.map { try read($0, count: g.outputChannels, "inner product bias") }
-        try write(try Reference.innerProductForward(g, input: x, weights: w, bias: b), to: output, "inner product output")
+        try write(try Reference.innerProductForward(g, input: x, weights: w, bias: b, epilogue: epilogue), to: output, "inner product output")
     }
 
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
@@ -148,17 +148,17 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Activations
 
-    public func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        let x = try read(input, count: count, "\(a) input")
-        try write(Reference.activationForward(a, input: x), to: output, "\(a) output")
+    public func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        let x = try read(input, count: g.count, "\(a) input")
+        try write(try Reference.activationForward(a, g, input: x), to: output, "\(a) output")
     }
 
-    public func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                                   outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
-        let x = try read(input, count: count, "\(a) input")
-        let y = try read(output, count: count, "\(a) output")
-        let dy = try read(outputGradient, count: count, "\(a) output gradient")
-        try write(try Reference.activationBackward(a, input: x, output: y, outputGradient: dy),
+    public func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                                   outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
+        let x = try read(input, count: g.count, "\(a) input")
+        let y = try read(output, count: g.count, "\(a) output")
+        let dy = try read(outputGradient, count: g.count, "\(a) output gradient")
+        try write(try Reference.activationBackward(a, g, input: x, output: y, outputGradient: dy),
                   to: inputGradient, "\(a) input gradient")
     }
 

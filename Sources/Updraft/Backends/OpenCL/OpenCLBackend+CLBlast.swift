@@ -4,7 +4,7 @@ import COpenCL
 /// CLBlast (libclblast) as a second GEMM engine: it runs on the backend's own queue and buffers (no
 /// copies), for the plain GEMMs and the pointwise convolutions forward and backward data, wherever
 /// the tuning (`updraft tune`) found it faster than the in-house kernels. CLBlast has no fused
-/// epilogue: a bias or ReLU is one more pass (`gemm_epilogue` in Kernels/gemm_reduce.cl), which the
+/// epilogue: a bias or activation is one more pass (`gemm_epilogue` in Kernels/gemm_reduce.cl), which the
 /// tuner's timings include. A call CLBlast refuses falls back to the in-house kernel, and that shape
 /// class is not offered to CLBlast again on this backend.
 extension OpenCLBackend {
@@ -41,28 +41,30 @@ extension OpenCLBackend {
                                                                  global: [op.m, op.n, op.batch], local: [], event: e))
             }
         }
-        if op.bias != .none || op.relu {
+        if op.bias != .none || op.activation != nil {
             try gemmEpilogue(C, offset: op.offsetC, rows: op.m, columns: op.n, ld: op.ldc, stride: op.strideC,
-                             batch: op.batch, bias: bias, perRow: op.bias == .perRow, relu: op.relu)
+                             batch: op.batch, bias: bias, perRow: op.bias == .perRow, activation: op.activation,
+                             activationPerRow: op.activationPerRow)
         }
         return true
     }
 
-    /// C[offset + b * stride + i * ld + j] = max?(C + bias[i or j], 0): the bias and ReLU CLBlast
-    /// cannot fuse, one pass over the output.
+    /// C[offset + b * stride + i * ld + j] = f(C + bias[i or j]): the bias and activation CLBlast
+    /// cannot fuse, one pass over the output (per-channel constants by i when `activationPerRow`, else j).
     func gemmEpilogue(_ c: OpenCLBuffer, offset: Int, rows: Int, columns: Int, ld: Int, stride: Int, batch: Int,
-                      bias: OpenCLBuffer?, perRow: Bool, relu: Bool) throws {
+                      bias: OpenCLBuffer?, perRow: Bool, activation: Activation?, activationPerRow: Bool) throws {
         let mode = bias == nil ? 0 : perRow ? 1 : 2
         let local = [min(64, max(1, columns)), 1, 1]
+        let (arguments, table) = try activationArguments(activation, channels: activationPerRow ? rows : columns, placeholder: c)
         try enqueue(try opsKernel("gemm_reduce.cl", "gemm_epilogue"),
                     [.buffer(c), .int(offset), .int(rows), .int(columns), .int(ld), .int(stride), .int(batch),
-                     .buffer(bias ?? c), .int(mode), .int(relu ? 1 : 0)],
-                    global: [columns, rows, batch], local: local, defines: ["WG_SIZE": "\(reductionGroupSize)"])
+                     .buffer(bias ?? c), .int(mode), .int(activationPerRow ? 1 : 0)] + arguments,
+                    global: [columns, rows, batch], local: local, defines: ["WG_SIZE": "\(reductionGroupSize)"], holding: table)
     }
 
-    /// A pointwise, ungrouped convolution forward as CLBlast's batched GEMM: y_n = W . x_n (+ b, ReLU).
+    /// A pointwise, ungrouped convolution forward as CLBlast's batched GEMM: y_n = W . x_n (+ b, then the activation).
     func clblastConvolutionForward(_ g: ConvGeometry, x: OpenCLBuffer, w: OpenCLBuffer, b: OpenCLBuffer?, y: OpenCLBuffer,
-                                   channelOffset: Int, outputChannels: Int, fusedReLU: Bool, shape: KernelShape) throws -> Bool {
+                                   channelOffset: Int, outputChannels: Int, epilogue: Activation?, shape: KernelShape) throws -> Bool {
         let plane = g.outHeight * g.outWidth
         var op = GemmOperation(m: g.outChannels, n: plane, k: g.inChannels, batch: g.batch)
         op.strideA = 0
@@ -70,7 +72,8 @@ extension OpenCLBackend {
         op.offsetC = channelOffset * plane
         op.strideC = outputChannels * plane
         op.bias = b == nil ? .none : .perRow
-        op.relu = fusedReLU
+        op.activation = epilogue
+        op.activationPerRow = true
         return try clblastGemm(op, a: w, b: x, c: y, bias: b, shape: shape)
     }
 

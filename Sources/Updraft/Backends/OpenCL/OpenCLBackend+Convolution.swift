@@ -3,15 +3,15 @@
 /// per op, whatever the batch), groups run along the third grid dimension, and 1x1 stride-1 unpadded
 /// convolutions build a specialised (POINTWISE) program whose loaders are plain strided GEMM reads.
 ///
-/// - forward: y[m, (n,p)] = w[m, :] . col[:, (n,p)] + b[m], ReLU in the same kernel when fused.
+/// - forward: y[m, (n,p)] = w[m, :] . col[:, (n,p)] + b[m], then any fused activation in the same kernel.
 /// - backward data: dx[c, (n,h,w)] = the transposed convolution of dy, gathered (no scatter, no atomics).
 /// - backward weights: dw = dy . col^T, split along (n,p) into slices when few output tiles would run,
 ///   the slices added in a fixed order; db by a two-stage tree reduction. Deterministic throughout.
 extension OpenCLBackend {
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
-                               outputChannels: g.outChannels, fusedReLU: fusedReLU)
+                               outputChannels: g.outChannels, epilogue: epilogue)
     }
 
     public var writesConvolutionSlices: Bool { true }
@@ -19,7 +19,7 @@ extension OpenCLBackend {
     /// The kernel's output pointer moves to the slice's first channel and steps images by the wider
     /// tensor's channel count.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, fusedReLU: Bool) throws {
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         let (x, w, y) = (try cl(input), try cl(weights), try cl(output))
         let b = try bias.map { try cl($0) }
         try checkChannelSlice(g, output: y, channelOffset: channelOffset, outputChannels: outputChannels)
@@ -27,22 +27,32 @@ extension OpenCLBackend {
         try checkConvolution(g, "convolution forward", [("input", x, g.inputShape.count), ("weights", w, g.weightShape.count),
                                                         ("output", y, g.batch * outputChannels * plane)])
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
+        // Depthwise and thin grouped convolutions: the direct kernel, then the activation as its own pass
+        // (over the whole output; a channel slice with an activation takes the GEMM path below).
+        if usesGroupedDirect(g), epilogue == nil || (channelOffset == 0 && outputChannels == g.outChannels) {
+            try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels)
+            if let epilogue {
+                try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
+            }
+            return
+        }
         if g.outputShape.count == 0 { return }
-        let shape = KernelShape(g, .convForward, fusedReLU: fusedReLU)
+        let shape = KernelShape(g, .convForward, fusedReLU: epilogue != nil)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastConvolutionForward(
-            g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, fusedReLU: fusedReLU,
+            g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, epilogue: epilogue,
             shape: shape) { return }
+        let (activation, table) = try activationArguments(epilogue, channels: g.outChannels, placeholder: y)
         let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
         while true {
             let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
             let defines = convDefines(g, mode: 0, tiling: tiling,
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
-            try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1), .int(fusedReLU ? 1 : 0),
-                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + convArguments(g),
+            try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1),
+                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g),
                         global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
-                        local: tiling.workGroup + [1], defines: defines)
+                        local: tiling.workGroup + [1], defines: defines, holding: table)
             return
         }
     }
@@ -54,6 +64,7 @@ extension OpenCLBackend {
             ("output gradient", dy, g.outputShape.count), ("weights", w, g.weightShape.count),
             ("input gradient", dx, g.inputShape.count)])
         if g.inputShape.count == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardData(g, dy: dy, w: w, dx: dx) }
         let shape = KernelShape(g, .convBackwardData)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastConvolutionBackwardData(g, dy: dy, w: w, dx: dx, shape: shape) { return }
@@ -83,6 +94,7 @@ extension OpenCLBackend {
         if let db { try self.biasGradient(dy, images: g.batch, channels: g.outChannels, spatial: g.gemmN, into: db) }
         let weightCount = g.weightShape.count
         if weightCount == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
         let variant = tuning.variant(for: KernelShape(g, .convBackwardWeights))
         while true {

@@ -1,40 +1,6 @@
-// Activations (Kernels/activation.cl) and element-wise arithmetic (Kernels/elementwise.cl): one
-// work-item per element.
+// Element-wise arithmetic (Kernels/elementwise.cl): one work-item per element (activations:
+// OpenCLBackend+Activation.swift).
 extension OpenCLBackend {
-    /// The kernel's code and parameters for an activation (ACT_* in activation.cl).
-    private func activationArguments(_ a: Activation) -> (kind: Int, alpha: Float, beta: Float) {
-        switch a {
-        case .relu: return (0, 0, 0)
-        case let .leakyReLU(alpha): return (1, alpha, 0)
-        case .sigmoid: return (2, 0, 0)
-        case .tanh: return (3, 0, 0)
-        case let .linear(alpha, beta): return (4, alpha, beta)
-        }
-    }
-
-    public func activationForward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        try requireSizes([("element count", count)], total: count, op: "activation \(a)")
-        let x = try operand(input, holds: count, "activation input")
-        let y = try operand(output, holds: count, "activation output")
-        let (kind, alpha, beta) = activationArguments(a)
-        let k = try opsKernel("activation.cl", "activation_forward")
-        try k.setArguments([.buffer(x), .buffer(y), .int(count), .int(kind), .float(alpha), .float(beta)])
-        try launchElementwise(k, count: count)
-    }
-
-    public func activationBackward(_ a: Activation, input: DeviceBuffer, output: DeviceBuffer,
-                                   outputGradient: DeviceBuffer, inputGradient: DeviceBuffer, count: Int) throws {
-        try requireSizes([("element count", count)], total: count, op: "activation \(a) backward")
-        let x = try operand(input, holds: count, "activation input")
-        let y = try operand(output, holds: count, "activation output")
-        let dy = try operand(outputGradient, holds: count, "activation output gradient")
-        let dx = try operand(inputGradient, holds: count, "activation input gradient")
-        let (kind, alpha, _) = activationArguments(a)
-        let k = try opsKernel("activation.cl", "activation_backward")
-        try k.setArguments([.buffer(x), .buffer(y), .buffer(dy), .buffer(dx), .int(count), .int(kind), .float(alpha)])
-        try launchElementwise(k, count: count)
-    }
-
     public func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws {
         let src = try cl(source)
         try requireSizes([], total: src.count, op: "accumulate")

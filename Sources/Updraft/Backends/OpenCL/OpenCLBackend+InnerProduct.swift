@@ -1,17 +1,18 @@
 /// Inner product on OpenCL through the tiled SGEMM (Kernels/gemm.cl). x [N, Cin], w [Cout, Cin]
 /// (Core ML's layout), b [Cout], y [N, Cout]:
-/// - forward:          y  = x . w^T + b          (M = N, columns Cout, K = Cin; bias per column)
+/// - forward:          y  = f(x . w^T + b)       (M = N, columns Cout, K = Cin; bias, f's constants per column)
 /// - backward data:    dx = dy . w               (M = N, columns Cin, K = Cout)
 /// - backward weights: dw = dy^T . x             (M = Cout, columns Cin, K = N, split along N when long),
 ///                     db = column sums of dy    (tree reduction, fixed order)
 extension OpenCLBackend {
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                                    bias: DeviceBuffer?, output: DeviceBuffer) throws {
+                                    bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         let b = try bias.map { try cl($0) }
         try checkInnerProduct(g)
         try checkBias(g.hasBias, b, count: g.outputChannels, "inner product forward")
         var op = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
         op.bias = b == nil ? .none : .perColumn
+        op.activation = epilogue
         try sgemm(op, a: input, b: weights, c: output, bias: b)
     }
 

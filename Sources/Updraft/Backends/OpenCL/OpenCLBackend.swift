@@ -37,9 +37,10 @@ public final class OpenCLBackend: Backend {
         return (backends, failures)
     }
 
-    /// The kernel `kernel` of the embedded file `file`, built with `defines`.
+    /// The kernel `kernel` of the embedded file `file`, built with `defines` and the activation
+    /// table's ACT_* codes (`ActivationKind.openCLDefines`, read by Kernels/activation.h).
     func kernel(_ file: String, _ kernel: String, defines: [String: String] = [:]) throws -> OpenCLKernel {
-        try context.program(named: file, defines: defines).kernel(kernel)
+        try context.program(named: file, defines: defines.merging(ActivationKind.openCLDefines) { own, _ in own }).kernel(kernel)
     }
 
     /// The OpenCL buffer behind a `DeviceBuffer`, or an error naming the mix-up.

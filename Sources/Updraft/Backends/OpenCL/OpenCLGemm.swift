@@ -1,5 +1,5 @@
 /// A row-major single-precision GEMM on device buffers (Kernels/gemm.cl), optionally batched:
-/// `C_b = alpha * op(A_b) * op(B_b) + beta * C_b (+ bias) (then ReLU)` for b < `batch`, where
+/// `C_b = alpha * op(A_b) * op(B_b) + beta * C_b (+ bias) (then the activation)` for b < `batch`, where
 /// op(A) is `m` x `k` (`A[i * lda + p]`, or `A[p * lda + i]` when `transA`), op(B) is `k` x `n`
 /// (`B[p * ldb + j]`, or `B[j * ldb + p]` when `transB`) and C is `m` x `n` (`C[i * ldc + j]`).
 /// Matrix b starts `b * strideX` floats after `offsetX`. Leading dimensions and strides default to
@@ -15,7 +15,15 @@ public struct GemmOperation: Hashable, Sendable {
     public var batch = 1
     public var strideA: Int, strideB: Int, strideC: Int
     public var bias: Bias = .none
-    public var relu = false
+    /// The activation applied after the bias in the same pass (per-channel constants by row i when
+    /// `activationPerRow`, else by column j).
+    public var activation: Activation? = nil
+    public var activationPerRow = false
+    /// Whether the epilogue is a ReLU (setting true makes it one, false removes it).
+    public var relu: Bool {
+        get { activation == .relu }
+        set { activation = newValue ? .relu : nil }
+    }
 
     public init(m: Int, n: Int, k: Int, transA: Bool = false, transB: Bool = false, batch: Int = 1) {
         self.m = m; self.n = n; self.k = k; self.transA = transA; self.transB = transB; self.batch = batch
@@ -112,11 +120,13 @@ extension OpenCLBackend {
     }
 
     /// Sets the arguments and enqueues, recording the launch when `recordLaunches` is active.
+    /// `holding`: a buffer made for this launch (an epilogue's per-channel constants), kept until it ran.
     func enqueue(_ kernel: OpenCLKernel, _ arguments: [KernelArgument], global: [Int], local: [Int]?,
-                 defines: [String: String]) throws {
+                 defines: [String: String], holding: OpenCLBuffer? = nil) throws {
         try kernel.setArguments(arguments)
         let recording = gemmWorkspace.records != nil
-        let event = try kernel.launch(global: global, local: local, profile: recording)
+        let event = try kernel.launch(global: global, local: local, profile: recording || holding != nil)
+        if let holding { try inFlight.hold(holding, until: event, context: context) }
         if recording, let event {
             gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: kernel.name, defines: defines, global: global,
                                                              local: local ?? [], event: event))
@@ -172,7 +182,7 @@ extension OpenCLBackend {
         return (ceilDiv(k, chunk), chunk)
     }
 
-    /// C = alpha op(A) op(B) + beta C (+ bias) (then ReLU), as `GemmOperation` describes. Long
+    /// C = alpha op(A) op(B) + beta C (+ bias) (then the activation), as `GemmOperation` describes. Long
     /// reductions with few output tiles are split along K (when beta is 0 and there is no epilogue)
     /// and the slices added up in a fixed order.
     public func sgemm(_ op: GemmOperation, a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer,
@@ -184,7 +194,9 @@ extension OpenCLBackend {
         let shape = KernelShape(op)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastGemm(op, a: A, b: B, c: C, bias: biasBuffer, shape: shape) { return }
-        let canSplit = op.beta == 0 && op.bias == .none && !op.relu
+        let canSplit = op.beta == 0 && op.bias == .none && op.activation == nil
+        let channels = op.activationPerRow ? op.m : op.n
+        let (activationArguments, table) = try activationArguments(op.activation, channels: channels, placeholder: A)
         while true {
             let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024,
                                         variant: variant)
@@ -215,8 +227,8 @@ extension OpenCLBackend {
                 .buffer(B), .int(op.offsetB), .int(op.ldb), .int(op.strideB),
                 .buffer(target), .int(split.splits > 1 ? 0 : op.offsetC),
                 .int(split.splits > 1 ? op.n : op.ldc), .int(split.splits > 1 ? op.m * op.n : op.strideC),
-                .buffer(biasBuffer ?? A), .int(biasMode), .int(op.relu ? 1 : 0),
-            ], global: global, local: tiling.workGroup + [1], defines: defines)
+                .buffer(biasBuffer ?? A), .int(biasMode), .int(op.activationPerRow ? 1 : 0),
+            ] + activationArguments, global: global, local: tiling.workGroup + [1], defines: defines, holding: table)
             guard split.splits > 1 else { return }
             for i in 0..<op.batch {
                 try sumSlabs(target, offset: i * split.splits * op.m * op.n, rows: op.m, columns: op.n,

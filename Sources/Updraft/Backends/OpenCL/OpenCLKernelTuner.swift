@@ -114,7 +114,7 @@ public struct KernelTuningProblem: CustomStringConvertible {
         switch op {
         case let .gemm(g):
             var s = GemmOperation(m: 37, n: 29, k: 45, transA: g.transA, transB: g.transB, batch: g.batch > 1 ? 2 : 1)
-            s.bias = g.bias; s.relu = g.relu
+            s.bias = g.bias; s.activation = g.activation; s.activationPerRow = g.activationPerRow
             return KernelTuningProblem(name: "check", op: .gemm(s))
         case let .convolution(g, kind, relu):
             let groups = g.groups > 1 ? 2 : 1
@@ -180,7 +180,9 @@ public struct KernelTuningProblem: CustomStringConvertible {
                     }
                     s *= Double(g.alpha)
                     if g.bias == .perRow { s += Double(bias[i]) } else if g.bias == .perColumn { s += Double(bias[j]) }
-                    if g.relu { s = max(s, 0) }
+                    if let a = g.activation {
+                        s = Double(a.kind.forward(Float(s), a.scalars))
+                    }
                     c[g.offsetC + z * g.strideC + i * g.ldc + j] = s
                 }
             }

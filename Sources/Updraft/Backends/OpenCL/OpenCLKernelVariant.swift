@@ -41,7 +41,7 @@ public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
     public var transA = false, transB = false
     /// Convolutions: 1x1, stride 1, no padding (a plain GEMM per image, CLBlast can run it).
     public var pointwise = false
-    /// A bias or ReLU applied after the product (CLBlast needs a separate pass for it).
+    /// A bias or activation applied after the product (CLBlast needs a separate pass for it).
     public var epilogue = false
     public var rows: Int, columns: Int, depth: Int, slabs: Int
 
@@ -54,7 +54,7 @@ public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
     /// The shape of a plain GEMM.
     public init(_ op: GemmOperation) {
         self.init(kind: .gemm, rows: op.m, columns: op.n, depth: op.k, slabs: op.batch, transA: op.transA, transB: op.transB,
-                  epilogue: op.bias != .none || op.relu)
+                  epilogue: op.bias != .none || op.activation != nil)
     }
 
     /// The shape of a convolution in one direction (forward's epilogue: bias and/or ReLU).

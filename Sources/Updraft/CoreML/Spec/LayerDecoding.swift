@@ -38,6 +38,8 @@ extension LayerSpec {
         case 1280: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .mean))
         case 230: params = .add(alpha: try p.float(1, "alpha") ?? 0)
         case 231: params = .multiply(alpha: try p.float(1, "alpha") ?? 0)
+        case 220: params = .unary(try UnaryFunctionLayerParams(reading: p))
+        case 660: params = .clip(minVal: try p.float(1, "minVal") ?? 0, maxVal: try p.float(2, "maxVal") ?? 0)
         case 301: params = .flatten(mode: try p.int32(1, "mode") ?? 0)
         case 320: params = .concat(sequenceConcat: try p.bool(100, "sequenceConcat") ?? false)
         case _ where LayoutLayerParams.fields.contains(f.number): params = .layout(try LayoutLayerParams(reading: p, field: f.number))
@@ -190,14 +192,41 @@ extension ActivationLayerParams {
         }
         let name = activationTypeNames[f.number] ?? "activation type \(f.number)"
         let m = try r.child(f, named: name)
+        func float(_ n: Int, _ what: String) throws -> Float { try m.float(n, what) ?? 0 }
+        /// The float values of a WeightParams field; nil (unsupported) when quantized.
+        func weights(_ n: Int, _ what: String) throws -> [Float]? {
+            let w = try m.message(n, what).map(WeightParams.init(reading:)) ?? .empty
+            return w.isReadable ? w.values : nil
+        }
         switch f.number {
+        case 5: self.init(.linear(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
         case 10: self.init(.relu)
-        case 15: self.init(.leakyReLU(alpha: try m.float(1, "alpha") ?? 0))
+        case 15: self.init(.leakyReLU(alpha: try float(1, "alpha")))
+        case 20: self.init(.thresholdedReLU(alpha: try float(1, "alpha")))
+        case 25:
+            guard let alpha = try weights(1, "alpha") else { self.init(unsupported: "\(name) with quantized alpha", field: 25); return }
+            self.init(.prelu(alpha: alpha))
         case 30: self.init(.tanh)
+        case 31: self.init(.scaledTanh(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
         case 40: self.init(.sigmoid)
-        case 5: self.init(.linear(alpha: try m.float(1, "alpha") ?? 0, beta: try m.float(2, "beta") ?? 0))
+        case 41: self.init(.sigmoidHard(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
+        case 50: self.init(.elu(alpha: try float(1, "alpha")))
+        case 60: self.init(.softsign)
+        case 70: self.init(.softplus)
+        case 71:
+            guard let alpha = try weights(1, "alpha"), let beta = try weights(2, "beta") else {
+                self.init(unsupported: "\(name) with quantized alpha or beta", field: 71); return
+            }
+            self.init(.parametricSoftplus(alpha: alpha, beta: beta))
         default: self.init(unsupported: name, field: f.number)
         }
+    }
+}
+
+extension UnaryFunctionLayerParams {
+    init(reading r: ProtoReader) throws {
+        self.init(type: try r.int32(1, "type") ?? 0, alpha: try r.float(2, "alpha") ?? 0, epsilon: try r.float(3, "epsilon") ?? 0,
+                  shift: try r.float(4, "shift") ?? 0, scale: try r.float(5, "scale") ?? 0)
     }
 }
 

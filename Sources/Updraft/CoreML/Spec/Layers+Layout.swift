@@ -7,6 +7,10 @@ public enum LayoutLayerParams: Hashable, Sendable {
     /// ReshapeLayerParams (rank-5 semantics): targetShape (1) of 3 `[C, H, W]` or 4 `[Seq, C, H, W]`
     /// values, mode (2) CHANNEL_FIRST = 0 / CHANNEL_LAST = 1.
     case reshape(targetShape: [Int], mode: Int32)
+    /// RankPreservingReshapeLayerParams.targetShape (1): one value per axis, 0 keeps the input's, one -1 is inferred.
+    case rankPreservingReshape(targetShape: [Int])
+    /// ReshapeLikeLayerParams (no fields): input 0 takes the shape of input 1.
+    case reshapeLike
     /// FlattenTo2DLayerParams.axis (1).
     case flattenTo2D(axis: Int)
     /// SqueezeLayerParams: axes (1), squeezeAll (2).
@@ -25,7 +29,7 @@ public enum LayoutLayerParams: Hashable, Sendable {
     case concatND(axis: Int, interleave: Bool)
 
     /// NeuralNetworkLayer oneof field numbers of the layout layers.
-    static let fields: Set<Int> = [300, 310, 600, 950, 980, 985, 1120, 1125, 1130, 1140]
+    static let fields: Set<Int> = [300, 310, 600, 950, 980, 985, 1120, 1125, 1130, 1135, 1140, 1150]
 
     public var typeField: Int {
         switch self {
@@ -39,6 +43,8 @@ public enum LayoutLayerParams: Hashable, Sendable {
         case .expandDims: return 1125
         case .flattenTo2D: return 1130
         case .reshapeStatic: return 1140
+        case .reshapeLike: return 1135
+        case .rankPreservingReshape: return 1150
         }
     }
 
@@ -56,6 +62,8 @@ public enum LayoutLayerParams: Hashable, Sendable {
         case 1120: self = .squeeze(axes: try ints(1, "axes"), squeezeAll: try p.bool(2, "squeezeAll") ?? false)
         case 1125: self = .expandDims(axes: try ints(1, "axes"))
         case 1130: self = .flattenTo2D(axis: try int(1, "axis"))
+        case 1135: self = .reshapeLike
+        case 1150: self = .rankPreservingReshape(targetShape: try ints(1, "targetShape"))
         default: self = .reshapeStatic(targetShape: try ints(1, "targetShape"))
         }
     }
@@ -64,7 +72,8 @@ public enum LayoutLayerParams: Hashable, Sendable {
     func encoded() -> ProtoMessage {
         var w = MessageWriter()
         switch self {
-        case let .reshapeStatic(t): w.int64s(1, t.map(Int64.init))
+        case let .reshapeStatic(t), let .rankPreservingReshape(t): w.int64s(1, t.map(Int64.init))
+        case .reshapeLike: break
         case let .reshape(t, mode): w.int64s(1, t.map(Int64.init)); w.int32(2, mode)
         case let .flattenTo2D(axis): w.int64(1, Int64(axis))
         case let .squeeze(axes, all): w.int64s(1, axes.map(Int64.init)); w.bool(2, all)

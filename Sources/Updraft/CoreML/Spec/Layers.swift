@@ -126,19 +126,56 @@ public struct ActivationLayerParams: Hashable, Sendable {
     public var typeField: Int
     public var activation: Activation?
 
+    /// An ActivationParams case; clip and unary functions are layers of their own (`LayerParams.clip`,
+    /// `.unary`) and read here as unsupported.
     public init(_ activation: Activation) {
         self.activation = activation
+        let field: Int
         switch activation {
-        case .relu: typeName = "ReLU"; typeField = 10
-        case .leakyReLU: typeName = "leakyReLU"; typeField = 15
-        case .tanh: typeName = "tanh"; typeField = 30
-        case .sigmoid: typeName = "sigmoid"; typeField = 40
-        case .linear: typeName = "linear"; typeField = 5
+        case .linear: field = 5
+        case .relu: field = 10
+        case .leakyReLU: field = 15
+        case .thresholdedReLU: field = 20
+        case .prelu: field = 25
+        case .tanh: field = 30
+        case .scaledTanh: field = 31
+        case .sigmoid: field = 40
+        case .sigmoidHard: field = 41
+        case .elu: field = 50
+        case .softsign: field = 60
+        case .softplus: field = 70
+        case .parametricSoftplus: field = 71
+        case .clip, .unary: field = 0; self.activation = nil
         }
+        typeField = field
+        typeName = activationTypeNames[field] ?? "\(activation) (not an ActivationParams case)"
     }
 
     public init(unsupported typeName: String, field: Int) {
         self.typeName = typeName; self.typeField = field; self.activation = nil
+    }
+}
+
+/// UnaryFunctionLayerParams as stored (epilogue defaults not applied): `function` is nil for an
+/// operation code NeuralNetwork.proto does not define.
+public struct UnaryFunctionLayerParams: Hashable, Sendable {
+    public var type: Int32
+    public var alpha: Float
+    public var epsilon: Float
+    public var shift: Float
+    public var scale: Float
+
+    public init(type: Int32, alpha: Float = 0, epsilon: Float = 0, shift: Float = 0, scale: Float = 0) {
+        self.type = type; self.alpha = alpha; self.epsilon = epsilon; self.shift = shift; self.scale = scale
+    }
+
+    public init(_ f: UnaryFunction) {
+        self.init(type: f.operation.rawValue, alpha: f.alpha, epsilon: f.epsilon, shift: f.shift, scale: f.scale)
+    }
+
+    /// The function with NeuralNetwork.proto's defaults (epsilon 0 -> 1e-6, scale 0 -> 1).
+    public var function: UnaryFunction? {
+        UnaryFunction.Operation(rawValue: type).map { UnaryFunction($0, alpha: alpha, epsilon: epsilon, shift: shift, scale: scale) }
     }
 }
 
@@ -177,6 +214,9 @@ public enum LayerParams: Hashable, Sendable {
     case add(alpha: Float)
     /// MultiplyLayerParams.alpha (multiplied when there is a single input).
     case multiply(alpha: Float)
+    /// ClipLayerParams: y = min(max(x, minVal), maxVal).
+    case clip(minVal: Float, maxVal: Float)
+    case unary(UnaryFunctionLayerParams)
     case padding(PaddingLayerParams)
     case upsample(UpsampleLayerParams)
     case lrn(LRNLayerParams)
@@ -204,6 +244,8 @@ public enum LayerParams: Hashable, Sendable {
         case .softmax: return 175
         case .add: return 230
         case .multiply: return 231
+        case .unary: return 220
+        case .clip: return 660
         case .flatten: return 301
         case .concat: return 320
         case .l2normalize: return 170

@@ -269,13 +269,20 @@ extension LayerParams {
             w.bool(50, p.excludePadding)
             w.bool(60, p.global)
         case let .activation(a):
+            let field = a.typeField
             switch a.activation {
-            case .relu?: w.message(10, ProtoMessage())
-            case let .leakyReLU(alpha)?: w.message(15) { m in m.float(1, alpha) }
-            case .tanh?: w.message(30, ProtoMessage())
-            case .sigmoid?: w.message(40, ProtoMessage())
-            case let .linear(alpha, beta)?: w.message(5) { m in m.float(1, alpha); m.float(2, beta) }
-            case nil: if a.typeField > 0 { w.message(a.typeField, ProtoMessage()) }
+            case .relu?, .tanh?, .sigmoid?, .softsign?, .softplus?: w.message(field, ProtoMessage())
+            case let .leakyReLU(alpha)?, let .thresholdedReLU(alpha)?, let .elu(alpha)?:
+                w.message(field) { m in m.float(1, alpha) }
+            case let .linear(alpha, beta)?, let .scaledTanh(alpha, beta)?, let .sigmoidHard(alpha, beta)?:
+                w.message(field) { m in m.float(1, alpha); m.float(2, beta) }
+            case let .prelu(alpha)?: w.message(field) { m in m.message(1, WeightParams(values: alpha).encoded()) }
+            case let .parametricSoftplus(alpha, beta)?:
+                w.message(field) { m in
+                    m.message(1, WeightParams(values: alpha).encoded())
+                    m.message(2, WeightParams(values: beta).encoded())
+                }
+            case .clip?, .unary?, nil: if field > 0 { w.message(field, ProtoMessage()) }
             }
         case let .concat(sequenceConcat):
             w.bool(100, sequenceConcat)
@@ -294,6 +301,15 @@ extension LayerParams {
             w.message(18, b.variance.encoded())
         case let .add(alpha), let .multiply(alpha):
             w.float(1, alpha)
+        case let .clip(minVal, maxVal):
+            w.float(1, minVal)
+            w.float(2, maxVal)
+        case let .unary(u):
+            w.int32(1, u.type)
+            w.float(2, u.alpha)
+            w.float(3, u.epsilon)
+            w.float(4, u.shift)
+            w.float(5, u.scale)
         case let .padding(p): p.encoded(into: &w)
         case let .upsample(u): u.encoded(into: &w)
         case let .lrn(l): l.encoded(into: &w)

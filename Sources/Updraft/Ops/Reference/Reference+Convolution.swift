@@ -23,10 +23,16 @@ extension Reference {
         }
     }
 
-    /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`. `bias` nil means no bias.
-    /// x [N, Cin, H, W], w [Cout, Cin/G, kH, kW], b [Cout] -> y [N, Cout, Ho, Wo].
+    /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
     public static func convolutionForward(_ g: ConvGeometry, input x: [Double], weights w: [Double],
-                                          bias b: [Double]?, fusedReLU: Bool = false) throws -> [Double] {
+                                          bias b: [Double]?, fusedReLU: Bool) throws -> [Double] {
+        try convolutionForward(g, input: x, weights: w, bias: b, epilogue: fusedReLU ? .relu : nil)
+    }
+
+    /// y = conv(x, w) + b, then the `epilogue` function (per-channel constants by output channel).
+    /// `bias` nil means no bias. x [N, Cin, H, W], w [Cout, Cin/G, kH, kW], b [Cout] -> y [N, Cout, Ho, Wo].
+    public static func convolutionForward(_ g: ConvGeometry, input x: [Double], weights w: [Double],
+                                          bias b: [Double]?, epilogue: Activation? = nil) throws -> [Double] {
         try validate(g)
         try require(x, count: g.inputShape.count, "convolution input")
         try require(w, count: g.weightShape.count, "convolution weights")
@@ -53,12 +59,13 @@ extension Reference {
                                 }
                             }
                         }
-                        y[((n * Cout + co) * Ho + oh) * Wo + ow] = fusedReLU ? max(0, sum) : sum
+                        y[((n * Cout + co) * Ho + oh) * Wo + ow] = sum
                     }
                 }
             }
         }
-        return y
+        guard let epilogue else { return y }
+        return try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: y)
     }
 
     /// dx = the transpose of the convolution applied to dy (no ReLU: mask dy first for a fused ReLU).

@@ -9,9 +9,10 @@ extension Reference {
                           ("output channels", g.outputChannels)], op: "inner product")
     }
 
-    /// x [N, Cin], w [Cout, Cin], b [Cout] (nil: no bias) -> y [N, Cout].
+    /// x [N, Cin], w [Cout, Cin], b [Cout] (nil: no bias) -> y [N, Cout], then the `epilogue`
+    /// function (per-channel constants by output channel).
     public static func innerProductForward(_ g: InnerProductGeometry, input x: [Double], weights w: [Double],
-                                           bias b: [Double]?) throws -> [Double] {
+                                           bias b: [Double]?, epilogue: Activation? = nil) throws -> [Double] {
         try validate(g)
         let (N, Cin, Cout) = (g.batch, g.inputChannels, g.outputChannels)
         try require(x, count: N * Cin, "inner product input")
@@ -27,7 +28,8 @@ extension Reference {
                 y[n * Cout + o] = sum
             }
         }
-        return y
+        guard let epilogue else { return y }
+        return try activationForward(epilogue, ActivationGeometry(batch: N, channels: Cout, spatial: 1), input: y)
     }
 
     /// dx[n, i] = sum_o dy[n, o] * w[o, i].  dy [N, Cout], w [Cout, Cin] -> dx [N, Cin].

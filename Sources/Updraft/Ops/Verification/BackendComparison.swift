@@ -97,9 +97,9 @@ extension ComparisonSession {
     mutating func compare() throws {
         switch opCase.kind {
         case let .memory(count): try compareMemory(count)
-        case let .convolution(spec, input, fusedReLU): try compareConvolution(try spec.geometry(input: input), fusedReLU)
-        case let .innerProduct(spec, input): try compareInnerProduct(try spec.geometry(input: input))
-        case let .activation(a, count): try compareActivation(a, count)
+        case let .convolution(spec, input, epilogue): try compareConvolution(try spec.geometry(input: input), epilogue)
+        case let .innerProduct(spec, input, epilogue): try compareInnerProduct(try spec.geometry(input: input), epilogue)
+        case let .activation(a, g): try compareActivation(a, g)
         case let .pooling(spec, input): try comparePooling(try spec.geometry(input: input))
         case let .concat(channels, batch, spatial): try compareConcat(channels, batch, spatial)
         case let .softmax(g): try compareSoftmax(g)
@@ -131,13 +131,13 @@ extension ComparisonSession {
         record("accumulate", try download(sum), zip(a, b).map { Double($0) + Double($1) } + asDouble(tail))
     }
 
-    mutating func compareConvolution(_ g: ConvGeometry, _ fusedReLU: Bool) throws {
+    mutating func compareConvolution(_ g: ConvGeometry, _ epilogue: Activation?) throws {
         let x = values(g.inputShape.count), w = values(g.weightShape.count)
         let b = g.hasBias ? values(g.outChannels) : nil, dy = values(g.outputShape.count)
         let xb = try upload(x), wb = try upload(w), bb = try b.map(upload), dyb = try upload(dy)
         let y = try output(g.outputShape.count)
-        try backend.convolutionForward(g, input: xb, weights: wb, bias: bb, output: y, fusedReLU: fusedReLU)
-        try record("y", y, Reference.convolutionForward(g, input: asDouble(x), weights: asDouble(w), bias: b.map(asDouble), fusedReLU: fusedReLU))
+        try backend.convolutionForward(g, input: xb, weights: wb, bias: bb, output: y, epilogue: epilogue)
+        try record("y", y, Reference.convolutionForward(g, input: asDouble(x), weights: asDouble(w), bias: b.map(asDouble), epilogue: epilogue))
 
         let dx = try output(g.inputShape.count)
         try backend.convolutionBackwardData(g, outputGradient: dyb, weights: wb, inputGradient: dx)
@@ -150,13 +150,14 @@ extension ComparisonSession {
         if let db { try record("db", db, reference.bias) }
     }
 
-    mutating func compareInnerProduct(_ g: InnerProductGeometry) throws {
+    mutating func compareInnerProduct(_ g: InnerProductGeometry, _ epilogue: Activation?) throws {
         let x = values(g.batch * g.inputChannels), w = values(g.outputChannels * g.inputChannels)
         let b = g.hasBias ? values(g.outputChannels) : nil, dy = values(g.batch * g.outputChannels)
         let xb = try upload(x), wb = try upload(w), bb = try b.map(upload), dyb = try upload(dy)
         let y = try output(g.batch * g.outputChannels)
-        try backend.innerProductForward(g, input: xb, weights: wb, bias: bb, output: y)
-        try record("y", y, Reference.innerProductForward(g, input: asDouble(x), weights: asDouble(w), bias: b.map(asDouble)))
+        try backend.innerProductForward(g, input: xb, weights: wb, bias: bb, output: y, epilogue: epilogue)
+        try record("y", y, Reference.innerProductForward(g, input: asDouble(x), weights: asDouble(w), bias: b.map(asDouble),
+                                                         epilogue: epilogue))
 
         let dx = try output(g.batch * g.inputChannels)
         try backend.innerProductBackwardData(g, outputGradient: dyb, weights: wb, inputGradient: dx)
@@ -169,17 +170,19 @@ extension ComparisonSession {
         if let db { try record("db", db, reference.bias) }
     }
 
-    mutating func compareActivation(_ a: Activation, _ count: Int) throws {
-        let x = values(count, -3...3), dy = values(count)
+    mutating func compareActivation(_ a: Activation, _ g: ActivationGeometry) throws {
+        let r = a.verificationRange(wide: true)
+        let count = g.count, x = values(count, Float(r.lowerBound)...Float(r.upperBound)), dy = values(count)
         let xb = try upload(x), y = try output(count)
-        try backend.activationForward(a, input: xb, output: y, count: count)
-        let yRef = Reference.activationForward(a, input: asDouble(x))
+        try backend.activationForward(a, g, input: xb, output: y)
+        let yRef = try Reference.activationForward(a, g, input: asDouble(x))
         try record("y", y, yRef)
 
         let dx = try output(count)
-        try backend.activationBackward(a, input: xb, output: try upload(asFloat(yRef)), outputGradient: try upload(dy),
-                                       inputGradient: dx, count: count)
-        try record("dx", dx, Reference.activationBackward(a, input: asDouble(x), output: asDouble(asFloat(yRef)), outputGradient: asDouble(dy)))
+        try backend.activationBackward(a, g, input: xb, output: try upload(asFloat(yRef)), outputGradient: try upload(dy),
+                                       inputGradient: dx)
+        try record("dx", dx, Reference.activationBackward(a, g, input: asDouble(x), output: asDouble(asFloat(yRef)),
+                                                          outputGradient: asDouble(dy)))
     }
 
     mutating func comparePooling(_ g: PoolGeometry) throws {

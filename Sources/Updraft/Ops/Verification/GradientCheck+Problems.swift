@@ -15,56 +15,45 @@ extension GradientCheck {
         case let .reduction(g):
             return try reductionProblem(g, rng: &rng)
 
-        case let .convolution(spec, input, fusedReLU):
+        case let .convolution(spec, input, epilogue):
             let g = try spec.geometry(input: input)
             var inputs = [Input("x", uniform(g.inputShape.count, -1...1, &rng)),
                           Input("w", uniform(g.weightShape.count, -1...1, &rng))]
             if g.hasBias { inputs.append(Input("b", uniform(g.outChannels, -1...1, &rng))) }
-            let forward: ([[Double]]) throws -> [Double] = { v in
-                try Reference.convolutionForward(g, input: v[0], weights: v[1], bias: g.hasBias ? v[2] : nil,
-                                                 fusedReLU: fusedReLU)
+            let pre: ([[Double]]) throws -> [Double] = { v in
+                try Reference.convolutionForward(g, input: v[0], weights: v[1], bias: g.hasBias ? v[2] : nil)
             }
-            if fusedReLU {  // the ReLU must not switch within one step of any input
-                let z = try Reference.convolutionForward(g, input: inputs[0].values, weights: inputs[1].values,
-                                                         bias: g.hasBias ? inputs[2].values : nil)
-                if let near = z.first(where: { abs($0) < 1e-4 }) {
-                    throw UpdraftError(.data, "a pre-activation (\(near)) lies within 1e-4 of the ReLU kink",
-                                       hint: "rename the case or change its sizes to draw other data")
-                }
-            }
-            return Problem(inputs: inputs, forward: forward) { v, dy in
-                var dz = dy  // through the fused ReLU: dy where y > 0
-                if fusedReLU {
-                    let y = try forward(v)
-                    for i in 0..<dz.count where y[i] <= 0 { dz[i] = 0 }
-                }
+            let act = ActivationGeometry(shape: g.outputShape)
+            try requireAwayFromKinks(epilogue, try pre(inputs.map(\.values)))
+            return Problem(inputs: inputs, forward: { v in try applyEpilogue(epilogue, act, try pre(v)) }) { v, dy in
+                let dz = try epilogueGradient(epilogue, act, try pre(v), dy)
                 let dx = try Reference.convolutionBackwardData(g, outputGradient: dz, weights: v[1])
                 let (dw, db) = try Reference.convolutionBackwardWeights(g, input: v[0], outputGradient: dz)
                 return g.hasBias ? [dx, dw, db] : [dx, dw]
             }
 
-        case let .innerProduct(spec, input):
+        case let .innerProduct(spec, input, epilogue):
             let g = try spec.geometry(input: input)
             var inputs = [Input("x", uniform(g.batch * g.inputChannels, -1...1, &rng)),
                           Input("w", uniform(g.outputChannels * g.inputChannels, -1...1, &rng))]
             if g.hasBias { inputs.append(Input("b", uniform(g.outputChannels, -1...1, &rng))) }
-            return Problem(inputs: inputs, forward: { v in
+            let pre: ([[Double]]) throws -> [Double] = { v in
                 try Reference.innerProductForward(g, input: v[0], weights: v[1], bias: g.hasBias ? v[2] : nil)
-            }, backward: { v, dy in
-                let dx = try Reference.innerProductBackwardData(g, outputGradient: dy, weights: v[1])
-                let (dw, db) = try Reference.innerProductBackwardWeights(g, input: v[0], outputGradient: dy)
+            }
+            let act = ActivationGeometry(batch: g.batch, channels: g.outputChannels, spatial: 1)
+            try requireAwayFromKinks(epilogue, try pre(inputs.map(\.values)))
+            return Problem(inputs: inputs, forward: { v in try applyEpilogue(epilogue, act, try pre(v)) }, backward: { v, dy in
+                let dz = try epilogueGradient(epilogue, act, try pre(v), dy)
+                let dx = try Reference.innerProductBackwardData(g, outputGradient: dz, weights: v[1])
+                let (dw, db) = try Reference.innerProductBackwardWeights(g, input: v[0], outputGradient: dz)
                 return g.hasBias ? [dx, dw, db] : [dx, dw]
             })
 
-        case let .activation(a, count):
-            let x: [Double]
-            switch a {
-            case .relu, .leakyReLU: x = awayFromZero(count, &rng)
-            case .sigmoid, .tanh, .linear: x = uniform(count, -2...2, &rng)
-            }
-            return Problem(inputs: [Input("x", x)], forward: { v in Reference.activationForward(a, input: v[0]) },
+        case let .activation(a, geometry):
+            let x = awayFromKinks(a, count: geometry.count, &rng)
+            return Problem(inputs: [Input("x", x)], forward: { v in try Reference.activationForward(a, geometry, input: v[0]) },
                            backward: { v, dy in
-                [try Reference.activationBackward(a, input: v[0], output: Reference.activationForward(a, input: v[0]),
+                [try Reference.activationBackward(a, geometry, input: v[0], output: Reference.activationForward(a, geometry, input: v[0]),
                                                   outputGradient: dy)]
             })
 
@@ -126,6 +115,41 @@ extension GradientCheck {
                 let (da, db) = try Reference.elementwiseBackward(op, v[0], v[1], outputGradient: dy)
                 return [da, db]
             })
+        }
+    }
+
+    /// y = f(z), or z without an epilogue.
+    static func applyEpilogue(_ a: Activation?, _ g: ActivationGeometry, _ z: [Double]) throws -> [Double] {
+        guard let a else { return z }
+        return try Reference.activationForward(a, g, input: z)
+    }
+
+    /// dL/dz through the epilogue y = f(z).
+    static func epilogueGradient(_ a: Activation?, _ g: ActivationGeometry, _ z: [Double], _ dy: [Double]) throws -> [Double] {
+        guard let a else { return dy }
+        return try Reference.activationBackward(a, g, input: z, output: try Reference.activationForward(a, g, input: z), outputGradient: dy)
+    }
+
+    /// Throws when a pre-activation lies within 1e-4 of a kink of the epilogue (the finite difference
+    /// would straddle it): the case needs other sizes or a different name to draw other data.
+    static func requireAwayFromKinks(_ a: Activation?, _ z: [Double]) throws {
+        guard let a else { return }
+        for k in a.kinks {
+            if let near = z.first(where: { abs($0 - k) < 1e-4 }) {
+                throw UpdraftError(.data, "a pre-activation (\(near)) lies within 1e-4 of the \(a) kink at \(k)",
+                                   hint: "rename the case or change its sizes to draw other data")
+            }
+        }
+    }
+
+    /// Inputs in the function's verification range, at least 0.05 from every kink (redrawn when closer).
+    static func awayFromKinks(_ a: Activation, count: Int, _ rng: inout SplitMix64) -> [Double] {
+        let range = a.verificationRange(), kinks = a.kinks
+        return (0..<count).map { _ in
+            var v = 0.0
+            repeat { v = range.lowerBound + (range.upperBound - range.lowerBound) * rng.nextDouble() }
+            while kinks.contains(where: { abs(v - $0) < 0.05 })
+            return v
         }
     }
 }

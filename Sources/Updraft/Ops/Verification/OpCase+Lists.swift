@@ -38,6 +38,7 @@ extension Array where Element == OpCase {
             OpCase(.activation(.sigmoid, count: 7)),
             OpCase(.activation(.tanh, count: 7)),
             OpCase(.activation(.linear(alpha: 0.5, beta: -0.3), count: 7)),
+        ] + [OpCase].activationGradientChecks + [
 
             .pooling(.max, [3, 2, 5, 5], kernel: (2, 2), stride: (2, 2)),
             .pooling(.max, [1, 2, 6, 6], kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0)),
@@ -92,6 +93,11 @@ extension Array where Element == OpCase {
             .innerProduct([3, 7], outputChannels: 5),
             OpCase(.activation(.relu, count: 33)),
             OpCase(.activation(.sigmoid, count: 33)),
+            OpCase(.activation(.clip(min: 0, max: 6), count: 33)),
+            OpCase(.activation(.prelu(alpha: [0.1, -0.2, 0.3]), ActivationGeometry(batch: 2, channels: 3, spatial: 5))),
+            .convolution([2, 3, 5, 7], outputChannels: 5, kernel: (3, 3), padding: .same(.bottomRightHeavy),
+                         epilogue: .clip(min: -0.25, max: 0.5)),
+            .innerProduct([3, 7], outputChannels: 5, epilogue: .sigmoidHard(alpha: 0.2, beta: 0.5)),
             .pooling(.max, [3, 2, 7, 7], kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0)),
             .pooling(.average, [1, 3, 6, 6], kernel: (3, 3), stride: (2, 2),
                      padding: .valid(top: 1, bottom: 1, left: 1, right: 1), excludePadding: false),
@@ -144,6 +150,7 @@ extension Array where Element == OpCase {
             OpCase(.activation(.sigmoid, count: 65 * 63)),
             OpCase(.activation(.tanh, count: 7)),
             OpCase(.activation(.linear(alpha: 2, beta: -1), count: 31)),
+        ] + [OpCase].activationComparisons + [
 
             .pooling(.max, [3, 7, 65, 65], kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0)),
             .pooling(.max, [1, 7, 33, 33], kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0),

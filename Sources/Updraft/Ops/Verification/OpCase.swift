@@ -8,9 +8,11 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
     public enum Kind: Hashable, Sendable {
         /// upload, download, fill, copy and accumulate on `count` elements.
         case memory(count: Int)
-        case convolution(ConvolutionSpec, input: Shape, fusedReLU: Bool)
-        case innerProduct(InnerProductSpec, input: Shape)
-        case activation(Activation, count: Int)
+        /// A convolution, then the `epilogue` function fused into it (nil: none).
+        case convolution(ConvolutionSpec, input: Shape, epilogue: Activation?)
+        case innerProduct(InnerProductSpec, input: Shape, epilogue: Activation?)
+        /// An activation, clip or unary function over [batch, channels, spatial].
+        case activation(Activation, ActivationGeometry)
         case pooling(PoolingSpec, input: Shape)
         /// Inputs [batch, channels[i], spatial] joined along channels.
         case concat(channels: [Int], batch: Int, spatial: Int)
@@ -97,7 +99,7 @@ extension OpCase.Kind {
     var summary: String {
         switch self {
         case let .memory(count): return "×\(count)"
-        case let .convolution(s, input, relu):
+        case let .convolution(s, input, epilogue):
             var t = "\(input) → \(s.outputChannels) k\(s.kernelH)x\(s.kernelW)"
             if s.strideH != 1 || s.strideW != 1 { t += " s\(s.strideH)x\(s.strideW)" }
             if s.dilationH != 1 || s.dilationW != 1 { t += " d\(s.dilationH)x\(s.dilationW)" }
@@ -109,11 +111,12 @@ extension OpCase.Kind {
             case let .same(mode): t += mode == .bottomRightHeavy ? " same" : " same-topleft"
             }
             if !s.hasBias { t += " no-bias" }
-            if relu { t += " +relu" }
+            if let epilogue { t += " +\(epilogue)" }
             return t
-        case let .innerProduct(s, input):
-            return "\(input) → \(s.outputChannels)" + (s.hasBias ? "" : " no-bias")
-        case let .activation(a, count): return "\(a) ×\(count)"
+        case let .innerProduct(s, input, epilogue):
+            return "\(input) → \(s.outputChannels)" + (s.hasBias ? "" : " no-bias") + (epilogue.map { " +\($0)" } ?? "")
+        case let .activation(a, g):
+            return g.batch == 1 && g.channels == 1 ? "\(a) ×\(g.spatial)" : "\(a) [\(g.batch), \(g.channels), \(g.spatial)]"
         case let .pooling(s, input):
             let kind = s.kind == .max ? "max" : "avg"
             if s.global { return "global \(kind) \(input)" }
@@ -154,16 +157,17 @@ extension OpCase {
     /// A convolution case from its sizes.
     public static func convolution(_ input: Shape, outputChannels: Int, kernel: (Int, Int), stride: (Int, Int) = (1, 1),
                                    dilation: (Int, Int) = (1, 1), groups: Int = 1, padding: ConvolutionPadding = .none,
-                                   bias: Bool = true, fusedReLU: Bool = false, values: InputValues = .uniform) -> OpCase {
+                                   bias: Bool = true, fusedReLU: Bool = false, epilogue: Activation? = nil,
+                                   values: InputValues = .uniform) -> OpCase {
         let spec = ConvolutionSpec(inputChannels: input.c, outputChannels: outputChannels, kernelH: kernel.0, kernelW: kernel.1,
                                    strideH: stride.0, strideW: stride.1, dilationH: dilation.0, dilationW: dilation.1,
                                    groups: groups, padding: padding, hasBias: bias)
-        return OpCase(.convolution(spec, input: input, fusedReLU: fusedReLU), values: values)
+        return OpCase(.convolution(spec, input: input, epilogue: epilogue ?? (fusedReLU ? .relu : nil)), values: values)
     }
 
-    public static func innerProduct(_ input: Shape, outputChannels: Int, bias: Bool = true) -> OpCase {
+    public static func innerProduct(_ input: Shape, outputChannels: Int, bias: Bool = true, epilogue: Activation? = nil) -> OpCase {
         OpCase(.innerProduct(InnerProductSpec(inputChannels: input.itemCount, outputChannels: outputChannels, hasBias: bias),
-                             input: input))
+                             input: input, epilogue: epilogue))
     }
 
     public static func pooling(_ kind: PoolingKind, _ input: Shape, kernel: (Int, Int), stride: (Int, Int),
@@ -176,4 +180,9 @@ extension OpCase {
     public static func globalPooling(_ kind: PoolingKind, _ input: Shape, values: InputValues = .uniform) -> OpCase {
         OpCase(.pooling(PoolingSpec(kind: kind, global: true), input: input), values: values)
     }
+}
+
+extension OpCase.Kind {
+    /// An activation over `count` values of one channel.
+    public static func activation(_ a: Activation, count: Int) -> OpCase.Kind { .activation(a, ActivationGeometry(count: count)) }
 }
