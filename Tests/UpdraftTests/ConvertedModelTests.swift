@@ -9,10 +9,7 @@ import XCTest
 final class ConvertedModelTests: XCTestCase {
     /// Architectures that do not train yet, with what blocks them. Their tests skip naming the blocker;
     /// UPDRAFT_TEST_PENDING=1 runs them anyway (and they fail loudly). Remove a name once it passes.
-    static let pending: [String: String] = [
-        "mobilenet_v2": "clip (ReLU6)",
-        "mobilenet_v3_small": "activation thresholdedReLU and sigmoidHard (hardswish, hardsigmoid)",
-    ]
+    static let pending: [String: String] = [:]
 
     private func check(_ name: String, openCL: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
         if let blocker = Self.pending[name], ProcessInfo.processInfo.environment["UPDRAFT_TEST_PENDING"] != "1" {
