@@ -135,15 +135,9 @@ final class BroadcastLayerTests: XCTestCase {
         }
         let data = try ArrayBatchProvider(examples: examples)
         func run(_ backend: Backend) throws -> (losses: [Double], conv: [Float]) {
-            var config = UpdateConfiguration()
-            config.backends = (backend, backend)
-            let recorded = Locked<[Double]>([])
-            let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
-                events: [.miniBatchEnd], progress: { recorded.append($0.metrics!.lossValue) }))
-            let final = task.run()
-            let losses = recorded.value
-            XCTAssertEqual(final.task.state, .completed, "\(backend.name): \(final.error.map { "\($0)" } ?? "")")
-            return (losses, try final.weights(ofLayer: "conv").weights.data)
+            let run = try TrainingRun.train(model, data) { $0.backends = (backend, backend) }
+            XCTAssertEqual(run.state, .completed, "\(backend.name): \(run.error.map { "\($0)" } ?? "")")
+            return (run.losses, try XCTUnwrap(run.weights["conv"]).weights)
         }
         let reference = try run(ReferenceBackend())
         XCTAssertEqual(reference.losses.count, 6)
