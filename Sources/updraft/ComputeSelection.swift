@@ -14,24 +14,30 @@ let dataParallelOption = OptionSpec(
     help: "split each mini-batch across devices: auto (when it pays, under --compute-units all), on, off "
         + "(also \(DataParallelMode.environmentVariable))")
 
-/// Where to run, with the warnings of any fallback taken.
-struct ComputeChoice {
-    var prefix: Backend
-    var tail: Backend
-    /// Data-parallel replicas (two or more) and their shares of a mini-batch, or empty.
-    var replicas: [Backend] = []
-    var shares: [Double] = []
-    var warnings: [String]
-    var description: String
+/// Asks the scheduler where to run, through the same call `UpdateTask` and `InferenceRunner` make
+/// when given no backends (calibrated devices, the cost model, pins, fallback and, for training,
+/// data parallelism). The options are parsed by the library's own parsers (`ComputeUnits(parsing:)`,
+/// `DataParallelMode(parsing:)`, any case); the answer is the library's `MachineSchedule`.
+func chooseBackends(_ args: ParsedArguments, graph: NetworkGraph, batchSize: Int, dataParallel: Bool = false) throws -> MachineSchedule {
+    let mode = dataParallel ? try dataParallelMode(args) : .off
+    return try Scheduler.schedule(graph: graph, batchSize: batchSize, computeUnits: try computeUnits(args),
+                                  deviceOption: args.value("device"), dataParallel: mode?.rawValue)
 }
 
-/// Asks the scheduler where to run (calibrated devices, the cost model, pins, fallback, and for
-/// training data parallelism).
-func chooseBackends(_ args: ParsedArguments, graph: NetworkGraph, batchSize: Int, dataParallel: Bool = false) throws -> ComputeChoice {
-    let units = try args.choice("compute-units", ComputeUnits.choices).flatMap(ComputeUnits.init(rawValue:)) ?? .default
-    let mode = dataParallel ? args.value("data-parallel") : "off"
-    let s = try Scheduler.schedule(graph: graph, batchSize: batchSize, computeUnits: units, deviceOption: args.value("device"),
-                                   dataParallel: mode)
-    return ComputeChoice(prefix: s.backends.prefix, tail: s.backends.tail, replicas: s.backends.replicas,
-                         shares: s.backends.shares, warnings: s.warnings.map { "warning: \($0)" }, description: s.description)
+/// `--compute-units`, read by the library's parser (any case); a bad value is a usage error.
+func computeUnits(_ args: ParsedArguments) throws -> ComputeUnits {
+    try usage("--compute-units") { try args.value("compute-units").map(ComputeUnits.init(parsing:)) } ?? .default
+}
+
+/// `--data-parallel`, read by the library's parser (any case), nil when not given (the
+/// environment, then auto, decide); a bad value is a usage error.
+func dataParallelMode(_ args: ParsedArguments) throws -> DataParallelMode? {
+    try usage("--data-parallel") { try args.value("data-parallel").map(DataParallelMode.init(parsing:)) }
+}
+
+/// Restates a library parser's error about an option's value as a usage error (status 2, with usage).
+private func usage<T>(_ option: String, _ parse: () throws -> T) throws -> T {
+    do { return try parse() } catch let e as UpdraftError {
+        throw UsageError("\(option): \(e.message)" + (e.hint.map { "; \($0)" } ?? ""))
+    }
 }

@@ -26,8 +26,9 @@ let evaluateCommand = CLICommand(CommandSpec(
     let batch = min(requested, max(1, data.provider.count))
     try SizeLimits.checkBatchSize(batch, graph: graph, source: "--batch-size")
     let choice = try chooseBackends(args, graph: graph, batchSize: batch)
-    choice.warnings.forEach { printError($0) }
-    let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
+    choice.warnings.forEach { printError("warning: \($0)") }
+    let runner = try InferenceRunner(graph: graph, prefix: choice.backends.prefix, tail: choice.backends.tail,
+                                     warn: { printError("warning: \($0)") })
     try runner.checkMemory(batchSize: batch, work: .evaluation)
     let provider = data.provider
     guard let labels = graph.classLabels?.asStrings else {

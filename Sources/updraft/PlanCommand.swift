@@ -32,8 +32,7 @@ let planCommand = CLICommand(
         """),
     run: { args in
         let path = args.positionals[0]
-        let computeUnits = try args.choice("compute-units", ComputeUnits.choices).flatMap(ComputeUnits.init(rawValue:))
-            ?? .default
+        let computeUnits = try computeUnits(args)
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
         let graph = try NetworkGraph(model: model)
         let option = try args.int("batch-size")
@@ -54,7 +53,7 @@ let planCommand = CLICommand(
         let request = DevicePin.request(option: args.value("device"))
         let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
         let pin = try inventory.resolvePin(request)
-        let mode = try DataParallelMode.resolve(option: args.value("data-parallel"), environment: ProcessInfo.processInfo.environment)
+        let mode = try DataParallelMode.resolve(option: try dataParallelMode(args)?.rawValue, environment: ProcessInfo.processInfo.environment)
         let (plan, warnings) = try inventory.plan(graph: graph, batchSize: perRank, computeUnits: computeUnits,
                                                   pin: pin, pinSource: request?.source, cache: CalibrationCache(),
                                                   options: Scheduler.Options(dataParallel: mode))

@@ -25,8 +25,9 @@ let predictCommand = CLICommand(CommandSpec(
     pre.dctScaling = dataOptions.dctScaling
     try pre.validate()
     let choice = try chooseBackends(args, graph: graph, batchSize: 1)
-    choice.warnings.forEach { printError($0) }
-    let runner = try InferenceRunner(graph: graph, prefix: choice.prefix, tail: choice.tail, warn: { printError("warning: \($0)") })
+    choice.warnings.forEach { printError("warning: \($0)") }
+    let runner = try InferenceRunner(graph: graph, prefix: choice.backends.prefix, tail: choice.backends.tail,
+                                     warn: { printError("warning: \($0)") })
     try runner.checkMemory(batchSize: 1, work: .prediction)
     var failures = 0
     for path in args.positionals.dropFirst() {

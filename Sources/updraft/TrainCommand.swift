@@ -79,7 +79,7 @@ let trainCommand = CLICommand(CommandSpec(
 
     try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
                                   source: overrides[.miniBatchSize] != nil ? "--batch-size" : "the model's default miniBatchSize")
-    if let mode = args.value("data-parallel") { _ = try DataParallelMode(parsing: mode) }
+    _ = try dataParallelMode(args)
     func mebibytes(_ flag: String) throws -> Int? {
         guard let mib = try args.int(flag) else { return nil }
         guard mib >= 0, mib <= Int.max >> 20 else { throw UsageError("--\(flag) must be a number of MiB, 0 or more; got \(mib)") }
@@ -146,9 +146,11 @@ let trainCommand = CLICommand(CommandSpec(
         config[keyPath: setting] = every
     }
     let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize, dataParallel: true)
-    choice.warnings.forEach { printError($0) }
-    config.backends = (choice.prefix, choice.tail)
-    if choice.replicas.count > 1 { config.dataParallel = DataParallelism(replicas: choice.replicas, shares: choice.shares) }
+    choice.warnings.forEach { printError("warning: \($0)") }
+    config.backends = (choice.backends.prefix, choice.backends.tail)
+    if choice.backends.isDataParallel {
+        config.dataParallel = DataParallelism(replicas: choice.backends.replicas, shares: choice.backends.shares)
+    }
     if let resume {
         resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
                      scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)

@@ -68,20 +68,11 @@ final class ActivationModelTests: XCTestCase {
         return losses.value
     }
 
-    func assertAgree(_ a: [Double], _ b: [Double], _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(a.count, 4, file: file, line: line)
-        XCTAssertEqual(a.count, b.count, file: file, line: line)
-        for (i, (x, y)) in zip(a, b).enumerated() {
-            XCTAssertEqual(x, y, accuracy: 1e-4 * max(abs(x), 1e-3), "\(what), step \(i): \(x) vs \(y)", file: file, line: line)
-        }
-        XCTAssertNotEqual(a.first, a.last, "the loss must move", file: file, line: line)
-    }
-
     func testTrainsTheSameOnReferenceCPUAndOpenCL() throws {
         let reference = try losses(on: ReferenceBackend())
-        assertAgree(reference, try losses(on: CPUBackend()), "fast CPU vs reference")
+        assertLossesAgree(reference, try losses(on: CPUBackend()), steps: 4, "fast CPU vs reference")
         let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
-        assertAgree(reference, try losses(on: openCL), "OpenCL (\(openCL.device.name)) vs reference")
+        assertLossesAgree(reference, try losses(on: openCL), steps: 4, "OpenCL (\(openCL.device.name)) vs reference")
     }
 
     /// Which pairs fuse: inner products too; a function whose backward needs x stays unfused where
@@ -99,7 +90,7 @@ final class ActivationModelTests: XCTestCase {
         try b.innerProduct("fc2", outputChannels: 3)
         try b.activation("leaky", .leakyReLU(alpha: -0.5))
         try b.innerProduct("fc3", outputChannels: 2)
-        try b.makeRegressor()
+        b.makeRegressor()
         try b.addOutput("fc3")
         try b.makeUpdatable(["conv"])
         try b.setMeanSquaredErrorLoss(input: "fc3")

@@ -43,10 +43,11 @@ final class BroadcastLayerTests: XCTestCase {
         for backend in [CPUBackend() as Backend, openCL] {
             var config = UpdateConfiguration()
             config.backends = (backend, backend)
-            var losses: [Double] = []
+            let recorded = Locked<[Double]>([])
             let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
-                events: [.miniBatchEnd], progress: { losses.append($0.metrics!.lossValue) }))
+                events: [.miniBatchEnd], progress: { recorded.append($0.metrics!.lossValue) }))
             let final = task.run()
+            let losses = recorded.value
             XCTAssertEqual(final.task.state, .completed, "\(backend.name): \(final.error.map { "\($0)" } ?? "")")
             XCTAssertEqual(losses.count, g.losses.count, backend.name)
             for (i, (a, b)) in zip(losses, g.losses).enumerated() {
@@ -136,10 +137,11 @@ final class BroadcastLayerTests: XCTestCase {
         func run(_ backend: Backend) throws -> (losses: [Double], conv: [Float]) {
             var config = UpdateConfiguration()
             config.backends = (backend, backend)
-            var losses: [Double] = []
+            let recorded = Locked<[Double]>([])
             let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
-                events: [.miniBatchEnd], progress: { losses.append($0.metrics!.lossValue) }))
+                events: [.miniBatchEnd], progress: { recorded.append($0.metrics!.lossValue) }))
             let final = task.run()
+            let losses = recorded.value
             XCTAssertEqual(final.task.state, .completed, "\(backend.name): \(final.error.map { "\($0)" } ?? "")")
             return (losses, try final.weights(ofLayer: "conv").weights.data)
         }

@@ -40,11 +40,6 @@ final class CPUBackendTests: XCTestCase {
 
     // MARK: Helpers
 
-    private func random(_ count: Int, seed: UInt64, in range: ClosedRange<Float> = -1...1) -> [Float] {
-        var rng = SplitMix64(seed: seed)
-        return (0..<count).map { _ in rng.nextFloat(in: range) }
-    }
-
     /// Whole numbers from a few levels, so that pooling windows and arg-maxes have ties.
     private func quantized(_ count: Int, seed: UInt64, levels: Int = 3) -> [Float] {
         var rng = SplitMix64(seed: seed)
@@ -53,27 +48,14 @@ final class CPUBackendTests: XCTestCase {
 
     private func double(_ values: [Float]) -> [Double] { values.map(Double.init) }
 
-    /// |actual - expected| <= atol + rtol * |expected| everywhere; reports the first element that is not.
-    private func assertClose(_ actual: [Float], _ expected: [Double], atol: Double = 1e-4, rtol: Double = 1e-4,
-                             _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(actual.count, expected.count, "\(what): count", file: file, line: line)
-        for i in 0..<min(actual.count, expected.count) {
-            let diff = abs(Double(actual[i]) - expected[i])
-            if !(diff <= atol + rtol * abs(expected[i])) {
-                XCTFail("\(what)[\(i)] = \(actual[i]), expected \(expected[i])", file: file, line: line)
-                return
-            }
-        }
-    }
-
     // MARK: Convolution at sizes that split over threads
 
     private func checkConvolution(_ spec: ConvolutionSpec, input: Shape, seed: UInt64,
                                   file: StaticString = #filePath, line: UInt = #line) throws {
         let g = try spec.geometry(input: input)
-        let x = random(g.inputShape.count, seed: seed), w = random(g.weightShape.count, seed: seed + 1)
-        let b = spec.hasBias ? random(g.outChannels, seed: seed + 2) : nil
-        let dy = random(g.outputShape.count, seed: seed + 3)
+        let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
+        let b = spec.hasBias ? randomFloats(g.outChannels, seed: seed + 2) : nil
+        let dy = randomFloats(g.outputShape.count, seed: seed + 3)
         let y = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: b.map(double))
         let dx = try Reference.convolutionBackwardData(g, outputGradient: double(dy), weights: double(w))
         let (dw, db) = try Reference.convolutionBackwardWeights(g, input: double(x), outputGradient: double(dy))
@@ -86,13 +68,13 @@ final class CPUBackendTests: XCTestCase {
             let yb = try be.makeBuffer(count: g.outputShape.count), dxb = try be.makeBuffer(count: g.inputShape.count)
             let dwb = try be.makeBuffer(count: g.weightShape.count), dbb = try be.makeBuffer(count: g.outChannels)
             try be.convolutionForward(g, input: xb, weights: wb, bias: bb, output: yb, fusedReLU: true)
-            assertClose(try be.download(yb), y.map { max(0, $0) }, "\(what) forward+ReLU", file: file, line: line)
+            assertWithin(try be.download(yb), y.map { max(0, $0) }, "\(what) forward+ReLU", file: file, line: line)
             try be.convolutionBackwardData(g, outputGradient: dyb, weights: wb, inputGradient: dxb)
-            assertClose(try be.download(dxb), dx, "\(what) dx", file: file, line: line)
+            assertWithin(try be.download(dxb), dx, "\(what) dx", file: file, line: line)
             try be.convolutionBackwardWeights(g, input: xb, outputGradient: dyb, weightGradient: dwb,
                                               biasGradient: spec.hasBias ? dbb : nil)
-            assertClose(try be.download(dwb), dw, "\(what) dw", file: file, line: line)
-            if spec.hasBias { assertClose(try be.download(dbb), db, "\(what) db", file: file, line: line) }
+            assertWithin(try be.download(dwb), dw, "\(what) dw", file: file, line: line)
+            if spec.hasBias { assertWithin(try be.download(dbb), db, "\(what) db", file: file, line: line) }
         }
     }
 
@@ -114,21 +96,21 @@ final class CPUBackendTests: XCTestCase {
                               (InnerProductSpec(inputChannels: 64, outputChannels: 250), Shape([300, 4, 4, 4]))] {
             let g = try spec.geometry(input: input)
             let (N, Cin, Cout) = (g.batch, g.inputChannels, g.outputChannels)
-            let x = random(N * Cin, seed: 20), w = random(Cout * Cin, seed: 21)
-            let b = random(Cout, seed: 22), dy = random(N * Cout, seed: 23)
+            let x = randomFloats(N * Cin, seed: 20), w = randomFloats(Cout * Cin, seed: 21)
+            let b = randomFloats(Cout, seed: 22), dy = randomFloats(N * Cout, seed: 23)
             let xb = try be.makeBuffer(x), wb = try be.makeBuffer(w), dyb = try be.makeBuffer(dy)
             let yb = try be.makeBuffer(count: N * Cout), dxb = try be.makeBuffer(count: N * Cin)
             let dwb = try be.makeBuffer(count: Cout * Cin), dbb = try be.makeBuffer(count: Cout)
             try be.innerProductForward(g, input: xb, weights: wb, bias: try be.makeBuffer(b), output: yb)
-            assertClose(try be.download(yb), try Reference.innerProductForward(g, input: double(x), weights: double(w),
+            assertWithin(try be.download(yb), try Reference.innerProductForward(g, input: double(x), weights: double(w),
                                                                               bias: double(b)), "inner product \(input) y")
             try be.innerProductBackwardData(g, outputGradient: dyb, weights: wb, inputGradient: dxb)
-            assertClose(try be.download(dxb), try Reference.innerProductBackwardData(g, outputGradient: double(dy),
+            assertWithin(try be.download(dxb), try Reference.innerProductBackwardData(g, outputGradient: double(dy),
                                                                                     weights: double(w)), "inner product dx")
             try be.innerProductBackwardWeights(g, input: xb, outputGradient: dyb, weightGradient: dwb, biasGradient: dbb)
             let (dw, db) = try Reference.innerProductBackwardWeights(g, input: double(x), outputGradient: double(dy))
-            assertClose(try be.download(dwb), dw, "inner product dw")
-            assertClose(try be.download(dbb), db, "inner product db")
+            assertWithin(try be.download(dwb), dw, "inner product dw")
+            assertWithin(try be.download(dbb), db, "inner product db")
         }
     }
 
@@ -161,15 +143,15 @@ final class CPUBackendTests: XCTestCase {
         let be = CPUBackend()
         for (i, (spec, shape)) in specs.enumerated() {
             let g = try spec.geometry(input: shape)
-            for x in [quantized(shape.count, seed: UInt64(30 + i)), random(shape.count, seed: UInt64(50 + i))] {
-                let dy = random(g.outputShape.count, seed: UInt64(70 + i))
+            for x in [quantized(shape.count, seed: UInt64(30 + i)), randomFloats(shape.count, seed: UInt64(50 + i))] {
+                let dy = randomFloats(g.outputShape.count, seed: UInt64(70 + i))
                 let xb = try be.makeBuffer(x), dyb = try be.makeBuffer(dy)
                 let yb = try be.makeBuffer([Float](repeating: 9, count: g.outputShape.count))
                 let dxb = try be.makeBuffer([Float](repeating: 9, count: g.inputShape.count))
                 try be.poolingForward(g, input: xb, output: yb)
-                assertClose(try be.download(yb), try Reference.poolingForward(g, input: double(x)), "pooling \(i) y")
+                assertWithin(try be.download(yb), try Reference.poolingForward(g, input: double(x)), "pooling \(i) y")
                 try be.poolingBackward(g, input: xb, output: yb, outputGradient: dyb, inputGradient: dxb)
-                assertClose(try be.download(dxb), try Reference.poolingBackward(g, input: double(x), outputGradient: double(dy)),
+                assertWithin(try be.download(dxb), try Reference.poolingBackward(g, input: double(x), outputGradient: double(dy)),
                             "pooling \(i) dx")
             }
         }
@@ -210,12 +192,12 @@ final class CPUBackendTests: XCTestCase {
                 }
             } else {
                 let finite = (0..<shape.count).map { _ in rng.nextFloat(in: -1...1) }
-                let fb = try be.makeBuffer(finite), dy = random(g.outputShape.count, seed: UInt64(220 + i))
+                let fb = try be.makeBuffer(finite), dy = randomFloats(g.outputShape.count, seed: UInt64(220 + i))
                 let dxb = try be.makeBuffer([Float](repeating: 9, count: g.inputShape.count))
                 try be.poolingForward(g, input: fb, output: yb)
-                assertClose(try be.download(yb), try Reference.poolingForward(g, input: double(finite)), "average pooling \(i) y")
+                assertWithin(try be.download(yb), try Reference.poolingForward(g, input: double(finite)), "average pooling \(i) y")
                 try be.poolingBackward(g, input: fb, output: yb, outputGradient: try be.makeBuffer(dy), inputGradient: dxb)
-                assertClose(try be.download(dxb), try Reference.poolingBackward(g, input: double(finite), outputGradient: double(dy)),
+                assertWithin(try be.download(dxb), try Reference.poolingBackward(g, input: double(finite), outputGradient: double(dy)),
                             "average pooling \(i) dx")
             }
         }
@@ -250,57 +232,57 @@ final class CPUBackendTests: XCTestCase {
     func testActivationsLargeAndInPlace() throws {
         let be = CPUBackend()
         let count = 200_003
-        var x = random(count, seed: 90, in: -4...4)
+        var x = randomFloats(count, seed: 90, in: -4...4)
         x[0] = 0  // ReLU's x = 0 takes the "x <= 0" branch
-        let dy = random(count, seed: 91)
+        let dy = randomFloats(count, seed: 91)
         let xb = try be.makeBuffer(x), dyb = try be.makeBuffer(dy)
         let yb = try be.makeBuffer(count: count), dxb = try be.makeBuffer(count: count)
         for a in [Activation.relu, .leakyReLU(alpha: 0.1), .sigmoid, .tanh, .linear(alpha: 1.5, beta: -0.25)] {
             try be.activationForward(a, input: xb, output: yb, count: count)
             let y = try be.download(yb)
-            assertClose(y, try Reference.activationForward(a, input: double(x)), atol: 1e-6, rtol: 1e-5, "\(a) y")
+            assertWithin(y, try Reference.activationForward(a, input: double(x)), atol: 1e-6, rtol: 1e-5, "\(a) y")
             try be.activationBackward(a, input: xb, output: yb, outputGradient: dyb, inputGradient: dxb, count: count)
-            assertClose(try be.download(dxb), try Reference.activationBackward(a, input: double(x), output: double(y),
+            assertWithin(try be.download(dxb), try Reference.activationBackward(a, input: double(x), output: double(y),
                                                                               outputGradient: double(dy)),
                         atol: 1e-6, rtol: 1e-5, "\(a) dx")
         }
         try be.activationForward(.relu, input: xb, output: xb, count: count)
-        assertClose(try be.download(xb), x.map { max(0, Double($0)) }, atol: 0, rtol: 0, "relu in place")
+        assertWithin(try be.download(xb), x.map { max(0, Double($0)) }, atol: 0, rtol: 0, "relu in place")
     }
 
     func testElementwiseConcatAffineLarge() throws {
         let be = CPUBackend()
         let count = 150_001
-        let a = random(count, seed: 100), b = random(count, seed: 101)
+        let a = randomFloats(count, seed: 100), b = randomFloats(count, seed: 101)
         let ab = try be.makeBuffer(a), bb = try be.makeBuffer(b), yb = try be.makeBuffer(count: count)
         for op in [ElementwiseOp.add, .multiply] {
             try be.elementwise(op, ab, bb, output: yb, count: count)
-            assertClose(try be.download(yb), try Reference.elementwise(op, double(a), double(b)), atol: 0, rtol: 1e-7, "\(op)")
+            assertWithin(try be.download(yb), try Reference.elementwise(op, double(a), double(b)), atol: 0, rtol: 1e-7, "\(op)")
         }
         try be.accumulate(ab, into: yb)
-        assertClose(try be.download(yb), (0..<count).map { Double(a[$0] * b[$0] + a[$0]) }, atol: 0, rtol: 0, "accumulate")
+        assertWithin(try be.download(yb), (0..<count).map { Double(a[$0] * b[$0] + a[$0]) }, atol: 0, rtol: 0, "accumulate")
 
         let (N, S, channels) = (16, 1024, [2, 1, 3])
-        let parts = channels.enumerated().map { i, c in random(N * c * S, seed: UInt64(110 + i)) }
+        let parts = channels.enumerated().map { i, c in randomFloats(N * c * S, seed: UInt64(110 + i)) }
         let inputs = try parts.map { try be.makeBuffer($0) }
         let joined = try be.makeBuffer(count: N * 6 * S)
         try be.concatForward(inputs, channels: channels, batch: N, spatial: S, output: joined)
-        assertClose(try be.download(joined), try Reference.concatForward(parts.map(double), channels: channels, batch: N, spatial: S),
+        assertWithin(try be.download(joined), try Reference.concatForward(parts.map(double), channels: channels, batch: N, spatial: S),
                     atol: 0, rtol: 0, "concat")
         let grads = try channels.map { try be.makeBuffer(count: N * $0 * S) }
         try be.concatBackward(joined, channels: channels, batch: N, spatial: S, inputGradients: grads)
-        for (i, g) in grads.enumerated() { assertClose(try be.download(g), double(parts[i]), atol: 0, rtol: 0, "concat dx \(i)") }
+        for (i, g) in grads.enumerated() { assertWithin(try be.download(g), double(parts[i]), atol: 0, rtol: 0, "concat dx \(i)") }
         XCTAssertThrowsError(try be.concatForward(Array(inputs.prefix(2)), channels: channels, batch: N, spatial: S, output: joined))
 
         let shape = Shape(n: N, c: 6, h: 32, w: 32)
-        let x = random(shape.count, seed: 120), scale = random(6, seed: 121), shift = random(6, seed: 122)
+        let x = randomFloats(shape.count, seed: 120), scale = randomFloats(6, seed: 121), shift = randomFloats(6, seed: 122)
         let xb = try be.makeBuffer(x), sb = try be.makeBuffer(scale), tb = try be.makeBuffer(shift)
         let ob = try be.makeBuffer(count: shape.count)
         try be.channelAffine(shape, input: xb, scale: sb, shift: tb, output: ob)
-        assertClose(try be.download(ob), try Reference.channelAffine(shape, input: double(x), scale: double(scale), shift: double(shift)),
+        assertWithin(try be.download(ob), try Reference.channelAffine(shape, input: double(x), scale: double(scale), shift: double(shift)),
                     atol: 1e-6, rtol: 1e-6, "channel affine")
         try be.channelAffineBackward(shape, outputGradient: xb, scale: sb, inputGradient: ob)
-        assertClose(try be.download(ob), try Reference.channelAffineBackward(shape, outputGradient: double(x), scale: double(scale)),
+        assertWithin(try be.download(ob), try Reference.channelAffineBackward(shape, outputGradient: double(x), scale: double(scale)),
                     atol: 1e-6, rtol: 1e-6, "channel affine backward")
     }
 
@@ -310,14 +292,14 @@ final class CPUBackendTests: XCTestCase {
     func testSoftmaxLarge() throws {
         let be = CPUBackend()
         for g in [SoftmaxGeometry(batch: 2, channels: 5, spatial: 300), SoftmaxGeometry(batch: 64, channels: 1000)] {
-            let x = random(g.count, seed: 130, in: -20...20), dy = random(g.count, seed: 131)
+            let x = randomFloats(g.count, seed: 130, in: -20...20), dy = randomFloats(g.count, seed: 131)
             let xb = try be.makeBuffer(x), dyb = try be.makeBuffer(dy)
             let yb = try be.makeBuffer(count: g.count), dxb = try be.makeBuffer(count: g.count)
             try be.softmaxForward(g, input: xb, output: yb)
             let y = try be.download(yb)
-            assertClose(y, try Reference.softmaxForward(g, input: double(x)), atol: 1e-6, rtol: 1e-5, "softmax \(g)")
+            assertWithin(y, try Reference.softmaxForward(g, input: double(x)), atol: 1e-6, rtol: 1e-5, "softmax \(g)")
             try be.softmaxBackward(g, output: yb, outputGradient: dyb, inputGradient: dxb)
-            assertClose(try be.download(dxb), try Reference.softmaxBackward(g, output: double(y), outputGradient: double(dy)),
+            assertWithin(try be.download(dxb), try Reference.softmaxBackward(g, output: double(y), outputGradient: double(dy)),
                         atol: 1e-6, rtol: 1e-4, "softmax backward \(g)")
         }
     }
@@ -325,7 +307,7 @@ final class CPUBackendTests: XCTestCase {
     func testSoftmaxCrossEntropyTiesAndBadLabels() throws {
         let be = CPUBackend()
         let g = SoftmaxGeometry(batch: 6, channels: 4)
-        var z = random(g.count, seed: 140, in: -3...3)
+        var z = randomFloats(g.count, seed: 140, in: -3...3)
         z[4..<8] = [2, 5, 5, 1]  // row 1: tie between classes 1 and 2, the first wins
         z[8..<12] = [2, 5, 5, 1]
         let labels: [Float] = [0, 1, 2, 3, 1, 0]
@@ -333,14 +315,14 @@ final class CPUBackendTests: XCTestCase {
         let zb = try be.makeBuffer(z), lb = try be.makeBuffer(labels)
         let lossb = try be.makeBuffer(count: 1), dzb = try be.makeBuffer(count: g.count), cb = try be.makeBuffer(count: 1)
         try be.softmaxCrossEntropy(g, logits: zb, labels: lb, loss: lossb, logitsGradient: dzb, correct: cb)
-        assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss")
-        assertClose(try be.download(dzb), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz")
+        assertWithin(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss")
+        assertWithin(try be.download(dzb), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz")
         XCTAssertEqual(try be.download(cb), [Float(expected.correct)])
         // The gradient may overwrite the logits (every row reads its label logit before writing).
         let inPlace = try be.makeBuffer(z)
         try be.softmaxCrossEntropy(g, logits: inPlace, labels: lb, loss: lossb, logitsGradient: inPlace, correct: cb)
-        assertClose(try be.download(inPlace), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz in place")
-        assertClose(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss in place")
+        assertWithin(try be.download(inPlace), expected.logitsGradient, atol: 1e-7, rtol: 1e-5, "cross-entropy dz in place")
+        assertWithin(try be.download(lossb), [expected.loss], atol: 1e-6, rtol: 1e-5, "cross-entropy loss in place")
         for bad: Float in [4, -1, 1.5, .nan] {
             let badLabels = try be.makeBuffer([0, 1, bad, 0, 0, 0])
             XCTAssertThrowsError(try be.softmaxCrossEntropy(g, logits: zb, labels: badLabels, loss: lossb,
@@ -355,28 +337,28 @@ final class CPUBackendTests: XCTestCase {
     func testMeanSquaredErrorLarge() throws {
         let be = CPUBackend()
         let count = 100_000
-        let x = random(count, seed: 150), t = random(count, seed: 151)
+        let x = randomFloats(count, seed: 150), t = randomFloats(count, seed: 151)
         let xb = try be.makeBuffer(x), tb = try be.makeBuffer(t)
         let lb = try be.makeBuffer(count: 1), db = try be.makeBuffer(count: count)
         try be.meanSquaredError(count: count, input: xb, target: tb, loss: lb, inputGradient: db)
         let expected = try Reference.meanSquaredError(input: double(x), target: double(t))
-        assertClose(try be.download(lb), [expected.loss], atol: 1e-7, rtol: 1e-5, "mse")
-        assertClose(try be.download(db), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx")
+        assertWithin(try be.download(lb), [expected.loss], atol: 1e-7, rtol: 1e-5, "mse")
+        assertWithin(try be.download(db), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx")
         try be.meanSquaredError(count: count, input: xb, target: tb, loss: lb, inputGradient: xb)
-        assertClose(try be.download(xb), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx in place")
+        assertWithin(try be.download(xb), expected.inputGradient, atol: 1e-9, rtol: 1e-5, "mse dx in place")
     }
 
     func testOptimizersLarge() throws {
         let be = CPUBackend()
         let count = 70_001
-        let w0 = random(count, seed: 160), g0 = random(count, seed: 161), v0 = random(count, seed: 162, in: 0...1)
+        let w0 = randomFloats(count, seed: 160), g0 = randomFloats(count, seed: 161), v0 = randomFloats(count, seed: 162, in: 0...1)
         let sgd = SGDHyperparameters(learningRate: 0.05, momentum: 0.9, weightDecay: 1e-3)
         let wb = try be.makeBuffer(w0), gb = try be.makeBuffer(g0), vb = try be.makeBuffer(v0)
         try be.sgdStep(sgd, parameter: wb, gradient: gb, velocity: vb, count: count)
         var w = double(w0), v = double(v0)
         try Reference.sgdStep(sgd, parameter: &w, gradient: double(g0), velocity: &v)
-        assertClose(try be.download(wb), w, atol: 1e-6, rtol: 1e-5, "SGD w")
-        assertClose(try be.download(vb), v, atol: 1e-6, rtol: 1e-5, "SGD v")
+        assertWithin(try be.download(wb), w, atol: 1e-6, rtol: 1e-5, "SGD w")
+        assertWithin(try be.download(vb), v, atol: 1e-6, rtol: 1e-5, "SGD v")
 
         let adam = AdamHyperparameters(learningRate: 0.01, weightDecay: 1e-2)
         let mb = try be.makeBuffer(g0), sb = try be.makeBuffer(v0)
@@ -385,9 +367,9 @@ final class CPUBackendTests: XCTestCase {
         w = double(w0)
         var m = double(g0), s = double(v0)
         try Reference.adamStep(adam, step: 3, parameter: &w, gradient: double(g0), m: &m, v: &s)
-        assertClose(try be.download(wb), w, atol: 1e-6, rtol: 1e-5, "Adam w")
-        assertClose(try be.download(mb), m, atol: 1e-6, rtol: 1e-5, "Adam m")
-        assertClose(try be.download(sb), s, atol: 1e-6, rtol: 1e-5, "Adam v")
+        assertWithin(try be.download(wb), w, atol: 1e-6, rtol: 1e-5, "Adam w")
+        assertWithin(try be.download(mb), m, atol: 1e-6, rtol: 1e-5, "Adam m")
+        assertWithin(try be.download(sb), s, atol: 1e-6, rtol: 1e-5, "Adam v")
         XCTAssertThrowsError(try be.adamStep(adam, step: 0, parameter: wb, gradient: gb, m: mb, v: sb, count: count))
     }
 
@@ -400,8 +382,8 @@ final class CPUBackendTests: XCTestCase {
         let g = try ConvolutionSpec(inputChannels: 16, outputChannels: 24, kernelH: 3, kernelW: 3,
                                     padding: .same(.bottomRightHeavy)).geometry(input: [4, 16, 12, 12])
         let ip = try InnerProductSpec(inputChannels: 300, outputChannels: 250, hasBias: false).geometry(input: [64, 300])
-        let x = random(g.inputShape.count, seed: 170), w = random(g.weightShape.count, seed: 171), b = random(24, seed: 172)
-        let ipx = random(64 * 300, seed: 173), ipw = random(250 * 300, seed: 174)
+        let x = randomFloats(g.inputShape.count, seed: 170), w = randomFloats(g.weightShape.count, seed: 171), b = randomFloats(24, seed: 172)
+        let ipx = randomFloats(64 * 300, seed: 173), ipw = randomFloats(250 * 300, seed: 174)
         let expected = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: double(b))
         let ipExpected = try Reference.innerProductForward(ip, input: double(ipx), weights: double(ipw), bias: nil)
         let backends = UncheckedSendable([CPUBackend(), CPUBackend()])  // one per thread
@@ -423,8 +405,8 @@ final class CPUBackendTests: XCTestCase {
             }
         }
         for i in 0..<2 {
-            assertClose(outputs.value.conv[i], expected, "concurrent convolution \(i)")
-            assertClose(outputs.value.ip[i], ipExpected, "concurrent inner product \(i)")
+            assertWithin(outputs.value.conv[i], expected, "concurrent convolution \(i)")
+            assertWithin(outputs.value.ip[i], ipExpected, "concurrent inner product \(i)")
         }
         XCTAssertEqual(CPUKernels.blasThreadCount, before)
     }

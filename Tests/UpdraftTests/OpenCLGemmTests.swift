@@ -145,17 +145,3 @@ final class OpenCLGemmTests: XCTestCase {
         XCTAssertThrowsError(try cl.sgemm(op, a: small, b: small, c: small, bias: nil))
     }
 }
-
-/// Asserts |got - want| <= tolerance * max(1, |want|) element-wise, reporting the first mismatches.
-func assertClose(_ got: [Float], _ want: [Double], tolerance: Double, _ what: @autoclosure () -> String,
-                 file: StaticString = #filePath, line: UInt = #line) {
-    guard got.count == want.count else {
-        return XCTFail("\(what()): \(got.count) values, expected \(want.count)", file: file, line: line)
-    }
-    var bad: [String] = []
-    for i in 0..<got.count where !(abs(Double(got[i]) - want[i]) <= tolerance * max(1, abs(want[i]))) {
-        if bad.count < 5 { bad.append("[\(i)] \(got[i]) vs \(want[i])") }
-        else { bad.append("…"); break }
-    }
-    if !bad.isEmpty { XCTFail("\(what()): " + bad.joined(separator: ", "), file: file, line: line) }
-}

@@ -7,14 +7,6 @@ import XCTest
 final class OpenCLOpsTests: XCTestCase {
     private func backend() throws -> OpenCLBackend { OpenCLBackend(context: try OpenCLTestSupport.context()) }
 
-    private func assertClose(_ actual: [Float], _ expected: [Double], tolerance: Double = 1e-5,
-                             _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(actual.count, expected.count, "\(what): count", file: file, line: line)
-        for (i, (a, e)) in zip(actual, expected).enumerated() where !(abs(Double(a) - e) <= tolerance * max(1, abs(e))) {
-            return XCTFail("\(what)[\(i)] = \(a), expected \(e)", file: file, line: line)
-        }
-    }
-
     // MARK: Against the reference
 
     /// Convolution and inner product run on the GEMM kernels, tested with them (OpenCLGemmTests).

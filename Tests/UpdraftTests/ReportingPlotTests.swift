@@ -128,4 +128,15 @@ final class ReportingPlotTests: XCTestCase {
         XCTAssertNotEqual(missing.status, 0)
         XCTAssertTrue(missing.stderr.contains("nope.json") && missing.stderr.contains("history"), missing.stderr)
     }
+
+    /// The legend goes to the corner that hides the fewest points: top right unless the curves run
+    /// there (accuracy near 100%), then bottom right.
+    func testTheLegendAvoidsTheCurves() {
+        let corners = [(100, 10), (100, 80), (0, 10), (0, 80)]
+        XCTAssertEqual(HistoryPlot.leastCovered(corners, width: 50, height: 20, points: []), 0, "empty: top right")
+        let nearTop = (0..<20).map { (Double($0 * 8), 15.0) }
+        XCTAssertEqual(HistoryPlot.leastCovered(corners, width: 50, height: 20, points: nearTop), 1, "curves along the top: bottom right")
+        let everywhereButTopLeft = nearTop.filter { $0.0 > 60 } + (0..<20).map { (Double($0 * 8), 90.0) }
+        XCTAssertEqual(HistoryPlot.leastCovered(corners, width: 50, height: 20, points: everywhereButTopLeft), 2)
+    }
 }

@@ -73,6 +73,16 @@ final class SchedulingCommandTests: XCTestCase {
         XCTAssertTrue(run.stderr.contains("cpuOnly, cpuAndGPU, all"), run.stderr)
     }
 
+    /// The CLI reads --compute-units and --data-parallel with the library's parsers: any case.
+    func testComputeUnitsAndDataParallelAreReadInAnyCase() throws {
+        let run = try updraft(["plan", model, "--json", "--compute-units", "CPUONLY", "--data-parallel", "Off"], environment: noOpenCL)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("\"cpuOnly\""), run.stdout)
+        let bad = try updraft(["plan", model, "--data-parallel", "sometimes"], environment: noOpenCL)
+        XCTAssertEqual(bad.status, 2, bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("--data-parallel") && bad.stderr.contains("auto"), bad.stderr)
+    }
+
     func testDevicesWithoutOpenCLStillShowsThePicks() throws {
         let run = try updraft(["devices"], environment: noOpenCL)
         XCTAssertEqual(run.status, 0, run.stderr)

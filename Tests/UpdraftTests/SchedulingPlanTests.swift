@@ -201,7 +201,15 @@ final class SchedulingPlanTests: XCTestCase {
         let trained = try CostModel.work(for: conv, batch: 4, optimizer: .adam, backwardData: true, backwardWeights: true)
         XCTAssertEqual(trained.backwardData.map(\.cost), [g.backwardDataCost])
         XCTAssertEqual(trained.backwardWeights.first?.cost, g.backwardWeightsCost)
-        XCTAssertEqual(trained.backwardWeights.count, 3)  // gradients, then one Adam step for weights and one for bias
+        XCTAssertEqual(trained.backwardWeights.count, 1)  // the gradients
+        XCTAssertEqual(trained.optimizer.count, 2)  // one Adam step for weights and one for bias
+        XCTAssertTrue(frozen.optimizer.isEmpty)
+        // The training graph's step cost (and so the bench's GFLOP/s) is this same walk.
+        let step = try TrainingGraph(graph: graph).stepCost(batch: 4)
+        let tailWork = try TrainingGraph(graph: graph).tail.map { l in
+            try CostModel.work(for: l, batch: 4, optimizer: .sgd, backwardData: false, backwardWeights: l.isUpdatable)
+        }
+        XCTAssertEqual(step.weightGradients, LayerWork.total(tailWork.flatMap(\.backwardWeights)))
         let fc = try XCTUnwrap(graph.layer(named: "fc"))
         let ip = try XCTUnwrap(try fc.innerProductGeometry(batch: 4))
         let both = try CostModel.work(for: fc, batch: 4, optimizer: .sgd, backwardData: true, backwardWeights: true)

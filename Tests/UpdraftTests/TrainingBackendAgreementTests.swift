@@ -24,19 +24,10 @@ final class TrainingBackendAgreementTests: XCTestCase {
         return Array(losses.value.prefix(steps))
     }
 
-    func assertAgree(_ a: [Double], _ b: [Double], _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(a.count, 20, file: file, line: line)
-        XCTAssertEqual(a.count, b.count, file: file, line: line)
-        for (i, (x, y)) in zip(a, b).enumerated() {
-            XCTAssertEqual(x, y, accuracy: 1e-4 * max(abs(x), 1e-3), "\(what), step \(i): \(x) vs \(y)", file: file, line: line)
-        }
-        XCTAssertNotEqual(a.first, a.last, "the loss must move", file: file, line: line)
-    }
-
     func testReferenceCPUAndOpenCLAgreeOverTwentySteps() throws {
         let reference = try losses(on: ReferenceBackend())
-        assertAgree(reference, try losses(on: CPUBackend()), "fast CPU vs reference")
+        assertLossesAgree(reference, try losses(on: CPUBackend()), steps: 20, "fast CPU vs reference")
         let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
-        assertAgree(reference, try losses(on: openCL), "OpenCL (\(openCL.device.name)) vs reference")
+        assertLossesAgree(reference, try losses(on: openCL), steps: 20, "OpenCL (\(openCL.device.name)) vs reference")
     }
 }

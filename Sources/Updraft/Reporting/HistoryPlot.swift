@@ -171,15 +171,36 @@ public struct HistoryPlot: Sendable {
                 previous = p
             }
         }
-        drawLegend(panel.series, on: &canvas, right: right, top: top)
+        let plotted = panel.series.flatMap { s in
+            s.points.filter { $0.x.isFinite && $0.y.isFinite }.map { (px($0.x), py(min(max($0.y, yLow), yHigh))) }
+        }
+        drawLegend(panel.series, on: &canvas, left: left, right: right, top: top, bottom: bottom, avoiding: plotted)
     }
 
-    private func drawLegend(_ series: [Series], on canvas: inout Canvas, right: Int, top: Int) {
+    /// The index of the first box (top-left corners, all `width` x `height`) that covers the fewest
+    /// points, with a few pixels of margin.
+    static func leastCovered(_ corners: [(Int, Int)], width: Int, height: Int, points: [(Double, Double)]) -> Int {
+        func covered(_ corner: (Int, Int)) -> Int {
+            let margin = 6.0
+            let x0 = Double(corner.0) - margin, x1 = Double(corner.0 + width) + margin
+            let y0 = Double(corner.1) - margin, y1 = Double(corner.1 + height) + margin
+            return points.reduce(0) { $0 + ($1.0 >= x0 && $1.0 <= x1 && $1.1 >= y0 && $1.1 <= y1 ? 1 : 0) }
+        }
+        let counts = corners.map(covered)
+        return counts.firstIndex(of: counts.min()!)!
+    }
+
+    /// Draws the legend in the corner of the plot area (top right first, then bottom right, top
+    /// left, bottom left) whose box covers the fewest plotted points.
+    private func drawLegend(_ series: [Series], on canvas: inout Canvas, left: Int, right: Int, top: Int, bottom: Int,
+                            avoiding points: [(Double, Double)]) {
         guard !series.isEmpty else { return }
         let rowHeight = 22, swatch = 28
         let textWidth = series.map { Canvas.textWidth($0.name) }.max()!
         let boxWidth = 16 + swatch + 10 + textWidth + 12, boxHeight = 10 + rowHeight * series.count
-        let bx = right - boxWidth - 10, by = top + 10
+        let corners = [(right - boxWidth - 10, top + 10), (right - boxWidth - 10, bottom - boxHeight - 10),
+                       (left + 10, top + 10), (left + 10, bottom - boxHeight - 10)]
+        let (bx, by) = corners[Self.leastCovered(corners, width: boxWidth, height: boxHeight, points: points)]
         canvas.fill(x: bx, y: by, width: boxWidth, height: boxHeight, .white)
         let frame = RGB(190, 190, 190)
         canvas.line(Double(bx), Double(by), Double(bx + boxWidth), Double(by), frame)

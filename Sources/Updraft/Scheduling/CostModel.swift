@@ -20,8 +20,14 @@ public struct LayerWork: Hashable, Sendable {
     public var forward: [KernelWork] = []
     /// The input gradient (dx), when a layer upstream needs it.
     public var backwardData: [KernelWork] = []
-    /// The parameter gradients and the optimizer step, for updatable layers.
+    /// The parameter gradients, for updatable layers.
     public var backwardWeights: [KernelWork] = []
+    /// The optimizer step on the parameters, for updatable layers.
+    public var optimizer: [KernelWork] = []
+
+    static func total(_ kernels: [KernelWork]) -> OpCost { kernels.reduce(OpCost.zero) { $0 + $1.cost } }
+    /// Everything the layer launches.
+    public var all: [KernelWork] { forward + backwardData + backwardWeights + optimizer }
 }
 
 public enum CostModel {
@@ -63,7 +69,7 @@ public enum CostModel {
             if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
             if backwardWeights {
                 w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
-                    + optimizerSteps(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0], optimizer)
+                w.optimizer = optimizerSteps(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0], optimizer)
             }
         case .innerProduct:
             guard let g = try layer.innerProductGeometry(batch: batch) else { break }
@@ -75,7 +81,7 @@ public enum CostModel {
             if backwardWeights {
                 w.backwardWeights = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(x, y, wc, g.hasBias ? g.outputChannels : 0)),
                                                 isMatrix: true)]
-                    + optimizerSteps(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0], optimizer)
+                w.optimizer = optimizerSteps(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0], optimizer)
             }
         case let .activation(a):
             w.forward = [KernelWork(a.forwardCost(count: count))]

@@ -115,7 +115,7 @@ public enum Scheduler {
             let work = a.work[i]
             let forward = CostModel.seconds(work.forward, on: device)
             let backward: Double? = a.runsBackward[i]
-                ? CostModel.seconds(work.backwardData + work.backwardWeights, on: device) : nil
+                ? CostModel.seconds(work.backwardData + work.backwardWeights + work.optimizer, on: device) : nil
             compute += forward + (backward ?? 0)
             if !a.inPrefix[i] { tailCompute += forward + (backward ?? 0) }
             steps.append(.init(name: layer.name, type: layer.op.name + (a.fusedIntoConvolution[i] ? " (fused)" : ""),

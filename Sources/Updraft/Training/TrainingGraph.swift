@@ -173,60 +173,40 @@ public struct TrainingGraph: Sendable {
         public var cachedStep: OpCost { tailForward + tailBackwardData + weightGradients }
     }
 
-    /// Work of one training step at `batch`, from the op descriptions: only what the executor
-    /// computes (no input gradient for the first updatable layer, no separate fused ReLU pass).
+    /// Work of one training step at `batch`: the scheduler's cost model (`CostModel.work`, which
+    /// walks the op descriptions in Ops/) over what the executor computes: no input gradient for the
+    /// first updatable layer, no pass of its own for an activation fused into the layer before it.
+    /// Optimizer steps are not counted (the bench reports gradient GFLOP/s).
     public func stepCost(batch: Int) throws -> StepCost {
         var c = StepCost()
+        let optimizer = graph.updateParameters?.optimizer?.kind ?? .sgd
         let skipped = fusedActivationNames
-        for l in prefix where !skipped.contains(l.name) { c.prefixForward = c.prefixForward + (try LayerCost.forward(l, batch: batch)) }
+        for l in prefix where !skipped.contains(l.name) {
+            let w = try CostModel.work(for: l, batch: batch, optimizer: optimizer, backwardData: false, backwardWeights: false)
+            c.prefixForward = c.prefixForward + LayerWork.total(w.forward)
+        }
         for l in tail {
-            if !skipped.contains(l.name) { c.tailForward = c.tailForward + (try LayerCost.forward(l, batch: batch)) }
-            let wantsInput = l.inputs.contains(where: gradientBlobs.contains)
-            switch l.op {
-            case .convolution:
-                let g = try l.convolutionGeometry(batch: batch)!
-                if l.isUpdatable { c.weightGradients = c.weightGradients + g.backwardWeightsCost }
-                if wantsInput { c.tailBackwardData = c.tailBackwardData + g.backwardDataCost }
-            case .innerProduct:
-                // backwardCost covers the input and the weight gradient, GEMMs of the same size.
-                let g = try l.innerProductGeometry(batch: batch)!
-                let half = OpCost(flops: g.backwardCost.flops / 2, bytes: g.backwardCost.bytes / 2)
-                if l.isUpdatable { c.weightGradients = c.weightGradients + half }
-                if wantsInput { c.tailBackwardData = c.tailBackwardData + half }
-            default:
-                if wantsInput { c.tailBackwardData = c.tailBackwardData + (try LayerCost.backward(l, batch: batch)) }
-            }
+            let w = try CostModel.work(for: l, batch: batch, optimizer: optimizer,
+                                       backwardData: l.inputs.contains(where: gradientBlobs.contains),
+                                       backwardWeights: l.isUpdatable)
+            if !skipped.contains(l.name) { c.tailForward = c.tailForward + LayerWork.total(w.forward) }
+            c.tailBackwardData = c.tailBackwardData + LayerWork.total(w.backwardData)
+            c.weightGradients = c.weightGradients + LayerWork.total(w.backwardWeights)
         }
         return c
     }
 }
 
-/// FLOPs and bytes of a graph layer, from the op descriptions.
+/// FLOPs and bytes of a graph layer: the scheduler's cost model (`CostModel.work`) summed.
 public enum LayerCost {
+    /// The layer's forward kernels.
     public static func forward(_ l: GraphLayer, batch: Int) throws -> OpCost {
-        let n = l.outputShape.withBatch(batch).count
-        switch l.op {
-        case .convolution: return try l.convolutionGeometry(batch: batch)!.forwardCost
-        case .innerProduct: return try l.innerProductGeometry(batch: batch)!.forwardCost
-        case .pooling: return try l.poolingGeometry(batch: batch)!.forwardCost
-        case let .activation(a): return a.forwardCost(count: n)
-        case .softmax: return SoftmaxGeometry(shape: l.outputShape.withBatch(batch)).cost
-        case let .layout(op): return op.forwardCost(count: n)
-        default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
-        }
+        LayerWork.total(try CostModel.work(for: l, batch: batch, optimizer: .sgd, backwardData: false, backwardWeights: false).forward)
     }
 
+    /// The layer's input and parameter gradients (not the optimizer step).
     public static func backward(_ l: GraphLayer, batch: Int) throws -> OpCost {
-        let n = l.outputShape.withBatch(batch).count
-        switch l.op {
-        case .convolution:
-            let g = try l.convolutionGeometry(batch: batch)!
-            return g.backwardDataCost + g.backwardWeightsCost
-        case .innerProduct: return try l.innerProductGeometry(batch: batch)!.backwardCost
-        case .pooling: return try l.poolingGeometry(batch: batch)!.backwardCost
-        case let .activation(a): return a.backwardCost(count: n)
-        case let .layout(op): return op.backwardCost(count: n)
-        default: return OpCost(flops: Double(n), bytes: f32Bytes(n * (l.inputs.count + 1)))
-        }
+        let w = try CostModel.work(for: l, batch: batch, optimizer: .sgd, backwardData: true, backwardWeights: l.parameterCount > 0)
+        return LayerWork.total(w.backwardData + w.backwardWeights)
     }
 }
