@@ -7,14 +7,7 @@ import XCTest
 /// with PyTorch's fine-tuning of the same network: batch loss within 1e-4 relative, weight updates within
 /// 1% of PyTorch's largest update of each tensor.
 final class ConvertedModelTests: XCTestCase {
-    /// Architectures that do not train yet, with what blocks them. Their tests skip naming the blocker;
-    /// UPDRAFT_TEST_PENDING=1 runs them anyway (and they fail loudly). Remove a name once it passes.
-    static let pending: [String: String] = [:]
-
     private func check(_ name: String, openCL: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
-        if let blocker = Self.pending[name], ProcessInfo.processInfo.environment["UPDRAFT_TEST_PENDING"] != "1" {
-            throw XCTSkip("\(name) is pending: \(blocker)")
-        }
         let fixture = try ConvertedFixture.load(name)
         let model = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
         let backend: Backend = openCL ? OpenCLBackend(context: try OpenCLTestSupport.context()) : CPUBackend()
@@ -110,9 +103,6 @@ final class ConvertedModelTests: XCTestCase {
 
     /// The model Updraft made updatable trains exactly like coremltools' (and so like PyTorch).
     private func checkMadeUpdatable(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        if let blocker = Self.pending[name], ProcessInfo.processInfo.environment["UPDRAFT_TEST_PENDING"] != "1" {
-            throw XCTSkip("\(name) is pending: \(blocker)")
-        }
         let fixture = try ConvertedFixture.load(name)
         let mine = try fixture.train(try fixture.madeUpdatableByUpdraft(), on: CPUBackend())
         let theirs = try fixture.train(try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel")), on: CPUBackend())
@@ -157,23 +147,6 @@ final class ConvertedModelTests: XCTestCase {
             XCTAssertEqual(converted.updatableLayerNames, [], "\(name).converted.mlmodel is as converted")
             let updatable = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
             XCTAssertEqual(updatable.updatableLayerNames, fixture.trained, name)
-        }
-        XCTAssertTrue(Set(Self.pending.keys).isSubset(of: Set(ConvertedFixture.names)))
-    }
-
-    /// A model that does not train yet is refused with an error naming the layer (or the input) that
-    /// stops it, never a crash; one that now builds its training graph is fine here (its own tests say
-    /// whether it trains).
-    func testPendingModelsAreRefusedNamingTheLayer() throws {
-        for (name, _) in Self.pending.sorted(by: { $0.key < $1.key }) {
-            let model = try CoreMLModel(contentsOf: ConvertedFixture.url("\(name).mlmodel"))
-            do {
-                _ = try TrainingGraph(graph: try NetworkGraph(model: model))
-            } catch let error as UpdraftError {
-                let message = "\(error)"
-                let names = model.spec.network.layers.map(\.name) + model.spec.description.inputs.map(\.name)
-                XCTAssertTrue(names.contains { message.contains("'\($0)'") }, "\(name): the error names no layer or input: \(message)")
-            }
         }
     }
 }
