@@ -14,6 +14,8 @@ public struct CoreMLModel: Sendable {
 
     // MARK: Reading
 
+    /// Reads and parses the .mlmodel file at `url`.
+    /// - Throws: `UpdraftError` `.io` when the file cannot be read; `.invalidModel` when it is not a well-formed Model protobuf; any other error from reading the model keeps its kind. Messages are prefixed with the file name.
     public init(contentsOf url: URL) throws {
         let data: Data
         do {
@@ -31,8 +33,11 @@ public struct CoreMLModel: Sendable {
         }
     }
 
+    /// Parses a serialized Model protobuf held in `data`; throws as `init(serializedBytes:)`.
     public init(serializedData data: Data) throws { try self.init(serializedBytes: [UInt8](data)) }
 
+    /// Parses a serialized Model protobuf, keeping every field (known or not) for byte-identical rewriting.
+    /// - Throws: `ProtobufError` for malformed wire data, `UpdraftError` when a typed part is invalid.
     public init(serializedBytes bytes: [UInt8]) throws {
         let reader = try ProtoReader(parsing: bytes[...], typeName: "Model")
         message = reader.message
@@ -47,7 +52,9 @@ public struct CoreMLModel: Sendable {
 
     // MARK: Writing
 
+    /// The Model protobuf bytes, as `write(to:)` would store them.
     public func serializedBytes() -> [UInt8] { message.serialized() }
+    /// The Model protobuf bytes as `Data`.
     public func serializedData() -> Data { Data(message.serialized()) }
 
     /// Writes the model atomically: a temporary file in the same folder, then a rename over `url`,
@@ -56,15 +63,25 @@ public struct CoreMLModel: Sendable {
 
     // MARK: What the model is
 
+    /// Model.specificationVersion: the Core ML spec version the file declares (updatable models need 4 or later).
     public var specificationVersion: Int { Int(spec.specificationVersion) }
+    /// Model.isUpdatable: whether the file is marked as trainable on device.
     public var isUpdatable: Bool { spec.isUpdatable }
+    /// Model.description: the inputs, outputs, training inputs and metadata.
     public var modelDescription: ModelDescription { spec.description }
+    /// Which Model oneof holds the network: plain, classifier or regressor.
     public var kind: NeuralNetworkKind { spec.network.kind }
+    /// The typed neural network: layers, preprocessing, class labels and update parameters.
     public var network: NeuralNetworkSpec { spec.network }
+    /// The network's layers, in file order.
     public var layers: [LayerSpec] { spec.network.layers }
+    /// Every layer's name, in file order.
     public var layerNames: [String] { layers.map(\.name) }
+    /// Names of the layers marked isUpdatable (the ones on-device training changes), in file order.
     public var updatableLayerNames: [String] { layers.filter(\.isUpdatable).map(\.name) }
+    /// The layer named `name`, or nil when the network has none.
     public func layer(named name: String) -> LayerSpec? { spec.network.layer(named: name) }
+    /// A classifier's class labels (string or int64); nil for other networks.
     public var classLabels: ClassLabels? { spec.network.classLabels }
 
     /// The prediction input: the first input feature (Updraft trains single-input networks).
@@ -89,7 +106,9 @@ public struct CoreMLModel: Sendable {
 
     // MARK: Training configuration
 
+    /// NeuralNetwork.updateParams; nil when the model carries none (not updatable).
     public var updateParameters: UpdateParameters? { spec.network.updateParameters }
+    /// The optimizer (SGD or Adam) from the update parameters, if stated.
     public var optimizer: OptimizerSpec? { updateParameters?.optimizer }
     /// Every hyperparameter with its default and allowed values (empty without update parameters).
     public var hyperparameters: [Hyperparameter] { updateParameters?.hyperparameters ?? [] }

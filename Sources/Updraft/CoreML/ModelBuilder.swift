@@ -15,9 +15,13 @@
 /// Weights not given are Kaiming-uniform, U(-sqrt(6 / fanIn), +sqrt(6 / fanIn)), drawn from a
 /// SplitMix64 seeded per layer from the builder's seed, in the order layers are added; biases are 0.
 public struct ModelBuilder {
+    /// The model description so far: the input, the declared outputs, training inputs and metadata.
     public private(set) var description: ModelDescription
+    /// The network so far: layers in the order added, kind, preprocessing, class labels and update parameters.
     public private(set) var network: NeuralNetworkSpec
+    /// Set by `makeUpdatable(_:)`; becomes Model.isUpdatable.
     public private(set) var isUpdatable = false
+    /// Model.specificationVersion to write; 4 (iOS 13, the first with on-device update) by default.
     public var specificationVersion: Int32 = 4
     /// Per-example shape of every blob so far, `[1, C, H, W]`.
     public private(set) var shapes: [String: Shape]
@@ -29,6 +33,8 @@ public struct ModelBuilder {
     /// Positions of the layers by name, so adding a layer takes constant time.
     private var layerIndex: [String: Int] = [:]
 
+    /// A builder for a network reading `input` (an image or a multi-array); `seed` seeds the default weights.
+    /// - Throws: `UpdraftError` when Updraft cannot take the input as a network input.
     public init(input: FeatureDescription, seed: UInt64 = 0) throws {
         description = ModelDescription(inputs: [input], outputs: [])
         network = NeuralNetworkSpec(kind: .plain, layers: [])
@@ -46,6 +52,7 @@ public struct ModelBuilder {
         network.preprocessing = [PreprocessingSpec(featureName: description.inputs[0].name, scaler: scaler)]
     }
 
+    /// Replaces the model's metadata (author, license, description, version, user-defined pairs).
     public mutating func setMetadata(_ metadata: ModelMetadata) { description.metadata = metadata }
 
     // MARK: Layers
@@ -86,6 +93,10 @@ public struct ModelBuilder {
         return Tensor(shape: shape, uniformIn: -bound...bound, seed: rng.next()).data
     }
 
+    /// Adds a convolution with `outputChannels` kernels of size `kernel`, reading `input` (default: the last output).
+    /// Weights `[C_out, C_in/groups, kH, kW]` and bias `[C_out]` default to Kaiming-uniform and zeros.
+    /// - Returns: the output blob's name (`output`, default `name`).
+    /// - Throws: `UpdraftError` when `groups` does not divide the input channels, a blob is missing or taken, or the shapes do not work out.
     @discardableResult
     public mutating func convolution(_ name: String, input: String? = nil, output: String? = nil, outputChannels: Int,
                                      kernel: (h: Int, w: Int), stride: (h: Int, w: Int) = (1, 1),
@@ -107,6 +118,10 @@ public struct ModelBuilder {
         return try add(LayerSpec(name: name, inputs: [source], outputs: [output ?? name], params: .convolution(params)))
     }
 
+    /// Adds an inner product (fully connected) layer with `outputChannels` outputs over all of the input's values.
+    /// Weights `[C_out, C_in]` and bias `[C_out]` default to Kaiming-uniform and zeros.
+    /// - Returns: the output blob's name.
+    /// - Throws: `UpdraftError` for a missing input or taken output blob.
     @discardableResult
     public mutating func innerProduct(_ name: String, input: String? = nil, output: String? = nil, outputChannels: Int,
                                       hasBias: Bool = true, weights: Tensor? = nil, bias: Tensor? = nil) throws -> String {
@@ -145,16 +160,19 @@ public struct ModelBuilder {
         return try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name], params: .pooling(params)))
     }
 
+    /// Adds a concat along channels of `inputs` (which must agree in height and width); returns the output blob's name.
     @discardableResult
     public mutating func concat(_ name: String, inputs: [String], output: String? = nil) throws -> String {
         try add(LayerSpec(name: name, inputs: inputs, outputs: [output ?? name], params: .concat(sequenceConcat: false)))
     }
 
+    /// Adds a softmax over channels; returns the output blob's name.
     @discardableResult
     public mutating func softmax(_ name: String, input: String? = nil, output: String? = nil) throws -> String {
         try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name], params: .softmax))
     }
 
+    /// Adds a flatten (CHANNEL_FIRST) to a `[C*H*W]` vector; returns the output blob's name.
     @discardableResult
     public mutating func flatten(_ name: String, input: String? = nil, output: String? = nil) throws -> String {
         try add(LayerSpec(name: name, inputs: [input ?? lastOutput], outputs: [output ?? name], params: .flatten(mode: 0)))
@@ -171,11 +189,13 @@ public struct ModelBuilder {
         return try add(LayerSpec(name: name, inputs: [source], outputs: [output ?? name], params: .batchnorm(params)))
     }
 
+    /// Adds an element-wise sum of `inputs` (same shapes); returns the output blob's name.
     @discardableResult
     public mutating func add(_ name: String, inputs: [String], output: String? = nil) throws -> String {
         try add(LayerSpec(name: name, inputs: inputs, outputs: [output ?? name], params: .add(alpha: 0)))
     }
 
+    /// Adds an element-wise product of `inputs` (same shapes); returns the output blob's name.
     @discardableResult
     public mutating func multiply(_ name: String, inputs: [String], output: String? = nil) throws -> String {
         try add(LayerSpec(name: name, inputs: inputs, outputs: [output ?? name], params: .multiply(alpha: 0)))
@@ -209,6 +229,7 @@ public struct ModelBuilder {
         description.predictedProbabilitiesName = probabilities
     }
 
+    /// Makes the network a NeuralNetworkRegressor (its outputs are the declared multi-array outputs).
     public mutating func makeRegressor() { network.kind = .regressor }
 
     // MARK: Training
@@ -274,6 +295,7 @@ public struct ModelBuilder {
         network.updateParameters = u
     }
 
+    /// Sets the optimizer (see `OptimizerSpec.sgd` and `.adam`), creating update parameters if needed.
     public mutating func setOptimizer(_ optimizer: OptimizerSpec) {
         var u = network.updateParameters ?? UpdateParameters()
         u.optimizer = optimizer
@@ -287,6 +309,7 @@ public struct ModelBuilder {
         network.updateParameters = u
     }
 
+    /// Sets whether training shuffles each epoch, and the shuffle seed (nil: none stored, Core ML's 0).
     public mutating func setShuffle(_ shuffle: Bool, seed: Int64? = nil) {
         var u = network.updateParameters ?? UpdateParameters()
         u.shuffle = BoolParameter(defaultValue: shuffle)
@@ -294,6 +317,7 @@ public struct ModelBuilder {
         network.updateParameters = u
     }
 
+    /// The model spec as built so far, without the final graph check `build()` does.
     public var spec: ModelSpec {
         ModelSpec(specificationVersion: specificationVersion, description: description, isUpdatable: isUpdatable, network: network)
     }

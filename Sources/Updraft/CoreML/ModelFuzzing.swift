@@ -19,8 +19,11 @@ public enum ModelFuzzing {
 
     /// Something that must not happen (a trap is found by the process dying instead).
     public struct Violation: Error, CustomStringConvertible, Sendable {
+        /// The model's index in the sequence (`run(index:seed:seeds:)`); with the run's seed it rebuilds the same mutated model.
         public var index: Int
+        /// What went wrong: which check disagreed with the validator, and the error it threw.
         public var message: String
+        /// "model N: message".
         public var description: String { "model \(index): \(message)" }
     }
 
@@ -121,8 +124,10 @@ public enum ModelFuzzing {
 public struct ModelMutator {
     private var rng: SplitMix64
 
+    /// A mutator whose choices are fixed by `seed`: the same seed gives the same mutations.
     public init(seed: UInt64) { rng = SplitMix64(seed: seed) }
 
+    /// The next raw value of the mutator's SplitMix64 stream (advances it).
     public mutating func next() -> UInt64 { rng.next() }
     private mutating func below(_ n: Int) -> Int { n <= 1 ? 0 : Int(rng.next() % UInt64(n)) }
 

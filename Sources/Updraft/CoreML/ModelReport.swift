@@ -4,20 +4,33 @@ import Foundation
 /// encoded as JSON for scripts. Built from the model, its graph (when one can be built: shapes and
 /// topological order) and the validator's findings.
 public struct ModelReport: Encodable, Sendable {
+    /// One input, output or training input of the model.
     public struct Feature: Encodable, Sendable {
+        /// The feature's name in the model description.
         public var name: String
+        /// The feature type as text, e.g. `Image (RGB 227x227)` or `MultiArray (FLOAT32 10)`.
         public var type: String
+        /// Image `[C, H, W]` (C 0 for an unknown color space) or the multi-array's shape; nil for other types.
         public var shape: [Int]?
     }
+    /// The input image scaler the network applies: x = scale * pixel + bias.
     public struct Preprocessing: Encodable, Sendable {
+        /// NeuralNetworkImageScaler.channelScale, multiplied with each pixel value (0...255).
         public var scale: Float
+        /// Per-channel bias, in the order the image's channels reach the network (one value for grayscale).
         public var bias: [Float]
     }
+    /// One layer row: its place, blobs, output shape, parameter count and updatability.
     public struct Layer: Encodable, Sendable {
+        /// The layer's position in the model file (rows are in execution order when the graph builds).
         public var index: Int
+        /// The layer's name in the model.
         public var name: String
+        /// The layer type with key settings, e.g. `convolution 3x3/2`, `pooling max 2x2`, `activation relu`.
         public var type: String
+        /// Names of the blobs the layer reads.
         public var inputs: [String]
+        /// Names of the blobs the layer writes.
         public var outputs: [String]
         /// Per-example output shape [C, H, W] (nil when the graph could not be built).
         public var outputShape: [Int]?
@@ -25,31 +38,50 @@ public struct ModelReport: Encodable, Sendable {
         public var logicalShape: [Int]?
         /// Which of `logicalShape` is the batch (nil: none, the batch is implicit).
         public var batchAxis: Int?
+        /// Number of stored weight and bias values (batchnorm: its four vectors); 0 for layers without any.
         public var parameters: Int
+        /// Whether the layer is marked isUpdatable.
         public var updatable: Bool
+        /// How the layer's weights are stored (`WeightEncoding` raw value, e.g. `float32`, `float16`); nil for layers without weights.
         public var weightEncoding: String?
     }
+    /// The model's loss layer.
     public struct Loss: Encodable, Sendable {
+        /// The loss layer's name.
         public var name: String
+        /// `categoricalCrossEntropy`, `meanSquaredError`, or "unknown (field N)" for a loss type Updraft does not read.
         public var kind: String
+        /// The blob the loss reads.
         public var input: String
+        /// The loss's target name as stored in the model.
         public var target: String
+        /// The training input that carries the target (see `CoreMLModel.lossTargetFeature`); nil when none matches.
         public var targetFeature: String?
     }
+    /// One hyperparameter with its default and allowed values.
     public struct Parameter: Encodable, Sendable {
+        /// The MLParameterKey name, e.g. `learningRate`, `miniBatchSize`, `epochs`.
         public var name: String
+        /// The default training uses (JSON: a number or a bool).
         public var defaultValue: HyperparameterValue
         /// The allowed values as text ("[0, 1]", "{1, 2, 8}", "any").
         public var allowed: String
         /// The same for scripts: a range's bounds or a set's values (all nil: any value).
         public var allowedMin: Double?
+        /// Upper bound of an allowed range (integer ranges too, as a Double); nil for a set or no constraint.
         public var allowedMax: Double?
+        /// The allowed set of an integer hyperparameter; nil for a range or no constraint.
         public var allowedValues: [Int64]?
+        /// False when the model does not state the parameter and the default is Core ML's fallback.
         public var inModel: Bool
     }
+    /// One validator finding (see `ModelValidator`).
     public struct Finding: Encodable, Sendable {
+        /// `error` (Core ML would refuse the model and Updraft will not train it) or `warning` (Updraft can still train it, or it is probably a mistake).
         public var severity: String
+        /// What is wrong, in one sentence.
         public var message: String
+        /// The layer the finding is about; nil for model-level findings.
         public var layer: String?
         /// What to do about it.
         public var hint: String?
@@ -57,26 +89,45 @@ public struct ModelReport: Encodable, Sendable {
         public var layers: [String]?
     }
 
+    /// The path the model was read from, as given by the caller; nil (shown "(in memory)") otherwise.
     public var file: String?
+    /// Which network case the model holds: `neuralNetwork`, `neuralNetworkClassifier` or `neuralNetworkRegressor`.
     public var kind: String
+    /// Model.specificationVersion.
     public var specificationVersion: Int
+    /// Model.isUpdatable.
     public var isUpdatable: Bool
+    /// Metadata.shortDescription; empty when unset.
     public var shortDescription: String
+    /// The prediction inputs.
     public var inputs: [Feature]
+    /// The prediction outputs.
     public var outputs: [Feature]
+    /// The training inputs (prediction inputs plus the loss target).
     public var trainingInputs: [Feature]
+    /// The input image scaler; nil when the model has none.
     public var preprocessing: Preprocessing?
+    /// A classifier's class labels as text (int64 labels in decimal); nil for other networks.
     public var classLabels: [String]?
+    /// Every layer, in execution order when the graph builds, else in file order.
     public var layers: [Layer]
+    /// Sum of `parameters` over all layers.
     public var totalParameters: Int
+    /// The loss layer; nil when the model has no update parameters.
     public var loss: Loss?
+    /// `SGD` or `Adam`; nil when the model states no optimizer.
     public var optimizer: String?
+    /// Every hyperparameter, in MLParameterKey order (see `UpdateParameters.hyperparameters`).
     public var hyperparameters: [Parameter]
+    /// The validator's findings, errors and warnings in the validator's order.
     public var findings: [Finding]
     /// Layers that could not be checked because they read the output of a layer with an error.
     public var uncheckedLayers: [String]
+    /// One sentence explaining `uncheckedLayers`; nil when there are none.
     public var uncheckedNote: String?
 
+    /// Builds the report: reads the model, builds its graph for shapes and execution order, and runs `ModelValidator`.
+    /// Never throws; problems become `findings`. `file` is only shown.
     public init(model: CoreMLModel, file: String? = nil) {
         self.file = file
         let spec = model.spec
@@ -166,6 +217,7 @@ public struct ModelReport: Encodable, Sendable {
 
     // MARK: Text
 
+    /// The report as the multi-line text `updraft inspect` prints (a layer table, loss, hyperparameters, findings with hints).
     public func text() -> String {
         var s = ""
         func line(_ t: String = "") { s += t + "\n" }
@@ -243,6 +295,8 @@ public struct ModelReport: Encodable, Sendable {
 
     // MARK: JSON
 
+    /// The report as pretty-printed JSON with sorted keys (`updraft inspect --json`); non-finite floats become "inf", "-inf", "nan".
+    /// - Throws: `EncodingError` only if encoding fails.
     public func json() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -252,6 +306,7 @@ public struct ModelReport: Encodable, Sendable {
 }
 
 extension HyperparameterValue: Encodable {
+    /// Encodes the bare value: a JSON number for `.double`/`.int`, a bool for `.bool`.
     public func encode(to encoder: Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {

@@ -5,9 +5,13 @@
 /// updatable layer and the loss, which Core ML cannot back-propagate through), or that are
 /// probably mistakes (an updatable layer the loss does not depend on).
 
+/// One problem found by `ModelValidator.validate(_:)`: severity, message, the layers concerned and a hint.
 public struct ValidationFinding: Hashable, Sendable, CustomStringConvertible {
+    /// `error`: Core ML would refuse the model and Updraft will not train it; `warning`: Updraft can still train it.
     public enum Severity: String, Hashable, Sendable { case error, warning }
+    /// How serious the finding is.
     public var severity: Severity
+    /// What is wrong, in one sentence.
     public var message: String
     /// The layer concerned, if any.
     public var layer: String?
@@ -16,11 +20,13 @@ public struct ValidationFinding: Hashable, Sendable, CustomStringConvertible {
     /// Every layer concerned, for a finding about several (unsupported layers of one type).
     public var layers: [String]
 
+    /// A finding; `layers` defaults to `[layer]` (empty without a layer).
     public init(_ severity: Severity, _ message: String, layer: String? = nil, hint: String? = nil, layers: [String]? = nil) {
         self.severity = severity; self.message = message; self.layer = layer; self.hint = hint
         self.layers = layers ?? layer.map { [$0] } ?? []
     }
 
+    /// "error: message" or "warning: message", with the hint on an indented second line.
     public var description: String { "\(severity.rawValue): \(message)" + (hint.map { "\n  hint: \($0)" } ?? "") }
 }
 
@@ -29,6 +35,7 @@ public extension Array where Element == ValidationFinding {
     var warnings: [ValidationFinding] { filter { $0.severity == .warning } }
 }
 
+/// Checks a model against Core ML's rules for updatable models and against what Updraft can run: errors for what neither would train, warnings for what Core ML refuses but Updraft trains, or likely mistakes.
 public enum ModelValidator {
     /// Layer types and activations Core ML can back-propagate through.
     static func coreMLCanBackpropagate(_ layer: LayerSpec) -> Bool {
@@ -43,6 +50,7 @@ public enum ModelValidator {
         }
     }
 
+    /// Every finding for `model`, errors and warnings in check order; empty when the model is valid and trainable. Never throws.
     public static func validate(_ model: CoreMLModel) -> [ValidationFinding] {
         var findings: [ValidationFinding] = []
         func error(_ m: String, layer: String? = nil, hint: String? = nil) { findings.append(ValidationFinding(.error, m, layer: layer, hint: hint)) }

@@ -13,6 +13,7 @@
 /// PyTorch's ceil_mode: at 227x227 the planes go 113 -> 56 -> 28 -> 14, so conv10 sees 14x14x512
 /// (at torchvision's usual 224x224 it is 13x13x512).
 public enum SqueezeNet {
+    /// What `SqueezeNet.build(_:)` makes: the classes, which layers train, the seed and the input size.
     public struct Options: Sendable {
         /// Class labels, in output order.
         public var labels: [String]
@@ -27,6 +28,7 @@ public enum SqueezeNet {
         /// start fresh from `seed`.
         public var frozenWeightsFrom: CoreMLModel? = nil
 
+        /// Options with explicit labels (at least 2, distinct; checked by `build`).
         public init(labels: [String], updatableLayers: [String] = ["conv10", "fullyconnected0"], seed: UInt64 = 0,
                     inputSize: Int = 227) {
             self.labels = labels; self.updatableLayers = updatableLayers; self.seed = seed; self.inputSize = inputSize
@@ -45,10 +47,15 @@ public enum SqueezeNet {
     ]
     static let poolAfter: [String: String] = ["fire3": "pool3", "fire5": "pool5"]
 
+    /// The image input's feature name: "image".
     public static let inputName = "image"
+    /// The class-probabilities output (a dictionary label -> probability): "labelProbability".
     public static let probabilitiesName = "labelProbability"
+    /// The predicted-label output: "label".
     public static let labelName = "label"
 
+    /// Builds the updatable SqueezeNet classifier.
+    /// - Throws: `UpdraftError` `.invalidArgument` for fewer than 2 or duplicate labels, an input size outside 35...4096, an updatable layer that is not a SqueezeNet convolution or inner product, or a `frozenWeightsFrom` model whose layers do not match.
     public static func build(_ options: Options) throws -> CoreMLModel {
         guard options.labels.count >= 2 else {
             throw UpdraftError(.invalidArgument, "SqueezeNet needs at least 2 classes, got \(options.labels.count)")

@@ -25,27 +25,40 @@ public struct UpdatableModelOptions: Hashable, Sendable {
     /// nil: the model's optimizer, else SGD. Switching keeps the learning rate and mini-batch size.
     public var optimizer: OptimizerKind?
 
+    /// The learning rate's default. nil: the model's, else 0.01.
     public var learningRate: Double?
+    /// Allowed learning rates. nil: the model's, else [0, 1].
     public var allowedLearningRate: DoubleBounds?
+    /// The mini-batch size's default. nil: the model's, else 10.
     public var miniBatchSize: Int64?
+    /// Allowed mini-batch sizes (range or set). nil: the model's, else the set {default}.
     public var allowedMiniBatchSizes: Int64Constraint?
     /// SGD only.
     public var momentum: Double?
+    /// SGD only: allowed momentum values. nil: the model's, else [0, 1].
     public var allowedMomentum: DoubleBounds?
     /// Adam only.
     public var beta1: Double?
+    /// Adam only: allowed beta1 values. nil: the model's, else [0, 1].
     public var allowedBeta1: DoubleBounds?
+    /// Adam only: the second-moment decay's default. nil: the model's, else 0.999.
     public var beta2: Double?
+    /// Adam only: allowed beta2 values. nil: the model's, else [0, 1].
     public var allowedBeta2: DoubleBounds?
+    /// Adam only: the epsilon's default. nil: the model's, else 1e-8.
     public var eps: Double?
+    /// Adam only: allowed eps values. nil: the model's, else [0, 1].
     public var allowedEps: DoubleBounds?
+    /// The number of epochs' default. nil: the model's, else 1.
     public var epochs: Int64?
+    /// Allowed epoch counts (range or set). nil: the model's, else the set {default}.
     public var allowedEpochs: Int64Constraint?
     /// nil: the model's, else on (coremltools always turns it on).
     public var shuffle: Bool?
     /// nil: the model's, else none stored (Core ML's default seed 0).
     public var seed: Int64?
 
+    /// Options that change only what is passed; hyperparameters are set through the properties.
     public init(layers: [String]? = nil, loss: LossKind? = nil, lossInput: String? = nil, lossName: String? = nil,
                 optimizer: OptimizerKind? = nil) {
         self.layers = layers; self.loss = loss; self.lossInput = lossInput; self.lossName = lossName
@@ -54,14 +67,21 @@ public struct UpdatableModelOptions: Hashable, Sendable {
 
     /// coremltools' defaults (update_optimizer_utils.py: SgdParams, AdamParams, RangeParam; builder.py: set_epochs).
     public static let defaultLearningRate = 0.01
+    /// Mini-batch size coremltools' SgdParams/AdamParams write: 10.
     public static let defaultMiniBatchSize: Int64 = 10
+    /// SGD momentum coremltools writes: 0.
     public static let defaultMomentum = 0.0
+    /// Adam beta1 coremltools writes: 0.9.
     public static let defaultBeta1 = 0.9
+    /// Adam beta2 coremltools writes: 0.999.
     public static let defaultBeta2 = 0.999
+    /// Adam eps coremltools writes: 1e-8.
     public static let defaultEps = 1e-8
+    /// Epochs coremltools' set_epochs() writes: 1.
     public static let defaultEpochs: Int64 = 1
     /// RangeParam's default bounds.
     public static let defaultRange = DoubleBounds(min: 0, max: 1)
+    /// The loss layer name used when neither the model nor the options give one.
     public static let defaultLossName = "lossLayer"
 
     /// Whether anything about the update parameters (not the layers) is asked to change.

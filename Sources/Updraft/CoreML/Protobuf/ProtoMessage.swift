@@ -6,7 +6,9 @@
 /// For fields read from a file, indices into `raw` are absolute offsets in that file (array slices
 /// keep their base's indices), which is what error messages report.
 public struct ProtoField: Sendable {
+    /// The field number (1...2^29-1) from the field's key.
     public let number: Int
+    /// How the payload is encoded (the key's low 3 bits).
     public let wireType: WireType
     /// Key and payload, as on the wire.
     public let raw: ArraySlice<UInt8>
@@ -42,9 +44,12 @@ public struct ProtoField: Sendable {
         self.init(number: number, wireType: .varint, raw: out[...], payloadStart: start, scalar: value)
     }
 
+    /// A varint field holding `value` as two's complement (negative values take 10 bytes).
     public init(number: Int, int64 value: Int64) { self.init(number: number, varint: UInt64(bitPattern: value)) }
+    /// A varint field holding 1 for true, 0 for false.
     public init(number: Int, bool value: Bool) { self.init(number: number, varint: value ? 1 : 0) }
 
+    /// A fixed32 field holding `value`'s IEEE 754 bits, little-endian.
     public init(number: Int, float value: Float) {
         var out = ProtoField.key(number, .fixed32)
         let start = out.count
@@ -52,6 +57,7 @@ public struct ProtoField: Sendable {
         self.init(number: number, wireType: .fixed32, raw: out[...], payloadStart: start, scalar: UInt64(value.bitPattern))
     }
 
+    /// A fixed64 field holding `value`'s IEEE 754 bits, little-endian.
     public init(number: Int, double value: Double) {
         var out = ProtoField.key(number, .fixed64)
         let start = out.count
@@ -68,8 +74,10 @@ public struct ProtoField: Sendable {
         self.init(number: number, wireType: .lengthDelimited, raw: out[...], payloadStart: start, scalar: 0)
     }
 
+    /// A length-delimited field holding `string` as UTF-8.
     public init(number: Int, string: String) { self.init(number: number, bytes: Array(string.utf8)) }
 
+    /// A length-delimited field holding `message` serialized (its fields' raw bytes).
     public init(number: Int, message: ProtoMessage) {
         var out = ProtoField.key(number, .lengthDelimited)
         appendVarint(UInt64(message.serializedSize), to: &out)
@@ -103,9 +111,12 @@ public struct ProtoField: Sendable {
 /// typed accessors (`ProtoReader`) decode values on demand; writing concatenates the fields' raw
 /// bytes, so an unmodified message serializes to exactly the bytes it was read from.
 public struct ProtoMessage: Sendable {
+    /// The fields in wire order; repeated and duplicate fields appear once per occurrence.
     public var fields: [ProtoField]
 
+    /// An empty message (serializes to no bytes).
     public init() { fields = [] }
+    /// A message of `fields`, written in this order.
     public init(fields: [ProtoField]) { self.fields = fields }
 
     /// Parses the fields of one message. `bytes` may be a slice of a larger buffer: offsets in errors
@@ -176,16 +187,20 @@ public struct ProtoMessage: Sendable {
         self.fields = fields
     }
 
+    /// Parses the fields of a whole buffer; throws `ProtobufError` as `init(parsing:path:)`.
     public init(parsing bytes: [UInt8]) throws { try self.init(parsing: bytes[...]) }
 
     // MARK: Writing
 
+    /// Bytes `serialized()` produces: the sum of the fields' raw sizes.
     public var serializedSize: Int { fields.reduce(0) { $0 + $1.raw.count } }
 
+    /// Appends every field's raw bytes, in order, to `out`.
     public func appendSerialized(to out: inout [UInt8]) {
         for f in fields { out.append(contentsOf: f.raw) }
     }
 
+    /// The message's wire bytes: the fields' raw bytes concatenated (identical to the input for an unmodified parsed message).
     public func serialized() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(serializedSize)
@@ -195,7 +210,9 @@ public struct ProtoMessage: Sendable {
 
     // MARK: Finding fields
 
+    /// Whether any field has `number`.
     public func contains(_ number: Int) -> Bool { fields.contains { $0.number == number } }
+    /// Every occurrence of field `number`, in wire order (a repeated field's elements, or duplicates).
     public func all(_ number: Int) -> [ProtoField] { fields.filter { $0.number == number } }
     /// The last occurrence wins for a non-repeated field, as in protobuf.
     public func last(_ number: Int) -> ProtoField? { fields.last { $0.number == number } }

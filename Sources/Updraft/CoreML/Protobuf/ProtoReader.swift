@@ -2,10 +2,12 @@
 /// field's declared type and decodes only when called; errors carry the message path, the field's
 /// name and number, its byte offset, and what was expected.
 public struct ProtoReader: Sendable {
+    /// The parsed message this reader decodes fields from.
     public let message: ProtoMessage
     /// Where this message sits, e.g. `Model.description.input[0]`.
     public let path: String
 
+    /// A reader for an already parsed `message` at `path` (used in errors).
     public init(_ message: ProtoMessage, path: String) { self.message = message; self.path = path }
 
     /// Parses `bytes` as the top-level message `typeName`.
@@ -13,10 +15,12 @@ public struct ProtoReader: Sendable {
         self.init(try ProtoMessage(parsing: bytes, path: typeName), path: typeName)
     }
 
+    /// A `ProtobufError` at byte `offset` carrying this reader's path, for callers' own checks.
     public func error(at offset: Int, _ message: String) -> ProtobufError {
         ProtobufError(offset: offset, path: path, message)
     }
 
+    /// Whether field `number` occurs at all.
     public func has(_ number: Int) -> Bool { message.contains(number) }
 
     /// The field, among `numbers`, that occurs last: the case a oneof holds.
@@ -37,9 +41,11 @@ public struct ProtoReader: Sendable {
 
     // MARK: Scalars (nil when absent; proto3 then means the type's default)
 
+    /// The last occurrence of varint field `number`; nil when absent. Throws `ProtobufError` for another wire type (`name` is for the message).
     public func uint64(_ number: Int, _ name: String) throws -> UInt64? {
         try lastChecked(number, .varint, name)?.scalar
     }
+    /// A varint field read as int64 (two's complement of the 64-bit value); nil when absent.
     public func int64(_ number: Int, _ name: String) throws -> Int64? {
         try uint64(number, name).map { Int64(bitPattern: $0) }
     }
@@ -47,6 +53,7 @@ public struct ProtoReader: Sendable {
     public func int32(_ number: Int, _ name: String) throws -> Int32? {
         try uint64(number, name).map { Int32(truncatingIfNeeded: $0) }
     }
+    /// A varint field read as bool (any non-zero value is true); nil when absent.
     public func bool(_ number: Int, _ name: String) throws -> Bool? {
         try uint64(number, name).map { $0 != 0 }
     }
@@ -54,15 +61,19 @@ public struct ProtoReader: Sendable {
     public func size(_ number: Int, _ name: String) throws -> Int? {
         try uint64(number, name).map { Int(clamping: $0) }
     }
+    /// A fixed32 field read as a Float; nil when absent. Throws `ProtobufError` for another wire type.
     public func float(_ number: Int, _ name: String) throws -> Float? {
         try lastChecked(number, .fixed32, name).map { Float(bitPattern: UInt32(truncatingIfNeeded: $0.scalar)) }
     }
+    /// A fixed64 field read as a Double; nil when absent. Throws `ProtobufError` for another wire type.
     public func double(_ number: Int, _ name: String) throws -> Double? {
         try lastChecked(number, .fixed64, name).map { Double(bitPattern: $0.scalar) }
     }
+    /// The payload of length-delimited field `number` (indices are absolute offsets); nil when absent.
     public func bytes(_ number: Int, _ name: String) throws -> ArraySlice<UInt8>? {
         try lastChecked(number, .lengthDelimited, name)?.payload
     }
+    /// A length-delimited field decoded as UTF-8; nil when absent. Throws `ProtobufError` for invalid UTF-8 or another wire type.
     public func string(_ number: Int, _ name: String) throws -> String? {
         guard let f = try lastChecked(number, .lengthDelimited, name) else { return nil }
         return try decodeString(f, name)
@@ -77,6 +88,7 @@ public struct ProtoReader: Sendable {
 
     // MARK: Repeated
 
+    /// Every occurrence of repeated string field `number`, in wire order; empty when absent. Throws `ProtobufError` as `string(_:_:)`.
     public func strings(_ number: Int, _ name: String) throws -> [String] {
         try message.all(number).map { try decodeString(try checked($0, .lengthDelimited, name), name) }
     }

@@ -16,6 +16,7 @@ public enum WireType: Int, Sendable, CustomStringConvertible {
     case endGroup = 4
     case fixed32 = 5
 
+    /// The wire type's name and number, for error messages, e.g. "varint (wire type 0)".
     public var description: String {
         switch self {
         case .varint: return "varint (wire type 0)"
@@ -31,14 +32,19 @@ public enum WireType: Int, Sendable, CustomStringConvertible {
 /// A malformed protobuf: where (absolute byte offset in the data that was parsed), in which message
 /// (a path such as `Model.neuralNetwork.layers[2] "conv1".convolution`), and what was expected.
 public struct ProtobufError: Error, CustomStringConvertible, Equatable, Sendable {
+    /// Absolute byte offset of the problem (usually the offending field's key) in the parsed data.
     public var offset: Int
+    /// The message the problem is in, e.g. `Model.neuralNetwork.layers[2]`; empty at the top level.
     public var path: String
+    /// What was found and what was expected.
     public var message: String
 
+    /// An error at `offset`; `path` may be filled in later by the enclosing parse.
     public init(offset: Int, path: String = "", _ message: String) {
         self.offset = offset; self.path = path; self.message = message
     }
 
+    /// "malformed model data at byte N in PATH: message", plus a re-export hint on a second line.
     public var description: String {
         let location = path.isEmpty ? "" : " in \(path)"
         return "malformed model data at byte \(offset)\(location): \(message)\n"

@@ -31,6 +31,7 @@ public enum LayoutLayerParams: Hashable, Sendable {
     /// NeuralNetworkLayer oneof field numbers of the layout layers.
     static let fields: Set<Int> = [300, 310, 600, 950, 980, 985, 1120, 1125, 1130, 1135, 1140, 1150]
 
+    /// The NeuralNetworkLayer oneof field number of this layout layer (e.g. transpose 985, reshapeStatic 1140).
     public var typeField: Int {
         switch self {
         case .reshape: return 300

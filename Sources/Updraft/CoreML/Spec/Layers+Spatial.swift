@@ -8,6 +8,7 @@ public struct PaddingLayerParams: Hashable, Sendable {
     /// paddingAmounts (10): BorderAmounts, [height, width] edge sizes.
     public var top: Int, bottom: Int, left: Int, right: Int
 
+    /// A padding layer with `mode` (nil: none stored) and the four edge sizes in pixels.
     public init(mode: PaddingMode?, top: Int, bottom: Int, left: Int, right: Int) {
         self.mode = mode; self.top = top; self.bottom = bottom; self.left = left; self.right = right
     }
@@ -24,6 +25,7 @@ public struct UpsampleLayerParams: Hashable, Sendable {
     /// linearUpsampleMode (6): DEFAULT = 0, ALIGN_CORNERS_TRUE = 1, ALIGN_CORNERS_FALSE = 2.
     public var linearUpsampleMode: Int32
 
+    /// An upsample layer; `mode` NN 0 or BILINEAR 1, fractional factors and linear mode default to none/DEFAULT.
     public init(scalingFactor: [Int], fractionalScalingFactor: [Float] = [], mode: Int32, linearUpsampleMode: Int32 = 0) {
         self.scalingFactor = scalingFactor; self.fractionalScalingFactor = fractionalScalingFactor
         self.mode = mode; self.linearUpsampleMode = linearUpsampleMode
@@ -32,8 +34,11 @@ public struct UpsampleLayerParams: Hashable, Sendable {
 
 /// LRNLayerParams: alpha (1), beta (2), localSize (3), k (4; 0 reads as Core ML's default 1).
 public struct LRNLayerParams: Hashable, Sendable {
+    /// alpha (1), beta (2) and k (4) of y = x / (k + alpha / localSize * sum of x² over the window)^beta, as stored.
     public var alpha: Float, beta: Float, k: Float
+    /// localSize (3): number of neighbouring channels in the normalization window.
     public var localSize: Int
+    /// An LRN layer with the given parameters, as stored (k 0 means Core ML's 1).
     public init(alpha: Float, beta: Float, localSize: Int, k: Float) {
         self.alpha = alpha; self.beta = beta; self.localSize = localSize; self.k = k
     }

@@ -19,12 +19,18 @@ public enum NeuralNetworkKind: String, Hashable, Sendable {
 
 /// NeuralNetworkImageScaler: y[c] = channelScale * x[c] + bias[c] on pixel values 0...255.
 public struct ImageScaler: Hashable, Sendable {
+    /// NeuralNetworkImageScaler.channelScale: multiplies every pixel value (e.g. 1/255 maps pixels to 0...1).
     public var channelScale: Float
+    /// Added to the red channel after scaling (RGB and BGR images).
     public var redBias: Float
+    /// Added to the green channel after scaling (RGB and BGR images).
     public var greenBias: Float
+    /// Added to the blue channel after scaling (RGB and BGR images).
     public var blueBias: Float
+    /// Added to the single channel after scaling (grayscale images).
     public var grayBias: Float
 
+    /// A scaler; the biases default to 0.
     public init(channelScale: Float, redBias: Float = 0, greenBias: Float = 0, blueBias: Float = 0, grayBias: Float = 0) {
         self.channelScale = channelScale; self.redBias = redBias; self.greenBias = greenBias
         self.blueBias = blueBias; self.grayBias = grayBias
@@ -43,11 +49,14 @@ public struct ImageScaler: Hashable, Sendable {
 
 /// NeuralNetworkPreprocessing for one input feature ("" means the only input).
 public struct PreprocessingSpec: Hashable, Sendable {
+    /// NeuralNetworkPreprocessing.featureName: the input this applies to; empty means the model's only input.
     public var featureName: String
+    /// The image scaler (the preprocessor oneof's scaler case); nil when the entry has none.
     public var scaler: ImageScaler?
     /// meanImage (11) is present: Updraft reads past it but does not apply it.
     public var hasMeanImage: Bool
 
+    /// Preprocessing for `featureName`.
     public init(featureName: String, scaler: ImageScaler?, hasMeanImage: Bool = false) {
         self.featureName = featureName; self.scaler = scaler; self.hasMeanImage = hasMeanImage
     }
@@ -58,6 +67,7 @@ public enum ClassLabels: Hashable, Sendable {
     case strings([String])
     case int64([Int64])
 
+    /// Number of classes.
     public var count: Int {
         switch self {
         case let .strings(s): return s.count
@@ -82,10 +92,15 @@ public enum ClassLabels: Hashable, Sendable {
     }
 }
 
+/// The network message (NeuralNetwork, NeuralNetworkClassifier or NeuralNetworkRegressor): layers, preprocessing, training setup.
 public struct NeuralNetworkSpec: Hashable, Sendable {
+    /// Which Model case holds the network.
     public var kind: NeuralNetworkKind
+    /// The layers, in file order (Core ML runs them in an order that respects their blobs).
     public var layers: [LayerSpec]
+    /// NeuralNetwork.preprocessing: per-input image scalers.
     public var preprocessing: [PreprocessingSpec]
+    /// NeuralNetwork.updateParams: training configuration; nil for a model that is not updatable.
     public var updateParameters: UpdateParameters?
     /// Classifiers only.
     public var classLabels: ClassLabels?
@@ -96,6 +111,7 @@ public struct NeuralNetworkSpec: Hashable, Sendable {
     /// NeuralNetworkImageShapeMapping (RANK5_IMAGE_MAPPING = 0, RANK4_IMAGE_MAPPING = 1).
     public var imageInputShapeMapping: Int32
 
+    /// A network; everything but `kind` and `layers` defaults to absent, shape mappings to 0 (rank 5).
     public init(kind: NeuralNetworkKind, layers: [LayerSpec], preprocessing: [PreprocessingSpec] = [],
                 updateParameters: UpdateParameters? = nil, classLabels: ClassLabels? = nil,
                 labelProbabilityLayerName: String = "", arrayInputShapeMapping: Int32 = 0, imageInputShapeMapping: Int32 = 0) {
@@ -105,17 +121,23 @@ public struct NeuralNetworkSpec: Hashable, Sendable {
         self.arrayInputShapeMapping = arrayInputShapeMapping; self.imageInputShapeMapping = imageInputShapeMapping
     }
 
+    /// The first layer named `name`, or nil.
     public func layer(named name: String) -> LayerSpec? { layers.first { $0.name == name } }
 }
 
 /// The parts of Model that Updraft understands. Everything else in the file is kept as bytes by
 /// `CoreMLModel` and written back unchanged.
 public struct ModelSpec: Hashable, Sendable {
+    /// Model.specificationVersion: the Core ML spec version the file targets (4 or later for updatable models).
     public var specificationVersion: Int32
+    /// Model.description: inputs, outputs, training inputs and metadata.
     public var description: ModelDescription
+    /// Model.isUpdatable: whether Core ML may train the model on device.
     public var isUpdatable: Bool
+    /// The model's neural network (whichever of the three cases it is).
     public var network: NeuralNetworkSpec
 
+    /// A model spec; see `CoreMLModel.init(spec:)` to encode it.
     public init(specificationVersion: Int32, description: ModelDescription, isUpdatable: Bool, network: NeuralNetworkSpec) {
         self.specificationVersion = specificationVersion; self.description = description
         self.isUpdatable = isUpdatable; self.network = network

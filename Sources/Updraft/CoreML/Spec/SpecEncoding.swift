@@ -37,6 +37,7 @@ struct MessageWriter {
 }
 
 extension ModelSpec {
+    /// The spec as a Model protobuf message (float32 weights; what `CoreMLModel.init(spec:)` stores and writes).
     public func encoded() -> ProtoMessage {
         var w = MessageWriter()
         w.int32(1, specificationVersion)

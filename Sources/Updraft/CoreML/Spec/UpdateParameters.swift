@@ -3,17 +3,25 @@
 
 /// DoubleRange: inclusive bounds. Not a `ClosedRange`, because a file may hold min > max.
 public struct DoubleBounds: Hashable, Sendable {
+    /// Lower bound (inclusive).
     public var min: Double
+    /// Upper bound (inclusive).
     public var max: Double
+    /// Bounds as given; `min > max` is kept (the validator reports it).
     public init(min: Double, max: Double) { self.min = min; self.max = max }
+    /// Whether `min <= v <= max` (never true when min > max or v is NaN).
     public func contains(_ v: Double) -> Bool { v >= min && v <= max }
 }
 
 /// DoubleParameter: a default and an optional allowed range.
 public struct DoubleParameter: Hashable, Sendable {
+    /// DoubleParameter.defaultValue: used when the caller does not override the parameter.
     public var defaultValue: Double
+    /// DoubleParameter.range; nil means any finite value is allowed.
     public var range: DoubleBounds?
+    /// A parameter with `defaultValue` and, optionally, an allowed range.
     public init(defaultValue: Double, range: DoubleBounds? = nil) { self.defaultValue = defaultValue; self.range = range }
+    /// Whether `v` is finite and inside `range` (any finite value when there is no range).
     public func allows(_ v: Double) -> Bool { v.isFinite && (range?.contains(v) ?? true) }
 }
 
@@ -22,6 +30,7 @@ public enum Int64Constraint: Hashable, Sendable {
     case range(min: Int64, max: Int64)
     case set([Int64])
 
+    /// Whether `v` is inside the range or in the set.
     public func allows(_ v: Int64) -> Bool {
         switch self {
         case let .range(lo, hi): return v >= lo && v <= hi
@@ -30,18 +39,27 @@ public enum Int64Constraint: Hashable, Sendable {
     }
 }
 
+/// Int64Parameter: an integer hyperparameter (mini-batch size, epochs, seed) with a default and optional allowed values.
 public struct Int64Parameter: Hashable, Sendable {
+    /// Int64Parameter.defaultValue: used when the caller does not override the parameter.
     public var defaultValue: Int64
+    /// Int64Parameter.AllowedValues (a range or a set); nil means any value is allowed.
     public var allowed: Int64Constraint?
+    /// A parameter with `defaultValue` and, optionally, the values allowed as overrides.
     public init(defaultValue: Int64, allowed: Int64Constraint? = nil) { self.defaultValue = defaultValue; self.allowed = allowed }
+    /// Whether `v` satisfies `allowed` (always true without a constraint).
     public func allows(_ v: Int64) -> Bool { allowed?.allows(v) ?? true }
 }
 
+/// BoolParameter: a boolean hyperparameter (shuffle); it has a default and no constraint.
 public struct BoolParameter: Hashable, Sendable {
+    /// BoolParameter.defaultValue: used when the caller does not override the parameter.
     public var defaultValue: Bool
+    /// A parameter whose default is `defaultValue`.
     public init(defaultValue: Bool) { self.defaultValue = defaultValue }
 }
 
+/// The loss function of a LossLayer (its oneof case); the raw value is the Updraft spelling.
 public enum LossKind: String, Hashable, Sendable {
     /// categoricalCrossEntropyLossLayer (10): input is a softmax output, target a class.
     case categoricalCrossEntropy
@@ -51,34 +69,45 @@ public enum LossKind: String, Hashable, Sendable {
 
 /// LossLayer: name, kind, the blob it reads and the target feature it compares against.
 public struct LossLayerSpec: Hashable, Sendable {
+    /// LossLayer.name: the loss layer's name, unique among the model's layers.
     public var name: String
     /// nil when the file holds a loss type Updraft does not know (see `unknownTypeField`).
     public var kind: LossKind?
+    /// The loss's input blob: the network output it scores (a softmax output for cross-entropy).
     public var input: String
+    /// The loss's target: the name of the training input holding the expected values or class labels.
     public var target: String
     /// The LossLayer oneof field number of an unknown loss type.
     public var unknownTypeField: Int?
 
+    /// A loss layer; `unknownTypeField` only for a loss type Updraft cannot read (then `kind` is nil).
     public init(name: String, kind: LossKind?, input: String, target: String, unknownTypeField: Int? = nil) {
         self.name = name; self.kind = kind; self.input = input; self.target = target; self.unknownTypeField = unknownTypeField
     }
 }
 
+/// Which optimizer the Optimizer oneof holds: `sgd` (SGDOptimizer) or `adam` (AdamOptimizer).
 public enum OptimizerKind: String, Hashable, Sendable { case sgd, adam }
 
 /// Optimizer: SGDOptimizer {learningRate, miniBatchSize, momentum} or
 /// AdamOptimizer {learningRate, miniBatchSize, beta1, beta2, eps}. Absent parameters are nil.
 public struct OptimizerSpec: Hashable, Sendable {
+    /// Which optimizer this is; decides which of momentum/beta1/beta2/eps apply.
     public var kind: OptimizerKind
+    /// Step size; Core ML requires it in the model (no fallback).
     public var learningRate: DoubleParameter?
+    /// Examples per update step; Core ML requires it in the model (no fallback).
     public var miniBatchSize: Int64Parameter?
     /// SGD only.
     public var momentum: DoubleParameter?
     /// Adam only.
     public var beta1: DoubleParameter?
+    /// Adam only: exponential decay rate of the second-moment estimate (Core ML's fallback 0.999).
     public var beta2: DoubleParameter?
+    /// Adam only: the epsilon added to the denominator for numerical stability (Core ML's fallback 1e-8).
     public var eps: DoubleParameter?
 
+    /// An optimizer of `kind`; pass nil for parameters the model does not state, and only the ones that kind uses.
     public init(kind: OptimizerKind, learningRate: DoubleParameter?, miniBatchSize: Int64Parameter?,
                 momentum: DoubleParameter? = nil, beta1: DoubleParameter? = nil, beta2: DoubleParameter? = nil,
                 eps: DoubleParameter? = nil) {
@@ -87,13 +116,20 @@ public struct OptimizerSpec: Hashable, Sendable {
     }
 }
 
+/// NetworkUpdateParameters: the model's training configuration (loss, optimizer, epochs, shuffle, seed).
 public struct UpdateParameters: Hashable, Sendable {
+    /// NetworkUpdateParameters.lossLayers; Core ML accepts exactly one.
     public var lossLayers: [LossLayerSpec]
+    /// NetworkUpdateParameters.optimizer; nil when the file has none (the validator reports it).
     public var optimizer: OptimizerSpec?
+    /// Number of passes over the training data; required by Core ML.
     public var epochs: Int64Parameter?
+    /// Whether the training data is reshuffled each epoch (Core ML's fallback: true).
     public var shuffle: BoolParameter?
+    /// Seed for shuffling (Core ML's fallback: 0).
     public var seed: Int64Parameter?
 
+    /// Update parameters; every part defaults to absent.
     public init(lossLayers: [LossLayerSpec] = [], optimizer: OptimizerSpec? = nil, epochs: Int64Parameter? = nil,
                 shuffle: BoolParameter? = nil, seed: Int64Parameter? = nil) {
         self.lossLayers = lossLayers; self.optimizer = optimizer; self.epochs = epochs
@@ -108,6 +144,7 @@ public enum HyperparameterKey: String, CaseIterable, Hashable, Sendable {
     case learningRate, miniBatchSize, momentum, beta1, beta2, eps, epochs, shuffle, seed
 }
 
+/// A hyperparameter value as Core ML types it: double, Int64 or bool.
 public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
     case double(Double)
     case int(Int64)
@@ -116,6 +153,7 @@ public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
     /// An integer value from an `Int` (Core ML stores them as Int64), so `.int(epochs)` compiles.
     public static func int(_ value: Int) -> HyperparameterValue { .int(Int64(value)) }
 
+    /// The value as text: whole doubles without a fraction (`3`), others in Swift's shortest form.
     public var description: String {
         switch self {
         case let .double(d): return formatHyperparameter(d)
@@ -125,11 +163,13 @@ public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// The values a hyperparameter may be overridden with.
 public enum HyperparameterConstraint: Hashable, Sendable, CustomStringConvertible {
     case none
     case doubleRange(DoubleBounds)
     case int(Int64Constraint)
 
+    /// `any`, `[min, max]` for a range, or `{a, b, …}` for a set.
     public var description: String {
         switch self {
         case .none: return "any"
@@ -144,9 +184,13 @@ public enum HyperparameterConstraint: Hashable, Sendable, CustomStringConvertibl
 /// model states it (`inModel`) or the default is Updraft's fallback (Core ML's documented defaults:
 /// momentum 0, beta1 0.9, beta2 0.999, eps 1e-8, shuffle true, seed 0).
 public struct Hyperparameter: Hashable, Sendable {
+    /// Which hyperparameter this is (its MLParameterKey name).
     public var key: HyperparameterKey
+    /// The value training uses unless overridden: the model's default, or Core ML's fallback when `inModel` is false.
     public var defaultValue: HyperparameterValue
+    /// The model's allowed range or set; `.none` when it states none (or the value is a fallback).
     public var constraint: HyperparameterConstraint
+    /// True when the model states this parameter; false when `defaultValue` is Core ML's documented fallback.
     public var inModel: Bool
 
     /// Whether `value` is an allowed override (Core ML throws at training start otherwise).
