@@ -7,9 +7,13 @@
 
 /// What a layer computes, with the parameters the op needs. Weights live in `GraphLayer`.
 public enum LayerOp: Hashable, Sendable {
+    /// Convolution, weights `[C_out, C_in/groups, kH, kW]` and optional bias in `GraphLayer` (Backend.convolutionForward).
     case convolution(ConvolutionSpec)
+    /// Inner product on the flattened input, weights `[C_out, C_in]` and optional bias in `GraphLayer`.
     case innerProduct(InnerProductSpec)
+    /// An element-wise function: Core ML's activation, clip or unary-function layer.
     case activation(Activation)
+    /// Max or average pooling, windowed or global.
     case pooling(PoolingSpec)
     /// Concatenation of all inputs along channels (Backend.concatForward).
     case concat

@@ -9,6 +9,7 @@ import Foundation
 public enum Activation: Hashable, Sendable, CustomStringConvertible {
     /// y = alpha * x + beta.
     case linear(alpha: Float, beta: Float)
+    /// y = max(x, 0).
     case relu
     /// y = x for x > 0, alpha * x otherwise.
     case leakyReLU(alpha: Float)
@@ -16,9 +17,11 @@ public enum Activation: Hashable, Sendable, CustomStringConvertible {
     case thresholdedReLU(alpha: Float)
     /// Leaky ReLU with one slope per channel (length C or 1).
     case prelu(alpha: [Float])
+    /// y = tanh(x).
     case tanh
     /// y = alpha * tanh(beta * x).
     case scaledTanh(alpha: Float, beta: Float)
+    /// y = 1 / (1 + e^-x).
     case sigmoid
     /// y = min(max(alpha * x + beta, 0), 1).
     case sigmoidHard(alpha: Float, beta: Float)

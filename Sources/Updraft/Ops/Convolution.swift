@@ -2,6 +2,7 @@
 public enum SamePaddingMode: Int, Hashable, Sendable {
     /// The extra row/column of an odd total goes to the bottom/right (Core ML's default).
     case bottomRightHeavy = 0
+    /// The extra row/column of an odd total goes to the top/left.
     case topLeftHeavy = 1
 }
 

@@ -76,8 +76,11 @@ public struct LRNSpec: Hashable, Sendable {
 
 /// One of the spatial ops with its parameters.
 public enum SpatialOp: Hashable, Sendable {
+    /// Constant, reflection or replication padding around every plane (PaddingLayerParams).
     case padding(PaddingSpec)
+    /// Nearest or bilinear upsampling by integer factors (UpsampleLayerParams).
     case upsample(UpsampleSpec)
+    /// Local response normalization across channels (LRNLayerParams).
     case lrn(LRNSpec)
     /// y = x / sqrt(sum of x² over the example's C*H*W values + epsilon).
     case l2Normalize(epsilon: Float)

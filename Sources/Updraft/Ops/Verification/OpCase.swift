@@ -11,20 +11,27 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         case memory(count: Int)
         /// A convolution, then the `epilogue` function fused into it (nil: none).
         case convolution(ConvolutionSpec, input: Shape, epilogue: Activation?)
+        /// An inner product on `input` (flattened per example), then the `epilogue` function fused into it (nil: none).
         case innerProduct(InnerProductSpec, input: Shape, epilogue: Activation?)
         /// An activation, clip or unary function over [batch, channels, spatial].
         case activation(Activation, ActivationGeometry)
+        /// Max or average pooling (or global pooling) of an input [N, C, H, W].
         case pooling(PoolingSpec, input: Shape)
         /// Inputs [batch, channels[i], spatial] joined along channels.
         case concat(channels: [Int], batch: Int, spatial: Int)
+        /// Softmax over channels, forward and backward.
         case softmax(SoftmaxGeometry)
         /// Fused softmax + cross-entropy on logits [batch, classes].
         case softmaxCrossEntropy(batch: Int, classes: Int)
+        /// Mean squared error loss over `count` values and its input gradient.
         case meanSquaredError(count: Int)
+        /// y[c] = scale[c] * x[c] + shift[c] over an NCHW shape (frozen batchnorm), forward and backward.
         case channelAffine(Shape)
+        /// An element-wise op on `count` values of same-shape operands.
         case elementwise(ElementwiseOp, count: Int)
         /// `steps` optimizer steps on a tensor of `count` parameters.
         case sgd(SGDHyperparameters, count: Int, steps: Int)
+        /// `steps` Adam steps on a tensor of `count` parameters.
         case adam(AdamHyperparameters, count: Int, steps: Int)
         /// Padding, upsample, LRN, L2 normalize or instance normalization of an input [N, C, H, W].
         case spatial(SpatialOp, input: Shape)
