@@ -8,6 +8,7 @@
 /// listed, while the layers merely downstream of a failure are counted in one note rather than
 /// reported as causes of their own.
 
+/// One problem that stops the graph from being built: the layer it concerns and the error.
 public struct GraphProblem: Sendable, Equatable {
     /// The layer concerned; nil for the input and for problems of the network's structure.
     public var layer: String?
@@ -42,23 +43,30 @@ public struct GraphProblem: Sendable, Equatable {
 
 /// Problems that share a layer type and a reason (for unsupported layers), or one problem.
 public struct GraphProblemGroup: Sendable, Equatable {
+    /// The shared layer type as `inspect` shows it; nil for problems not tied to a layer.
     public var layerType: String?
     /// Every layer in the group, in execution order.
     public var layers: [String]
+    /// The errors' kind (`.unsupported` for a group of unsupported layers).
     public var kind: UpdraftError.Kind
     /// One line: "clip: 35 layers (a, b, …), not supported: …", or the problem's own message.
     public var message: String
+    /// The first problem's hint on how to fix or work around it, if it has one.
     public var hint: String?
 }
 
+/// Every problem found while building a graph, and the layers left unchecked downstream of them (see the notes at the top of GraphProblems.swift).
 public struct GraphProblems: Sendable {
+    /// The problems in the order they were found (execution order).
     public private(set) var problems: [GraphProblem] = []
     /// Layers not checked because they read a blob that a failed layer (or a missing input) should
     /// have produced, each with that cause.
     public private(set) var unchecked: [(layer: String, cause: String)] = []
 
+    /// An empty collection.
     public init() {}
 
+    /// True when no problem was found (unchecked layers alone do not count).
     public var isEmpty: Bool { problems.isEmpty }
 
     mutating func add(_ error: Error, layer: LayerSpec? = nil) {

@@ -18,6 +18,7 @@ public struct LogicalShape: Hashable, Sendable, CustomStringConvertible {
     /// Which of `dims` is the batch (of size 1 here), or nil when the model's view has none.
     public var batchAxis: Int?
 
+    /// A shape of `dims` (batch 1) with the batch at `batchAxis`, or none; not checked.
     public init(_ dims: [Int], batchAxis: Int?) {
         self.dims = dims
         self.batchAxis = batchAxis
@@ -28,7 +29,9 @@ public struct LogicalShape: Hashable, Sendable, CustomStringConvertible {
         self.init([1] + Array(canonical.dims.dropFirst()), batchAxis: 0)
     }
 
+    /// Number of dimensions as the model numbers them.
     public var rank: Int { dims.count }
+    /// Elements per example (the batch axis is 1).
     public var count: Int { dims.reduce(1, *) }
 
     /// The dimensions after the batch axis (every dimension when there is none): one example.
@@ -42,6 +45,7 @@ public struct LogicalShape: Hashable, Sendable, CustomStringConvertible {
         return Shape([1] + e)
     }
 
+    /// The dimensions with the batch axis marked, e.g. "[1(batch), 3, 224, 224]".
     public var description: String {
         "[" + dims.enumerated().map { i, d in i == batchAxis ? "\(d)(batch)" : "\(d)" }.joined(separator: ", ") + "]"
     }

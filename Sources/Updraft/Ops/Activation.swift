@@ -9,6 +9,7 @@ import Foundation
 public enum Activation: Hashable, Sendable, CustomStringConvertible {
     /// y = alpha * x + beta.
     case linear(alpha: Float, beta: Float)
+    /// y = max(x, 0).
     case relu
     /// y = x for x > 0, alpha * x otherwise.
     case leakyReLU(alpha: Float)
@@ -16,9 +17,11 @@ public enum Activation: Hashable, Sendable, CustomStringConvertible {
     case thresholdedReLU(alpha: Float)
     /// Leaky ReLU with one slope per channel (length C or 1).
     case prelu(alpha: [Float])
+    /// y = tanh(x).
     case tanh
     /// y = alpha * tanh(beta * x).
     case scaledTanh(alpha: Float, beta: Float)
+    /// y = 1 / (1 + e^-x).
     case sigmoid
     /// y = min(max(alpha * x + beta, 0), 1).
     case sigmoidHard(alpha: Float, beta: Float)
@@ -35,6 +38,7 @@ public enum Activation: Hashable, Sendable, CustomStringConvertible {
     /// Core ML's unary-function layer: f(scale * x + shift).
     case unary(UnaryFunction)
 
+    /// The function and its constants, e.g. "leakyReLU(0.01)"; per-channel arrays show as a count.
     public var description: String {
         switch self {
         case let .linear(a, b): return "linear(\(a), \(b))"
@@ -146,9 +150,11 @@ public enum Activation: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Forward cost over `count` elements: the table row's flops per element, one read and one write each.
     public func forwardCost(count: Int) -> OpCost {
         OpCost(flops: Double(count * kind.flops), bytes: f32Bytes(count, count))
     }
+    /// Backward cost over `count` elements: one more flop per element than forward (the multiply by dy); reads two arrays, writes one.
     public func backwardCost(count: Int) -> OpCost {
         OpCost(flops: Double(count * (kind.flops + 1)), bytes: f32Bytes(2 * count, count))
     }
@@ -158,19 +164,24 @@ public enum Activation: Hashable, Sendable, CustomStringConvertible {
 /// leakyReLU, thresholdedReLU, ELU (alpha); clip (min, max); unary functions (alpha, epsilon,
 /// scale, shift); PReLU and parametric softplus read a and b per channel.
 public struct ActivationScalars: Hashable, Sendable {
+    /// The four constants, whose meaning depends on the function (see the type's comment); unused ones are 0.
     public var a: Float, b: Float, c: Float, d: Float
+    /// Constants in table order; any left out are 0.
     public init(_ a: Float = 0, _ b: Float = 0, _ c: Float = 0, _ d: Float = 0) { self.a = a; self.b = b; self.c = c; self.d = d }
 }
 
 /// Where an element-wise function runs: x and y are [batch, channels, spatial] in memory; per-channel
 /// constants are indexed by the channel (i / spatial) % channels.
 public struct ActivationGeometry: Hashable, Sendable {
+    /// Images N, channels C, and values per channel per image (H * W).
     public var batch: Int, channels: Int, spatial: Int
+    /// A geometry of `batch` images of `channels` channels with `spatial` values each.
     public init(batch: Int, channels: Int, spatial: Int) { self.batch = batch; self.channels = channels; self.spatial = spatial }
     /// [N, C, H, W] as N images of C channels of H*W values.
     public init(shape: Shape) { self.init(batch: shape.n, channels: shape.c, spatial: shape.h * shape.w) }
     /// `count` values of one channel (for functions without per-channel constants).
     public init(count: Int) { self.init(batch: 1, channels: 1, spatial: count) }
+    /// Total elements: batch * channels * spatial.
     public var count: Int { batch * channels * spatial }
 }
 
@@ -181,6 +192,7 @@ public struct UnaryFunction: Hashable, Sendable, CustomStringConvertible {
     public enum Operation: Int32, CaseIterable, Sendable {
         case sqrt = 0, rsqrt = 1, inverse = 2, power = 3, exp = 4, log = 5, abs = 6, threshold = 7
 
+        /// The case name as written in Swift ("sqrt", "rsqrt", ...), for descriptions and logs.
         public var name: String { "\(self)" }
         var kind: ActivationKind {
             switch self {
@@ -196,10 +208,15 @@ public struct UnaryFunction: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Which function f is applied.
     public var operation: Operation
+    /// The exponent for power and the threshold for threshold; unused by the other operations (default 0).
     public var alpha: Float
+    /// Added before rsqrt and inverse to avoid division by zero; 1e-6 when the file gives 0.
     public var epsilon: Float
+    /// Added to the scaled input before f (default 0).
     public var shift: Float
+    /// Multiplies the input before f; 1 when the file gives 0.
     public var scale: Float
 
     /// The file's values: epsilon 0 means 1e-6 and scale 0 means 1, as NeuralNetwork.proto says.
@@ -211,6 +228,7 @@ public struct UnaryFunction: Hashable, Sendable, CustomStringConvertible {
         self.scale = scale == 0 ? 1 : scale
     }
 
+    /// The operation, its alpha for power and threshold, and the input scaling when not the identity, e.g. "power(2.0) of 0.5x+1.0".
     public var description: String {
         var s = operation.name
         if operation == .power || operation == .threshold { s += "(\(alpha))" }

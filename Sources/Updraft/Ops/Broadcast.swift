@@ -14,11 +14,15 @@ public enum BinaryOp: String, Hashable, Sendable, CaseIterable {
 
 /// y = a op b over `outputDims`, a and b broadcast to it.
 public struct BroadcastGeometry: Hashable, Sendable {
+    /// The highest rank the kernels take (batch included); `init(op:a:b:)` and `ReductionGeometry.validate()` reject more.
     public static let maxRank = 6
+    /// The arithmetic applied to each pair of broadcast elements.
     public var op: BinaryOp
+    /// The output's dimensions, row-major: per axis, the larger of the operands' dimensions.
     public var outputDims: [Int]
     /// The operands' dimensions, of the output's rank: each equals the output's or 1.
     public var aDims: [Int]
+    /// The second operand's dimensions, of the output's rank: each equals the output's or 1.
     public var bDims: [Int]
 
     /// numpy broadcasting: ranks aligned on the right (missing leading dimensions are 1), each pair
@@ -39,8 +43,11 @@ public struct BroadcastGeometry: Hashable, Sendable {
         self.op = op; outputDims = out; aDims = pa; bDims = pb
     }
 
+    /// Elements of the output.
     public var outputCount: Int { outputDims.reduce(1, *) }
+    /// Elements of the first operand, as stored (before broadcasting).
     public var aCount: Int { aDims.reduce(1, *) }
+    /// Elements of the second operand, as stored (before broadcasting).
     public var bCount: Int { bDims.reduce(1, *) }
 
     /// Row-major strides of `dims` with 0 where the dimension is broadcast (1 against a larger output).
@@ -58,6 +65,7 @@ public struct BroadcastGeometry: Hashable, Sendable {
         ReductionGeometry(kind: .sum, inputDims: outputDims, outputDims: dims, scale: scale)
     }
 
+    /// Forward pass: one flop per output element; reads both operands once, writes the output.
     public var cost: OpCost {
         OpCost(flops: Double(outputCount), bytes: f32Bytes(aCount, bCount, outputCount))
     }
@@ -71,11 +79,16 @@ public enum ReductionKind: String, Hashable, Sendable { case sum, max }
 /// element that maps to the output element. Max's backward routes dy to the first maximum in
 /// row-major order.
 public struct ReductionGeometry: Hashable, Sendable {
+    /// Sum (scaled by `scale`) or maximum.
     public var kind: ReductionKind
+    /// The input's dimensions, row-major, batch included.
     public var inputDims: [Int]
+    /// The output's dimensions, of the input's rank: the input's on kept axes, 1 on reduced axes.
     public var outputDims: [Int]
+    /// Factor applied to a sum (1 / reduced count for a mean; 1 by default); ignored by max.
     public var scale: Double
 
+    /// A reduction of `inputDims` to `outputDims`; unchecked until `validate()`. `scale` defaults to 1 (a plain sum).
     public init(kind: ReductionKind, inputDims: [Int], outputDims: [Int], scale: Double = 1) {
         self.kind = kind; self.inputDims = inputDims; self.outputDims = outputDims; self.scale = scale
     }
@@ -86,9 +99,12 @@ public struct ReductionGeometry: Hashable, Sendable {
         return ReductionGeometry(kind: .sum, inputDims: inputDims, outputDims: outputDims, scale: 1 / Double(max(reduced, 1)))
     }
 
+    /// Elements of the input.
     public var inputCount: Int { inputDims.reduce(1, *) }
+    /// Elements of the output.
     public var outputCount: Int { outputDims.reduce(1, *) }
 
+    /// Throws `UpdraftError` (`.invalidArgument`) unless the ranks match and are 1...`BroadcastGeometry.maxRank`, every output dimension is the input's or 1, and a max reduces no empty axis.
     public func validate() throws {
         guard inputDims.count == outputDims.count, inputDims.count >= 1, inputDims.count <= BroadcastGeometry.maxRank else {
             throw UpdraftError(.invalidArgument, "reduction of \(inputDims) to \(outputDims): ranks must match and be 1...\(BroadcastGeometry.maxRank)")
@@ -124,5 +140,6 @@ public struct ReductionGeometry: Hashable, Sendable {
         return (kept.reversed().map { (size: $0.0, stride: $0.1) }, reduced.reversed().map { (size: $0.0, stride: $0.1) })
     }
 
+    /// One flop per input element; reads the input once, writes the output.
     public var cost: OpCost { OpCost(flops: Double(inputCount), bytes: f32Bytes(inputCount, outputCount)) }
 }

@@ -2,6 +2,7 @@
 public enum SamePaddingMode: Int, Hashable, Sendable {
     /// The extra row/column of an odd total goes to the bottom/right (Core ML's default).
     case bottomRightHeavy = 0
+    /// The extra row/column of an odd total goes to the top/left.
     case topLeftHeavy = 1
 }
 
@@ -12,13 +13,17 @@ public enum ConvolutionPadding: Hashable, Sendable {
     /// Output = ceil(input / stride), padding computed (SamePadding).
     case same(SamePaddingMode)
 
+    /// No padding: `.valid` with all four amounts 0 (the spec's default).
     public static let none = ConvolutionPadding.valid(top: 0, bottom: 0, left: 0, right: 0)
 }
 
 /// Resolved padding of one spatial axis.
 public struct AxisPadding: Hashable, Sendable {
+    /// Output size along the axis, in elements.
     public var output: Int
+    /// Padding before the first input element (top or left), in elements.
     public var before: Int
+    /// Padding after the last input element (bottom or right), in elements.
     public var after: Int
 }
 
@@ -43,15 +48,24 @@ func resolveAxis(input: Int, kernel: Int, stride: Int, dilation: Int,
 
 /// A convolution layer's parameters (ConvolutionLayerParams), independent of the input size.
 public struct ConvolutionSpec: Hashable, Sendable {
+    /// Input channels C_in (kernelChannels times groups in ConvolutionLayerParams); must equal the input's C.
     public var inputChannels: Int
+    /// Output channels C_out (ConvolutionLayerParams.outputChannels).
     public var outputChannels: Int
+    /// Kernel height and width, at least 1 (ConvolutionLayerParams.kernelSize).
     public var kernelH: Int, kernelW: Int
+    /// Vertical and horizontal stride, at least 1; default 1 (ConvolutionLayerParams.stride).
     public var strideH: Int = 1, strideW: Int = 1
+    /// Vertical and horizontal dilation, at least 1; default 1 (ConvolutionLayerParams.dilationFactor).
     public var dilationH: Int = 1, dilationW: Int = 1
+    /// Channel groups, dividing both C_in and C_out; 1 is a dense convolution, C_in a depthwise one (nGroups).
     public var groups: Int = 1
+    /// How the input is padded (valid amounts or same); default no padding.
     public var padding: ConvolutionPadding = .none
+    /// Whether a `[C_out]` bias is added (ConvolutionLayerParams.hasBias); default true.
     public var hasBias: Bool = true
 
+    /// A convolution spec; unset stride and dilation are 1, groups 1, no padding, with bias. Nothing is checked until `geometry(input:)`.
     public init(inputChannels: Int, outputChannels: Int, kernelH: Int, kernelW: Int,
                 strideH: Int = 1, strideW: Int = 1, dilationH: Int = 1, dilationW: Int = 1,
                 groups: Int = 1, padding: ConvolutionPadding = .none, hasBias: Bool = true) {
@@ -64,6 +78,7 @@ public struct ConvolutionSpec: Hashable, Sendable {
 
     /// Weights `[C_out, C_in / groups, kH, kW]`.
     public var weightShape: Shape { [outputChannels, inputChannels / groups, kernelH, kernelW] }
+    /// Bias `[C_out]`.
     public var biasShape: Shape { [outputChannels] }
 
     /// Resolves the spec against an NCHW input shape, checking every size.
@@ -109,19 +124,32 @@ public struct ConvolutionSpec: Hashable, Sendable {
 /// Input `[N, C_in, H, W]`, weights `[C_out, C_in/g, kH, kW]`, bias `[C_out]`, output `[N, C_out, Ho, Wo]`;
 /// output (oh, ow) reads input rows `oh * strideH - padTop + kh * dilationH` (and likewise for columns).
 public struct ConvGeometry: Hashable, Sendable {
+    /// Number of images N.
     public var batch: Int
+    /// Input channels C_in and input height and width.
     public var inChannels: Int, inHeight: Int, inWidth: Int
+    /// Output channels C_out and output height Ho and width Wo.
     public var outChannels: Int, outHeight: Int, outWidth: Int
+    /// Kernel height and width.
     public var kernelH: Int, kernelW: Int
+    /// Vertical and horizontal stride.
     public var strideH: Int, strideW: Int
+    /// Vertical and horizontal dilation (1: dense kernel).
     public var dilationH: Int, dilationW: Int
+    /// Resolved padding on each side, in elements (same padding already computed).
     public var padTop: Int, padBottom: Int, padLeft: Int, padRight: Int
+    /// Channel groups g; each group maps C_in/g input channels to C_out/g output channels.
     public var groups: Int
+    /// Whether a `[C_out]` bias is added to the output.
     public var hasBias: Bool
 
+    /// Input `[N, C_in, H, W]`.
     public var inputShape: Shape { [batch, inChannels, inHeight, inWidth] }
+    /// Output `[N, C_out, Ho, Wo]`.
     public var outputShape: Shape { [batch, outChannels, outHeight, outWidth] }
+    /// Weights `[C_out, C_in / groups, kH, kW]`.
     public var weightShape: Shape { [outChannels, inChannels / groups, kernelH, kernelW] }
+    /// Bias `[C_out]`.
     public var biasShape: Shape { [outChannels] }
     /// True for a 1x1, stride-1, unpadded, ungrouped convolution: a plain GEMM.
     public var isPointwise: Bool {
@@ -131,10 +159,13 @@ public struct ConvGeometry: Hashable, Sendable {
 
     /// GEMM view per image and group: M = C_out/g, N = Ho*Wo, K = C_in/g * kH * kW.
     public var gemmM: Int { outChannels / groups }
+    /// GEMM N: output positions per image, Ho * Wo.
     public var gemmN: Int { outHeight * outWidth }
+    /// GEMM K: multiply-adds per output element, C_in/g * kH * kW.
     public var gemmK: Int { inChannels / groups * kernelH * kernelW }
 
     private var macs: Double { Double(batch) * Double(groups) * Double(gemmM) * Double(gemmN) * Double(gemmK) }
+    /// Forward pass: 2 flops per multiply-add plus the bias adds; bytes for input, weights, output and bias.
     public var forwardCost: OpCost {
         OpCost(flops: 2 * macs + (hasBias ? Double(outputShape.count) : 0),
                bytes: f32Bytes(inputShape.count, weightShape.count, outputShape.count, hasBias ? outChannels : 0))

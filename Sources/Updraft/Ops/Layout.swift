@@ -17,6 +17,7 @@ public enum LayoutOp: Hashable, Sendable {
     /// Concatenation of (outer, channels[i], inner) inputs along the middle, per example.
     case concatND(outer: Int, channels: [Int], inner: Int)
 
+    /// The layer type's name for an alias or transpose (e.g. "reshapeStatic", "permute"), else "softmaxND" or "concatND".
     public var name: String {
         switch self {
         case let .alias(kind): return kind
@@ -62,24 +63,31 @@ public enum LayoutOp: Hashable, Sendable {
 /// `simplified` drops axes of size 1 and merges axes that stay next to each other in order, so the
 /// kernels see the smallest rank that describes the same copy.
 public struct TransposeGeometry: Hashable, Sendable {
+    /// Number of examples, each permuted independently.
     public var batch: Int
+    /// One example's input dimensions, row-major (the batch not included).
     public var dims: [Int]
+    /// Output axis i is input axis `perm[i]`; a permutation of `dims.indices`.
     public var perm: [Int]
 
     /// The most axes the kernels take per example (after `simplified`).
     public static let maxRank = 6
 
+    /// A transpose of `batch` examples of `dims` by `perm`; unchecked until `validate(_:)`.
     public init(batch: Int, dims: [Int], perm: [Int]) {
         self.batch = batch; self.dims = dims; self.perm = perm
     }
 
     /// Values of one example.
     public var exampleCount: Int { dims.reduce(1, *) }
+    /// Values in the whole batch (input and output alike).
     public var count: Int { batch * exampleCount }
+    /// One example's output dimensions, `dims[perm[i]]` for each output axis i.
     public var outputDims: [Int] { perm.map { dims[$0] } }
     /// True when the copy keeps every value in place.
     public var isIdentity: Bool { perm == Array(perm.indices) }
 
+    /// The same permutation for a batch of `n` examples.
     public func withBatch(_ n: Int) -> TransposeGeometry { TransposeGeometry(batch: n, dims: dims, perm: perm) }
 
     /// The copy that undoes this one (the backward pass): it reads the output's dimensions.
@@ -129,5 +137,6 @@ public struct TransposeGeometry: Hashable, Sendable {
         }
     }
 
+    /// No arithmetic; every value read once and written once.
     public var cost: OpCost { OpCost(flops: 0, bytes: f32Bytes(count, count)) }
 }

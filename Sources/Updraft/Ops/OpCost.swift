@@ -5,8 +5,11 @@ public struct OpCost: Hashable, Sendable {
     public var flops: Double
     /// Bytes that must move at least once (inputs read + outputs written), float32.
     public var bytes: Double
+    /// A cost of `flops` floating-point operations and `bytes` bytes moved.
     public init(flops: Double, bytes: Double) { self.flops = flops; self.bytes = bytes }
+    /// The combined cost of two invocations: flops and bytes each summed.
     public static func + (a: OpCost, b: OpCost) -> OpCost { OpCost(flops: a.flops + b.flops, bytes: a.bytes + b.bytes) }
+    /// No work and no traffic: the identity for `+`.
     public static let zero = OpCost(flops: 0, bytes: 0)
 }
 

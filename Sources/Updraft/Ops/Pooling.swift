@@ -1,3 +1,4 @@
+/// Which reduction a pooling window applies (PoolingLayerParams.PoolingType; L2 is not supported): max or average.
 public enum PoolingKind: Int, Hashable, Sendable { case max = 0, average = 1 }
 
 /// Padding of a pooling layer as Core ML describes it.
@@ -10,20 +11,26 @@ public enum PoolingPadding: Hashable, Sendable {
     /// minus 1 if the last window would start at or past in + p. The last window may hang over the edge.
     case includeLastPixel(height: Int, width: Int)
 
+    /// No padding: `.valid` with all four amounts 0 (the spec's default).
     public static let none = PoolingPadding.valid(top: 0, bottom: 0, left: 0, right: 0)
 }
 
 /// A pooling layer's parameters (PoolingLayerParams).
 public struct PoolingSpec: Hashable, Sendable {
+    /// Max or average pooling.
     public var kind: PoolingKind
+    /// Window height and width, at least 1 (PoolingLayerParams.kernelSize); ignored when `global`.
     public var kernelH: Int, kernelW: Int
+    /// Vertical and horizontal stride, at least 1 (PoolingLayerParams.stride); ignored when `global`.
     public var strideH: Int, strideW: Int
+    /// How the input is padded: valid amounts, same, or include-last-pixel (ceil mode).
     public var padding: PoolingPadding
     /// Average pooling divides by the in-image elements only (avgPoolExcludePadding).
     public var excludePadding: Bool
     /// Pool the whole plane to 1x1; kernel, stride and padding are ignored.
     public var global: Bool
 
+    /// A pooling spec; defaults are a 2x2 window with stride 2, no padding, padding excluded from averages, not global.
     public init(kind: PoolingKind, kernelH: Int = 2, kernelW: Int = 2, strideH: Int = 2, strideW: Int = 2,
                 padding: PoolingPadding = .none, excludePadding: Bool = true, global: Bool = false) {
         self.kind = kind; self.kernelH = kernelH; self.kernelW = kernelW
@@ -31,6 +38,7 @@ public struct PoolingSpec: Hashable, Sendable {
         self.excludePadding = excludePadding; self.global = global
     }
 
+    /// Resolves the spec against an NCHW input shape. Throws `UpdraftError` (`.invalidArgument`) for a non-rank-4 input, a kernel or stride below 1, or a window larger than the padded input.
     public func geometry(input: Shape) throws -> PoolGeometry {
         guard input.rank == 4 else { throw UpdraftError(.invalidArgument, "pooling expects an NCHW input, got \(input)") }
         if global {
@@ -81,22 +89,34 @@ func ceilModeAxis(input: Int, kernel: Int, stride: Int, pad: Int) -> AxisPadding
 /// backward routes the whole gradient to it. Average: divides by the in-image element count when
 /// `excludePadding`, else by the window clipped to the padded extent `[-padTop, inHeight + padBottom)`.
 public struct PoolGeometry: Hashable, Sendable {
+    /// Max or average pooling.
     public var kind: PoolingKind
+    /// Images N and channels C (pooling keeps the channels).
     public var batch: Int, channels: Int
+    /// Input height and width.
     public var inHeight: Int, inWidth: Int
+    /// Output height Ho and width Wo.
     public var outHeight: Int, outWidth: Int
+    /// Window height and width (the whole plane for global pooling).
     public var kernelH: Int, kernelW: Int
+    /// Vertical and horizontal stride.
     public var strideH: Int, strideW: Int
+    /// Resolved padding on each side, in elements; padded positions never win a max.
     public var padTop: Int, padBottom: Int, padLeft: Int, padRight: Int
+    /// Average pooling divides by the in-image element count only (see the type's comment); max ignores it.
     public var excludePadding: Bool
 
+    /// Input `[N, C, H, W]`.
     public var inputShape: Shape { [batch, channels, inHeight, inWidth] }
+    /// Output `[N, C, Ho, Wo]`.
     public var outputShape: Shape { [batch, channels, outHeight, outWidth] }
 
+    /// Forward pass: one flop per window element per output; reads the input once, writes the output.
     public var forwardCost: OpCost {
         OpCost(flops: Double(outputShape.count) * Double(kernelH) * Double(kernelW),
                bytes: f32Bytes(inputShape.count, outputShape.count))
     }
+    /// Backward pass: as many flops as forward; reads and writes twice the input and output sizes.
     public var backwardCost: OpCost {
         OpCost(flops: Double(outputShape.count) * Double(kernelH) * Double(kernelW),
                bytes: f32Bytes(inputShape.count * 2, outputShape.count * 2))

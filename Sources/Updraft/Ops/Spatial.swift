@@ -20,8 +20,11 @@ public enum PaddingMode: Hashable, Sendable {
 
 /// A padding layer: `top`/`bottom` rows and `left`/`right` columns added around every plane.
 public struct PaddingSpec: Hashable, Sendable {
+    /// What fills the padded border: a constant, a reflection or a replication of the edge.
     public var mode: PaddingMode
+    /// Rows added above and below and columns added left and right of every plane, in elements (non-negative).
     public var top: Int, bottom: Int, left: Int, right: Int
+    /// A padding spec; the amounts are checked by `SpatialOp.geometry(input:)`.
     public init(mode: PaddingMode, top: Int, bottom: Int, left: Int, right: Int) {
         self.mode = mode; self.top = top; self.bottom = bottom; self.left = left; self.right = right
     }
@@ -39,14 +42,18 @@ public enum LinearUpsampleMode: Int, Hashable, Sendable {
 
 /// An upsample layer with integer scaling factors.
 public struct UpsampleSpec: Hashable, Sendable {
+    /// How output values are computed from the input grid (UpsampleLayerParams.mode).
     public enum Mode: Hashable, Sendable {
         /// y[i, j] = x[i / scaleH, j / scaleW].
         case nearest
         /// Separable linear interpolation on the grid of `LinearUpsampleMode`, clamped to [0, X - 1].
         case bilinear(LinearUpsampleMode)
     }
+    /// Integer factors by which height and width grow (UpsampleLayerParams.scalingFactor): Ho = H * scaleH, Wo = W * scaleW.
     public var scaleH: Int, scaleW: Int
+    /// Nearest-neighbour or bilinear interpolation.
     public var mode: Mode
+    /// An upsample spec; the factors are checked by `SpatialOp.geometry(input:)`.
     public init(scaleH: Int, scaleW: Int, mode: Mode) { self.scaleH = scaleH; self.scaleW = scaleW; self.mode = mode }
 }
 
@@ -55,8 +62,11 @@ public struct UpsampleSpec: Hashable, Sendable {
 /// c - (localSize - 1) / 2 ... c + localSize / 2 clipped to [0, C) (Caffe's and Core ML's MIL rule;
 /// odd sizes are centred).
 public struct LRNSpec: Hashable, Sendable {
+    /// alpha (the window sum's scale, divided by `localSize`), beta (the exponent) and k (the bias), as in LRNLayerParams.
     public var alpha: Float, beta: Float, k: Float
+    /// Channels in the window (LRNLayerParams.localSize), at least 1.
     public var localSize: Int
+    /// An LRN spec with LRNLayerParams' constants.
     public init(alpha: Float, beta: Float, k: Float, localSize: Int) {
         self.alpha = alpha; self.beta = beta; self.k = k; self.localSize = localSize
     }
@@ -66,8 +76,11 @@ public struct LRNSpec: Hashable, Sendable {
 
 /// One of the spatial ops with its parameters.
 public enum SpatialOp: Hashable, Sendable {
+    /// Constant, reflection or replication padding around every plane (PaddingLayerParams).
     case padding(PaddingSpec)
+    /// Nearest or bilinear upsampling by integer factors (UpsampleLayerParams).
     case upsample(UpsampleSpec)
+    /// Local response normalization across channels (LRNLayerParams).
     case lrn(LRNSpec)
     /// y = x / sqrt(sum of x² over the example's C*H*W values + epsilon).
     case l2Normalize(epsilon: Float)
@@ -140,17 +153,27 @@ private func isConstant(_ mode: PaddingMode) -> Bool { if case .constant = mode 
 
 /// A spatial op resolved for one input: x `inputShape`, y `outputShape` (both [N, C, H, W]).
 public struct SpatialGeometry: Hashable, Sendable {
+    /// Which op, with its parameters.
     public var op: SpatialOp
+    /// x `[N, C, H, W]`.
     public var inputShape: Shape
+    /// y `[N, C, Ho, Wo]` (the input's size except for padding and upsample).
     public var outputShape: Shape
 
+    /// Images N.
     public var batch: Int { inputShape.n }
+    /// Channels C (the same for input and output).
     public var channels: Int { inputShape.c }
+    /// Input height H.
     public var inHeight: Int { inputShape.h }
+    /// Input width W.
     public var inWidth: Int { inputShape.w }
+    /// Output height Ho.
     public var outHeight: Int { outputShape.h }
+    /// Output width Wo.
     public var outWidth: Int { outputShape.w }
 
+    /// Forward pass estimate per op (padding and nearest upsample are pure copies; normalizations read x more than once).
     public var forwardCost: OpCost {
         let x = inputShape.count, y = outputShape.count
         switch op {
@@ -163,6 +186,7 @@ public struct SpatialGeometry: Hashable, Sendable {
         }
     }
 
+    /// Input-gradient pass estimate per op (reads dy and, where needed, x and y; writes dx).
     public var backwardCost: OpCost {
         let x = inputShape.count, y = outputShape.count
         switch op {

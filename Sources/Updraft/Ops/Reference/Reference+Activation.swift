@@ -12,6 +12,7 @@ extension Reference {
         try activationForward(a, ActivationGeometry(count: x.count), input: x)
     }
 
+    /// x -> y over [batch, channels, spatial], per-channel constants indexed by channel. Throws `UpdraftError` (`.invalidArgument`) if `x.count` is not `g.count` or the activation's constants do not fit `g.channels`.
     public static func activationForward(_ a: Activation, _ g: ActivationGeometry, input x: [Double]) throws -> [Double] {
         try require(x, count: g.count, "activation input")
         let table = try constants(a, g)

@@ -11,12 +11,14 @@
 /// leaves elements unwritten, fails. A backend that throws yields one failed row ("error") naming
 /// the error; the other cases still run.
 public struct BackendComparison {
+    /// The backend under test; every result it produces is compared with `Reference`.
     public var backend: Backend
     /// Tolerance for values computed in float32 (see `Tolerance`); copies and counts must match exactly.
     public var tolerance: Tolerance
     /// Mixed into every case's seed, to rerun the same cases on other data.
     public var seed: UInt64
 
+    /// A comparison of `backend` with the reference; tolerance `.float32` and seed 0 by default.
     public init(backend: Backend, tolerance: Tolerance = .float32, seed: UInt64 = 0) {
         self.backend = backend; self.tolerance = tolerance; self.seed = seed
     }

@@ -9,8 +9,11 @@ import Foundation
 /// atol + rtol * |ref| would fail correct float32 kernels on long reductions (weight gradients sum
 /// over N * Ho * Wo products). NaN or infinity in either array never passes (unless both agree exactly).
 public struct Tolerance: Hashable, Sendable, CustomStringConvertible {
+    /// Absolute allowance, in the values' own units (0 for `.exact`).
     public var atol: Double
+    /// Relative allowance, as a fraction of max(|ref|, rms(ref)) (0 for `.exact`).
     public var rtol: Double
+    /// A tolerance of `atol + rtol * max(|ref|, rms(ref))` per element (both non-negative).
     public init(atol: Double, rtol: Double) { self.atol = atol; self.rtol = rtol }
 
     /// Default for float32 backends compared with the Double reference: about a thousand float32
@@ -19,6 +22,7 @@ public struct Tolerance: Hashable, Sendable, CustomStringConvertible {
     /// Bit-for-bit equality (counts, copies).
     public static let exact = Tolerance(atol: 0, rtol: 0)
 
+    /// Both bounds, e.g. "atol 0.0001, rtol 0.001".
     public var description: String { "atol \(atol), rtol \(rtol)" }
 }
 
@@ -28,6 +32,7 @@ public struct ComparisonError: Hashable, Sendable {
     public var maxAbs: Double
     /// max |got - ref| / max(|ref|, rms(ref)) (0 where both are 0; infinity where only ref's scale is 0).
     public var maxRel: Double
+    /// True when every element is within the tolerance (and the lengths match).
     public var ok: Bool
 
     /// Compares element by element under `tolerance` (see `Tolerance`). Different lengths fail.
@@ -59,18 +64,23 @@ public struct ComparisonRow: Hashable, Sendable, CustomStringConvertible {
     public var caseName: String
     /// What was compared: "y", "dx", "dw", "db", "loss", "correct", "w", "v", "m", … or "error".
     public var quantity: String
+    /// max |got - ref| over the quantity's elements (NaN for a row that could not be computed).
     public var maxAbsError: Double
+    /// max |got - ref| / max(|ref|, rms(ref)) (see `ComparisonError.maxRel`; NaN for an error row).
     public var maxRelError: Double
+    /// Whether the quantity passed its tolerance; false for an error row.
     public var ok: Bool
     /// Why a row failed without numbers (an error thrown by the backend), or a remark.
     public var note: String?
 
+    /// A row with measured errors and a verdict already decided.
     public init(op: String, caseName: String, quantity: String, maxAbsError: Double, maxRelError: Double,
                 ok: Bool, note: String? = nil) {
         self.op = op; self.caseName = caseName; self.quantity = quantity
         self.maxAbsError = maxAbsError; self.maxRelError = maxRelError; self.ok = ok; self.note = note
     }
 
+    /// A row from a `ComparisonError`, taking its errors and verdict.
     public init(op: String, caseName: String, quantity: String, error: ComparisonError, note: String? = nil) {
         self.init(op: op, caseName: caseName, quantity: quantity, maxAbsError: error.maxAbs,
                   maxRelError: error.maxRel, ok: error.ok, note: note)
@@ -82,6 +92,7 @@ public struct ComparisonRow: Hashable, Sendable, CustomStringConvertible {
                       ok: false, note: "\(error)")
     }
 
+    /// One line: op, case, quantity, both errors, "ok" or "FAILED", and the note in parentheses if any.
     public var description: String {
         "\(op) \(caseName) \(quantity): max abs \(formatError(maxAbsError)), max rel \(formatError(maxRelError)) "
             + (ok ? "ok" : "FAILED") + (note.map { " (\($0))" } ?? "")

@@ -23,9 +23,11 @@ public enum GradientCheck {
     public struct Input {
         /// Short name; the gradient row is called "d" + name ("dx", "dw", "db").
         public var name: String
+        /// The point at which the gradient is checked; each element is nudged by ±`GradientCheck.step`.
         public var values: [Double]
         /// False for arguments that have no gradient (labels, targets, frozen scales).
         public var differentiable: Bool
+        /// An argument named `name` (the row is "d" + name) at `values`; differentiable unless told otherwise.
         public init(_ name: String, _ values: [Double], differentiable: Bool = true) {
             self.name = name; self.values = values; self.differentiable = differentiable
         }
@@ -34,9 +36,13 @@ public enum GradientCheck {
     /// A function and its claimed gradient: `backward(inputs, dy)` returns, for every input, the
     /// gradient of sum(dy * forward(inputs)) with respect to it (nil where not differentiable).
     public struct Problem {
+        /// The function's arguments, in the order `forward` and `backward` take them.
         public var inputs: [Input]
+        /// y = f(inputs' values); may throw (a failed row results).
         public var forward: ([[Double]]) throws -> [Double]
+        /// (inputs' values, dy) -> one gradient per input, nil for non-differentiable ones; may throw.
         public var backward: ([[Double]], [Double]) throws -> [[Double]?]
+        /// A problem of these inputs, the function and its claimed gradient.
         public init(inputs: [Input], forward: @escaping ([[Double]]) throws -> [Double],
                     backward: @escaping ([[Double]], [Double]) throws -> [[Double]?]) {
             self.inputs = inputs; self.forward = forward; self.backward = backward

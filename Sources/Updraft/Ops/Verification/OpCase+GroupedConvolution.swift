@@ -5,6 +5,7 @@
 // for the direct path (it must still agree through the GEMM path).
 
 extension Array where Element == OpCase {
+    /// Depthwise and grouped convolution cases aimed at the grouped fast paths (see the notes at the top of this file).
     public static var groupedConvolution: [OpCase] {
         [
             // depthwise (one input channel per group)

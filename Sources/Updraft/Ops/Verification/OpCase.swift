@@ -5,25 +5,33 @@
 /// tool can rerun. Data is not part of the description: each tool draws it from a seed derived
 /// from the case's name, so the same case always sees the same values.
 public struct OpCase: Hashable, Sendable, CustomStringConvertible {
+    /// Which op a case runs, with its parameters and sizes (batch included).
     public enum Kind: Hashable, Sendable {
         /// upload, download, fill, copy and accumulate on `count` elements.
         case memory(count: Int)
         /// A convolution, then the `epilogue` function fused into it (nil: none).
         case convolution(ConvolutionSpec, input: Shape, epilogue: Activation?)
+        /// An inner product on `input` (flattened per example), then the `epilogue` function fused into it (nil: none).
         case innerProduct(InnerProductSpec, input: Shape, epilogue: Activation?)
         /// An activation, clip or unary function over [batch, channels, spatial].
         case activation(Activation, ActivationGeometry)
+        /// Max or average pooling (or global pooling) of an input [N, C, H, W].
         case pooling(PoolingSpec, input: Shape)
         /// Inputs [batch, channels[i], spatial] joined along channels.
         case concat(channels: [Int], batch: Int, spatial: Int)
+        /// Softmax over channels, forward and backward.
         case softmax(SoftmaxGeometry)
         /// Fused softmax + cross-entropy on logits [batch, classes].
         case softmaxCrossEntropy(batch: Int, classes: Int)
+        /// Mean squared error loss over `count` values and its input gradient.
         case meanSquaredError(count: Int)
+        /// y[c] = scale[c] * x[c] + shift[c] over an NCHW shape (frozen batchnorm), forward and backward.
         case channelAffine(Shape)
+        /// An element-wise op on `count` values of same-shape operands.
         case elementwise(ElementwiseOp, count: Int)
         /// `steps` optimizer steps on a tensor of `count` parameters.
         case sgd(SGDHyperparameters, count: Int, steps: Int)
+        /// `steps` Adam steps on a tensor of `count` parameters.
         case adam(AdamHyperparameters, count: Int, steps: Int)
         /// Padding, upsample, LRN, L2 normalize or instance normalization of an input [N, C, H, W].
         case spatial(SpatialOp, input: Shape)
@@ -43,11 +51,14 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         case coarse
     }
 
+    /// The op, its parameters and sizes.
     public var kind: Kind
+    /// How the data is drawn; `.uniform` by default.
     public var values: InputValues
     /// A readable name, unique within a case list, e.g. "[3, 7, 31, 33] → 32 k3x3 s2 pad 1/0/1/0".
     public var name: String
 
+    /// A case; without `name`, the name is the kind's summary, plus " ties" for coarse values.
     public init(_ kind: Kind, values: InputValues = .uniform, name: String? = nil) {
         self.kind = kind
         self.values = values
@@ -56,6 +67,7 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
 
     /// The op family, as `--op` filters match it: "convolution", "pooling", "sgd", ….
     public var op: String { kind.opName }
+    /// The op family and the case name, e.g. "pooling max [2, 3, 8, 8] k2x2 s2x2"; also the seed's input.
     public var description: String { "\(op) \(name)" }
 
     /// True when `filter` is nil or empty, or occurs in the op name (case-insensitive).
@@ -73,6 +85,7 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension OpCase.Kind {
+    /// The op family name that `--op` filters and report rows use ("convolution", "reduce", a spatial op's family name, …).
     public var opName: String {
         switch self {
         case .memory: return "memory"
@@ -165,11 +178,13 @@ extension OpCase {
         return OpCase(.convolution(spec, input: input, epilogue: epilogue ?? (fusedReLU ? .relu : nil)), values: values)
     }
 
+    /// An inner-product case on `input` (C_in is its per-example element count), with bias and no epilogue by default.
     public static func innerProduct(_ input: Shape, outputChannels: Int, bias: Bool = true, epilogue: Activation? = nil) -> OpCase {
         OpCase(.innerProduct(InnerProductSpec(inputChannels: input.itemCount, outputChannels: outputChannels, hasBias: bias),
                              input: input, epilogue: epilogue))
     }
 
+    /// A max or average pooling case; no padding and padding excluded from averages by default.
     public static func pooling(_ kind: PoolingKind, _ input: Shape, kernel: (Int, Int), stride: (Int, Int),
                                padding: PoolingPadding = .none, excludePadding: Bool = true,
                                values: InputValues = .uniform) -> OpCase {
@@ -177,6 +192,7 @@ extension OpCase {
                                     padding: padding, excludePadding: excludePadding), input: input), values: values)
     }
 
+    /// A global max or average pooling case (each plane pooled to 1x1).
     public static func globalPooling(_ kind: PoolingKind, _ input: Shape, values: InputValues = .uniform) -> OpCase {
         OpCase(.pooling(PoolingSpec(kind: kind, global: true), input: input), values: values)
     }
