@@ -19,8 +19,10 @@ public struct ImageAugmentation: Equatable, Sendable {
     public var verticalFlip: Bool
     /// The range of the crop's area as a fraction of the image's (torchvision's `scale`); nil: no crop.
     public var randomResizedCrop: ClosedRange<Double>?
+    /// Seeds every random choice together with the epoch and example index; default 0.
     public var seed: UInt64
 
+    /// An augmentation with the given flips and crop (none by default), seeded by `seed`.
     public init(horizontalFlip: Bool = false, verticalFlip: Bool = false, randomResizedCrop: ClosedRange<Double>? = nil,
                 seed: UInt64 = 0) {
         self.horizontalFlip = horizontalFlip
@@ -153,10 +155,14 @@ public protocol EpochAugmentedProvider: BatchProvider {
 /// A provider whose image inputs are flipped by an `ImageAugmentation` for one epoch. The trainer
 /// sets `epoch` (or calls `forEpoch`) before each pass; targets are passed through unchanged.
 public struct AugmentedBatchProvider<Base: BatchProvider>: BatchProvider {
+    /// The provider whose examples are augmented.
     public var base: Base
+    /// What is applied to each example: the flips, and a random resized crop when `base` is an image data set.
     public var augmentation: ImageAugmentation
+    /// The epoch whose random choices are applied (0-based); set it before each pass.
     public var epoch: Int
 
+    /// Augments `base` with `augmentation` for `epoch` (default 0).
     public init(_ base: Base, augmentation: ImageAugmentation, epoch: Int = 0) {
         self.base = base
         self.augmentation = augmentation
@@ -170,8 +176,11 @@ public struct AugmentedBatchProvider<Base: BatchProvider>: BatchProvider {
         return copy
     }
 
+    /// As `BatchProvider.count`: the base provider's count.
     public var count: Int { base.count }
 
+    /// Example `index` of the base provider with the augmentation chosen for `(seed, epoch, index)`: the crop (image data sets), then the flips.
+    /// Throws `.invalidArgument` for a crop on a base that is not an `EpochAugmentedProvider`, and what the base throws.
     public func example(at index: Int) throws -> TrainingExample {
         try augmentation.example(of: base, at: index, epoch: epoch)
     }

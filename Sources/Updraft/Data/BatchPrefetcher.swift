@@ -11,6 +11,7 @@ import Foundation
 /// trainer gets is the same as loading in its own thread; a batch asked for out of order, or an
 /// example not prepared (see `needed`), is simply loaded by the caller (`example(_:in:)`).
 public final class BatchPrefetcher: @unchecked Sendable {
+    /// Loads one example by index (decoding and augmenting as the epoch needs); called on worker threads, so it must be thread-safe.
     public typealias Load = (Int) throws -> TrainingExample
 
     private let batches: [[Int]]

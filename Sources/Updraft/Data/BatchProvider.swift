@@ -10,8 +10,10 @@ public struct TrainingExample: Equatable, Sendable {
 
     /// One example's input, without a batch dimension (images are `[C, H, W]`).
     public var input: Tensor
+    /// What the model should produce for `input`: a class index or target values.
     public var target: Target
 
+    /// An example pairing `input` with `target`.
     public init(input: Tensor, target: Target) {
         self.input = input
         self.target = target
@@ -28,6 +30,7 @@ public protocol BatchProvider {
 }
 
 extension BatchProvider {
+    /// Default: the target of `example(at:)` (decodes the input too; providers that can should do better).
     public func target(at index: Int) throws -> TrainingExample.Target { try example(at: index).target }
 }
 
@@ -35,6 +38,7 @@ extension BatchProvider {
 public struct TrainingBatch: Equatable, Sendable {
     /// The inputs stacked along a new first dimension: `[N] + input shape` (images: `[N, C, H, W]`).
     public var inputs: Tensor
+    /// Each example's target, in batch order.
     public var targets: [TrainingExample.Target]
 
     /// The targets as class indices, or nil if any target is not a class index.
@@ -87,6 +91,7 @@ extension BatchProvider {
 
 /// Examples held in memory, checked to share one input shape.
 public struct ArrayBatchProvider: BatchProvider, Equatable, Sendable {
+    /// The examples, in index order, all with the same input shape.
     public private(set) var examples: [TrainingExample]
 
     /// - Throws: `.data` when the inputs' shapes differ, naming the first example that differs.
@@ -109,8 +114,10 @@ public struct ArrayBatchProvider: BatchProvider, Equatable, Sendable {
         try self.init(examples: zip(inputs, targets).map { TrainingExample(input: $0, target: $1) })
     }
 
+    /// As `BatchProvider.count`: the number of examples held.
     public var count: Int { examples.count }
 
+    /// As `BatchProvider.example(at:)`; throws `.invalidArgument` for an index out of range.
     public func example(at index: Int) throws -> TrainingExample {
         try checkIndex(index)
         return examples[index]

@@ -2,15 +2,19 @@ import Foundation
 
 /// How image data is read and prepared, beyond what the model fixes (size, color space, scaler).
 public struct ImageDataOptions: Equatable, Sendable {
+    /// How an image is fitted to the model's input size; default `.stretch` (ignore the aspect ratio).
     public var resize: ImagePreprocessing.Resize = .stretch
+    /// The antialiased resampling filter for resizing; default `.triangle`.
     public var filter: ResampleFilter = .triangle
     /// JPEG DCT-domain scaling when the image is large enough (see `ImagePreprocessing.dctScaling`).
     public var dctScaling = true
+    /// Caps on image dimensions and pixels a decoder accepts; default `.default`.
     public var limits: ImageDecodingLimits = .default
     /// Memory for prepared images; nil: all of them when they fit in 512 MiB, else none.
     public var imageCacheBytes: Int?
     /// Decode every image once at listing and skip unreadable ones with a warning.
     public var skipUnreadable = false
+    /// The defaults: stretch, triangle filter, DCT scaling on, default limits, automatic image cache, unreadable images are errors.
     public init() {}
 }
 
@@ -20,16 +24,21 @@ public struct ImageDataOptions: Equatable, Sendable {
 /// but not scaled: the model's own image scaler is applied by the executor, as Core ML applies it
 /// inside the model. Nothing is decoded here: image data sets stream (see `ImageFolderDataset`).
 public struct ModelDataset {
+    /// The examples, ready to hand to `UpdateTask` or an evaluation (an `ImageFolderDataset` or `NpyDataset`).
     public let provider: BatchProvider
+    /// One line per image skipped or problem found while listing (empty for `.npy` data).
     public let warnings: [String]
+    /// One line saying how many examples and classes were found, and where.
     public let summary: String
 
+    /// As `init(model:path:options:)` with default options, except `skipUnreadable`.
     public init(model: CoreMLModel, path: URL, skipUnreadable: Bool = false) throws {
         var options = ImageDataOptions()
         options.skipUnreadable = skipUnreadable
         try self.init(model: model, path: path, options: options)
     }
 
+    /// Lists the data at `path` for `model`: an image folder or labels `.csv` for an image input, else a folder with `inputs.npy`/`targets.npy`. Throws `.io` when the path cannot be read, `.unsupported` for an input that is neither an image nor a multi-array, and the data set's own errors.
     public init(model: CoreMLModel, path: URL, options: ImageDataOptions) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory) else {

@@ -11,13 +11,18 @@ import Foundation
 /// so the image is upright as image viewers show it. No gamma or color-profile conversion is applied:
 /// the stored sample values are used as they are.
 public struct DecodedImage: Equatable, Sendable {
+    /// The file format an image was decoded from, recognised by its first bytes.
     public enum Format: String, Sendable {
         case png, jpeg
     }
 
+    /// Columns, in pixels (upright, after EXIF orientation).
     public var width: Int
+    /// Rows, in pixels (upright, after EXIF orientation).
     public var height: Int
+    /// Samples per pixel: 1 (gray) or 3 (RGB).
     public var channels: Int
+    /// The `width * height * channels` samples, interleaved, rows top to bottom.
     public var pixels: [UInt8]
     /// The file format it came from; nil for an image built in memory.
     public var format: Format?
@@ -57,6 +62,7 @@ public struct DecodedImage: Equatable, Sendable {
         try self.init(taking: &image, status: status, message: message, name: path)
     }
 
+    /// As `init(contentsOfFile:)`, for a file URL.
     public init(contentsOf url: URL) throws {
         try self.init(contentsOfFile: url.path)
     }
@@ -95,6 +101,7 @@ public struct DecodedImage: Equatable, Sendable {
         try self.init(taking: &image, status: status, message: message, name: name)
     }
 
+    /// As `init(data:name:)`, from a byte array; `name` is used in error messages.
     public init(bytes: [UInt8], name: String) throws {
         try self.init(data: Data(bytes), name: name)
     }
@@ -155,10 +162,12 @@ public struct ImageDecodingLimits: Equatable, Sendable {
     /// Largest `width * height` accepted.
     public var maxPixels: Int
 
+    /// A limit of `maxPixels` pixels per image (default Pillow's 89,478,485).
     public init(maxPixels: Int = ImageDecodingLimits.defaultMaxPixels) {
         self.maxPixels = maxPixels
     }
 
+    /// Pillow's pixel cap (`defaultMaxPixels`).
     public static let `default` = ImageDecodingLimits()
 
     /// Throws unless the cap is at least one pixel.
@@ -178,10 +187,13 @@ public struct ImageDecodingLimits: Equatable, Sendable {
 
 /// What an image file declares in its header, read without decoding it.
 public struct ImageHeader: Equatable, Sendable {
+    /// Columns, in pixels, as the header declares them (before EXIF orientation).
     public var width: Int
+    /// Rows, in pixels, as the header declares them (before EXIF orientation).
     public var height: Int
     /// Samples per pixel as decoded, before alpha is composited (1...4).
     public var channels: Int
+    /// The file's format (PNG or JPEG), from its first bytes.
     public var format: DecodedImage.Format
     /// A progressive JPEG or interlaced PNG: the decoder holds more than the pixels.
     public var progressive: Bool
@@ -217,12 +229,14 @@ public final class DecodeMemoryBudget: @unchecked Sendable {
     /// Shared by every decoder in the process: 1 GiB, enough for a few images at the pixel cap.
     public static let shared = DecodeMemoryBudget(bytes: 1 << 30)
 
+    /// The budget: most bytes reserved at once across threads (at least 1).
     public let bytes: Int
     private let condition = NSCondition()
     private var reserved = 0
     /// The most reserved at once so far (tests read it).
     public private(set) var peakReserved = 0
 
+    /// A budget of `bytes` (values below 1 become 1).
     public init(bytes: Int) {
         self.bytes = max(1, bytes)
     }

@@ -8,6 +8,7 @@ public enum ImageEncoder {
     public enum PNGColorType: Int32, Sendable {
         case gray = 0, rgb = 2, palette = 3, grayAlpha = 4, rgba = 6
 
+        /// Samples per pixel for the color type: 1 (gray, palette indices), 2 (gray + alpha), 3 (RGB), 4 (RGBA).
         public var samplesPerPixel: Int {
             switch self {
             case .gray, .palette: return 1

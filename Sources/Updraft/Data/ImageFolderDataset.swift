@@ -29,7 +29,9 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
 
     /// The class folder's root, or the labels file.
     public let root: URL
+    /// How each image becomes the model's input: size, color space, resize mode, filter and scaler.
     public let preprocessing: ImagePreprocessing
+    /// The pixel cap each file's header is checked against before it is decoded.
     public let limits: ImageDecodingLimits
     /// The model's class labels; targets are indices into this array.
     public let classLabels: [String]
@@ -124,6 +126,7 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
         self.cache = budgetBytes >= itemBytes ? PreparedImageCache(count: kept.count, itemBytes: itemBytes, budgetBytes: budgetBytes) : nil
     }
 
+    /// As `BatchProvider.count`: the number of image files listed (after any skipped).
     public var count: Int { files.count }
 
     /// Bytes of prepared images held in memory now (the decoded-image cache).
@@ -158,6 +161,7 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
         }
     }
 
+    /// As `BatchProvider.target(at:)`, without decoding the image: the class index from its folder or labels row.
     public func target(at index: Int) throws -> TrainingExample.Target {
         try checkIndex(index)
         return .classIndex(classIndices[index])
@@ -169,6 +173,7 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
                         target: .classIndex(classIndices[index]))
     }
 
+    /// As `EpochAugmentedProvider.example(at:epoch:augmentation:)`: the image decoded, cropped as the augmentation picks for `(seed, epoch, index)`, resized and scaled; its class index as target.
     public func example(at index: Int, epoch: Int, augmentation: ImageAugmentation) throws -> TrainingExample {
         TrainingExample(input: preprocessing.tensor(from: try preparedImage(at: index, epoch: epoch, augmentation: augmentation)),
                         target: .classIndex(classIndices[index]))

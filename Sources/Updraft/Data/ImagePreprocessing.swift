@@ -16,6 +16,7 @@ import Foundation
 ///
 /// RGB from gray repeats the gray value in every channel.
 public struct ImagePreprocessing: Equatable, Sendable {
+    /// The input's color space (Core ML's `ImageFeatureType.ColorSpace`): 3 channels in RGB or BGR order, or 1 gray channel.
     public enum ColorSpace: String, Sendable, CaseIterable {
         case rgb, bgr, grayscale
     }
@@ -33,6 +34,7 @@ public struct ImagePreprocessing: Equatable, Sendable {
         /// (torchvision's `Resize(n)` then `CenterCrop`; a crop larger than the image pads with 0).
         case centerCrop(shorterSide: Int?)
 
+        /// How the resize is described in summaries: "stretch", or "shorter side to N, center crop".
         public var description: String {
             switch self {
             case .stretch: return "stretch"
@@ -41,17 +43,24 @@ public struct ImagePreprocessing: Equatable, Sendable {
         }
     }
 
+    /// The model input's width, in pixels.
     public var width: Int
+    /// The model input's height, in pixels.
     public var height: Int
+    /// The model input's color space; decides the channel count and order.
     public var colorSpace: ColorSpace
+    /// The model's image scaler, applied in `tensor(from:)`; `.identity` when the model has none.
     public var scaler: Scaler
+    /// How the image is fitted to width x height; default `.stretch`.
     public var resize: Resize = .stretch
+    /// The antialiased resampling filter used to resize; default `.triangle`.
     public var filter: ResampleFilter = .triangle
     /// Let a JPEG decode at 1/2, 1/4 or 1/8 of its size (libjpeg's DCT scaling) when that still
     /// covers what the resize needs: much faster on large photos, a few grey levels from decoding in
     /// full (turn it off for torchvision-exact samples).
     public var dctScaling = true
 
+    /// Preprocessing for a `width` x `height` input in `colorSpace`, with the given scaler, resize mode and filter.
     public init(width: Int, height: Int, colorSpace: ColorSpace, scaler: Scaler = .identity,
                 resize: Resize = .stretch, filter: ResampleFilter = .triangle) {
         self.width = width
@@ -234,11 +243,16 @@ extension ImageScaler {
 /// An image ready for a model: at its size and in its color space, 8 bits per sample, planar, so
 /// sample (c, y, x) is `samples[(c * height + y) * width + x]`.
 public struct PreparedImage: Equatable, Sendable {
+    /// Samples per pixel: 3 (RGB or BGR) or 1 (gray).
     public var channels: Int
+    /// Rows, in pixels.
     public var height: Int
+    /// Columns, in pixels.
     public var width: Int
+    /// The `channels * height * width` samples, planar (channel, then row, then column).
     public var samples: [UInt8]
 
+    /// An image from planar samples; `samples.count` must be `channels * height * width` (a precondition).
     public init(channels: Int, height: Int, width: Int, samples: [UInt8]) {
         precondition(samples.count == channels * height * width, "PreparedImage: sample count does not match its shape")
         self.channels = channels

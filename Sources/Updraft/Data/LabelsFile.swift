@@ -6,14 +6,19 @@ import Foundation
 /// rows starting with `#` are skipped. Fields may be double-quoted (`"a,b.png",cat`; `""` is a quote
 /// inside quotes); spaces around fields are trimmed.
 public struct LabelsFile: Sendable {
+    /// One image and its class, as written in the file.
     public struct Row: Equatable, Sendable {
+        /// The image path as written: relative to the labels file's folder, or absolute.
         public var path: String
+        /// The class label as written (spaces trimmed); the data set maps it to the model's class index.
         public var label: String
         /// 1-based line number, for messages.
         public var line: Int
     }
 
+    /// The labels file read.
     public let url: URL
+    /// The data rows in file order (header, empty and `#` rows left out); never empty.
     public let rows: [Row]
 
     /// - Throws: `UpdraftError` naming the file (and the line) when it cannot be read, is not UTF-8,

@@ -22,6 +22,7 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
     public let exampleShape: Shape
     /// One example's target shape, for value targets; nil for class indices.
     public let targetShape: Shape?
+    /// Number of examples: the inputs' first dimension (the targets have as many rows).
     public let count: Int
     /// The inputs: converted in memory, or rows read from a mapped file.
     private enum Inputs {
@@ -131,6 +132,7 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
         }
     }
 
+    /// As `BatchProvider.example(at:)`: row `index` of the inputs converted to Float in `exampleShape`, with its class index or target values. Throws `.invalidArgument` for an index out of range.
     public func example(at index: Int) throws -> TrainingExample {
         try checkIndex(index)
         let size = exampleShape.count

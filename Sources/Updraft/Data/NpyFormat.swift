@@ -4,10 +4,12 @@ import Foundation
 /// single-byte data in C order). Values are widened or narrowed to `Float` (floating point) or `Int`
 /// (integers and booleans); anything else is an error saying how to re-save the array.
 public struct NpyArray: Equatable, Sendable {
+    /// The elements in C order: floating-point dtypes as Float, integer and boolean dtypes as Int.
     public enum Values: Equatable, Sendable {
         case float([Float])
         case integer([Int])
 
+        /// Number of elements.
         public var count: Int {
             switch self {
             case .float(let v): return v.count
@@ -20,6 +22,7 @@ public struct NpyArray: Equatable, Sendable {
     public var shape: [Int]
     /// The dtype as written in the header, e.g. `<f4`.
     public var descr: String
+    /// The elements in C order (row-major), converted to Float or Int.
     public var values: Values
 
     /// Parses the bytes of a `.npy` file; `name` is used in error messages.

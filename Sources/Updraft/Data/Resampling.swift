@@ -78,13 +78,19 @@ private func clip8(_ sum: Int32) -> UInt8 {
 
 /// A rectangle of an image, in pixels.
 public struct PixelRect: Equatable, Sendable, CustomStringConvertible {
+    /// Left edge, in pixels from the image's left.
     public var x: Int
+    /// Top edge, in pixels from the image's top.
     public var y: Int
+    /// Columns covered, in pixels.
     public var width: Int
+    /// Rows covered, in pixels.
     public var height: Int
+    /// The `width` x `height` rectangle whose top-left corner is (x, y).
     public init(x: Int, y: Int, width: Int, height: Int) {
         self.x = x; self.y = y; self.width = width; self.height = height
     }
+    /// "WxH at (x, y)", for messages.
     public var description: String { "\(width)x\(height) at (\(x), \(y))" }
 }
 

@@ -8,7 +8,9 @@
 public struct SyntheticImageDataset: BatchProvider, Sendable {
     /// One example's shape, `[C, H, W]`.
     public let itemShape: Shape
+    /// Number of classes; every label is in `0..<classes`.
     public let classes: Int
+    /// Seed the pixels and labels are drawn from (with each example's index).
     public let seed: UInt64
     private let inputs: [Tensor]
     private let labels: [Int]
@@ -66,16 +68,19 @@ public struct SyntheticImageDataset: BatchProvider, Sendable {
         return mix.next()
     }
 
+    /// As `BatchProvider.count`: the number of examples made.
     public var count: Int { inputs.count }
 
     /// Bytes of pixel data held.
     public var byteCount: Int { inputs.count * itemShape.count * MemoryLayout<Float>.size }
 
+    /// As `BatchProvider.example(at:)`: the in-memory image and its label. Throws `.invalidArgument` for an index out of range.
     public func example(at index: Int) throws -> TrainingExample {
         try checkIndex(index)
         return TrainingExample(input: inputs[index], target: .classIndex(labels[index]))
     }
 
+    /// The label alone, without touching the image. Throws `.invalidArgument` for an index out of range.
     public func target(at index: Int) throws -> TrainingExample.Target {
         try checkIndex(index)
         return .classIndex(labels[index])

@@ -8,13 +8,16 @@ import Foundation
 /// them), and every rank applies the same update. Rank 0 alone writes checkpoints; the command line
 /// also writes the model, history and log and prints progress on rank 0 only.
 public struct DistributedTraining {
+    /// The MPI job this process is a rank of.
     public let world: MPIWorld
     /// Gradient bytes per exchange: backward hands over a bucket as soon as the layers in it are done,
     /// while the layers before them are still computing (`UPDRAFT_MPI_BUCKET_KIB`, default 1024).
     public var bucketBytes: Int
 
+    /// Environment variable giving `bucketBytes` in KiB (1...2^30-1) for `launched()`.
     public static let bucketVariable = "UPDRAFT_MPI_BUCKET_KIB"
 
+    /// Training over `world`, exchanging gradients in buckets of `bucketBytes` (default 1 MiB, at least 4).
     public init(world: MPIWorld, bucketBytes: Int = 1 << 20) {
         self.world = world; self.bucketBytes = max(4, bucketBytes)
     }
@@ -33,7 +36,9 @@ public struct DistributedTraining {
         return DistributedTraining(world: try MPIWorld.join(environment: environment), bucketBytes: bytes)
     }
 
+    /// This process's rank in the job, 0..<size.
     public var rank: Int { world.rank }
+    /// Number of ranks in the job.
     public var size: Int { world.size }
     /// Whether this rank writes files and prints progress.
     public var isPrimary: Bool { world.rank == 0 }

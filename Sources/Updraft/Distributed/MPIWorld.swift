@@ -9,6 +9,7 @@ import Foundation
 public final class MPIWorld: @unchecked Sendable {
     /// This process's rank, 0..<size; rank 0 writes files and prints progress.
     public let rank: Int
+    /// Number of processes in the job (MPI_COMM_WORLD's size), at least 1.
     public let size: Int
     /// Seconds a collective may wait for the other ranks before the run stops with a `.ranks` error
     /// (`UPDRAFT_MPI_TIMEOUT`, default 300: a first step compiles kernels and fills caches).
@@ -18,6 +19,7 @@ public final class MPIWorld: @unchecked Sendable {
 
     /// Set by the launchers Updraft knows: Open MPI's mpirun (and PMIx / PMI launchers such as srun).
     public static let launchVariables = ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"]
+    /// Environment variable giving `timeout` in seconds (default 300).
     public static let timeoutVariable = "UPDRAFT_MPI_TIMEOUT"
 
     /// Whether this process was started by an MPI launcher.

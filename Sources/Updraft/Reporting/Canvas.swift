@@ -2,9 +2,13 @@ import Foundation
 
 /// An 8-bit RGB color.
 public struct RGB: Equatable, Sendable {
+    /// Red, green and blue intensities, 0...255.
     public var r: UInt8, g: UInt8, b: UInt8
+    /// The color with these red, green and blue values (0...255).
     public init(_ r: UInt8, _ g: UInt8, _ b: UInt8) { self.r = r; self.g = g; self.b = b }
+    /// White: (255, 255, 255); the default canvas background.
     public static let white = RGB(255, 255, 255)
+    /// Black: (0, 0, 0); the default text color.
     public static let black = RGB(0, 0, 0)
 
     /// This color mixed with `other`: `t` = 0 gives self, 1 gives other.
@@ -18,11 +22,14 @@ public struct RGB: Equatable, Sendable {
 /// anti-aliased thick lines, dots and bitmap-font text. Coordinates are pixels, y down; anything
 /// outside the canvas is clipped.
 public struct Canvas: Sendable {
+    /// Columns, in pixels (> 0).
     public let width: Int
+    /// Rows, in pixels (> 0).
     public let height: Int
     /// Row-major RGB samples, 3 bytes a pixel.
     public private(set) var samples: [UInt8]
 
+    /// A `width` x `height` canvas filled with `background` (white by default); both sizes must be positive (a precondition).
     public init(width: Int, height: Int, background: RGB = .white) {
         precondition(width > 0 && height > 0, "a canvas needs a positive size")
         self.width = width; self.height = height
@@ -30,6 +37,7 @@ public struct Canvas: Sendable {
         fill(x: 0, y: 0, width: width, height: height, background)
     }
 
+    /// The color at (x, y); the point must be inside the canvas (not clipped).
     public func pixel(x: Int, y: Int) -> RGB {
         let i = (y * width + x) * 3
         return RGB(samples[i], samples[i + 1], samples[i + 2])
@@ -44,6 +52,7 @@ public struct Canvas: Sendable {
         samples[i] = new.r; samples[i + 1] = new.g; samples[i + 2] = new.b
     }
 
+    /// Fills the `w` x `h` rectangle whose top-left corner is (x, y) with `color`, clipped to the canvas.
     public mutating func fill(x: Int, y: Int, width w: Int, height h: Int, _ color: RGB) {
         let x0 = max(0, x), x1 = min(width, x + w), y0 = max(0, y), y1 = min(height, y + h)
         guard x0 < x1, y0 < y1 else { return }

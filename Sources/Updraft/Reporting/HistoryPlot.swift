@@ -6,11 +6,17 @@ import Foundation
 public struct HistoryPlot: Sendable {
     /// One curve: points in data coordinates; non-finite values break the line.
     public struct Series: Sendable {
+        /// The label shown in the panel's legend ("train loss", "validation accuracy", ...).
         public var name: String
+        /// The line and marker color.
         public var color: RGB
+        /// The curve's points, x in epochs (1 = end of the first epoch), y in the panel's units.
         public var points: [(x: Double, y: Double)]
+        /// Line width, in pixels; default 2.5.
         public var thickness: Double
+        /// Whether each point gets a dot (epoch curves do; the mini-batch loss curve does not).
         public var markers: Bool
+        /// A curve with the given style; defaults: 2.5-pixel line with markers.
         public init(name: String, color: RGB, points: [(x: Double, y: Double)], thickness: Double = 2.5,
                     markers: Bool = true) {
             self.name = name; self.color = color; self.points = points
@@ -20,16 +26,23 @@ public struct HistoryPlot: Sendable {
 
     /// One chart: its title, y-axis label and curves.
     public struct Panel: Sendable {
+        /// The heading drawn above the panel ("loss", "accuracy").
         public var title: String
+        /// The y-axis label ("loss", "accuracy (%)").
         public var yLabel: String
+        /// The curves drawn in the panel, in drawing order (later ones on top).
         public var series: [Series]
         /// Fixed y range, or nil to fit the data (from 0 when all values are positive).
         public var yRange: ClosedRange<Double>?
     }
 
+    /// The heading above the panels: "training history: <model>".
     public var title: String
+    /// The x-axis label; default "epoch".
     public var xLabel = "epoch"
+    /// The right end of the x axis: the last epoch's number (1-based).
     public var xMax: Double
+    /// The charts, left to right: loss, then accuracy when the history has any.
     public var panels: [Panel]
 
     static let blue = RGB(31, 119, 180), orange = RGB(255, 127, 14), lightBlue = RGB(160, 196, 226)

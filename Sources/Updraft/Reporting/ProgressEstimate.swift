@@ -6,6 +6,7 @@ import Foundation
 public struct ProgressEstimate: Sendable {
     /// Mini-batches in the whole run, and examples in each.
     public let totalBatches: Int
+    /// Examples per mini-batch (for the examples-per-second rate); at least 0.
     public let batchSize: Int
     /// When training began (seconds on any monotonic clock).
     public let start: Double
@@ -14,6 +15,7 @@ public struct ProgressEstimate: Sendable {
     /// How many samples the rate is measured over.
     public var window = 32
 
+    /// An estimate for a run of `totalBatches` mini-batches of `batchSize` examples that began at `start` (negative counts become 0).
     public init(totalBatches: Int, batchSize: Int, start: Double) {
         self.totalBatches = max(0, totalBatches); self.batchSize = max(0, batchSize); self.start = start
     }

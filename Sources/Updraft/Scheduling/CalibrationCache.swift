@@ -8,12 +8,17 @@ import Foundation
 public struct CalibrationCache: Sendable {
     /// Bumped when the calibration method changes, which invalidates every stored entry.
     public static let formatVersion = 1
+    /// The calibration file's name in `directory`.
     public static let fileName = "calibration.json"
+    /// Environment variable naming the cache folder; wins over `XDG_CACHE_HOME` and `~/.cache/updraft`.
     public static let directoryVariable = "UPDRAFT_CACHE_DIR"
 
+    /// The folder holding `calibration.json` and `kernel-tuning.json`; created on the first store.
     public var directory: URL
+    /// The calibration file: `calibration.json` in `directory`.
     public var fileURL: URL { directory.appendingPathComponent(Self.fileName) }
 
+    /// A cache in `directory` (nothing is read or created yet).
     public init(directory: URL) { self.directory = directory }
 
     /// The cache in its default place for this environment.
@@ -21,6 +26,7 @@ public struct CalibrationCache: Sendable {
         self.init(directory: Self.defaultDirectory(environment: environment))
     }
 
+    /// Where the cache lives for `environment`: `$UPDRAFT_CACHE_DIR`, else `$XDG_CACHE_HOME/updraft`, else `$HOME/.cache/updraft`.
     public static func defaultDirectory(environment: [String: String]) -> URL {
         if let dir = environment[directoryVariable], !dir.isEmpty { return URL(fileURLWithPath: dir, isDirectory: true) }
         if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
@@ -78,6 +84,7 @@ public struct CalibrationCache: Sendable {
 
     /// The result of `profile(key:measure:)`.
     public struct Outcome: Sendable {
+        /// The device's measured (or cached) profile.
         public var profile: DeviceProfile
         /// Whether the profile came from the cache (no measurement ran).
         public var cached: Bool

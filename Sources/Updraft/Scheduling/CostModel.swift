@@ -9,14 +9,17 @@
 
 /// One Backend call's work.
 public struct KernelWork: Hashable, Sendable {
+    /// The kernel's floating-point operations and bytes moved.
     public var cost: OpCost
     /// Convolution and matrix products, which reach only `matrixEfficiency` of the peak rate.
     public var isMatrix: Bool
+    /// Work of `cost`; `isMatrix` for convolutions and matrix products (default false).
     public init(_ cost: OpCost, isMatrix: Bool = false) { self.cost = cost; self.isMatrix = isMatrix }
 }
 
 /// The kernels one layer launches for one batch.
 public struct LayerWork: Hashable, Sendable {
+    /// The forward pass's kernels.
     public var forward: [KernelWork] = []
     /// The input gradient (dx), when a layer upstream needs it.
     public var backwardData: [KernelWork] = []
@@ -30,6 +33,7 @@ public struct LayerWork: Hashable, Sendable {
     public var all: [KernelWork] { forward + backwardData + backwardWeights + optimizer }
 }
 
+/// Estimates of kernel and layer times on a device (see the formula above): what the scheduler compares placements by.
 public enum CostModel {
     /// Seconds for one kernel on a device.
     public static func seconds(_ k: KernelWork, on d: DeviceProfile) -> Double {
@@ -39,6 +43,7 @@ public enum CostModel {
         return max(compute, memory) + d.launchLatencyMicroseconds * 1e-6
     }
 
+    /// Seconds for a sequence of kernels on a device: the sum of each one's estimate.
     public static func seconds(_ ks: [KernelWork], on d: DeviceProfile) -> Double {
         ks.reduce(0) { $0 + seconds($1, on: d) }
     }

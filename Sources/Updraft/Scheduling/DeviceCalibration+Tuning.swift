@@ -11,12 +11,18 @@ public struct KernelTuningEntry: Codable, Sendable, Equatable {
     /// Per shape class, what was measured: the shape tuned and each candidate's seconds (the ones
     /// that passed the reference check), for the record.
     public var measurements: [String: KernelTuningMeasurement]
+    /// The OpenCL device's name ("platform: device"), as it reported it.
     public var device: String
+    /// The driver version the tuning was measured with; a new driver invalidates it.
     public var driverVersion: String
+    /// `DeviceCalibration.kernelSourceHash` when it was measured; a changed kernel invalidates it.
     public var kernelSourceHash: String
+    /// The tuning search space used (`KernelTuningSpace.rawValue`).
     public var space: String
+    /// When the tuning was measured (ISO 8601 in the file).
     public var measuredAt: Date
 
+    /// An entry as `updraft tune` stores it; `measuredAt` defaults to now.
     public init(variants: [String: KernelVariant], measurements: [String: KernelTuningMeasurement], device: String,
                 driverVersion: String, kernelSourceHash: String, space: String, measuredAt: Date = Date()) {
         self.variants = variants; self.measurements = measurements; self.device = device
@@ -27,20 +33,27 @@ public struct KernelTuningEntry: Codable, Sendable, Equatable {
 
 /// One shape class's timings: the shape that was timed, the table's choice and the winner's seconds.
 public struct KernelTuningMeasurement: Codable, Sendable, Equatable {
+    /// The shape that was timed for this shape class, as text.
     public var shape: String
+    /// Seconds of the built-in table's choice for the shape; nil when it was not timed or failed the check.
     public var tableSeconds: Double?
+    /// Seconds of the winning variant.
     public var bestSeconds: Double
+    /// Seconds of CLBlast's kernel, when it was a candidate.
     public var clblastSeconds: Double?
+    /// How many candidate variants were timed.
     public var candidates: Int
 }
 
 extension CalibrationCache {
+    /// The tuning file's name in the calibration folder.
     public static let tuningFileName = "kernel-tuning.json"
     /// Bumped when the tuning method or the variant format changes.
     public static let tuningFormatVersion = 1
     /// Set to `off` to ignore stored tunings (the table decides everywhere).
     public static let tuningVariable = "UPDRAFT_KERNEL_TUNING"
 
+    /// The tuning file: `kernel-tuning.json` in `directory`.
     public var tuningFileURL: URL { directory.appendingPathComponent(Self.tuningFileName) }
 
     private struct TuningFile: Codable {

@@ -4,11 +4,14 @@ import Foundation
 /// there are no OpenCL devices when there are none. `profiles(...)` calibrates the ones a run may
 /// use (from the cache when they were measured before).
 public struct DeviceInventory {
+    /// The host CPU's name, core count and memory.
     public var host: HostInfo
+    /// The OpenCL devices found, as `OpenCLRuntime.devices()` lists them; empty when OpenCL was not asked for or not available.
     public var openCL: [OpenCLDevice]
     /// Why `openCL` is empty (no platform, or an OpenCL error), or nil.
     public var openCLProblem: String?
 
+    /// An inventory of the given devices (tests build one by hand; `discover` finds the real ones).
     public init(host: HostInfo, openCL: [OpenCLDevice], openCLProblem: String?) {
         self.host = host; self.openCL = openCL; self.openCLProblem = openCLProblem
     }
@@ -34,7 +37,9 @@ public struct DeviceInventory {
 
     /// Calibrated devices for a plan, and one-line warnings about devices left out.
     public struct Setup {
+        /// The devices the run may use, calibrated, host first.
         public var profiles: [DeviceProfile]
+        /// One line per problem: OpenCL unavailable (planning with the CPU only), a device left out because its calibration failed, a calibration that could not be cached.
         public var warnings: [String]
     }
 

@@ -10,8 +10,10 @@ public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
     case host
     case openCL(index: Int)
 
+    /// The environment variable read when no `--device` or `preferredDevice` is given.
     public static let environmentVariable = "UPDRAFT_DEVICE"
 
+    /// "cpu" or "opencl:N", the device's `DeviceProfile.identifier`.
     public var description: String {
         switch self {
         case .host: return "cpu"

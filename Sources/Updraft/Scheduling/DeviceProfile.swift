@@ -3,6 +3,7 @@
 /// reach it from the host. Calibration measures these for real devices (`DeviceCalibration`);
 /// tests describe imaginary ones (a fast GPU, a slow GPU, a CPU) with the same type.
 public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertible {
+    /// What sort of device it is: the host or an OpenCL CPU, a GPU, or another accelerator.
     public enum Kind: String, Codable, Sendable {
         case cpu, gpu, accelerator
 
@@ -18,6 +19,7 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
 
     /// The device's name (the OpenCL device name, or the host CPU's model name).
     public var name: String
+    /// CPU, GPU or accelerator (for an OpenCL device, from its device type).
     public var kind: Kind
     /// nil for the host CPU backend; otherwise the device's index in `OpenCLRuntime.devices()`
     /// (the `#` column of `updraft devices`). An OpenCL CPU device such as PoCL has kind `.cpu`
@@ -42,6 +44,7 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
     /// Driver (or host backend) version the measurement belongs to.
     public var driverVersion: String
 
+    /// A profile with the given measurements; `transferLatencyMicroseconds` defaults to the launch latency, `matrixEfficiency` to 1.
     public init(name: String, kind: Kind, openCLIndex: Int?, fmaGFLOPS: Double, bandwidthGBps: Double,
                 launchLatencyMicroseconds: Double, memoryBytes: UInt64, transferGBps: Double,
                 transferLatencyMicroseconds: Double? = nil, matrixEfficiency: Double = 1, driverVersion: String = "") {
@@ -65,6 +68,7 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
         return "cpu (\(name))"
     }
 
+    /// The label, then the measurements: GFLOP/s, GB/s, launch latency in µs and memory size, for `updraft devices`.
     public var description: String {
         "\(label): \(format(fmaGFLOPS)) GFLOP/s, \(format(bandwidthGBps)) GB/s, "
             + "\(format(launchLatencyMicroseconds)) µs launch, \(formatBytes(memoryBytes))"

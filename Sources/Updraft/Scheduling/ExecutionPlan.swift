@@ -5,16 +5,20 @@ import Foundation
 /// `prefixDevice` and the trainable tail (forward, backward, optimizer steps) on `tailDevice`; they
 /// are the same device unless splitting paid. `Scheduler.backends(for:)` opens the two backends.
 public struct ExecutionPlan: Hashable, Codable, Sendable {
+    /// Which part of the network a step belongs to: the frozen `prefix` (forward only) or the trainable `tail`.
     public enum Segment: String, Codable, Sendable { case prefix, tail }
 
     /// One layer (or the loss) and where it runs.
     public struct LayerStep: Hashable, Codable, Sendable {
+        /// The layer's name in the model (or "loss").
         public var name: String
         /// The op (`LayerOp.name`), or "loss(<kind>)" for the loss.
         public var type: String
+        /// Whether the layer runs in the frozen prefix or the trainable tail.
         public var segment: Segment
         /// `DeviceProfile.identifier` of the device it runs on.
         public var device: String
+        /// Estimated forward time per batch, in milliseconds.
         public var forwardMs: Double
         /// Gradients (and the optimizer step for updatable layers); nil for layers that need none.
         public var backwardMs: Double?
@@ -22,30 +26,43 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
 
     /// A tensor copied per batch between host memory and a device, or between devices.
     public struct Transfer: Hashable, Codable, Sendable {
+        /// What is copied, for the table: "input 'image'", "target '...'", "loss and accuracy", a blob passed from prefix to tail.
         public var what: String
         /// "host" or a `DeviceProfile.identifier`.
         public var from: String
+        /// "host" or a `DeviceProfile.identifier`: where the tensor goes.
         public var to: String
+        /// Size of the copy per batch, in bytes.
         public var bytes: Int
+        /// Estimated time of the copy per batch, in milliseconds.
         public var ms: Double
     }
 
     /// A placement the scheduler weighed.
     public struct Candidate: Hashable, Codable, Sendable {
+        /// `DeviceProfile.identifier` of the device for the frozen prefix.
         public var prefixDevice: String
+        /// `DeviceProfile.identifier` of the device for the trainable tail.
         public var tailDevice: String
+        /// Estimated time per batch with this placement, in milliseconds, transfers included.
         public var totalMs: Double
         /// Whether the estimated memory fits on the device(s).
         public var fits: Bool
+        /// Whether prefix and tail run on different devices.
         public var isSplit: Bool { prefixDevice != tailDevice }
     }
 
+    /// The mini-batch size the plan was estimated for.
     public var batchSize: Int
+    /// The compute units the scheduler chose within (as `UpdateConfiguration.computeUnits`).
     public var computeUnits: ComputeUnits
+    /// The device that runs the frozen prefix (forward only).
     public var prefixDevice: DeviceProfile
+    /// The device that runs the trainable tail (forward, backward, optimizer steps).
     public var tailDevice: DeviceProfile
     /// Layers in execution order (topological), then the loss.
     public var layers: [LayerStep]
+    /// Tensors copied per batch between memories, in execution order.
     public var transfers: [Transfer]
     /// Everything per batch: forward, backward and optimizer steps, loss, transfers.
     public var totalMs: Double
@@ -60,14 +77,18 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
     /// then describe the single-device placement it was weighed against.
     public var dataParallel: DataParallelPlan? = nil
 
+    /// Whether prefix and tail run on different devices.
     public var isSplit: Bool { prefixDevice != tailDevice }
+    /// How many of `layers` run in the frozen prefix.
     public var prefixLayerCount: Int { layers.filter { $0.segment == .prefix }.count }
+    /// The estimated time of all `transfers` per batch, in milliseconds.
     public var transferMs: Double { transfers.reduce(0) { $0 + $1.ms } }
     /// The devices used, prefix first (or the data-parallel replicas), without repeats.
     public var devices: [DeviceProfile] {
         if let dp = dataParallel { return dp.devices }
         return isSplit ? [prefixDevice, tailDevice] : [tailDevice]
     }
+    /// One line saying where the plan runs ("all on ...", "prefix on ..., tail on ...", or the data-parallel replicas).
     public var summary: String {
         if let dp = dataParallel { return dp.summary }
         return isSplit ? "prefix on \(prefixDevice.label), tail on \(tailDevice.label)" : "all on \(tailDevice.label)"

@@ -6,6 +6,7 @@ import Foundation
 /// state, for a GPU). A mini-batch that does not fit is a named error that says the largest one that
 /// does, instead of an allocator failure, or the OOM killer, after minutes of loading.
 public enum MemoryPreflight {
+    /// What the batches are for, which decides what must fit: training (activations, gradients, optimizer state) or forward-only evaluation or prediction.
     public enum Work: String, Sendable {
         case training, evaluation, prediction
     }

@@ -7,6 +7,7 @@ public struct BackendOpener {
     /// The backend of an OpenCL device described by a profile (its `openCLIndex` and `name`).
     public var openCL: (DeviceProfile) throws -> Backend
 
+    /// An opener from two closures: one for the host CPU backend, one for an OpenCL device's profile.
     public init(host: @escaping () throws -> Backend, openCL: @escaping (DeviceProfile) throws -> Backend) {
         self.host = host; self.openCL = openCL
     }
@@ -43,7 +44,9 @@ public struct ResolvedBackends {
     public var replicas: [Backend] = []
     /// Each replica's share of a mini-batch (the plan's slice sizes).
     public var shares: [Double] = []
+    /// Whether prefix and tail run on different backends.
     public var isSplit: Bool { prefix !== tail }
+    /// Whether mini-batches are split across two or more replicas.
     public var isDataParallel: Bool { replicas.count > 1 }
 
     /// "cpu", "<prefix> (frozen prefix) + <tail> (trainable tail)", or

@@ -51,6 +51,7 @@ extension ExecutionPlan {
         /// Whether every replica's share fits its memory.
         public var fits: Bool
 
+        /// "data parallel on <device> (<examples>) + ...": each replica with its slice of a mini-batch.
         public var summary: String {
             "data parallel on " + zip(devices, slices).map { "\($0.label) (\($1))" }.joined(separator: " + ")
         }

@@ -3,7 +3,9 @@ import Foundation
 /// The whole path a command takes to run a graph on this machine, in one call: list the devices,
 /// resolve a pin (`--device` or `UPDRAFT_DEVICE`), calibrate (cached), plan, open the backends.
 public struct MachineSchedule {
+    /// Where each layer runs and the estimated times (print it with `text()` or `json()`).
     public var plan: ExecutionPlan
+    /// The opened backends the executor runs on, with the fallbacks already taken.
     public var backends: ResolvedBackends
     /// One line each: devices left out, OpenCL missing, fallbacks taken. Print them; nothing here did.
     public var warnings: [String]

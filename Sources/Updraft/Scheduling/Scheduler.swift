@@ -8,6 +8,7 @@
 /// model on one device unless a split is at least `Options.minimumSplitGain` faster. Small
 /// workloads land on the host CPU by the same arithmetic: there, launch latency is what dominates.
 public enum Scheduler {
+    /// How the scheduler decides between placements: the gain a split must bring, the memory it may fill, and whether data parallelism is allowed.
     public struct Options: Hashable, Sendable {
         /// Fraction of the best single-device time a split must save to be chosen (0.1: 10 %).
         public var minimumSplitGain: Double = 0.1
@@ -16,6 +17,7 @@ public enum Scheduler {
         /// Whether each mini-batch may be split across devices (`auto`: when it pays by
         /// `minimumSplitGain`, like a prefix/tail split).
         public var dataParallel: DataParallelMode = .auto
+        /// Options with the given thresholds; defaults: a 10 % gain to split, 90 % of memory, data parallelism `.auto`.
         public init(minimumSplitGain: Double = 0.1, memoryHeadroom: Double = 0.9, dataParallel: DataParallelMode = .auto) {
             self.minimumSplitGain = minimumSplitGain; self.memoryHeadroom = memoryHeadroom; self.dataParallel = dataParallel
         }

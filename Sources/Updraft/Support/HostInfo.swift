@@ -2,10 +2,14 @@ import Foundation
 
 /// Facts about the host CPU, for `updraft devices`, benchmarks and the scheduler.
 public struct HostInfo: Sendable {
+    /// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it has none).
     public var cpuName: String
+    /// Logical CPU cores the process can use.
     public var cores: Int
+    /// Physical memory of the host, in bytes.
     public var memoryBytes: UInt64
 
+    /// This machine's CPU name, core count and memory, read now.
     public static var current: HostInfo {
         var name = "unknown CPU"
         if let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),

@@ -4,8 +4,10 @@
 /// shuffling is on, and the last mini-batch is filled up by wrapping round to the start of that
 /// order. With `shortLastBatch` the last batch keeps only the examples that remain.
 public struct EpochPlan: Sendable {
+    /// The epoch's mini-batches in training order, each a list of example indices; every batch has `batchSize` examples unless `shortLastBatch` left the last one short.
     public let batches: [[Int]]
 
+    /// The mini-batches of `epoch` (0-based) over `exampleCount` examples, shuffled from `(seed, epoch)` when `shuffle` is on; the last batch wraps round to the start of the order unless `shortLastBatch`.
     public init(exampleCount: Int, batchSize: Int, epoch: Int, shuffle: Bool, seed: UInt64, shortLastBatch: Bool = false) {
         var order = Array(0..<exampleCount)
         if shuffle {

@@ -19,6 +19,7 @@ public struct DataParallelism {
     /// Relative share of each mini-batch per replica (e.g. measured throughputs); nil: equal.
     public var shares: [Double]?
 
+    /// Replicas on `replicas`, the first the primary, with mini-batches split by `shares` (nil: equally).
     public init(replicas: [Backend], shares: [Double]? = nil) {
         self.replicas = replicas; self.shares = shares
     }

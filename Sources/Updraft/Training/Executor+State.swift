@@ -14,9 +14,11 @@ struct TrainableTensor {
 
 /// A host copy of everything an optimizer step changes, as of a completed step.
 public struct ExecutorState: Sendable {
+    /// One trained tensor's values and optimizer moments, as Float host arrays of equal length.
     public struct TensorState: Sendable {
         /// "<layer>.weights" or "<layer>.bias".
         public var name: String
+        /// The parameter values after the last completed step.
         public var values: [Float]
         /// SGD's velocity, or Adam's first moment.
         public var first: [Float]
@@ -25,6 +27,7 @@ public struct ExecutorState: Sendable {
     }
     /// Optimizer steps taken (Adam's bias correction counts them).
     public var stepCount: Int
+    /// The trained tensors, in `trainableTensors()` order (updatable layers in graph order, weights then bias).
     public var tensors: [TensorState]
 
     /// Host memory the copy takes.

@@ -4,10 +4,15 @@
 /// frozen prefix. Parameters and optimizer state stay on the device; the host reads back the loss
 /// and the correct count of each step, and weights only when asked.
 public final class Executor {
+    /// The graph split into frozen prefix and trainable tail, with its loss and fusions.
     public let training: TrainingGraph
+    /// The model's network, as the training graph holds it.
     public var graph: NetworkGraph { training.graph }
+    /// Runs the frozen prefix (forward only) and receives the network input.
     public let prefixBackend: Backend
+    /// Runs the trainable tail (forward, backward, optimizer steps) and holds the trained parameters and their state.
     public let tailBackend: Backend
+    /// The optimizer applied in each step (SGD or Adam), which decides the moment buffers kept.
     public let optimizer: OptimizerKind
 
     struct Parameters {
@@ -42,6 +47,7 @@ public final class Executor {
     /// (queued, on an OpenCL device): a multi-rank run starts exchanging them while backward goes on.
     var gradientsReady: ((String) throws -> Void)?
 
+    /// Uploads the model's parameters to the backends and allocates the optimizer state (gradient and moment buffers on the tail backend); throws what the backend throws when it cannot allocate.
     public init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
         self.training = training
         self.optimizer = optimizer
@@ -121,6 +127,7 @@ public final class Executor {
         public var loss: Double
         /// Examples whose first arg-max is the label (classifiers; 0 otherwise).
         public var correct: Int
+        /// Examples in the batch.
         public var count: Int
     }
 

@@ -4,7 +4,9 @@
 /// device (the host CPU backend unless the work already runs on the host). Data and model errors
 /// are not device failures and go straight to the caller.
 public final class InferenceRunner {
+    /// The network run forward (as an inference-only training graph: every layer in the prefix).
     public let graph: NetworkGraph
+    /// The executor the work runs on now; replaced by one on the next fallback when a device fails.
     public private(set) var executor: Executor
     /// Devices not used yet, in the order they are tried.
     public private(set) var fallbacks: [Backend]

@@ -14,6 +14,7 @@ public struct TrainingPosition: Equatable, Sendable {
     /// The epoch's mini-batch losses so far (the history keeps them).
     var batchLosses: [Double] = []
 
+    /// The start of a run: epoch 0, no mini-batches or steps done.
     public init() {}
 
     /// A mini-batch completed.
@@ -35,6 +36,7 @@ public struct TrainingPosition: Equatable, Sendable {
         self = next
     }
 
+    /// Where the run stands, 1-based epoch for people: "epoch 2, after mini-batch 5 (step 37)".
     public var description: String { "epoch \(epoch + 1), after mini-batch \(miniBatch) (step \(steps))" }
 }
 
@@ -53,22 +55,29 @@ public struct TrainingPosition: Equatable, Sendable {
 public struct TrainingCheckpoint: Sendable {
     /// Identifies the model's structure and frozen weights (not the trained ones).
     public var modelFingerprint: UInt64
+    /// Identifies the training data the run read; a resume with other data is refused.
     public var data: DataFingerprint
+    /// The optimizer the run trained with (SGD or Adam); must match the model's when resuming.
     public var optimizer: OptimizerKind
     /// Every hyperparameter in force at the checkpoint.
     public var parameters: TrainingParameters
+    /// Whether the run kept a short last mini-batch instead of wrapping round; a resumed run must agree.
     public var shortLastBatch: Bool
+    /// The augmentation (flips, crop, seed) the run applied; a resumed run must use the same.
     public var augmentation: ImageAugmentation
     /// The checkpoint schedule of the run (continued by a resumed run unless it sets its own).
     public var checkpointEvery: Int?
+    /// Checkpoint every N mini-batches, as `UpdateConfiguration.checkpointEveryMiniBatches`; nil: not used.
     public var checkpointEveryMiniBatches: Int?
     /// Data-parallel shares in use (a resumed run given the same devices splits batches the same way).
     public var dataParallelShares: [Double]?
     /// Where the run trained, e.g. "cpu" (for messages).
     public var device: String
+    /// Where the run stood: epoch, mini-batch, steps and the epoch's running sums.
     public var position: TrainingPosition
     /// Every ended epoch's metrics.
     public var history: [TrainingMetrics]
+    /// The trained tensors with their optimizer state (SGD velocities, Adam moments and step count).
     public var state: ExecutorState
 
     /// The state file that belongs to a checkpoint model: `run.mlmodel` -> `run.resume`.
@@ -166,15 +175,20 @@ extension TrainingCheckpoint {
 /// Identifies a training set without keeping it: the example count, every target, the image files'
 /// names (for image folders), and the inputs of a few examples.
 public struct DataFingerprint: Equatable, Sendable {
+    /// Number of examples in the data set.
     public var count: Int
+    /// Hash of every example's target, in order.
     public var targets: UInt64
+    /// Hash of the image files' folder/name pairs, in order; nil for data that is not an image folder.
     public var names: UInt64?
+    /// Hash of the inputs of up to four examples (first, a third, two thirds, last).
     public var samples: UInt64
 
     init(count: Int, targets: UInt64, names: UInt64?, samples: UInt64) {
         self.count = count; self.targets = targets; self.names = names; self.samples = samples
     }
 
+    /// Fingerprints `data`: reads every target and four examples' inputs. Throws when an example cannot be read.
     public init(of data: BatchProvider) throws {
         count = data.count
         var t = FingerprintHasher()

@@ -2,6 +2,7 @@
 /// only), which need backward, which blobs carry gradients, which conv → ReLU pairs fuse, and where
 /// the frozen prefix hands over to the trainable tail (the blobs a feature cache keeps).
 public struct TrainingGraph: Sendable {
+    /// The model's network (layers, shapes, loss) the analysis is of.
     public let graph: NetworkGraph
     /// The loss; nil for a graph made only to run forward (`inference(graph:)`).
     public let loss: GraphLoss?
@@ -37,8 +38,11 @@ public struct TrainingGraph: Sendable {
 
     /// Where one convolution writes in a concat's output: channels [offset, offset + its channels) of `channels`.
     public struct ConcatSlice: Sendable {
+        /// The channel concat whose output the convolution writes into.
         public var concat: GraphLayer
+        /// The first output channel the convolution writes.
         public var offset: Int
+        /// The concat output's total channel count.
         public var channels: Int
     }
 
@@ -59,6 +63,7 @@ public struct TrainingGraph: Sendable {
         concatSlices = [:]
     }
 
+    /// Analyses `graph` for training. Throws when it has no usable loss (`NetworkGraph.requireLoss()`), `.invalidModel` when it has no updatable layer.
     public init(graph: NetworkGraph) throws {
         self.graph = graph
         let loss = try graph.requireLoss()
@@ -162,6 +167,7 @@ public struct TrainingGraph: Sendable {
     public struct StepCost: Sendable {
         /// The frozen prefix forward (fused ReLUs cost nothing of their own).
         public var prefixForward = OpCost.zero
+        /// The trainable tail forward, fused activations included.
         public var tailForward = OpCost.zero
         /// Input gradients of tail layers whose inputs carry one.
         public var tailBackwardData = OpCost.zero

@@ -4,22 +4,30 @@ import Foundation
 /// epoch's mean training loss, the last batch's loss (what Core ML reports as lossValue), training
 /// accuracy, and validation loss and accuracy when a validation set was given.
 public struct TrainingMetrics: Codable, Equatable, Sendable {
+    /// The epoch the event belongs to, counting from 0 (Core ML's `MLMetricKey.epochIndex`).
     public var epochIndex: Int
+    /// The mini-batch within the epoch, counting from 0, at miniBatchEnd (`MLMetricKey.miniBatchIndex`); nil at epochEnd.
     public var miniBatchIndex: Int?
     /// Core ML's lossValue: the last mini-batch's loss.
     public var lossValue: Double
+    /// The mean training loss over the epoch's mini-batches (epochEnd only).
     public var meanLoss: Double?
+    /// Fraction of training examples classified correctly over the epoch, 0...1 (cross-entropy models, epochEnd only).
     public var trainingAccuracy: Double?
+    /// Mean loss on `validationData` after the epoch; nil without a validation set.
     public var validationLoss: Double?
+    /// Fraction of validation examples classified correctly, 0...1; nil without a validation set or a cross-entropy loss.
     public var validationAccuracy: Double?
     /// Examples trained per second over the epoch (wall clock).
     public var examplesPerSecond: Double?
+    /// Wall-clock seconds the epoch took (epochEnd only).
     public var seconds: Double?
     /// Where the epoch ran, e.g. "cpu" or "opencl:NVIDIA H200".
     public var device: String?
     /// Every mini-batch's loss in the epoch, in order (kept in the training history, for plots).
     public var miniBatchLosses: [Double]?
 
+    /// Metrics with only the required fields; the optional ones are nil until set.
     public init(epochIndex: Int, miniBatchIndex: Int? = nil, lossValue: Double) {
         self.epochIndex = epochIndex; self.miniBatchIndex = miniBatchIndex; self.lossValue = lossValue
     }
@@ -31,6 +39,7 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
              examplesPerSecond, seconds, device, miniBatchLosses
     }
 
+    /// Reads a JSON object; a null or missing loss reads as NaN, a null mini-batch loss as NaN, other nulls as nil.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         epochIndex = try c.decode(Int.self, forKey: .epochIndex)
@@ -46,6 +55,7 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
         miniBatchLosses = try c.decodeIfPresent([Double?].self, forKey: .miniBatchLosses)?.map { $0 ?? .nan }
     }
 
+    /// Writes a JSON object, with each non-finite number as null and nil fields left out.
     public func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         func put(_ v: Double?, _ key: CodingKeys) throws {
@@ -68,10 +78,14 @@ public struct TrainingMetrics: Codable, Equatable, Sendable {
 
 /// Every epoch's metrics, saved next to the output model as `<model>.history.json`.
 public struct TrainingHistory: Codable, Equatable, Sendable {
+    /// The model file's name (last path component) the history belongs to.
     public var model: String
+    /// The parameters the run used, key name to the value as printed (`"learningRate": "0.01"`, `"shuffle": "true"`).
     public var parameters: [String: String]
+    /// Each epoch's metrics, in order (a resumed run's earlier epochs first).
     public var epochs: [TrainingMetrics]
 
+    /// A history with the given parameters and epochs (none by default).
     public init(model: String, parameters: [String: String], epochs: [TrainingMetrics] = []) {
         self.model = model; self.parameters = parameters; self.epochs = epochs
     }
@@ -81,12 +95,14 @@ public struct TrainingHistory: Codable, Equatable, Sendable {
         model.deletingPathExtension().appendingPathExtension("history.json")
     }
 
+    /// Writes the history as pretty-printed JSON with sorted keys, atomically (`writeAtomically`). Throws `.io` when it cannot be written.
     public func write(to url: URL) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try writeAtomically(try encoder.encode(self), to: url)
     }
 
+    /// Reads a history written by `write(to:)`. Throws `.io` when the file is missing or not a training history.
     public static func read(from url: URL) throws -> TrainingHistory {
         guard let data = FileManager.default.contents(atPath: url.path) else {
             throw UpdraftError(.io, "cannot read training history \(url.path): no such readable file",
@@ -149,6 +165,7 @@ public func writeAtomically(_ data: Data, to url: URL) throws {
 /// `onWriteFailure` once and writes nothing more; training is not affected.
 public final class JSONLinesLog {
     private let fd: Int32
+    /// The file the log appends to.
     public let url: URL
     private let lock = NSLock()
     private var failed = false

@@ -3,6 +3,7 @@
 public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomStringConvertible {
     case learningRate, momentum, miniBatchSize, epochs, shuffle, seed, beta1, beta2, eps, weightDecay
 
+    /// The Core ML key name (`"learningRate"`, `"miniBatchSize"`, ...), as used in options and history files.
     public var description: String { rawValue }
 
     /// The `updraft make-updatable` option that sets this parameter's allowed values.
@@ -30,6 +31,7 @@ public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomString
 public typealias ParameterValue = HyperparameterValue
 
 extension HyperparameterValue {
+    /// The value as a Double (an int converted); nil for a bool.
     public var doubleValue: Double? {
         switch self {
         case let .int(v): return Double(v)
@@ -37,6 +39,7 @@ extension HyperparameterValue {
         case .bool: return nil
         }
     }
+    /// The value as an Int: an int, or a double with no fractional part; nil otherwise (and for a bool).
     public var intValue: Int? {
         switch self {
         case let .int(v): return Int(exactly: v)
@@ -54,7 +57,9 @@ extension ParameterKey {
 /// The values in force for a run: the model's defaults with the caller's overrides, each checked
 /// against what the model allows.
 public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
+    /// Every key's value in force, normalized (integers for size/epochs/seed, bool for shuffle, doubles otherwise).
     public private(set) var values: [ParameterKey: ParameterValue]
+    /// The optimizer the model's update parameters name (SGD or Adam); decides which settings apply.
     public var optimizer: OptimizerKind
 
     /// The model's defaults (`hyperparameters`, as `NetworkGraph.hyperparameters` lists them), then
@@ -112,27 +117,41 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The value in force for `key` (every key has one once initialized).
     public subscript(key: ParameterKey) -> ParameterValue? { values[key] }
 
+    /// Step size, > 0; default 0.001.
     public var learningRate: Double { values[.learningRate]?.doubleValue ?? 0.001 }
+    /// SGD momentum, in [0, 1); default 0 (SGD only).
     public var momentum: Double { values[.momentum]?.doubleValue ?? 0 }
+    /// Examples per mini-batch, >= 1; default 8.
     public var miniBatchSize: Int { values[.miniBatchSize]?.intValue ?? 8 }
+    /// Passes over the training data, >= 1; default 1.
     public var epochs: Int { values[.epochs]?.intValue ?? 1 }
+    /// Whether the examples are reshuffled every epoch; default true.
     public var shuffle: Bool { if case let .bool(b)? = values[.shuffle] { return b }; return true }
+    /// Seed of the per-epoch shuffle order (the Int64 value's bit pattern); default 0. Augmentation has its own seed.
     public var seed: UInt64 { UInt64(bitPattern: Int64(values[.seed]?.intValue ?? 0)) }
+    /// Adam's first-moment decay, in [0, 1); default 0.9.
     public var beta1: Double { values[.beta1]?.doubleValue ?? 0.9 }
+    /// Adam's second-moment decay, in [0, 1); default 0.999.
     public var beta2: Double { values[.beta2]?.doubleValue ?? 0.999 }
+    /// Adam's denominator epsilon, >= 0; default 1e-8.
     public var eps: Double { values[.eps]?.doubleValue ?? 1e-8 }
+    /// L2 weight decay, >= 0, added to the gradient as `weightDecay * w` before the optimizer step; default 0 (off). Updraft's own; Core ML has none.
     public var weightDecay: Double { values[.weightDecay]?.doubleValue ?? 0 }
 
+    /// The SGD settings (learning rate, momentum, weight decay) as Float, for the optimizer kernels.
     public var sgd: SGDHyperparameters {
         SGDHyperparameters(learningRate: Float(learningRate), momentum: Float(momentum), weightDecay: Float(weightDecay))
     }
+    /// The Adam settings (learning rate, betas, eps, weight decay) as Float, for the optimizer kernels.
     public var adam: AdamHyperparameters {
         AdamHyperparameters(learningRate: Float(learningRate), beta1: Float(beta1), beta2: Float(beta2),
                             eps: Float(eps), weightDecay: Float(weightDecay))
     }
 
+    /// One line: the optimizer, then the settings that apply to it (`sgd: learningRate=0.01 momentum=0 ...`).
     public var description: String {
         let keys: [ParameterKey] = optimizer == .sgd
             ? [.learningRate, .momentum, .weightDecay, .miniBatchSize, .epochs, .shuffle, .seed]

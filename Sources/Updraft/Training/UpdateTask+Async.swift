@@ -3,6 +3,7 @@ import Foundation
 /// One progress event as a value, for `UpdateTask.events`: what a progress handler's context
 /// carries, without the task.
 public struct UpdateEvent: Sendable {
+    /// Which event this is: one of `trainingBegin`, `epochEnd`, `miniBatchEnd`.
     public let event: UpdateProgressEvent
     /// The mini-batch's (or epoch's) metrics; nil at trainingBegin.
     public let metrics: TrainingMetrics?

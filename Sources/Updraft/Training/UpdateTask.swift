@@ -4,6 +4,7 @@ import Foundation
 /// `cancel()` with the model as trained so far, where Core ML drops the work.
 public enum UpdateTaskState: Int, Sendable, CustomStringConvertible {
     case suspended = 1, running = 2, cancelling = 3, completed = 4, failed = 5, cancelled = 6
+    /// The state's lower-case name (`"running"`, `"cancelled"`, ...), as printed in logs and by the CLI.
     public var description: String {
         switch self {
         case .suspended: return "suspended"
@@ -18,18 +19,27 @@ public enum UpdateTaskState: Int, Sendable, CustomStringConvertible {
 
 /// Core ML's progress events (MLUpdateProgressEvent).
 public struct UpdateProgressEvent: OptionSet, Hashable, Sendable {
+    /// The event bits: 1 `trainingBegin`, 2 `epochEnd`, 4 `miniBatchEnd`.
     public let rawValue: Int
+    /// Makes a set from its bits (see `rawValue`).
     public init(rawValue: Int) { self.rawValue = rawValue }
+    /// Once, before the first mini-batch (no metrics yet).
     public static let trainingBegin = UpdateProgressEvent(rawValue: 1 << 0)
+    /// After each epoch, with the epoch's metrics (and validation metrics when `validationData` is set).
     public static let epochEnd = UpdateProgressEvent(rawValue: 1 << 1)
+    /// After each mini-batch, with that mini-batch's loss.
     public static let miniBatchEnd = UpdateProgressEvent(rawValue: 1 << 2)
+    /// Every event: `trainingBegin`, `epochEnd` and `miniBatchEnd`.
     public static let all: UpdateProgressEvent = [.trainingBegin, .epochEnd, .miniBatchEnd]
 }
 
 /// What a handler sees (MLUpdateContext).
 public struct UpdateContext: Sendable {
+    /// The task that sent the event; call `resume(withParameters:)` or `cancel()` on it from a handler.
     public let task: UpdateTask
+    /// Which event this is (one bit of `UpdateProgressEvent`; empty in the final context from `wait()`/`run()` and completion).
     public let event: UpdateProgressEvent
+    /// The metrics at this event (loss, epoch, mini-batch index); nil at `trainingBegin` and when none were computed.
     public let metrics: TrainingMetrics?
     /// The parameter values in force now.
     public let parameters: TrainingParameters
@@ -48,12 +58,16 @@ public struct UpdateContext: Sendable {
 /// once it is `@Sendable`, so the training thread can call it; to touch main-actor state from a
 /// handler, hop there (`Task { @MainActor in ... }`) or iterate `task.events` instead.
 public struct UpdateHandlers: Sendable {
+    /// Which events call `progress` (MLUpdateProgressHandlers.interestedEvents); default `.all`.
     public var events: UpdateProgressEvent
+    /// Called on the training thread for each event in `events`; training waits until it returns.
     public var progress: (@Sendable (UpdateContext) -> Void)?
+    /// Called once when the task completes, fails or is cancelled, with the final metrics, parameters and any error.
     public var completion: (@Sendable (UpdateContext) -> Void)?
     /// Called with each one-line warning (a device that failed and the fallback taken) as it
     /// happens, on the training thread. `UpdateTask.warnings` keeps them all.
     public var warning: (@Sendable (String) -> Void)?
+    /// Handlers for every event in `events`; each closure is optional (nil: not called).
     public init(events: UpdateProgressEvent = .all, progress: (@Sendable (UpdateContext) -> Void)? = nil,
                 completion: (@Sendable (UpdateContext) -> Void)? = nil, warning: (@Sendable (String) -> Void)? = nil) {
         self.events = events; self.progress = progress; self.completion = completion; self.warning = warning
@@ -117,6 +131,8 @@ public struct UpdateConfiguration {
     public var checkpointEvery: Int? = nil
     /// Also write a checkpoint after every N-th mini-batch (counted over the whole run).
     public var checkpointEveryMiniBatches: Int? = nil
+    /// Where periodic checkpoints are written (the model file; its state goes beside it as `<model>.resume`).
+    /// Nil: no periodic checkpoints are written, whatever `checkpointEvery` says. In an MPI job only rank 0 writes.
     public var checkpointURL: URL? = nil
     /// Continue the run this checkpoint was taken from, exactly: its weights, optimizer state,
     /// position, parameters and history. The model and training data must be the checkpoint's
@@ -127,6 +143,7 @@ public struct UpdateConfiguration {
     /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
     /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
     public var distributed: DistributedTraining? = nil
+    /// The defaults: the model's own parameters, scheduled compute units, a feature cache, no checkpoints.
     public init() {}
 }
 
@@ -140,8 +157,11 @@ public struct UpdateConfiguration {
 /// state is guarded by `lock`, except the session, which only the training thread drives (the
 /// caller reaches it through lock-guarded requests such as `cancel()` and `resume(withParameters:)`).
 public final class UpdateTask: @unchecked Sendable {
+    /// The model the task was made from; training never changes it (see `currentModel()`).
     public let originalModel: CoreMLModel
+    /// The examples training reads, in mini-batches (MLUpdateTask's `trainingData`).
     public let trainingData: BatchProvider
+    /// The configuration the task was made with (before any `resumeFrom` checks).
     public let configuration: UpdateConfiguration
     let handlers: UpdateHandlers
 
@@ -164,6 +184,7 @@ public final class UpdateTask: @unchecked Sendable {
     /// Optimizer changes requested from a handler, applied before the next mini-batch.
     private var pendingParameters: [ParameterKey: ParameterValue]?
 
+    /// Per-epoch metrics of this run (with a resumed checkpoint's epochs first), written beside the model by `write(to:)`.
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
     /// Subscribers of `events`, each finished when the task ends (guarded by `lock`).
     var eventObservers: [AsyncThrowingStream<UpdateEvent, Error>.Continuation] = []
@@ -186,12 +207,14 @@ public final class UpdateTask: @unchecked Sendable {
     /// What the feature cache holds (nil when it is off, or before training starts).
     public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics ?? ended?.cacheStatistics }
 
+    /// Where the task is now (MLUpdateTask.state); `.suspended` before `resume()` and while a handler runs.
     public var state: UpdateTaskState {
         lock.lock(); defer { lock.unlock() }
         return _state
     }
     func setState(_ s: UpdateTaskState) { lock.lock(); _state = s; lock.unlock() }
 
+    /// A task that trains `model` on `trainingData`; nothing runs until `resume()` or `run()`.
     public init(model: CoreMLModel, trainingData: BatchProvider, configuration: UpdateConfiguration = UpdateConfiguration(),
                 handlers: UpdateHandlers = UpdateHandlers()) {
         self.originalModel = model
@@ -200,6 +223,7 @@ public final class UpdateTask: @unchecked Sendable {
         self.handlers = handlers
     }
 
+    /// As `init(model:trainingData:configuration:handlers:)`, reading the model from a `.mlmodel` file first. Throws when it cannot be read or parsed.
     public convenience init(modelAt url: URL, trainingData: BatchProvider,
                             configuration: UpdateConfiguration = UpdateConfiguration(),
                             handlers: UpdateHandlers = UpdateHandlers()) throws {
@@ -344,6 +368,7 @@ public final class UpdateTask: @unchecked Sendable {
         return originalModel
     }
 
+    /// A layer's current weights and bias (nil when the layer has none): read from the device while training, else from the final or original model. Throws when the layer has no weights (or no layer has that name).
     public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
         if let session { return try session.executor.weights(ofLayer: name) }
         let model = try ended?.model.get() ?? originalModel
