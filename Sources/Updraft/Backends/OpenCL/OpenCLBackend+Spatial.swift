@@ -37,7 +37,8 @@ extension OpenCLBackend {
         }
     }
 
-    /// The backward kernels of the same files, launched like the forward pass.
+    /// Padding, upsampling and LRN gather one work-item per input element (no atomics); L2 normalization
+    /// runs one work-group per example, instance normalization one per plane. `output` is only size-checked.
     public func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         let op = g.op.familyName + " backward"
