@@ -124,6 +124,7 @@ struct CPUActivationPlan {
 }
 
 extension CPUBackend {
+    /// One float32 pass of the activation table's forward function, split over threads; in place is allowed.
     public func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try requireSizes(["batch": g.batch, "channels": g.channels, "spatial size": g.spatial], op: "\(a)")
         let plan = try CPUActivationPlan(a, channels: g.channels, spatial: g.spatial)
@@ -132,6 +133,7 @@ extension CPUBackend {
         parallelChunks(g.count, grain: plan.grain) { r in plan.forward(x, y, r) }
     }
 
+    /// Uses the input or the output (whichever the kind's derivative needs; the other is not read); in place is allowed.
     public func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                    outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         try requireSizes(["batch": g.batch, "channels": g.channels, "spatial size": g.spatial], op: "\(a) backward")

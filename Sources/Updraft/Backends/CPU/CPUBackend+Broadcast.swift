@@ -3,6 +3,7 @@
 // 1 or 0. Reductions take one output element per work item and walk its group (up to three runs of
 // reduced axes, `ReductionGeometry.runs`), so no two threads write one element.
 extension CPUBackend {
+    /// Walks the output row by row, the last axis strided 1 or 0 per operand; rows split over threads.
     public func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try pointer(a, g.aCount, "\(g.op.rawValue) first operand \(g.aDims)")
         let z = try pointer(b, g.bCount, "\(g.op.rawValue) second operand \(g.bDims)")
@@ -31,6 +32,7 @@ extension CPUBackend {
         }
     }
 
+    /// One output element per work item; max keeps the first maximum, sum is scaled by `g.scale`, in float32.
     public func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate()
         let x = try pointer(input, g.inputCount, "reduction input \(g.inputDims)")
@@ -52,6 +54,7 @@ extension CPUBackend {
         }
     }
 
+    /// Sum spreads `scale * dy` over its group; max routes the gradient to the first maximum only.
     public func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                inputGradient: DeviceBuffer) throws {
         try g.validate()

@@ -81,12 +81,14 @@ extension CPUBackend {
 
     // MARK: Forward
 
+    /// The slice form with the whole output (`channelOffset` 0, all channels).
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
                                outputChannels: g.outChannels, epilogue: epilogue)
     }
 
+    /// True: a convolution can write its channels into a slice of a wider (concatenated) output.
     public var writesConvolutionSlices: Bool { true }
 
     /// Each image's output channels are one contiguous block, so a slice only moves where the block starts.
@@ -150,6 +152,7 @@ extension CPUBackend {
 
     // MARK: Backward
 
+    /// Per image and group one SGEMM (w^T x dy) into im2col columns, then col2im adds them into the input gradient (no columns for 1x1 stride-1 unpadded); grouped depthwise-like cases run a direct loop.
     public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                         inputGradient: DeviceBuffer) throws {
         try validate(g)
@@ -181,6 +184,7 @@ extension CPUBackend {
         }
     }
 
+    /// Weight gradient summed over the batch (per-thread partial sums when the batch is split); bias gradient is the sum of dy over images and positions. An empty batch gives zeros.
     public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                            weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         try validate(g)

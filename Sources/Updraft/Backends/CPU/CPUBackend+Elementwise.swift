@@ -9,6 +9,7 @@ extension CPUBackend {
         try requireSizes(["element count": count], op: op)
     }
 
+    /// Four-lane SIMD loop split into chunks over threads; in place is allowed.
     public func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
         try requireCount(count, "element-wise \(op)")
         let pa = try pointer(a, count, "element-wise first operand")
@@ -52,6 +53,7 @@ extension CPUBackend {
         }
     }
 
+    /// One block copy of channels[i] * spatial floats per image and input, images split over threads.
     public func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws {
         try requireConcat(inputs.count, channels: channels, batch: batch, spatial: spatial)
         let xs = try inputs.enumerated().map { i, b in try pointer(b, batch * channels[i] * spatial, "concat input \(i)") }
@@ -59,6 +61,7 @@ extension CPUBackend {
         concatCopy(parts: xs, whole: y, channels: channels, batch: batch, spatial: spatial, toParts: false)
     }
 
+    /// Copies each input's channel block of the output gradient back to its gradient buffer (overwrites, no accumulation).
     public func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                                inputGradients: [DeviceBuffer]) throws {
         try requireConcat(inputGradients.count, channels: channels, batch: batch, spatial: spatial)
@@ -76,6 +79,7 @@ extension CPUBackend {
                          op: "channel affine")
     }
 
+    /// y = scale[c] * x + shift[c], one (n, c) plane per work item; in place is allowed.
     public func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
                               output: DeviceBuffer) throws {
         try requireAffine(shape)
@@ -94,6 +98,7 @@ extension CPUBackend {
         }
     }
 
+    /// dx = scale[c] * dy per plane (scale and shift are frozen, so they get no gradient).
     public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
                                       inputGradient: DeviceBuffer) throws {
         try requireAffine(shape)

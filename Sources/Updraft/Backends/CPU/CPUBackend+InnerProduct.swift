@@ -15,6 +15,7 @@ extension CPUBackend {
         }
     }
 
+    /// One SGEMM over the whole batch (output rows start as the bias, beta 1), then the epilogue in one pass. Throws `.unsupported` when a matrix passes 2^31 elements.
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
                                     bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         try validate(g)
@@ -35,6 +36,7 @@ extension CPUBackend {
         if let plan { applyEpilogue(plan, y, count: N * Cout, parallel: true) }
     }
 
+    /// dx = dy x w, one SGEMM over the batch split into row or column blocks.
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                          inputGradient: DeviceBuffer) throws {
         try validate(g)
@@ -47,6 +49,7 @@ extension CPUBackend {
         }
     }
 
+    /// dw = dy^T x x in one SGEMM; the bias gradient sums dy's rows in order, so it is the same on any thread count.
     public func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                             weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         try validate(g)

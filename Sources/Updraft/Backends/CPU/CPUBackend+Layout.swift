@@ -2,6 +2,7 @@
 // (size-1 axes dropped, runs of axes merged); the innermost output axis is walked with the input
 // stride of its axis, the outer ones with an odometer, so there is no division per element.
 extension CPUBackend {
+    /// Drops size-1 axes and merges runs first; an identity permutation is one copy.
     public func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate("\(name) transpose")
         let x = try pointer(input, g.count, "transpose input")

@@ -5,6 +5,7 @@ import Foundation
 //   Adam: g = grad + weightDecay * w;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //         w -= learningRate * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),  t counted from 1
 extension CPUBackend {
+    /// One fused float32 pass updating `parameter` and `velocity` in place, split over threads.
     public func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
                         velocity: DeviceBuffer, count: Int) throws {
         try requireSizes(["element count": count], op: "SGD")
@@ -22,6 +23,7 @@ extension CPUBackend {
         }
     }
 
+    /// One fused float32 pass updating `parameter`, `m` and `v` in place; throws `.invalidArgument` when `step` < 1.
     public func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
                          m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
         guard step >= 1 else {

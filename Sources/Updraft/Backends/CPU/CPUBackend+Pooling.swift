@@ -75,6 +75,7 @@ extension CPUBackend {
         max(1, CPUParallel.elementGrain / max(1, g.outHeight * g.outWidth * g.kernelH * g.kernelW + g.inHeight * g.inWidth))
     }
 
+    /// One (n, c) plane per work item; max is separable (rows, then columns) and keeps the first maximum in window order.
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g)
         let x = try pointer(input, g.inputShape.count, "pooling input")
@@ -276,6 +277,7 @@ extension CPUBackend {
         return best
     }
 
+    /// Max recomputes its argmax from the input (the output is only size-checked) and routes dy there; average spreads dy over the window's divisor.
     public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                 outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         try validate(g)

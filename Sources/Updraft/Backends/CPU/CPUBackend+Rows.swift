@@ -1,6 +1,7 @@
 // Ranged upload/download and row gathers/scatters (the feature cache's traffic): straight memory
 // copies into and out of the CPUBuffer, checked with `Backend.checkRange` / `checkRows` first.
 extension CPUBackend {
+    /// A straight copy into `offset ..< offset + values.count`, checked with `checkRange`.
     public func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         let b = try cpuBuffer(buffer, "upload destination")
         try checkRange(offset: offset, count: values.count, in: b, "upload destination")
@@ -9,6 +10,7 @@ extension CPUBackend {
         }
     }
 
+    /// A straight copy out of `offset ..< offset + count`, checked with `checkRange`.
     public func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float] {
         let b = try cpuBuffer(buffer, "download source")
         try checkRange(offset: offset, count: count, in: b, "download source")

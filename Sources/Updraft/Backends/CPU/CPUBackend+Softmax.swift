@@ -32,6 +32,7 @@ extension CPUBackend {
         }
     }
 
+    /// Over channels, per image and block of 256 spatial positions, max-subtracted, in float32.
     public func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g)
         let x = try pointer(input, g.count, "softmax input")
@@ -58,6 +59,7 @@ extension CPUBackend {
         }
     }
 
+    /// dx = y * (dy - sum_c dy * y), per image and block of spatial positions.
     public func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         try validate(g)
@@ -80,6 +82,7 @@ extension CPUBackend {
         }
     }
 
+    /// Logits must be [N, C] (spatial 1); per-row losses in Double summed in row order; throws `.data` for a label that is not a class index.
     public func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
                                     logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws {
         try validate(g)
@@ -130,6 +133,7 @@ extension CPUBackend {
         correctOut?[0] = Float(right)
     }
 
+    /// loss = mean (x - t)^2 accumulated in Double; gradient 2 (x - t) / count.
     public func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
                                  inputGradient: DeviceBuffer?) throws {
         try requireSizes(["element count": count], op: "mean squared error")

@@ -6,6 +6,7 @@ import Foundation
 extension CPUBackend {
     private func spatialGrain(_ planeSize: Int) -> Int { max(1, CPUParallel.elementGrain / max(1, planeSize)) }
 
+    /// One (n, c) plane per work item for padding, upsampling and LRN; normalizations keep their sums in Double.
     public func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try pointer(input, g.inputShape.count, "\(g.op.familyName) input \(g.inputShape)")
         let y = try pointer(output, g.outputShape.count, "\(g.op.familyName) output \(g.outputShape)")
@@ -81,6 +82,7 @@ extension CPUBackend {
         }
     }
 
+    /// Zeroes each input-gradient plane and scatters into it, so no two threads write one element.
     public func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         let x = try pointer(input, g.inputShape.count, "\(g.op.familyName) input \(g.inputShape)")

@@ -23,7 +23,9 @@ import Synchronization
 /// Calls from several threads are safe: ops that use the scratch workspaces take a lock (and so run
 /// one at a time); the others touch only the buffers they are given.
 public final class CPUBackend: Backend {
+    /// Always "cpu" (one CPU backend per process; `threadCount` is not part of the name).
     public let name = "cpu"
+    /// Always true: buffers are host memory, so readers may use them without a download.
     public var runsOnHostCPU: Bool { true }
 
     /// Threads used by the element-wise loops and by batch-parallel convolutions.
@@ -97,11 +99,13 @@ public final class CPUBackend: Backend {
 
     // MARK: Memory
 
+    /// A zero-filled `CPUBuffer` of `count` floats; throws `.invalidArgument` for a negative count.
     public func makeBuffer(count: Int) throws -> DeviceBuffer {
         guard count >= 0 else { throw UpdraftError(.invalidArgument, "\(name): cannot make a buffer of \(count) values") }
         return CPUBuffer(count: count)
     }
 
+    /// Copies into the buffer at once; `values.count` must equal the buffer's count.
     public func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
         let b = try cpuBuffer(buffer, "upload destination")
         guard values.count == b.count else {
@@ -112,11 +116,13 @@ public final class CPUBackend: Backend {
         }
     }
 
+    /// Copies the whole buffer into a new array (no waiting: work has already run).
     public func download(_ buffer: DeviceBuffer) throws -> [Float] {
         let b = try cpuBuffer(buffer, "download source")
         return Array(UnsafeBufferPointer(start: b.pointer, count: b.count))
     }
 
+    /// Fills on the worker threads when the buffer is large.
     public func fill(_ buffer: DeviceBuffer, with value: Float) throws {
         let b = try cpuBuffer(buffer, "fill destination")
         let p = b.pointer
@@ -125,6 +131,7 @@ public final class CPUBackend: Backend {
         }
     }
 
+    /// Copies `source.count` values (the destination may be larger; the rest is untouched); a no-op when both are the same buffer.
     public func copy(_ source: DeviceBuffer, to destination: DeviceBuffer) throws {
         let s = try cpuBuffer(source, "copy source")
         let d = try pointer(destination, s.count, "copy destination")
@@ -135,6 +142,7 @@ public final class CPUBackend: Backend {
         }
     }
 
+    /// Adds `source` into the first `source.count` values of `destination`, on the worker threads when large.
     public func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws {
         let s = try cpuBuffer(source, "accumulate source")
         let d = try pointer(destination, s.count, "accumulate destination")
@@ -144,6 +152,7 @@ public final class CPUBackend: Backend {
         }
     }
 
+    /// Does nothing: every op has finished when it returns.
     public func synchronize() throws {}
 
     // MARK: Threads

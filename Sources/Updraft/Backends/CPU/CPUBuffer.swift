@@ -4,6 +4,7 @@ import Foundation
 /// line, and a whole AVX-512 vector), zeroed on creation and freed in `deinit`. The backend reads and
 /// writes it through `pointer`; everyone else goes through `Backend.upload` / `download`.
 public final class CPUBuffer: DeviceBuffer {
+    /// Number of float32 values, fixed at creation (0 or more).
     public let count: Int
     /// The first element. Valid for `count` elements while the buffer lives (one element for an empty buffer).
     let pointer: UnsafeMutablePointer<Float>

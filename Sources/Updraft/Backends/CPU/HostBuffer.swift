@@ -3,9 +3,12 @@
 public final class HostBuffer: DeviceBuffer {
     /// The float32 elements, read and written directly by the CPU backends.
     public var values: [Float]
+    /// Number of float32 values: `values.count`.
     public var count: Int { values.count }
 
+    /// A zero-filled buffer of `count` values (a negative count gives an empty buffer).
     public init(count: Int) { values = [Float](repeating: 0, count: max(0, count)) }
+    /// A buffer holding `values` (copied on write, as any array).
     public init(_ values: [Float]) { self.values = values }
 }
 

@@ -7,8 +7,11 @@
 /// past those are neither read nor changed); a smaller one throws. Work runs immediately, so
 /// `synchronize` has nothing to wait for.
 public final class ReferenceBackend: Backend {
+    /// Always "reference".
     public let name = "reference"
+    /// Always true: buffers are host arrays.
     public var runsOnHostCPU: Bool { true }
+    /// A reference backend; it holds no state, so any number may be made.
     public init() {}
 
     // MARK: Buffer access
@@ -49,11 +52,13 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Memory
 
+    /// A zero-filled `HostBuffer` of `count` floats; throws `.invalidArgument` for a negative count.
     public func makeBuffer(count: Int) throws -> DeviceBuffer {
         guard count >= 0 else { throw UpdraftError(.invalidArgument, "\(name): cannot make a buffer of \(count) values") }
         return HostBuffer(count: count)
     }
 
+    /// Replaces the buffer's values; `values.count` must equal the buffer's count.
     public func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
         let b = try host(buffer, "upload destination")
         guard values.count == b.count else {
@@ -62,29 +67,35 @@ public final class ReferenceBackend: Backend {
         b.values = values
     }
 
+    /// The buffer's values as they are (work has already run).
     public func download(_ buffer: DeviceBuffer) throws -> [Float] { try host(buffer, "download source").values }
 
+    /// Sets every value of the buffer.
     public func fill(_ buffer: DeviceBuffer, with value: Float) throws {
         let b = try host(buffer, "fill destination")
         b.values = [Float](repeating: value, count: b.count)
     }
 
+    /// Copies `source.count` values; the destination may be larger (the rest is untouched).
     public func copy(_ source: DeviceBuffer, to destination: DeviceBuffer) throws {
         let s = try host(source, "copy source"), d = try host(destination, "copy destination")
         try requireCapacity(d, s.count, "copy destination")
         for i in 0..<s.count { d.values[i] = s.values[i] }
     }
 
+    /// Adds in Double, then rounds each sum to float32.
     public func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws {
         let s = try host(source, "accumulate source"), d = try host(destination, "accumulate destination")
         try requireCapacity(d, s.count, "accumulate destination")
         for i in 0..<s.count { d.values[i] = Float(Double(d.values[i]) + Double(s.values[i])) }
     }
 
+    /// Does nothing: every op has finished when it returns.
     public func synchronize() throws {}
 
     // MARK: Convolution
 
+    /// Runs `Reference.convolutionForward` on the buffers widened to Double, then rounds the results to float32.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, epilogue: Activation?) throws {
         try requireBias(g.hasBias, bias, "convolution")
@@ -95,6 +106,7 @@ public final class ReferenceBackend: Backend {
         try write(y, to: output, "convolution output")
     }
 
+    /// Runs `Reference.convolutionBackwardData` on the buffers widened to Double, then rounds the results to float32.
     public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                         inputGradient: DeviceBuffer) throws {
         let dy = try read(outputGradient, count: g.outputShape.count, "convolution output gradient")
@@ -103,6 +115,7 @@ public final class ReferenceBackend: Backend {
         try write(dx, to: inputGradient, "convolution input gradient")
     }
 
+    /// Runs `Reference.convolutionBackwardWeights` on the buffers widened to Double, then rounds the results to float32.
     public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                            weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         if !g.hasBias, biasGradient != nil {
@@ -117,6 +130,7 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Inner product
 
+    /// Runs `Reference.innerProductForward` on the buffers widened to Double, then rounds the results to float32.
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
                                     bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         try requireBias(g.hasBias, bias, "inner product")
@@ -126,6 +140,7 @@ public final class ReferenceBackend: Backend {
         try write(try Reference.innerProductForward(g, input: x, weights: w, bias: b, epilogue: epilogue), to: output, "inner product output")
     }
 
+    /// Runs `Reference.innerProductBackwardData` on the buffers widened to Double, then rounds the results to float32.
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                          inputGradient: DeviceBuffer) throws {
         let dy = try read(outputGradient, count: g.batch * g.outputChannels, "inner product output gradient")
@@ -134,6 +149,7 @@ public final class ReferenceBackend: Backend {
                   to: inputGradient, "inner product input gradient")
     }
 
+    /// Runs `Reference.innerProductBackwardWeights` on the buffers widened to Double, then rounds the results to float32.
     public func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                             weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         if !g.hasBias, biasGradient != nil {
@@ -148,11 +164,13 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Activations
 
+    /// Runs `Reference.activationForward` on the buffers widened to Double, then rounds the results to float32.
     public func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try read(input, count: g.count, "\(a) input")
         try write(try Reference.activationForward(a, g, input: x), to: output, "\(a) output")
     }
 
+    /// Runs `Reference.activationBackward` on the buffers widened to Double, then rounds the results to float32.
     public func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                    outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         let x = try read(input, count: g.count, "\(a) input")
@@ -164,11 +182,13 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Pooling
 
+    /// Runs `Reference.poolingForward` on the buffers widened to Double, then rounds the results to float32.
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try read(input, count: g.inputShape.count, "pooling input")
         try write(try Reference.poolingForward(g, input: x), to: output, "pooling output")
     }
 
+    /// Runs `Reference.poolingBackward` on the buffers widened to Double, then rounds the results to float32.
     public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                 outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         let x = try read(input, count: g.inputShape.count, "pooling input")
@@ -179,12 +199,14 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Concat
 
+    /// Runs `Reference.concatForward` on the buffers widened to Double, then rounds the results to float32.
     public func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws {
         try Reference.requireConcat(inputs.count, channels: channels, batch: batch, spatial: spatial)
         let xs = try inputs.enumerated().map { i, b in try read(b, count: batch * channels[i] * spatial, "concat input \(i)") }
         try write(try Reference.concatForward(xs, channels: channels, batch: batch, spatial: spatial), to: output, "concat output")
     }
 
+    /// Runs `Reference.concatBackward` on the buffers widened to Double, then rounds the results to float32.
     public func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                                inputGradients: [DeviceBuffer]) throws {
         try Reference.requireConcat(inputGradients.count, channels: channels, batch: batch, spatial: spatial)
@@ -195,11 +217,13 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Softmax and losses
 
+    /// Runs `Reference.softmaxForward` on the buffers widened to Double, then rounds the results to float32.
     public func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try read(input, count: g.count, "softmax input")
         try write(try Reference.softmaxForward(g, input: x), to: output, "softmax output")
     }
 
+    /// Runs `Reference.softmaxBackward` on the buffers widened to Double, then rounds the results to float32.
     public func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         let y = try read(output, count: g.count, "softmax output")
@@ -207,6 +231,7 @@ public final class ReferenceBackend: Backend {
         try write(try Reference.softmaxBackward(g, output: y, outputGradient: dy), to: inputGradient, "softmax input gradient")
     }
 
+    /// Runs `Reference.softmaxCrossEntropy` on the buffers widened to Double, then rounds the results to float32.
     public func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
                                     logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws {
         let z = try read(logits, count: g.count, "cross-entropy logits")
@@ -217,6 +242,7 @@ public final class ReferenceBackend: Backend {
         if let correct { try write([Double(result.correct)], to: correct, "cross-entropy correct count") }
     }
 
+    /// Runs `Reference.meanSquaredError` on the buffers widened to Double, then rounds the results to float32.
     public func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
                                  inputGradient: DeviceBuffer?) throws {
         let x = try read(input, count: count, "mean squared error input")
@@ -228,6 +254,7 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Frozen layers and element-wise ops
 
+    /// Runs `Reference.channelAffine` on the buffers widened to Double, then rounds the results to float32.
     public func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
                               output: DeviceBuffer) throws {
         let x = try read(input, count: shape.count, "channel affine input")
@@ -236,6 +263,7 @@ public final class ReferenceBackend: Backend {
         try write(try Reference.channelAffine(shape, input: x, scale: s, shift: t), to: output, "channel affine output")
     }
 
+    /// Runs `Reference.channelAffineBackward` on the buffers widened to Double, then rounds the results to float32.
     public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
                                       inputGradient: DeviceBuffer) throws {
         let dy = try read(outputGradient, count: shape.count, "channel affine output gradient")
@@ -244,6 +272,7 @@ public final class ReferenceBackend: Backend {
                   to: inputGradient, "channel affine input gradient")
     }
 
+    /// Runs `Reference.elementwise` on the buffers widened to Double, then rounds the results to float32.
     public func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
         let x = try read(a, count: count, "element-wise first operand")
         let y = try read(b, count: count, "element-wise second operand")
@@ -252,6 +281,7 @@ public final class ReferenceBackend: Backend {
 
     // MARK: Optimizers
 
+    /// Runs `Reference.sgdStep` on the buffers widened to Double, then rounds the results to float32.
     public func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
                         velocity: DeviceBuffer, count: Int) throws {
         var w = try read(parameter, count: count, "SGD parameter")
@@ -262,6 +292,7 @@ public final class ReferenceBackend: Backend {
         try write(v, to: velocity, "SGD velocity")
     }
 
+    /// Runs `Reference.adamStep` on the buffers widened to Double, then rounds the results to float32.
     public func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
                          m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
         var w = try read(parameter, count: count, "Adam parameter")

@@ -24,6 +24,7 @@ extension OpenCLBackend {
     /// The kernel `name` of activation.cl (built, like every program, with the table's defines).
     private func activationKernel(_ name: String) throws -> OpenCLKernel { try opsKernel("activation.cl", name) }
 
+    /// One work-item per element (activation.cl); per-channel constants go to the device in a buffer held until the kernel ran.
     public func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try requireSizes([("batch", g.batch), ("channels", g.channels), ("spatial size", g.spatial)], total: g.count,
                          op: "activation \(a)")
@@ -35,6 +36,7 @@ extension OpenCLBackend {
                    count: g.count, holding: table)
     }
 
+    /// One work-item per element; the kernel reads the input or the output, whichever the kind's derivative needs.
     public func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                    outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
         try requireSizes([("batch", g.batch), ("channels", g.channels), ("spatial size", g.spatial)], total: g.count,

@@ -2,6 +2,7 @@
 // element; shapes travel as kernel arguments (six padded dimensions and strides, or the reduction's
 // kept and reduced runs).
 extension OpenCLBackend {
+    /// One work-item per output element (broadcast.cl), shapes padded to six dimensions and passed as arguments.
     public func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
         let op = "broadcasting \(g.op.rawValue)"
         try requireSizes(g.outputDims.map { ("output dimension", $0) }, total: max(g.outputCount, g.aCount, g.bCount), op: op)
@@ -18,6 +19,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: g.outputCount)
     }
 
+    /// One work-item per output element walking its group (broadcast.cl); max keeps the first maximum, sum is scaled by `g.scale`.
     public func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate()
         try requireSizes([], total: g.inputCount, op: "reduction")
@@ -28,6 +30,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: g.outputCount)
     }
 
+    /// One work-item per output element writing its whole group of the input gradient, so no atomics are needed.
     public func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                inputGradient: DeviceBuffer) throws {
         try g.validate()

@@ -1,6 +1,7 @@
 // Concat along channels (Kernels/concat.cl): per input, one blocked copy between its [N, C_i, S] tensor
 // and its channel slice of the [N, C, S] output.
 extension OpenCLBackend {
+    /// One blocked copy (concat.cl) per input into its channel slice of the output.
     public func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int,
                               output: DeviceBuffer) throws {
         let total = try validateConcat(inputs.count, channels: channels, batch: batch, spatial: spatial, op: "concat")
@@ -15,6 +16,7 @@ extension OpenCLBackend {
         }
     }
 
+    /// One blocked copy per input out of its channel slice of the output gradient (overwrites, no accumulation).
     public func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                                inputGradients: [DeviceBuffer]) throws {
         let total = try validateConcat(inputGradients.count, channels: channels, batch: batch, spatial: spatial,

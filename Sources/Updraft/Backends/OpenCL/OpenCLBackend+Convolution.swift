@@ -8,12 +8,14 @@
 /// - backward weights: dw = dy . col^T, split along (n,p) into slices when few output tiles would run,
 ///   the slices added in a fixed order; db by a two-stage tree reduction. Deterministic throughout.
 extension OpenCLBackend {
+    /// The slice form with the whole output (`channelOffset` 0, all channels).
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
                                outputChannels: g.outChannels, epilogue: epilogue)
     }
 
+    /// True: the kernels can write a convolution's channels into a slice of a wider (concatenated) output.
     public var writesConvolutionSlices: Bool { true }
 
     /// The kernel's output pointer moves to the slice's first channel and steps images by the wider
@@ -57,6 +59,7 @@ extension OpenCLBackend {
         }
     }
 
+    /// The transposed convolution of dy as an implicit GEMM that gathers (no scatter, no atomics); CLBlast for pointwise convolutions where tuning chose it; direct kernels for grouped convolutions with few channels per group.
     public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                         inputGradient: DeviceBuffer) throws {
         let (dy, w, dx) = (try cl(outputGradient), try cl(weights), try cl(inputGradient))
@@ -82,6 +85,7 @@ extension OpenCLBackend {
         }
     }
 
+    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run; db by a two-stage tree reduction. Deterministic.
     public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                            weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         let (x, dy, dw) = (try cl(input), try cl(outputGradient), try cl(weightGradient))

@@ -1,6 +1,7 @@
 // Element-wise arithmetic (Kernels/elementwise.cl): one work-item per element (activations:
 // OpenCLBackend+Activation.swift).
 extension OpenCLBackend {
+    /// One work-item per element (elementwise.cl `accumulate`); queued, returns without waiting.
     public func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws {
         let src = try cl(source)
         try requireSizes([], total: src.count, op: "accumulate")
@@ -10,6 +11,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: src.count)
     }
 
+    /// One work-item per element (elementwise.cl); in place is allowed.
     public func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer,
                             count: Int) throws {
         try requireSizes([("element count", count)], total: count, op: "element-wise \(op)")
@@ -21,6 +23,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: count)
     }
 
+    /// y = scale[c] * x + shift[c], one work-item per element.
     public func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
                               output: DeviceBuffer) throws {
         let (channels, spatial, count) = try affineSizes(shape, op: "channel affine")
@@ -33,6 +36,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: count)
     }
 
+    /// dx = scale[c] * dy, one work-item per element (frozen scale and shift get no gradient).
     public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
                                       inputGradient: DeviceBuffer) throws {
         let (channels, spatial, count) = try affineSizes(shape, op: "channel affine backward")

@@ -5,6 +5,8 @@
 /// - backward weights: dw = dy^T . x             (M = Cout, columns Cin, K = N, split along N when long),
 ///                     db = column sums of dy    (tree reduction, fixed order)
 extension OpenCLBackend {
+    /// y = f(x . w^T + b) as one `sgemm` with the bias and activation as its epilogue (fused in the in-house
+    /// kernel; one more pass when tuning chose CLBlast).
     public func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
                                     bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
         let b = try bias.map { try cl($0) }
@@ -16,6 +18,7 @@ extension OpenCLBackend {
         try sgemm(op, a: input, b: weights, c: output, bias: b)
     }
 
+    /// dx = dy . w as one `sgemm`.
     public func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                          inputGradient: DeviceBuffer) throws {
         try checkInnerProduct(g)
@@ -23,6 +26,7 @@ extension OpenCLBackend {
         try sgemm(op, a: outputGradient, b: weights, c: inputGradient)
     }
 
+    /// dw = dy^T . x (split along the batch when long, summed in fixed order); db = column sums of dy by tree reduction.
     public func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                             weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         let db = try biasGradient.map { try cl($0) }

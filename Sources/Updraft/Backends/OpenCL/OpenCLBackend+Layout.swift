@@ -2,6 +2,7 @@
 // simplified (size-1 axes dropped, runs merged) and padded to the kernel's 6 axes; an identity
 // permutation is a plain copy.
 extension OpenCLBackend {
+    /// Simplifies the permutation and pads it to layout.cl's six axes; an identity permutation is a plain buffer copy.
     public func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate("\(name) transpose")
         try requireSizes([("batch", g.batch)], total: g.count, op: "transpose")

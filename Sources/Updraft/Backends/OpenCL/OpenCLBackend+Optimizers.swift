@@ -3,6 +3,7 @@ import Foundation
 // Optimizer updates (Kernels/optimizers.cl): one fused pass over a parameter tensor, updating the
 // parameter and its state buffers in place.
 extension OpenCLBackend {
+    /// One fused kernel pass (optimizers.cl `sgd_step`) updating `parameter` and `velocity` in place.
     public func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
                         velocity: DeviceBuffer, count: Int) throws {
         try requireSizes([("element count", count)], total: count, op: "SGD step")
@@ -15,6 +16,7 @@ extension OpenCLBackend {
         try launchElementwise(k, count: count)
     }
 
+    /// One fused kernel pass updating `parameter`, `m` and `v` in place; bias corrections computed in Double on the host. Throws `.invalidArgument` when `step` < 1.
     public func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
                          m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
         guard step >= 1 else {

@@ -3,6 +3,7 @@
 // geometry whose single window is the whole unpadded plane (global pooling) runs one work-group per
 // plane instead, so large planes are reduced in parallel.
 extension OpenCLBackend {
+    /// One work-item per output (pooling.cl); global pooling (one unpadded window over the whole plane) runs one work-group per plane.
     public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g, op: "pooling")
         let x = try operand(input, holds: g.inputShape.count, "pooling input \(g.inputShape)")

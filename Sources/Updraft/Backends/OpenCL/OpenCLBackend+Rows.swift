@@ -4,12 +4,14 @@ import Foundation
 // (Kernels/concat.cl `copy_rows`, one launch per call), checked with `Backend.checkRange` /
 // `checkRows` first.
 extension OpenCLBackend {
+    /// A blocking write at `offset`, checked with `checkRange` (waits for queued work first).
     public func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         let b = try cl(buffer)
         try checkRange(offset: offset, count: values.count, in: b, "upload destination")
         try context.write(values, to: b, offset: offset)
     }
 
+    /// A blocking read of `offset ..< offset + count`, checked with `checkRange`.
     public func download(_ buffer: DeviceBuffer, offset: Int, count: Int) throws -> [Float] {
         let b = try cl(buffer)
         try checkRange(offset: offset, count: count, in: b, "download source")

@@ -2,6 +2,7 @@
 // (Kernels/softmax.cl). Losses are reduced on the device in two deterministic stages: per-row or
 // per-group partials into a scratch buffer, then one work-group sums them in a fixed order.
 extension OpenCLBackend {
+    /// Softmax over channels (softmax.cl), max-subtracted, per (image, spatial position).
     public func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try validate(g, op: "softmax")
         let x = try operand(input, holds: g.count, "softmax input")
@@ -17,6 +18,7 @@ extension OpenCLBackend {
         }
     }
 
+    /// dx = y * (dy - sum_c dy * y) per (image, spatial position).
     public func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         try validate(g, op: "softmax backward")
@@ -68,6 +70,7 @@ extension OpenCLBackend {
         if let c { try sumToScalar(partials, offset: n, count: n, into: c, scale: 1) }
     }
 
+    /// Loss reduced on the device in two deterministic stages (per-group partials, then one work-group sums them).
     public func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
                                  inputGradient: DeviceBuffer?) throws {
         try requireSizes([("element count", count)], total: count, op: "mean squared error")

@@ -2,6 +2,7 @@
 // and instance normalization (Kernels/normalization.cl). Element-wise kernels for the first three,
 // one work-group per example (L2) or per plane (instance normalization) for the reductions.
 extension OpenCLBackend {
+    /// Padding and upsampling one work-item per element; LRN element-wise; L2 normalization one work-group per example, instance normalization one per plane.
     public func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let op = g.op.familyName
         try requireSizes(g.inputShape.dims.map { ("input dimension", $0) } + g.outputShape.dims.map { ("output dimension", $0) },
@@ -36,6 +37,8 @@ extension OpenCLBackend {
         }
     }
 
+    /// Padding, upsampling and LRN gather one work-item per input element (no atomics); L2 normalization
+    /// runs one work-group per example, instance normalization one per plane. `output` is only size-checked.
     public func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
         let op = g.op.familyName + " backward"

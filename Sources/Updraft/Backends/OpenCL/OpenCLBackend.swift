@@ -3,14 +3,18 @@ import COpenCL
 /// asks for (`download`). Kernel programs are built once per (device, file, defines) by the context.
 /// The ops live in extensions, one file per kernel family (OpenCLBackend+*.swift).
 public final class OpenCLBackend: Backend {
+    /// The device's context: queue, buffers and the cache of built programs.
     public let context: OpenCLContext
+    /// Tile and work-group sizes the kernels are built with (see `init(context:tuning:)` for the default).
     public let tuning: OpenCLTuning
     /// Scratch memory and launch recording of the GEMM-based ops (OpenCLGemm.swift).
     public let gemmWorkspace = OpenCLGemmWorkspace()
     /// Index buffers of queued `copyRows` launches, held until those kernels finish (OpenCLBackend+Rows.swift).
     let inFlight = OpenCLInFlightBuffers()
 
+    /// "opencl:" followed by the device name, e.g. "opencl:NVIDIA H200".
     public var name: String { "opencl:\(context.device.info.name)" }
+    /// Facts about the device this backend runs on.
     public var device: OpenCLDeviceInfo { context.device.info }
 
     /// Without a `tuning`, the device's table entry with whatever `updraft tune` stored for it in the
@@ -21,6 +25,7 @@ public final class OpenCLBackend: Backend {
         self.tuning = tuning ?? OpenCLTuning.forDevice(info).withStoredTuning(for: info, cache: CalibrationCache())
     }
 
+    /// Opens a context (and queue) on `device` with the default tuning. Throws `OpenCLError` when the context cannot be created.
     public convenience init(device: OpenCLDevice) throws {
         self.init(context: try OpenCLContext(device: device))
     }
@@ -53,8 +58,10 @@ public final class OpenCLBackend: Backend {
 
     // MARK: Memory
 
+    /// Allocates `count` floats on the device (uninitialised); throws when the device is out of memory.
     public func makeBuffer(count: Int) throws -> DeviceBuffer { try context.makeBuffer(count: count) }
 
+    /// Up to 65,536 floats go through a staging buffer and a queued copy (does not wait for queued work); larger uploads are a blocking write.
     public func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
         let b = try cl(buffer)
         guard values.count == b.count else {
@@ -86,17 +93,22 @@ public final class OpenCLBackend: Backend {
         try inFlight.hold(staging, until: event.map(OpenCLEvent.init), context: context)
     }
 
+    /// Blocking read: waits for every queued kernel, then copies the buffer to the host.
     public func download(_ buffer: DeviceBuffer) throws -> [Float] { try context.read(try cl(buffer)) }
+    /// Queues a non-blocking read; the returned download waits for it when collected.
     public func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload {
         PendingDownload(wait: try context.readLater(try cl(buffer)))
     }
 
+    /// Queued fill (`clEnqueueFillBuffer`); returns without waiting.
     public func fill(_ buffer: DeviceBuffer, with value: Float) throws { try context.fill(try cl(buffer), with: value) }
 
+    /// Queued device-to-device copy; returns without waiting.
     public func copy(_ source: DeviceBuffer, to destination: DeviceBuffer) throws {
         try context.copy(try cl(source), to: try cl(destination))
     }
 
+    /// Waits for the queue to finish (`clFinish`), then frees staging and index buffers of finished launches.
     public func synchronize() throws {
         try context.finish()
         try inFlight.releaseFinished(context: context)

@@ -5,6 +5,7 @@ import Foundation
 /// for it. Owns its OpenCL handles and releases them in `deinit`; buffers and programs keep their
 /// context alive.
 public final class OpenCLContext {
+    /// The device the context and its queue were created on.
     public let device: OpenCLDevice
     let context: cl_context
     let queue: cl_command_queue
@@ -21,6 +22,7 @@ public final class OpenCLContext {
     func bufferCreated() { liveBuffers.withLock { $0 += 1 } }
     func bufferReleased() { liveBuffers.withLock { $0 -= 1 } }
 
+    /// Creates the context and an in-order queue with profiling enabled; throws `OpenCLError` when either cannot be made.
     public init(device: OpenCLDevice) throws {
         self.device = device
         var status: cl_int = 0
@@ -89,8 +91,10 @@ public final class OpenCLContext {
 
     // MARK: Memory
 
+    /// A device buffer of `count` floats, contents undefined; throws for a negative count or more than the device's largest allocation.
     public func makeBuffer(count: Int) throws -> OpenCLBuffer { try OpenCLBuffer(context: self, count: count) }
 
+    /// A device buffer filled with `values` by a blocking write (so it waits for queued work).
     public func makeBuffer(_ values: [Float]) throws -> OpenCLBuffer {
         let b = try makeBuffer(count: values.count)
         try write(values, to: b)
@@ -103,6 +107,7 @@ public final class OpenCLContext {
         try values.withUnsafeBytes { raw in try OpenCLBuffer(context: self, count: values.count, initial: raw.baseAddress) }
     }
 
+    /// Blocking write of `values` at element `offset`; waits for everything queued before it. Throws `.invalidArgument` when the range does not fit.
     public func write(_ values: [Float], to buffer: OpenCLBuffer, offset: Int = 0) throws {
         guard offset >= 0, offset + values.count <= buffer.count else {
             throw UpdraftError(.invalidArgument, "writing \(values.count) floats at \(offset) into a buffer of \(buffer.count)")
@@ -114,6 +119,7 @@ public final class OpenCLContext {
         }
     }
 
+    /// Blocking read of `count` floats (default: to the end) from element `offset`; waits for queued work. Throws `.invalidArgument` when the range does not fit.
     public func read(_ buffer: OpenCLBuffer, count: Int? = nil, offset: Int = 0) throws -> [Float] {
         let n = count ?? (buffer.count - offset)
         guard offset >= 0, n >= 0, offset + n <= buffer.count else {
@@ -146,6 +152,7 @@ public final class OpenCLContext {
         }
     }
 
+    /// Queues a fill of the first `count` values (default: all) with `value`; returns without waiting.
     public func fill(_ buffer: OpenCLBuffer, with value: Float, count: Int? = nil) throws {
         let n = count ?? buffer.count
         if n == 0 { return }
@@ -153,6 +160,7 @@ public final class OpenCLContext {
         try clCheck(clEnqueueFillBuffer(queue, buffer.mem, &v, 4, 0, n * 4, 0, nil, nil), "clEnqueueFillBuffer")
     }
 
+    /// Queues a device-side copy of `count` floats (default: all of `source`) between the given element offsets; returns without waiting. Throws `.invalidArgument` when a range does not fit.
     public func copy(_ source: OpenCLBuffer, to destination: OpenCLBuffer, count: Int? = nil,
                      sourceOffset: Int = 0, destinationOffset: Int = 0) throws {
         let n = count ?? source.count
@@ -187,6 +195,7 @@ final class PendingRead {
 
 /// Device memory for `count` float32 values. Released when the last reference goes.
 public final class OpenCLBuffer: DeviceBuffer {
+    /// Number of float32 values (the allocation is at least one float, for empty buffers).
     public let count: Int
     let mem: cl_mem
     /// Keeps the context (and its queue) alive while the buffer lives.

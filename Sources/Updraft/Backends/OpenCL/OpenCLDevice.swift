@@ -8,33 +8,53 @@ public enum OpenCLDeviceType: String, Sendable {
 
 /// One OpenCL device and the facts the engine needs about it (value type: the handle is not owned).
 public struct OpenCLDeviceInfo: Sendable, CustomStringConvertible {
+    /// Name of the platform the device belongs to (`CL_PLATFORM_NAME`, e.g. "Portable Computing Language").
     public var platformName: String
+    /// The platform's version string (`CL_PLATFORM_VERSION`, "OpenCL 3.0 ...").
     public var platformVersion: String
+    /// The device's name as the driver reports it (`CL_DEVICE_NAME`); also part of `OpenCLBackend.name`.
     public var name: String
+    /// The device vendor (`CL_DEVICE_VENDOR`); tuning tables are chosen by it.
     public var vendor: String
+    /// GPU, CPU, accelerator or other (`CL_DEVICE_TYPE`; the first matching bit wins).
     public var type: OpenCLDeviceType
+    /// Parallel compute units (`CL_DEVICE_MAX_COMPUTE_UNITS`): cores of a CPU device, SMs/CUs of a GPU.
     public var computeUnits: Int
+    /// Maximum clock frequency in MHz (`CL_DEVICE_MAX_CLOCK_FREQUENCY`).
     public var clockMHz: Int
+    /// Device (global) memory in bytes (`CL_DEVICE_GLOBAL_MEM_SIZE`).
     public var globalMemory: UInt64
+    /// Local (work-group shared) memory in bytes (`CL_DEVICE_LOCAL_MEM_SIZE`); bounds the tile sizes kernels may use.
     public var localMemory: UInt64
+    /// Largest single buffer allocation in bytes (`CL_DEVICE_MAX_MEM_ALLOC_SIZE`).
     public var maxAllocation: UInt64
+    /// Most work items in one work group (`CL_DEVICE_MAX_WORK_GROUP_SIZE`).
     public var maxWorkGroupSize: Int
+    /// Most work items per work-group dimension (`CL_DEVICE_MAX_WORK_ITEM_SIZES`), one entry per dimension.
     public var maxWorkItemSizes: [Int]
+    /// The OpenCL C language version kernels compile against (`CL_DEVICE_OPENCL_C_VERSION`).
     public var openCLCVersion: String
+    /// The driver's version string (`CL_DRIVER_VERSION`).
     public var driverVersion: String
+    /// The device's extension names (`CL_DEVICE_EXTENSIONS`, split on spaces), e.g. "cl_khr_fp64".
     public var extensions: Set<String>
     /// Index in `OpenCLRuntime.devices()` order (platforms, then devices).
     public var index: Int
 
+    /// Whether the device supports double precision (the `cl_khr_fp64` extension).
     public var supportsDouble: Bool { extensions.contains("cl_khr_fp64") }
 
+    /// "name (type, platform)", e.g. "pthread-cpu (CPU, Portable Computing Language)".
     public var description: String { "\(name) (\(type.rawValue), \(platformName))" }
 }
 
 /// An OpenCL device handle together with its information.
 public struct OpenCLDevice: @unchecked Sendable {
+    /// The OpenCL device handle; not retained or released (devices from `clGetDeviceIDs` need neither).
     public let id: cl_device_id
+    /// The platform the device was listed under.
     public let platform: cl_platform_id
+    /// The device's facts, read once at discovery.
     public let info: OpenCLDeviceInfo
 }
 

@@ -3,17 +3,24 @@ import COpenCL
 /// An OpenCL call that failed: the call, the status by name (`CL_OUT_OF_RESOURCES`, …), what it was
 /// doing, and for program builds the compiler's log.
 public struct OpenCLError: DeviceFailure, CustomStringConvertible, Sendable {
+    /// The OpenCL status code the call returned (negative; `CL_OUT_OF_RESOURCES` is -5).
     public var status: Int32
+    /// The OpenCL function that failed, e.g. "clCreateBuffer".
     public var call: String
+    /// What Updraft was doing, e.g. "allocating 4096 bytes on NVIDIA H200"; empty when not given.
     public var context: String
+    /// The compiler's build log when a program build failed; nil otherwise.
     public var buildLog: String?
 
+    /// An error for `status` returned by `call`; `context` completes "while ..." in the message.
     public init(_ status: cl_int, _ call: String, _ context: String = "", buildLog: String? = nil) {
         self.status = status; self.call = call; self.context = context; self.buildLog = buildLog
     }
 
+    /// The status's CL_* name (`openCLStatusName`), e.g. "CL_OUT_OF_RESOURCES".
     public var statusName: String { openCLStatusName(status) }
 
+    /// "OpenCL call failed with NAME (code) while context", then the build log and the hint when there are any.
     public var description: String {
         var s = "OpenCL \(call) failed with \(statusName) (\(status))"
         if !context.isEmpty { s += " while \(context)" }

@@ -5,19 +5,29 @@
 /// Matrix b starts `b * strideX` floats after `offsetX`. Leading dimensions and strides default to
 /// packed matrices.
 public struct GemmOperation: Hashable, Sendable {
+    /// Where the bias is added: `none`, `perRow` (bias[i], `m` values) or `perColumn` (bias[j], `n` values).
     public enum Bias: Hashable, Sendable { case none, perRow, perColumn }
 
+    /// Sizes of the product: op(A) is `m` x `k`, op(B) is `k` x `n`, C is `m` x `n` (each at least 0).
     public var m: Int, n: Int, k: Int
+    /// Whether A (respectively B) is stored transposed: op(A) = A^T reads `A[p * lda + i]`.
     public var transA: Bool, transB: Bool
+    /// Scales of the product and of C's old contents (defaults 1 and 0: C is overwritten).
     public var alpha: Float = 1, beta: Float = 0
+    /// Leading dimensions in floats (row strides of A, B and C as stored); `init` sets the packed values.
     public var lda: Int, ldb: Int, ldc: Int
+    /// Float offsets of the first matrix in each buffer (default 0).
     public var offsetA = 0, offsetB = 0, offsetC = 0
+    /// Number of matrices multiplied (default 1); matrix b starts `b * strideX` floats after `offsetX`.
     public var batch = 1
+    /// Float distances between consecutive matrices of a batch; `init` sets the packed sizes (m*k, k*n, m*n).
     public var strideA: Int, strideB: Int, strideC: Int
+    /// The bias added to C before the activation (default none); `bias:` of the launch supplies the values.
     public var bias: Bias = .none
     /// The activation applied after the bias in the same pass (per-channel constants by row i when
     /// `activationPerRow`, else by column j).
     public var activation: Activation? = nil
+    /// Whether the activation's per-channel constants are indexed by row i (true) or column j (false, the default).
     public var activationPerRow = false
     /// Whether the epilogue is a ReLU (setting true makes it one, false removes it).
     public var relu: Bool {
@@ -25,6 +35,7 @@ public struct GemmOperation: Hashable, Sendable {
         set { activation = newValue ? .relu : nil }
     }
 
+    /// A packed GEMM: leading dimensions and batch strides of tightly packed row-major matrices, alpha 1, beta 0, no bias or activation.
     public init(m: Int, n: Int, k: Int, transA: Bool = false, transB: Bool = false, batch: Int = 1) {
         self.m = m; self.n = n; self.k = k; self.transA = transA; self.transB = transB; self.batch = batch
         lda = transA ? m : k
@@ -76,10 +87,15 @@ public struct GemmOperation: Hashable, Sendable {
 /// One kernel launch recorded by `OpenCLBackend.recordLaunches`: what ran, with which defines, and
 /// its profiling event (device start and end times).
 public struct OpenCLLaunchRecord {
+    /// Name of the kernel function that ran, e.g. "gemm".
     public let kernel: String
+    /// The `-D` defines its program was built with (tile sizes and such).
     public let defines: [String: String]
+    /// Global work size per dimension, in work-items.
     public let global: [Int]
+    /// Work-group size per dimension, in work-items; empty when the driver chose it.
     public let local: [Int]
+    /// The launch's profiling event: device start and end times (`elapsedSeconds()`).
     public let event: OpenCLEvent
 }
 
@@ -97,6 +113,7 @@ public final class OpenCLGemmWorkspace {
     /// Largest scratch buffer the split-K heuristic may ask for, in floats.
     var scratchLimit = 1 << 25
 
+    /// An empty workspace: the scratch buffer is made on first use and grows to the largest request.
     public init() {}
 
     func scratch(count: Int, context: OpenCLContext) throws -> OpenCLBuffer {

@@ -26,14 +26,18 @@ public enum KernelTuningSpace: String, CaseIterable, Sendable {
 /// run largest first, each with an equal share of the budget left (what one leaves goes to the next);
 /// within a share, candidates run table first, then CLBlast, split-K, and tilings most promising first.
 public struct KernelTuner {
+    /// The device the candidates are built and timed on (each candidate gets its own `OpenCLBackend` on it).
     public let context: OpenCLContext
+    /// Which candidates are searched.
     public var space: KernelTuningSpace
+    /// The whole search's time budget in seconds; the largest problem's table variant is timed however small it is.
     public var budgetSeconds: Double
     /// Whether CLBlast is among the candidates.
     public var includeCLBlast = true
     /// Progress lines (one per problem).
     public var log: (String) -> Void = { _ in }
 
+    /// A tuner for `context`'s device; `budgetSeconds` defaults to `space.defaultBudgetSeconds`.
     public init(context: OpenCLContext, space: KernelTuningSpace, budgetSeconds: Double? = nil) {
         self.context = context
         self.space = space
@@ -42,22 +46,31 @@ public struct KernelTuner {
 
     /// What the search found for one problem.
     public struct Outcome {
+        /// The problem that was searched.
         public var problem: KernelTuningProblem
         /// The table's variant's seconds (nil if it was not timed: out of budget).
         public var tableSeconds: Double?
         /// The winner (nil: the table) and its seconds.
         public var best: KernelVariant?
+        /// Seconds of the winner on the problem (the table's when no candidate beat it); best of 3 timings.
         public var bestSeconds: Double?
+        /// CLBlast's seconds, nil when CLBlast was not timed (excluded, refused or out of budget).
         public var clblastSeconds: Double?
+        /// Candidates timed, the table included (rejected ones are not counted).
         public var timed: Int
         /// Candidates that failed to build, to run or to match the reference, with the reason.
         public var rejected: [(KernelVariant, String)]
     }
 
+    /// The result of a whole search: what `updraft tune` stores and prints.
     public struct Report {
+        /// The calibration-cache entry to store: winning variants and measurements by shape class.
         public var entry: KernelTuningEntry
+        /// The calibration-cache key of the entry (`DeviceCalibration.tuningKey`: device, driver and kernel source hash).
         public var key: String
+        /// One outcome per problem searched, largest problem first.
         public var outcomes: [Outcome]
+        /// Wall-clock seconds the search took.
         public var seconds: Double
         /// Problems left with the table because the budget ran out.
         public var skipped: [KernelTuningProblem]

@@ -3,16 +3,21 @@ import Foundation
 /// One GEMM-shaped op the tuner times: a layer's convolution in one direction, or a plain GEMM
 /// (inner products), at the batch size training uses.
 public struct KernelTuningProblem: CustomStringConvertible {
+    /// What is timed: a plain GEMM (inner products), or a convolution in one direction (`KernelShape.Kind`), optionally with a fused ReLU.
     public enum Op {
         case gemm(GemmOperation)
         case convolution(ConvGeometry, KernelShape.Kind, fusedReLU: Bool)
     }
 
+    /// Label for reports: the layer name and direction, e.g. "conv1 weight gradient".
     public var name: String
+    /// The GEMM or convolution to time.
     public var op: Op
 
+    /// A problem named `name` for `op`.
     public init(name: String, op: Op) { self.name = name; self.op = op }
 
+    /// The op's shape class, the key under which the tuned variant is stored (`classKey`).
     public var shape: KernelShape {
         switch op {
         case let .gemm(g): return KernelShape(g)
@@ -20,6 +25,7 @@ public struct KernelTuningProblem: CustomStringConvertible {
         }
     }
 
+    /// Floating-point operations of one run of the op (2 per multiply-add), for GFLOP/s in reports.
     public var flops: Double {
         switch op {
         case let .gemm(g): return g.cost.flops
@@ -32,6 +38,7 @@ public struct KernelTuningProblem: CustomStringConvertible {
         }
     }
 
+    /// "name (shape)".
     public var description: String { "\(name) (\(shape))" }
 
     /// The GEMMs and convolutions that training `graph` at `batch` runs: every convolution and inner

@@ -2,23 +2,29 @@
 /// split-K), or CLBlast. `updraft tune` measures the candidates per shape class and stores the
 /// winners; `OpenCLTuning.tuned` maps shape classes to them.
 public struct KernelVariant: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The GEMM implementation: Updraft's own tiled kernel (`inHouse`, stored as "in-house") or CLBlast ("CLBlast").
     public enum Engine: String, Hashable, Sendable, Codable { case inHouse = "in-house", clblast = "CLBlast" }
 
+    /// Which implementation runs the op.
     public var engine: Engine
     /// The in-house kernel's tiling (nil for CLBlast).
     public var tiling: GemmTiling?
     /// Slices of a split reduction (weight gradients, plain GEMMs); nil: the wave model decides.
     public var splits: Int?
 
+    /// A variant from its parts; an in-house variant with neither tiling nor splits is ignored by `OpenCLTuning.variant(for:)`.
     public init(engine: Engine, tiling: GemmTiling? = nil, splits: Int? = nil) {
         self.engine = engine; self.tiling = tiling; self.splits = splits
     }
 
+    /// The in-house kernel with `tiling`, and a fixed split-K when `splits` is given.
     public static func inHouse(_ tiling: GemmTiling, splits: Int? = nil) -> KernelVariant {
         KernelVariant(engine: .inHouse, tiling: tiling, splits: splits)
     }
+    /// CLBlast's GEMM (for the ops it can run: `KernelShape.clblastCan`).
     public static let clblast = KernelVariant(engine: .clblast)
 
+    /// "CLBlast", or "in-house" with the tiling (or "table tiling") and any split-K, as `updraft tune` prints it.
     public var description: String {
         switch engine {
         case .clblast: return "CLBlast"
@@ -31,11 +37,13 @@ public struct KernelVariant: Hashable, Sendable, Codable, CustomStringConvertibl
 /// The shape of one GEMM-shaped op as the engines see it: which op (and transposes, epilogue), and
 /// the GEMM's rows x columns x depth over `slabs` (batch of matrices, or convolution groups).
 public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
+    /// The op: a plain GEMM, or a convolution forward, backward data or backward weights (raw values as in class keys, e.g. "conv-forward").
     public enum Kind: String, Hashable, Sendable, CaseIterable {
         case gemm, convForward = "conv-forward", convBackwardData = "conv-backward-data",
              convBackwardWeights = "conv-backward-weights"
     }
 
+    /// Which op the shape belongs to.
     public var kind: Kind
     /// Plain GEMMs: the operands' transposes. Convolutions: false.
     public var transA = false, transB = false
@@ -43,8 +51,10 @@ public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
     public var pointwise = false
     /// A bias or activation applied after the product (CLBlast needs a separate pass for it).
     public var epilogue = false
+    /// The GEMM's output rows and columns, reduction depth, and the number of independent matrices (batch of matrices, or convolution groups; default 1).
     public var rows: Int, columns: Int, depth: Int, slabs: Int
 
+    /// A shape from its parts; for convolutions prefer `init(_:_:fusedReLU:)`, which derives them from the geometry.
     public init(kind: Kind, rows: Int, columns: Int, depth: Int, slabs: Int = 1, transA: Bool = false, transB: Bool = false,
                 pointwise: Bool = false, epilogue: Bool = false) {
         self.kind = kind; self.rows = rows; self.columns = columns; self.depth = depth; self.slabs = slabs
@@ -114,6 +124,7 @@ public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
         return Double(x) >= Double(p) * 2.0.squareRoot() ? 2 * p : p
     }
 
+    /// "kind RxCxD", then " xSLABS", the transposes of a GEMM, " 1x1" and " +epilogue" where they apply.
     public var description: String {
         "\(kind.rawValue) \(rows)x\(columns)x\(depth)" + (slabs > 1 ? " x\(slabs)" : "")
             + (kind == .gemm ? " \(transA ? "T" : "N")\(transB ? "T" : "N")" : "") + (pointwise ? " 1x1" : "") + (epilogue ? " +epilogue" : "")

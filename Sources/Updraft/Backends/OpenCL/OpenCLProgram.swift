@@ -4,7 +4,9 @@ import Foundation
 /// A built program. A build failure throws an `OpenCLError` carrying the compiler's log.
 public final class OpenCLProgram {
     let program: cl_program
+    /// The embedded file name (e.g. "gemm.cl") or the name given with the source; used in error messages.
     public let name: String
+    /// The full build options: the context's `baseBuildOptions`, then one `-D NAME=VALUE` per define.
     public let options: String
     unowned let context: OpenCLContext
     private var kernels: [String: OpenCLKernel] = [:]
@@ -66,6 +68,7 @@ public final class OpenCLProgram {
 /// A kernel with typed argument setters and launches on its context's queue.
 public final class OpenCLKernel {
     let kernel: cl_kernel
+    /// The kernel function's name in the program source.
     public let name: String
     unowned let program: OpenCLProgram
 
@@ -80,6 +83,7 @@ public final class OpenCLKernel {
                     "setting argument \(index) of \(name)")
     }
 
+    /// A `__global float*` argument: the buffer's memory object.
     public func set(_ index: Int, _ buffer: OpenCLBuffer) throws {
         var mem: cl_mem? = buffer.mem
         try setRaw(index, MemoryLayout<cl_mem>.size, &mem)
@@ -92,6 +96,7 @@ public final class OpenCLKernel {
         var v = v32
         try setRaw(index, 4, &v)
     }
+    /// A `float` argument.
     public func set(_ index: Int, _ value: Float) throws {
         var v = value
         try setRaw(index, 4, &v)
@@ -156,6 +161,7 @@ public final class OpenCLKernel {
     }
 }
 
+/// One kernel argument for `OpenCLKernel.setArguments`, in parameter order: a buffer, an `int` (checked to fit 32 bits), a `float`, or `bytes` of `__local` memory.
 public enum KernelArgument {
     case buffer(OpenCLBuffer)
     case int(Int)
@@ -169,6 +175,7 @@ public final class OpenCLEvent {
     init(_ event: cl_event) { self.event = event }
     deinit { clReleaseEvent(event) }
 
+    /// Blocks until the command has finished; throws `OpenCLError` when the wait fails.
     public func wait() throws {
         var e: cl_event? = event
         try clCheck(clWaitForEvents(1, &e), "clWaitForEvents")

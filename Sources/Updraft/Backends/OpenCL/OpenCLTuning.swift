@@ -19,6 +19,7 @@ public struct OpenCLTuning: Hashable, Sendable {
     /// Every GEMM and convolution runs this variant where it can (the tuner and tests set it).
     public var forced: KernelVariant?
 
+    /// A hand-made tuning (tests, the tuner); `forDevice(_:)` gives a device's table entry. Nothing is clamped here: use `clamped(to:)`.
     public init(workGroupSize: Int, gemmTilings: [GemmTiling] = [.medium, .small, .tiny, .minimal],
                 groupsPerComputeUnit: Int = 1, computeUnits: Int = 1) {
         self.workGroupSize = workGroupSize
@@ -91,12 +92,16 @@ public struct OpenCLTuning: Hashable, Sendable {
 /// outputs, `tileK` deep per local-memory slice, each work-item `workM` x `workN` of them, reading
 /// local memory in vectors of `vectorM` / `vectorN`.
 public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// Outputs one work-group computes (`tileM` rows x `tileN` columns, gemm_params.h's TM, TN) and the reduction depth of each local-memory slice (TK).
     public var tileM: Int, tileN: Int, tileK: Int
+    /// Outputs each work-item computes along M and N (WPTM, WPTN); must divide the tile sizes.
     public var workM: Int, workN: Int
+    /// Vector widths (1, 2 or 4) of local-memory reads along M and N (VWM, VWN); must divide `workM` / `workN`.
     public var vectorM: Int, vectorN: Int
     /// Vectors of padding at the end of each local-memory row (0 or 1; gemm_params.h's PAD).
     public var padding: Int
 
+    /// A tiling from its sizes; check `isWellFormed` (and `fits(_:)` for a device) before using it.
     public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int, padding: Int = 1) {
         self.tileM = tileM; self.tileN = tileN; self.tileK = tileK
         self.workM = workM; self.workN = workN; self.vectorM = vectorM; self.vectorN = vectorN
@@ -124,6 +129,7 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
 
     /// Work-group size (dimension 0 along N, 1 along M).
     public var workGroup: [Int] { [tileN / workN, tileM / workM] }
+    /// Work-items per work-group: (tileN / workN) x (tileM / workM).
     public var threads: Int { (tileN / workN) * (tileM / workM) }
     /// Local memory of the two staged slices (rows padded by `padding` vectors) and the convolutions' k table.
     public var localMemoryBytes: Int { 4 * tileK * (tileM + tileN + padding * (vectorM + vectorN)) + 16 * tileK }
@@ -159,6 +165,7 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
         return d
     }
 
+    /// "MxNxK tiles, WMxWN per work-item, vectors VM/VN", plus the padding when it is not 1.
     public var description: String {
         "\(tileM)x\(tileN)x\(tileK) tiles, \(workM)x\(workN) per work-item, vectors \(vectorM)/\(vectorN)"
             + (padding == 1 ? "" : ", padding \(padding)")
