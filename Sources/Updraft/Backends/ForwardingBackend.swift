@@ -3,13 +3,21 @@
 public struct BackendCall {
     /// Every requirement of `Backend` that does work (the properties are forwarded without a call).
     public enum Kind: String, CaseIterable, Sendable {
+        /// Buffer management and synchronization: the `Backend` requirements of the same names.
         case makeBuffer, upload, download, downloadLater, fill, copy, accumulate, synchronize
+        /// Partial transfers and row copies: the `Backend` requirements of the same names.
         case uploadRange, downloadRange, copyRows, copyHalfRows
+        /// Convolution forward (whole, or one slice of the batch) and its two backward passes.
         case convolutionForward, convolutionSliceForward, convolutionBackwardData, convolutionBackwardWeights
+        /// Inner product forward and its two backward passes.
         case innerProductForward, innerProductBackwardData, innerProductBackwardWeights
+        /// Activation, pooling and concatenation, forward and backward.
         case activationForward, activationBackward, poolingForward, poolingBackward, concatForward, concatBackward
+        /// Transpose, softmax forward and backward, and the two losses.
         case transpose, softmaxForward, softmaxBackward, softmaxCrossEntropy, meanSquaredError
+        /// Per-channel scale and shift (and its gradient), element-wise arithmetic, and the spatial ops (padding, upsampling, LRN, L2 normalization) forward and backward.
         case channelAffine, channelAffineBackward, elementwise, spatialForward, spatialBackward
+        /// Broadcasting arithmetic, reductions and their gradient, and the SGD and Adam update steps.
         case broadcastBinary, reduce, reduceBackward, sgdStep, adamStep
     }
 

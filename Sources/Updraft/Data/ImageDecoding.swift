@@ -13,6 +13,7 @@ import Foundation
 public struct DecodedImage: Equatable, Sendable {
     /// The file format an image was decoded from, recognised by its first bytes.
     public enum Format: String, Sendable {
+        /// A PNG file (starting 89 'PNG') or a JPEG file (starting FF D8).
         case png, jpeg
     }
 

@@ -6,6 +6,7 @@ import Foundation
 public enum ImageEncoder {
     /// PNG color types, numbered as in the PNG specification.
     public enum PNGColorType: Int32, Sendable {
+        /// Gray (0), RGB (2), indexed palette (3), gray with alpha (4) and RGBA (6), the IHDR color-type byte.
         case gray = 0, rgb = 2, palette = 3, grayAlpha = 4, rgba = 6
 
         /// Samples per pixel for the color type: 1 (gray, palette indices), 2 (gray + alpha), 3 (RGB), 4 (RGBA).

@@ -18,6 +18,7 @@ import Foundation
 public struct ImagePreprocessing: Equatable, Sendable {
     /// The input's color space (Core ML's `ImageFeatureType.ColorSpace`): 3 channels in RGB or BGR order, or 1 gray channel.
     public enum ColorSpace: String, Sendable, CaseIterable {
+        /// Three channels in R, G, B order; three in B, G, R order; or one gray channel.
         case rgb, bgr, grayscale
     }
 

@@ -26,7 +26,9 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
     public let count: Int
     /// The inputs: converted in memory, or rows read from a mapped file.
     private enum Inputs {
+        /// Inputs converted to Float and held in memory.
         case values([Float])
+        /// Inputs left in a mapped `.npy` file, converted row by row: the file's bytes, its element type, and where the data starts.
         case mapped(Data, type: NpyElementType, offset: Int)
     }
     private let inputs: Inputs

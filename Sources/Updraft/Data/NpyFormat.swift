@@ -6,7 +6,9 @@ import Foundation
 public struct NpyArray: Equatable, Sendable {
     /// The elements in C order: floating-point dtypes as Float, integer and boolean dtypes as Int.
     public enum Values: Equatable, Sendable {
+        /// Elements of a float32 or float64 array, as Float.
         case float([Float])
+        /// Elements of an integer or boolean array, as Int (booleans as 0 and 1).
         case integer([Int])
 
         /// Number of elements.
@@ -208,6 +210,7 @@ enum NpyElementType {
 /// True/False/None.
 struct PythonLiteralParser {
     indirect enum Value: Equatable {
+        /// A Python dict, tuple, list, string, integer, True/False or None.
         case dict([String: Value]), tuple([Value]), list([Value]), string(String), int(Int), bool(Bool), none
     }
 

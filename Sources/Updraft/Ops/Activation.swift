@@ -190,6 +190,7 @@ public struct ActivationGeometry: Hashable, Sendable {
 public struct UnaryFunction: Hashable, Sendable, CustomStringConvertible {
     /// UnaryFunctionLayerParams.Operation, numbered as in NeuralNetwork.proto.
     public enum Operation: Int32, CaseIterable, Sendable {
+        /// The operations with their NeuralNetwork.proto numbers: sqrt, rsqrt (1/sqrt(x + epsilon)), inverse (1/(x + epsilon)), power (x^alpha), exp, log, abs and threshold (max(x, alpha)).
         case sqrt = 0, rsqrt = 1, inverse = 2, power = 3, exp = 4, log = 5, abs = 6, threshold = 7
 
         /// The case name as written in Swift ("sqrt", "rsqrt", ...), for descriptions and logs.

@@ -31,6 +31,7 @@ import Foundation
 ///   abs                 |u|                          x: c sign(u)
 ///   threshold           max(u, a)                    y > a ? c : 0
 public enum ActivationKind: Int32, CaseIterable, Sendable {
+    /// Core ML's ActivationParams functions (1-13), clip (14) and the UnaryFunctionLayerParams operations (15-22); the raw value is the code the kernels switch on.
     case linear = 1, relu = 2, leakyReLU = 3, thresholdedReLU = 4, prelu = 5, tanh = 6, scaledTanh = 7,
          sigmoid = 8, sigmoidHard = 9, elu = 10, softsign = 11, softplus = 12, parametricSoftplus = 13,
          clip = 14, sqrt = 15, rsqrt = 16, inverse = 17, power = 18, exp = 19, log = 20, abs = 21, threshold = 22

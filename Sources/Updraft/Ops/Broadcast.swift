@@ -9,6 +9,7 @@
 
 /// Element-wise arithmetic of a broadcasting layer.
 public enum BinaryOp: String, Hashable, Sendable, CaseIterable {
+    /// a + b, a - b, a * b and a / b, as Core ML's add/subtract/multiply/divideBroadcastable layers.
     case add, subtract, multiply, divide
 }
 

@@ -6,6 +6,7 @@
 /// - `all`: the host CPU and every OpenCL device: GPUs, accelerators and OpenCL CPU devices such as
 ///   PoCL. This is Core ML's default, and Updraft's.
 public enum ComputeUnits: String, CaseIterable, Codable, Sendable {
+    /// MLComputeUnits' `.cpuOnly`, `.cpuAndGPU` and `.all`, with the meanings listed above.
     case cpuOnly, cpuAndGPU, all
 
     /// Core ML's default.

@@ -7,7 +7,9 @@ import Foundation
 /// column of `updraft devices`); or a case-insensitive part of an OpenCL device's name, which must
 /// pick out one device (a full name that matches exactly wins over partial matches).
 public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
+    /// The host CPU backend ("cpu" or "host").
     case host
+    /// An OpenCL device, by its index in `updraft devices` (the `#` column).
     case openCL(index: Int)
 
     /// The environment variable read when no `--device` or `preferredDevice` is given.

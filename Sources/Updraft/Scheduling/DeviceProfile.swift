@@ -5,6 +5,7 @@
 public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertible {
     /// What sort of device it is: the host or an OpenCL CPU, a GPU, or another accelerator.
     public enum Kind: String, Codable, Sendable {
+        /// A CPU (the host, or an OpenCL CPU device such as PoCL), a GPU, or any other accelerator.
         case cpu, gpu, accelerator
 
         /// The scheduler's kind for an OpenCL device type (anything unusual counts as an accelerator).

@@ -8,6 +8,7 @@ import Foundation
 public enum MemoryPreflight {
     /// What the batches are for, which decides what must fit: training (activations, gradients, optimizer state) or forward-only evaluation or prediction.
     public enum Work: String, Sendable {
+        /// Training holds activations, gradients and optimizer state; evaluation and prediction hold only the forward pass.
         case training, evaluation, prediction
     }
 

@@ -4,13 +4,21 @@
 public struct UpdraftError: Error, CustomStringConvertible, Equatable, Sendable {
     /// What sort of failure it is, for callers that handle some kinds differently (e.g. `.unsupported` layers).
     public enum Kind: String, Sendable {
-        case invalidArgument      // a value the caller passed (a flag, a shape, a parameter)
-        case invalidModel         // a model file that cannot be read or trained
-        case unsupported          // valid input that Updraft does not handle (yet)
-        case io                   // a file that cannot be read or written
-        case device               // a compute device that failed or is missing
-        case data                 // a training example that cannot be used
-        case ranks                // another rank of a multi-process (mpirun) run failed or stopped answering
+        /// A value the caller passed (a flag, a shape, a parameter) is out of range or malformed.
+        case invalidArgument
+        /// A model file cannot be read, or cannot be trained (e.g. two layers with one name, no loss layer).
+        case invalidModel
+        /// Valid input that Updraft does not handle (yet), such as a layer type it does not implement.
+        case unsupported
+        /// A file cannot be read or written, or a state file Updraft wrote is damaged (a checkpoint, the calibration cache).
+        case io
+        /// A compute device failed or is missing (an OpenCL error, a pinned device that is not present, a calibration that gave unusable numbers).
+        case device
+        /// The training data cannot be used: empty, a bad example (image, shape, missing feature), or training that produced non-finite values.
+        case data
+        /// Another rank of a multi-process (mpirun) run failed or stopped answering.
+        case ranks
+        /// The run was cancelled (`cancel()` on the task) before it finished; the model as trained so far is still available.
         case cancelled
     }
     /// The sort of failure (a bad argument, model, file, device, data, a failed rank, a cancellation).

@@ -1,6 +1,7 @@
 /// The hyperparameters a training run uses, named as Core ML names them (MLParameterKey), plus
 /// weight decay, which Core ML lacks.
 public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomStringConvertible {
+    /// The Core ML keys (learningRate, momentum, miniBatchSize, epochs, shuffle, seed, beta1, beta2, eps), and `weightDecay`, Updraft's own L2 penalty on the weights.
     case learningRate, momentum, miniBatchSize, epochs, shuffle, seed, beta1, beta2, eps, weightDecay
 
     /// The Core ML key name (`"learningRate"`, `"miniBatchSize"`, ...), as used in options and history files.

@@ -3,6 +3,7 @@ import Foundation
 /// Core ML's task states (MLTaskState), plus `cancelled`: Updraft calls the completion handler after
 /// `cancel()` with the model as trained so far, where Core ML drops the work.
 public enum UpdateTaskState: Int, Sendable, CustomStringConvertible {
+    /// MLTaskState's states with their raw values (suspended before `resume()`, running, cancelling after `cancel()`, completed, failed), and Updraft's `cancelled` once a cancelled run has stopped.
     case suspended = 1, running = 2, cancelling = 3, completed = 4, failed = 5, cancelled = 6
     /// The state's lower-case name (`"running"`, `"cancelled"`, ...), as printed in logs and by the CLI.
     public var description: String {

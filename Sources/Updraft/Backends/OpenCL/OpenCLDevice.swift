@@ -3,6 +3,7 @@ import Foundation
 
 /// What kind of device OpenCL reports.
 public enum OpenCLDeviceType: String, Sendable {
+    /// CL_DEVICE_TYPE_GPU, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_ACCELERATOR, or anything else (custom devices); the raw value is the name `updraft devices` prints.
     case gpu = "GPU", cpu = "CPU", accelerator = "accelerator", other = "other"
 }
 

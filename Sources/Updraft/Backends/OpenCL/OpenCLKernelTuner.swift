@@ -5,7 +5,9 @@ import Foundation
 public struct KernelTuningProblem: CustomStringConvertible {
     /// What is timed: a plain GEMM (inner products), or a convolution in one direction (`KernelShape.Kind`), optionally with a fused ReLU.
     public enum Op {
+        /// A plain GEMM with the given dimensions and transposes (an inner product).
         case gemm(GemmOperation)
+        /// A convolution of this geometry in one direction (forward, backward data or backward weights), with or without a fused ReLU.
         case convolution(ConvGeometry, KernelShape.Kind, fusedReLU: Bool)
     }
 

@@ -39,6 +39,7 @@ public struct KernelVariant: Hashable, Sendable, Codable, CustomStringConvertibl
 public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
     /// The op: a plain GEMM, or a convolution forward, backward data or backward weights (raw values as in class keys, e.g. "conv-forward").
     public enum Kind: String, Hashable, Sendable, CaseIterable {
+        /// A plain GEMM ("gemm"), or a convolution forward, backward data or backward weights pass.
         case gemm, convForward = "conv-forward", convBackwardData = "conv-backward-data",
              convBackwardWeights = "conv-backward-weights"
     }

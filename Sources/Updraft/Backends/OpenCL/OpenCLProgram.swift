@@ -163,9 +163,13 @@ public final class OpenCLKernel {
 
 /// One kernel argument for `OpenCLKernel.setArguments`, in parameter order: a buffer, an `int` (checked to fit 32 bits), a `float`, or `bytes` of `__local` memory.
 public enum KernelArgument {
+    /// A device buffer, passed as a `__global` pointer.
     case buffer(OpenCLBuffer)
+    /// An integer, passed as a 32-bit `int` (an error if it does not fit).
     case int(Int)
+    /// A 32-bit `float`.
     case float(Float)
+    /// A `__local` buffer of this many bytes, allocated per work-group.
     case local(bytes: Int)
 }
 

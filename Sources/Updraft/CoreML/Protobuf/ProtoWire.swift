@@ -9,11 +9,17 @@
 /// - 32-bit (5): float, fixed32, little-endian.
 /// Wire types 3 and 4 (groups) are proto2-only and never appear in Core ML models.
 public enum WireType: Int, Sendable, CustomStringConvertible {
+    /// Wire type 0: a base-128 varint (int32, int64, uint, bool, enum).
     case varint = 0
+    /// Wire type 1: 8 little-endian bytes (double, fixed64).
     case fixed64 = 1
+    /// Wire type 2: a varint length then that many bytes (strings, bytes, messages, packed repeated scalars).
     case lengthDelimited = 2
+    /// Wire type 3: start of a proto2 group; never used by Core ML models.
     case startGroup = 3
+    /// Wire type 4: end of a proto2 group; never used by Core ML models.
     case endGroup = 4
+    /// Wire type 5: 4 little-endian bytes (float, fixed32).
     case fixed32 = 5
 
     /// The wire type's name and number, for error messages, e.g. "varint (wire type 0)".

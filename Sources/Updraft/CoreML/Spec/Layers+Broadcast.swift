@@ -51,6 +51,7 @@ public struct ReduceLayerParams: Hashable, Sendable {
 public struct ReduceNDLayerParams: Hashable, Sendable {
     /// Which reduction; the raw value is the NeuralNetworkLayer field name.
     public enum Kind: String, Hashable, Sendable {
+        /// reduceSum, reduceMean and reduceMax: the sum, mean or maximum over the reduced axes.
         case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
         /// The NeuralNetworkLayer oneof field number: reduceSum 1270, reduceMean 1280, reduceMax 1260.
         public var field: Int { switch self { case .sum: return 1270; case .mean: return 1280; case .max: return 1260 } }

@@ -249,15 +249,21 @@ public struct BatchnormLayerParams: Hashable, Sendable {
 
 /// NeuralNetworkLayer's oneof, for the types Updraft knows.
 public enum LayerParams: Hashable, Sendable {
+    /// ConvolutionLayerParams (NeuralNetworkLayer field 100): 2-D convolution or deconvolution, with its weights and optional bias.
     case convolution(ConvolutionLayerParams)
+    /// InnerProductLayerParams (field 140): a fully connected layer, y = W x + b.
     case innerProduct(InnerProductLayerParams)
+    /// PoolingLayerParams (field 120): max, average or L2 pooling over spatial windows, or global pooling.
     case pooling(PoolingLayerParams)
+    /// ActivationLayerParams (field 130): an element-wise nonlinearity such as ReLU, sigmoid or tanh.
     case activation(ActivationLayerParams)
     /// ConcatLayerParams.sequenceConcat (false: along channels).
     case concat(sequenceConcat: Bool)
+    /// SoftmaxLayerParams (field 175, no fields): softmax across the channel axis.
     case softmax
     /// FlattenLayerParams.mode: CHANNEL_FIRST = 0, CHANNEL_LAST = 1.
     case flatten(mode: Int32)
+    /// BatchnormLayerParams (field 160): per-channel normalization with learned gamma and beta, or instance normalization.
     case batchnorm(BatchnormLayerParams)
     /// AddLayerParams.alpha (added when there is a single input).
     case add(alpha: Float)
@@ -265,15 +271,21 @@ public enum LayerParams: Hashable, Sendable {
     case multiply(alpha: Float)
     /// ClipLayerParams: y = min(max(x, minVal), maxVal).
     case clip(minVal: Float, maxVal: Float)
+    /// UnaryFunctionLayerParams (field 220): y = f(scale * x + shift) for sqrt, rsqrt, inverse, power, exp, log, abs or threshold.
     case unary(UnaryFunctionLayerParams)
+    /// PaddingLayerParams (field 200): constant, reflection or replication padding of the spatial axes.
     case padding(PaddingLayerParams)
+    /// UpsampleLayerParams (field 210): nearest-neighbour or bilinear upsampling by per-axis scale factors.
     case upsample(UpsampleLayerParams)
+    /// LRNLayerParams (field 180): local response normalization across channels (alpha, beta, k, localSize).
     case lrn(LRNLayerParams)
     /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
     case l2normalize(epsilon: Float)
     /// add/subtract/multiply/divideBroadcastable (no fields): two inputs with numpy broadcasting.
     case broadcastable(BinaryOp)
+    /// LoadConstantLayerParams (field 290): emits a stored constant tensor; takes no input.
     case loadConstant(LoadConstantLayerParams)
+    /// ReduceLayerParams (field 280): the rank-5 reduction (sum, average, max, ... over C, H, W or combinations).
     case reduce(ReduceLayerParams)
     /// reduceSum, reduceMean, reduceMax.
     case reduceND(ReduceNDLayerParams)

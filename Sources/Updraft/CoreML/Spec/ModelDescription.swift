@@ -3,7 +3,9 @@
 
 /// ImageFeatureType.colorSpace.
 public enum ImageColorSpace: Hashable, Sendable, CustomStringConvertible {
+    /// GRAYSCALE (10), RGB (20), BGR (30) and GRAYSCALE_FLOAT16 (40): one 8-bit gray channel, three 8-bit channels in RGB or BGR order, or one Float16 gray channel.
     case grayscale, rgb, bgr, grayscaleFloat16
+    /// A ColorSpace number Updraft does not know, kept so the model writes back unchanged.
     case other(Int32)
 
     /// The color space for an ImageFeatureType.ColorSpace number (10 GRAYSCALE, 20 RGB, 30 BGR, 40 GRAYSCALE_FLOAT16); any other number becomes `.other`.
@@ -68,7 +70,9 @@ public struct ImageFeatureType: Hashable, Sendable {
 
 /// ArrayFeatureType.dataType.
 public enum ArrayDataType: Hashable, Sendable, CustomStringConvertible {
+    /// FLOAT32 (65568), DOUBLE (65600), INT32 (131104), FLOAT16 (65552) and INT8 (131080): the element type of a multi-array feature.
     case float32, double, int32, float16, int8
+    /// An ArrayDataType number Updraft does not know, kept so the model writes back unchanged.
     case other(Int32)
 
     /// The data type for an ArrayFeatureType.ArrayDataType number (65568 FLOAT32, 65600 DOUBLE, 131104 INT32, 65552 FLOAT16, 131080 INT8); any other number becomes `.other`.
@@ -128,11 +132,17 @@ public enum DictionaryKeyType: String, Hashable, Sendable { case int64, string }
 
 /// FeatureType's oneof.
 public enum FeatureType: Hashable, Sendable, CustomStringConvertible {
+    /// FeatureType.int64Type: a single 64-bit integer (e.g. a classifier's predicted class index).
     case int64
+    /// FeatureType.doubleType: a single Double.
     case double
+    /// FeatureType.stringType: a single string (e.g. a classifier's predicted label).
     case string
+    /// FeatureType.imageType: an image of the given size and color space, fed to the network as a C x H x W tensor.
     case image(ImageFeatureType)
+    /// FeatureType.multiArrayType: an N-dimensional array with the given shape and element type.
     case multiArray(ArrayFeatureType)
+    /// FeatureType.dictionaryType: a dictionary from int64 or string keys to Double (a classifier's class probabilities).
     case dictionary(DictionaryKeyType)
     /// A type Updraft reads past (sequenceType, stateType, or a newer one): its FeatureType field name.
     case unsupported(String)

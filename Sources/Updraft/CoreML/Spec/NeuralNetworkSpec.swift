@@ -3,8 +3,11 @@
 
 /// Which of Model's neural network cases the file holds.
 public enum NeuralNetworkKind: String, Hashable, Sendable {
+    /// Model.neuralNetworkClassifier (field 403): a network with class labels whose outputs are the predicted label and the probability dictionary.
     case classifier = "neuralNetworkClassifier"
+    /// Model.neuralNetworkRegressor (field 303): a network whose outputs are numeric predictions.
     case regressor = "neuralNetworkRegressor"
+    /// Model.neuralNetwork (field 500): a plain network whose outputs are the layers' tensors.
     case plain = "neuralNetwork"
 
     /// Model's oneof field number.
@@ -64,7 +67,9 @@ public struct PreprocessingSpec: Hashable, Sendable {
 
 /// A classifier's labels, in output order.
 public enum ClassLabels: Hashable, Sendable {
+    /// NeuralNetworkClassifier.stringClassLabels: labels are strings (the predicted-label output is a String feature).
     case strings([String])
+    /// NeuralNetworkClassifier.int64ClassLabels: labels are integers (the predicted-label output is an Int64 feature).
     case int64([Int64])
 
     /// Number of classes.

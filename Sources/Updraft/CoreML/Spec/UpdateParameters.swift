@@ -27,7 +27,9 @@ public struct DoubleParameter: Hashable, Sendable {
 
 /// Int64Parameter's oneof AllowedValues.
 public enum Int64Constraint: Hashable, Sendable {
+    /// Int64Range: any value from `min` to `max`, both included.
     case range(min: Int64, max: Int64)
+    /// Int64Set: only the listed values (e.g. the allowed mini-batch sizes).
     case set([Int64])
 
     /// Whether `v` is inside the range or in the set.
@@ -141,13 +143,17 @@ public struct UpdateParameters: Hashable, Sendable {
 
 /// Core ML's names for the update hyperparameters (MLParameterKey).
 public enum HyperparameterKey: String, CaseIterable, Hashable, Sendable {
+    /// Each names the MLParameterKey of the same name: the optimizer's learningRate, momentum (SGD), beta1/beta2/eps (Adam), and the run's miniBatchSize, epochs, shuffle and seed.
     case learningRate, miniBatchSize, momentum, beta1, beta2, eps, epochs, shuffle, seed
 }
 
 /// A hyperparameter value as Core ML types it: double, Int64 or bool.
 public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
+    /// A DoubleParameter value (learningRate, momentum, beta1, beta2, eps).
     case double(Double)
+    /// An Int64Parameter value (miniBatchSize, epochs, seed).
     case int(Int64)
+    /// A BoolParameter value (shuffle).
     case bool(Bool)
 
     /// An integer value from an `Int` (Core ML stores them as Int64), so `.int(epochs)` compiles.
@@ -165,8 +171,11 @@ public enum HyperparameterValue: Hashable, Sendable, CustomStringConvertible {
 
 /// The values a hyperparameter may be overridden with.
 public enum HyperparameterConstraint: Hashable, Sendable, CustomStringConvertible {
+    /// No constraint stored: any value of the right type is allowed (bool parameters, or a parameter without a range).
     case none
+    /// A DoubleParameter's range: the value must lie within these bounds.
     case doubleRange(DoubleBounds)
+    /// An Int64Parameter's AllowedValues: a range or a set of integers.
     case int(Int64Constraint)
 
     /// `any`, `[min, max]` for a range, or `{a, b, …}` for a set.
