@@ -133,26 +133,8 @@ final class BroadcastLayerTests: XCTestCase {
         let examples = (0..<6).map { i in
             TrainingExample(input: Tensor(shape: [3, 5, 6], uniformIn: -1...1, seed: 70 + UInt64(i)), target: .classIndex(i % 3))
         }
-        let data = try ArrayBatchProvider(examples: examples)
-        func run(_ backend: Backend) throws -> (losses: [Double], conv: [Float]) {
-            let run = try TrainingRun.train(model, data) { $0.backends = (backend, backend) }
-            XCTAssertEqual(run.state, .completed, "\(backend.name): \(run.error.map { "\($0)" } ?? "")")
-            return (run.losses, try XCTUnwrap(run.weights["conv"]).weights)
-        }
-        let reference = try run(ReferenceBackend())
-        XCTAssertEqual(reference.losses.count, 6)
-        XCTAssertNotEqual(reference.losses.first, reference.losses.last, "the loss must move")
-        let moved = zip(try model.weights(ofLayer: "conv").data, reference.conv).map { abs($0 - $1) }.max() ?? 0
-        XCTAssertGreaterThan(moved, 1e-4, "the first convolution must train through the broadcasting layers")
-        for backend in [CPUBackend() as Backend, OpenCLBackend(context: try OpenCLTestSupport.context())] {
-            let other = try run(backend)
-            for (i, (a, b)) in zip(reference.losses, other.losses).enumerated() {
-                XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-3), "\(backend.name), step \(i)")
-            }
-            for (a, b) in zip(reference.conv, other.conv) {
-                XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-2), "\(backend.name): conv weights")
-            }
-        }
+        try assertTrainsAlikeOnEveryBackend(model, try ArrayBatchProvider(examples: examples), steps: 6, firstLayer: "conv",
+                                            through: "the broadcasting layers")
     }
 
     func testErrorsNameTheLayerAndTheWayOut() throws {

@@ -182,29 +182,8 @@ final class SpatialLayerTests: XCTestCase {
         let examples = (0..<6).map { i in
             TrainingExample(input: Tensor(shape: [2, 6, 5], uniformIn: -1...1, seed: 40 + UInt64(i)), target: .classIndex(i % 3))
         }
-        let data = try ArrayBatchProvider(examples: examples)
-        func run(_ backend: Backend) throws -> (losses: [Double], conv: [Float]) {
-            let run = try TrainingRun.train(model, data) { $0.backends = (backend, backend) }
-            XCTAssertEqual(run.state, .completed, "\(backend.name): \(run.error.map { "\($0)" } ?? "")")
-            return (run.losses, try XCTUnwrap(run.weights["conv"]).weights)
-        }
-        let reference = try run(ReferenceBackend())
-        XCTAssertEqual(reference.losses.count, 6)
-        XCTAssertNotEqual(reference.losses.first, reference.losses.last, "the loss must move")
-        let before = try model.weights(ofLayer: "conv").data
-        let moved = zip(before, reference.conv).map { abs($0 - $1) }.max() ?? 0
-        XCTAssertGreaterThan(moved, 1e-4, "the first convolution must train through the spatial layers")
-        let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
-        for backend in [CPUBackend() as Backend, openCL] {
-            let other = try run(backend)
-            XCTAssertEqual(other.losses.count, reference.losses.count)
-            for (i, (a, b)) in zip(reference.losses, other.losses).enumerated() {
-                XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-3), "\(backend.name), step \(i)")
-            }
-            for (a, b) in zip(reference.conv, other.conv) {
-                XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-2), "\(backend.name): conv weights")
-            }
-        }
+        try assertTrainsAlikeOnEveryBackend(model, try ArrayBatchProvider(examples: examples), steps: 6, firstLayer: "conv",
+                                            through: "the spatial layers")
     }
 }
 

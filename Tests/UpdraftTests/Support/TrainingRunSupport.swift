@@ -130,3 +130,30 @@ class SqueezeShapedRunTestCase: XCTestCase {
         }
     }
 }
+
+/// Trains `model` on `data` on the Double reference, the fast CPU path and OpenCL: `steps` mini-batch
+/// losses that move and agree within 1e-4 relative, and `firstLayer`'s weights, which must have
+/// moved (its gradient came back `through` the layers under test), agreeing too.
+func assertTrainsAlikeOnEveryBackend(_ model: CoreMLModel, _ data: BatchProvider, steps: Int, firstLayer: String,
+                                     through what: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    func run(_ backend: Backend) throws -> (losses: [Double], weights: [Float]) {
+        let run = try TrainingRun.train(model, data) { $0.backends = (backend, backend) }
+        XCTAssertEqual(run.state, .completed, "\(backend.name): \(run.error.map { "\($0)" } ?? "")", file: file, line: line)
+        return (run.losses, try XCTUnwrap(run.weights[firstLayer], file: file, line: line).weights)
+    }
+    let reference = try run(ReferenceBackend())
+    XCTAssertEqual(reference.losses.count, steps, file: file, line: line)
+    XCTAssertNotEqual(reference.losses.first, reference.losses.last, "the loss must move", file: file, line: line)
+    let moved = zip(try model.weights(ofLayer: firstLayer).data, reference.weights).map { abs($0 - $1) }.max() ?? 0
+    XCTAssertGreaterThan(moved, 1e-4, "\(firstLayer) must train through \(what)", file: file, line: line)
+    for backend in [CPUBackend() as Backend, OpenCLBackend(context: try OpenCLTestSupport.context())] {
+        let other = try run(backend)
+        XCTAssertEqual(other.losses.count, reference.losses.count, file: file, line: line)
+        for (i, (a, b)) in zip(reference.losses, other.losses).enumerated() {
+            XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-3), "\(backend.name), step \(i)", file: file, line: line)
+        }
+        for (a, b) in zip(reference.weights, other.weights) {
+            XCTAssertEqual(a, b, accuracy: 1e-4 * max(abs(a), 1e-2), "\(backend.name): \(firstLayer) weights", file: file, line: line)
+        }
+    }
+}
