@@ -315,22 +315,8 @@ extension CPUBackend {
                         }
                         for oh in ohLo..<ohHi {
                             let out = row + oh * Wo
-                            let src = plane + (oh * sh + rowOffset) * W + colOffset
-                            out.update(repeating: 0, count: lo)
-                            if sw == 1 {
-                                (out + lo).update(from: src + lo, count: hi - lo)
-                            } else {
-                                var ow = lo
-                                if sw == 2 {
-                                    // Eight floats read for four kept: the last must still be in the plane.
-                                    while ow + 4 <= hi, src + 2 * ow + 8 <= planeEnd {
-                                        CPUKernels.store4(CPUKernels.loadEven4(src + 2 * ow), out + ow)
-                                        ow += 4
-                                    }
-                                }
-                                while ow < hi { out[ow] = src[ow * sw]; ow += 1 }
-                            }
-                            (out + hi).update(repeating: 0, count: Wo - hi)
+                            CPUKernels.gatherStridedRow(plane + (oh * sh + rowOffset) * W + colOffset, stride: sw, end: planeEnd,
+                                                        into: out, lo: lo, hi: hi, width: Wo)
                         }
                     }
                 }

@@ -91,22 +91,8 @@ extension CPUBackend {
                         let row = plane + u * width
                         let ih = u * sh + a - g.padTop
                         guard ih >= 0, ih < g.inHeight, lo < hi else { row.update(repeating: 0, count: width); continue }
-                        row.update(repeating: 0, count: lo)
-                        let src = source + ih * g.inWidth + b - g.padLeft
-                        if sw == 1 {
-                            (row + lo).update(from: src + lo, count: hi - lo)
-                        } else {
-                            var v = lo
-                            if sw == 2 {
-                                // Eight floats read for four kept: the last must still be inside the input.
-                                while v + 4 <= hi, src + 2 * v + 8 <= xEnd {
-                                    CPUKernels.store4(CPUKernels.loadEven4(src + 2 * v), row + v)
-                                    v += 4
-                                }
-                            }
-                            while v < hi { row[v] = src[v * sw]; v += 1 }
-                        }
-                        (row + hi).update(repeating: 0, count: width - hi)
+                        CPUKernels.gatherStridedRow(source + ih * g.inWidth + b - g.padLeft, stride: sw, end: xEnd,
+                                                    into: row, lo: lo, hi: hi, width: width)
                     }
                 }
             }

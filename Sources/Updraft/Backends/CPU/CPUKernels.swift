@@ -85,6 +85,27 @@ enum CPUKernels {
         UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD4<Float>.self)
     }
 
+    /// One padded, strided row of a convolution input: row[v] = src[v * stride] for v in lo..<hi and
+    /// zero for the rest of row[0..<width] (im2col rows and the grouped path's phase planes). Stride 2
+    /// reads eight floats for four kept, and only while the eighth is before `end`.
+    @inline(__always) static func gatherStridedRow(_ src: UnsafePointer<Float>, stride: Int, end: UnsafePointer<Float>,
+                                                   into row: UnsafeMutablePointer<Float>, lo: Int, hi: Int, width: Int) {
+        row.update(repeating: 0, count: lo)
+        if stride == 1 {
+            (row + lo).update(from: src + lo, count: hi - lo)
+        } else {
+            var v = lo
+            if stride == 2 {
+                while v + 4 <= hi, src + 2 * v + 8 <= end {
+                    store4(loadEven4(src + 2 * v), row + v)
+                    v += 4
+                }
+            }
+            while v < hi { row[v] = src[v * stride]; v += 1 }
+        }
+        (row + hi).update(repeating: 0, count: width - hi)
+    }
+
     // MARK: Streaming maps
 
     /// y[i] = f(x[i]) for i in `r`, four lanes at a time; the tail runs the same vector function on
