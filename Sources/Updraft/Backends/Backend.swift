@@ -38,6 +38,14 @@ public protocol Backend: AnyObject {
     /// so far has run, and `PendingDownload.values()` waits for them. Lets a step queue its backward
     /// pass before the host waits for the loss. Default: an ordinary download.
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload
+    /// output[n, c, s] = scale[c] * Float(pixels[n, c, s]) + shift[c] over `shape` [N, C, H, W] (or
+    /// Float(pixels[…]) when `scale` and `shift` are nil): a batch of 8-bit image samples crosses to
+    /// the backend at one byte each and becomes the network's float input there, with the model's
+    /// image scaler applied as `channelAffine` applies it. `pixels` holds exactly `shape.count`
+    /// samples and may be reused once the call returns. Default: converted and uploaded through the
+    /// host, then `channelAffine` (Backend+Pixels.swift).
+    func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                      to output: DeviceBuffer) throws
 
     // MARK: Ranges and rows (feature-cache gathers and spills; defaults below go through the host)
     /// buffer[offset ..< offset + values.count] = values.

@@ -5,6 +5,8 @@ public struct BackendCall {
     public enum Kind: String, CaseIterable, Sendable {
         /// Buffer management and synchronization: the `Backend` requirements of the same names.
         case makeBuffer, upload, download, downloadLater, fill, copy, accumulate, synchronize
+        /// A batch of 8-bit image samples converted to the float input on the backend: `Backend.uploadPixels`.
+        case uploadPixels
         /// Partial transfers and row copies: the `Backend` requirements of the same names.
         case uploadRange, downloadRange, copyRows, copyHalfRows
         /// Convolution forward (whole, or one slice of the batch) and its two backward passes.
@@ -90,6 +92,13 @@ open class ForwardingBackend: Backend {
     open func synchronize() throws { try intercept(BackendCall(.synchronize)) { try inner.synchronize() } }
 
     // MARK: Ranges and rows
+    /// Passes `Backend.uploadPixels` to `inner` through `intercept(_:_:)` as `.uploadPixels` with its shape as `detail`.
+    open func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                           to output: DeviceBuffer) throws {
+        try intercept(BackendCall(.uploadPixels, { "\(shape)" })) {
+            try inner.uploadPixels(pixels, shape: shape, scale: scale, shift: shift, to: output)
+        }
+    }
     /// Passes `Backend.upload` to `inner` through `intercept(_:_:)` as `.uploadRange`.
     open func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         try intercept(BackendCall(.uploadRange)) { try inner.upload(values, to: buffer, offset: offset) }

@@ -291,7 +291,7 @@ public final class Executor {
 
     // MARK: Input
 
-    private func preprocessing(on backend: Backend, scale: Float, bias: [Float]) throws -> (scale: DeviceBuffer, shift: DeviceBuffer) {
+    func preprocessing(on backend: Backend, scale: Float, bias: [Float]) throws -> (scale: DeviceBuffer, shift: DeviceBuffer) {
         if let p = preprocessingBuffers, p.backend == ObjectIdentifier(backend) { return (p.scale, p.shift) }
         let made = (scale: try backend.makeBuffer([Float](repeating: scale, count: bias.count)), shift: try backend.makeBuffer(bias))
         preprocessingBuffers = (ObjectIdentifier(backend), made.scale, made.shift)

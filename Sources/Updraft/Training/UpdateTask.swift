@@ -116,6 +116,10 @@ public struct UpdateConfiguration {
     public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
+    /// Send image data (a `PixelBatchProvider`) to the device as 8-bit samples, scaled there; false
+    /// sends float tensors, as for other data (results are identical either way; tests and
+    /// measurements compare the two). Default: on, unless `UPDRAFT_PIXEL_UPLOAD=off`.
+    var pixelUpload = ProcessInfo.processInfo.environment["UPDRAFT_PIXEL_UPLOAD"] != "off"
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
     public var featureCacheBudgetBytes = 4 << 30
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of

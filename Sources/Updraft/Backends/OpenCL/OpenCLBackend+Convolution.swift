@@ -109,7 +109,7 @@ extension OpenCLBackend {
         }
     }
 
-    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run; db by a two-stage tree reduction. Deterministic.
+    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run (or one CLBlast GEMM per image where tuning chose it); db by a two-stage tree reduction. Deterministic.
     public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                            weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         let (x, dy, dw) = (try cl(input), try cl(outputGradient), try cl(weightGradient))
@@ -124,7 +124,9 @@ extension OpenCLBackend {
         if weightCount == 0 { return }
         if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
-        let variant = tuning.variant(for: KernelShape(g, .convBackwardWeights))
+        let shape = KernelShape(g, .convBackwardWeights)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape) { return }
         while true {
             let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
             let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
