@@ -15,6 +15,8 @@ public struct BackendCall {
         case innerProductForward, innerProductBackwardData, innerProductBackwardWeights
         /// Activation, pooling and concatenation, forward and backward.
         case activationForward, activationBackward, poolingForward, poolingBackward, concatForward, concatBackward
+        /// Convolution (slice form) and pooling forward with half-precision activations (`HalfStorage`).
+        case convolutionHalfForward, poolingHalfForward
         /// Transpose, softmax forward and backward, and the two losses.
         case transpose, softmaxForward, softmaxBackward, softmaxCrossEntropy, meanSquaredError
         /// Per-channel scale and shift (and its gradient), element-wise arithmetic, and the spatial ops (padding, upsampling, LRN, L2 normalization) forward and backward.
@@ -189,6 +191,21 @@ open class ForwardingBackend: Backend {
     /// Passes `Backend.poolingForward` to `inner` through `intercept(_:_:)` as `.poolingForward` with its shape as `detail`.
     open func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try intercept(BackendCall(.poolingForward, { Self.describe(g) })) { try inner.poolingForward(g, input: input, output: output) }
+    }
+    /// Passes `Backend.poolingForward(_:input:output:storage:)` to `inner` through `intercept(_:_:)` as `.poolingHalfForward`.
+    open func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool {
+        try intercept(BackendCall(.poolingHalfForward, { Self.describe(g) })) {
+            try inner.poolingForward(g, input: input, output: output, storage: storage)
+        }
+    }
+    /// Passes `Backend.convolutionForward(…, storage:)` to `inner` through `intercept(_:_:)` as `.convolutionHalfForward`.
+    open func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                 output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                                 storage: HalfStorage) throws -> Bool {
+        try intercept(BackendCall(.convolutionHalfForward, { Self.describe(g) })) {
+            try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                         outputChannels: outputChannels, epilogue: epilogue, storage: storage)
+        }
     }
     /// Passes `Backend.poolingBackward` to `inner` through `intercept(_:_:)` as `.poolingBackward` with its shape as `detail`.
     open func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,

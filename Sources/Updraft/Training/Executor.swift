@@ -208,7 +208,7 @@ public final class Executor {
         try forward(layers: training.prefix, ws: ws, keep: Set(training.boundary))
         var out: [String: [Float]] = [:]
         for blob in training.boundary {
-            guard let v = ws.value(blob) else { throw UpdraftError(.invalidModel, "boundary blob '\(blob)' was not computed") }
+            guard let v = try floatValue(blob, ws: ws) else { throw UpdraftError(.invalidModel, "boundary blob '\(blob)' was not computed") }
             out[blob] = try v.backend.download(v.buffer)
         }
         return out
@@ -243,7 +243,7 @@ public final class Executor {
         defer { ws.clearValues() }
         try stage(ws)
         try forward(layers: graph.layers.filter { needed.contains($0.name) }, ws: ws, keep: [target], fuse: false)
-        guard let v = ws.value(target) else { throw UpdraftError(.invalidModel, "blob '\(target)' was not computed") }
+        guard let v = try floatValue(target, ws: ws) else { throw UpdraftError(.invalidModel, "blob '\(target)' was not computed") }
         return Tensor(shape: shape.withBatch(count), data: Array(try v.backend.download(v.buffer)))
     }
 

@@ -34,7 +34,16 @@ final class TrainingSession {
         self.task = task
         let model = task.originalModel
         graph = try NetworkGraph(model: model)
-        training = try TrainingGraph(graph: graph)
+        var training = try TrainingGraph(graph: graph)
+        if task.configuration.frozenActivationsHalfPrecision {
+            guard !training.prefix.isEmpty else {
+                throw UpdraftError(.invalidArgument,
+                    "half-precision frozen activations (--frozen-fp16) need frozen layers before the first updatable layer; in this model the input goes straight to updatable layer(s) \(graph.updatableLayers.map(\.name).joined(separator: ", "))",
+                    hint: "drop --frozen-fp16 (UpdateConfiguration.frozenActivationsHalfPrecision), or freeze the first layers (updraft make-updatable --layers)")
+            }
+            training.halfPrecisionPrefix = true
+        }
+        self.training = training
         hyperparameters = graph.hyperparameters
         guard let optimizer = graph.updateParameters?.optimizer?.kind else {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
@@ -78,7 +87,8 @@ final class TrainingSession {
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
         for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
             try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
-                                      prefix: replica.prefixBackend, tail: replica.tailBackend)
+                                      prefix: replica.prefixBackend, tail: replica.tailBackend,
+                                      halfPrecisionPrefix: training.halfPrecisionPrefix)
         }
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
