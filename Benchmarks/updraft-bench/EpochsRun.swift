@@ -19,6 +19,8 @@ struct EpochsWorkload {
     var trained: [String]
     /// One example, `[C, H, W]`.
     var itemShape: Shape
+    /// `--frozen-fp16`: the frozen prefix's activations as halves (`UpdateConfiguration.frozenActivationsHalfPrecision`).
+    var frozenHalf = false
     var classes: Int
     var batch: Int
     var optimizer: String
@@ -230,10 +232,11 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     config.parameters = workload.overrides
     config.backends = (backend, backend)
     config.featureCache = featureCache
+    config.frozenActivationsHalfPrecision = workload.frozenHalf
     config.distributed = distributed
     nonisolated(unsafe) var seconds: [Double] = []
     nonisolated(unsafe) var losses: [Double] = []
-    let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")"
+    let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")\(workload.frozenHalf ? " frozen fp16" : "")"
     nonisolated(unsafe) var breakdowns: [EpochBreakdown] = []
     nonisolated(unsafe) var firstEpochUploadBytes = 0
     nonisolated(unsafe) let progress = progress
