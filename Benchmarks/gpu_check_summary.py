@@ -75,6 +75,8 @@ def main():
         shapes = tune["shapes"]
         figures["tuned_shapes"] = len(shapes)
         figures["tuned_on_clblast"] = sum(1 for s in shapes if s.get("engine") == "CLBlast")
+        figures["tuned_k_unrolled"] = sum(1 for s in shapes if "k-unroll" in str(s.get("choice", "")))
+        figures["tuned_global_reads"] = sum(1 for s in shapes if "global reads" in str(s.get("choice", "")))
         speedups = [s["speedupOverTable"] for s in shapes if isinstance(s.get("speedupOverTable"), (int, float))]
         figures["tuning_mean_speedup_over_table"] = sum(speedups) / len(speedups) if speedups else None
     verdicts = {k: {"value": figures.get(k), "target": t,

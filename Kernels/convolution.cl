@@ -17,8 +17,11 @@
 // row) once (the loader states), the forward and backward-data loaders read their kernel-tap offsets
 // from a per-slice table in local memory (GEMM_K_TABLE), and the remaining divisions use divmod()'s
 // float reciprocals.
+// Forward only: X_HALF / Y_HALF (storage.h) keep x / y as halves (the frozen prefix's fp16 option);
+// x then stays the kernel argument's own pointer and GemmParams.xOff holds the image/group offset.
 #include "gemm_params.h"
 #include "activation.h"
+#include "storage.h"
 
 #ifndef CONV_MODE
 #define CONV_MODE 0
@@ -31,6 +34,7 @@
 typedef struct {
     int Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL;
     int Cg, Mg, P, HW, KHW;
+    int xOff;                                                // X_HALF: where B starts, in halves
     float invP, invWo, invKHW, invKW, invSH, invSW;
 } GemmParams;
 
@@ -43,6 +47,7 @@ GEMM_INLINE GemmParams conv_params(CONV_ARGS) {
     GemmParams p;
     p.Cin = Cin; p.H = H; p.W = W; p.Cout = Cout; p.Ho = Ho; p.Wo = Wo;
     p.KH = KH; p.KW = KW; p.SH = SH; p.SW = SW; p.DH = DH; p.DW = DW; p.PT = PT; p.PL = PL;
+    p.xOff = 0;
     p.Cg = Cin / groups; p.Mg = Cout / groups; p.P = Ho * Wo; p.HW = H * W; p.KHW = KH * KW;
     p.invP = 1.0f / p.P; p.invWo = 1.0f / Wo;
     p.invKHW = 1.0f / p.KHW; p.invKW = 1.0f / KW; p.invSH = 1.0f / SH; p.invSW = 1.0f / SW;
@@ -55,6 +60,11 @@ GEMM_INLINE float im2col_at(const GemmParams* p, __global const float* X, int ba
 }
 
 #if CONV_MODE == 0
+#if X_HALF
+#define CONV_LOAD_X(B, i) vload_half((size_t)((i) + p->xOff), (__global const half*)(B))
+#else
+#define CONV_LOAD_X(B, i) ((B)[i])
+#endif
 // ---- forward: A = w_g [Mg, K] (rows contiguous), B = im2col [K, N*P] (columns = output positions)
 #if POINTWISE
 #define GEMM_A_KFAST 1
@@ -67,7 +77,9 @@ GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     const int n = j / p->P;
     return n * p->Cin * p->P + (j - n * p->P);
 }
-GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) { return B[s + k * p->P]; }
+GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, int k) {
+    return CONV_LOAD_X(B, s + k * p->P);
+}
 #else
 // Slice table entry for k = (c, kh, kw): (input offset c*HW + kh*DH*W + kw*DW, kh*DH, kw*DW, k).
 #define GEMM_K_TABLE 1
@@ -89,7 +101,7 @@ GEMM_INLINE GemmBState gemm_b_state(const GemmParams* p, int j) {
     return s;
 }
 GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, GemmBState s, GemmKInfo k) {
-    return ((uint)(s.ih0 + k.y) < (uint)p->H && (uint)(s.iw0 + k.z) < (uint)p->W) ? B[s.base + k.x] : 0.0f;
+    return ((uint)(s.ih0 + k.y) < (uint)p->H && (uint)(s.iw0 + k.z) < (uint)p->W) ? CONV_LOAD_X(B, s.base + k.x) : 0.0f;
 }
 #endif
 
@@ -174,21 +186,26 @@ GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, Gemm
 // Image n's output starts at y + offY + n * yChannels * P: yChannels > Cout writes a channel slice of a
 // wider tensor (offY = the slice's first channel * P), the concat of several convolutions.
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
-void conv_forward(__global const float* x, const int offX, __global const float* w,
+void conv_forward(__global const X_T* x, const int offX, __global const float* w,
                   __global const float* bias, const int hasBias,
-                  __global float* y, const int offY, const int yChannels, const int batch, ACT_PARAMS, CONV_ARGS) {
+                  __global Y_T* y, const int offY, const int yChannels, const int batch, ACT_PARAMS, CONV_ARGS) {
     GEMM_LOCAL_TILES;
-    const GemmParams p = conv_params(Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL, groups);
+    GemmParams p = conv_params(Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL, groups);
     const int g = get_group_id(2), m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
     const int M = p.Mg, N = batch * p.P, K = p.Cg * p.KHW;
     float acc[WPTM * WPTN];
+#if X_HALF
+    p.xOff = offX + g * p.Cg * p.HW;
+    gemm_accumulate(&p, w + g * M * K, (__global const float*)x, M, N, m0, n0, 0, K, Alv, Blv, acc GEMM_KTAB_ARG);
+#else
     gemm_accumulate(&p, w + g * M * K, x + offX + g * p.Cg * p.HW, M, N, m0, n0, 0, K, Alv, Blv, acc GEMM_KTAB_ARG);
+#endif
     #pragma unroll
     for (int j = 0; j < WPTN; j++) {
         const int col = n0 + GEMM_COL(j);
         if (!GEMM_EXACT && col >= N) continue;
         const int n = col / p.P, q = col - n * p.P;
-        __global float* yn = y + offY + n * yChannels * p.P + q;
+        const int yn = offY + n * yChannels * p.P + q;
         #pragma unroll
         for (int i = 0; i < WPTM; i++) {
             const int m = m0 + GEMM_ROW(i), co = g * M + m;
@@ -196,7 +213,7 @@ void conv_forward(__global const float* x, const int offX, __global const float*
             float v = acc[i * WPTN + j];
             if (hasBias) v += bias[co];
             if (actKind != ACT_NONE) v = ACT_APPLY(v, co);
-            yn[co * p.P] = v;
+            STORE_Y(y, yn + co * p.P, v);
         }
     }
 }

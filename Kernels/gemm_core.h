@@ -31,13 +31,18 @@
 // with `GemmKInfo gemm_k_info(const GemmParams* p, int k)`: the work-group fills a TK-entry table in
 // local memory once per slice, so an implicit-im2col loader reads its (channel, kh, kw) offsets with
 // one broadcast load instead of decomposing k with divisions for every element it fetches.
+//
+// Tuning knobs besides the tile shape (gemm_params.h): KUNROLL unrolls the inner product KUNROLL k
+// steps at a time (0: the whole slice), and STAGE_LOCAL 0 skips local memory altogether: each
+// work-item reads its WPTM rows of A and WPTN columns of B straight from global memory (caches do the
+// sharing), no barriers; the k table is then replaced by gemm_k_info per step.
 #ifndef UPDRAFT_GEMM_CORE_H
 #define UPDRAFT_GEMM_CORE_H
 
 #ifndef GEMM_K_TABLE
 #define GEMM_K_TABLE 0
 #endif
-#if GEMM_K_TABLE
+#if GEMM_K_TABLE && STAGE_LOCAL
 #define GEMM_K(k, kk) kTab[kk]           // what the loaders receive for slice row kk (absolute k)
 #define GEMM_KTAB_DECL ; __local GemmKInfo kTab[TK]
 #define GEMM_KTAB_PARAM , __local GemmKInfo* kTab
@@ -49,6 +54,7 @@
 #define GEMM_KTAB_ARG
 #endif
 
+#if STAGE_LOCAL
 // Loads the K slice starting at k0 into registers (zeros outside the matrix).
 GEMM_INLINE void gemm_fetch(const GemmParams* p, __global const float* A, __global const float* B,
                        const GemmAState* aState, const GemmBState* bState, const int M, const int N,
@@ -110,8 +116,17 @@ GEMM_INLINE void gemm_stage(__local float* Al, __local float* Bl, const int tid,
 // acc += Al^T Bl for this work-item's outputs: TK rank-1 updates from registers.
 GEMM_INLINE void gemm_multiply(__local const realM* Alv, __local const realN* Blv, const int tx, const int ty,
                           float acc[WPTM * WPTN]) {
+#if KUNROLL
+    #pragma unroll 1
+    for (int kb = 0; kb < TK; kb += GEMM_KU) {
+    #pragma unroll
+    for (int ku = 0; ku < GEMM_KU; ku++) {
+        const int k = kb + ku;
+#else
+    {
     #pragma unroll
     for (int k = 0; k < TK; k++) {
+#endif
         float a[WPTM], b[WPTN];
         #pragma unroll
         for (int i = 0; i < WPTM / VWM; i++) STORE_M(Alv[k * (LDAL / VWM) + i * RTM + ty], a + i * VWM);
@@ -122,6 +137,7 @@ GEMM_INLINE void gemm_multiply(__local const realM* Alv, __local const realN* Bl
             #pragma unroll
             for (int j = 0; j < WPTN; j++) acc[i * WPTN + j] = fma(a[i], b[j], acc[i * WPTN + j]);
         }
+    }
     }
 }
 
@@ -173,5 +189,61 @@ GEMM_INLINE void gemm_accumulate(const GemmParams* p, __global const float* A, _
         gemm_multiply(Alv, Blv, tx, ty, acc);
     }
 }
+
+#else  // !STAGE_LOCAL
+
+// acc += op(A)[rows, k] op(B)[k, columns] for this work-item's outputs, straight from global memory.
+GEMM_INLINE void gemm_direct_step(const GemmParams* p, __global const float* A, __global const float* B,
+                                  const GemmAState aState[WPTM], const GemmBState bState[WPTN],
+                                  const int rowsLeft, const int colsLeft, const int k, float acc[WPTM * WPTN]) {
+#if GEMM_K_TABLE
+    const GemmKInfo kk = gemm_k_info(p, k);
+#else
+    const int kk = k;
+#endif
+    float a[WPTM], b[WPTN];
+    #pragma unroll
+    for (int i = 0; i < WPTM; i++)
+        a[i] = (GEMM_EXACT || GEMM_ROW(i) < rowsLeft) ? gemm_a_load(p, A, aState[i], kk) : 0.0f;
+    #pragma unroll
+    for (int j = 0; j < WPTN; j++)
+        b[j] = (GEMM_EXACT || GEMM_COL(j) < colsLeft) ? gemm_b_load(p, B, bState[j], kk) : 0.0f;
+    #pragma unroll
+    for (int i = 0; i < WPTM; i++) {
+        #pragma unroll
+        for (int j = 0; j < WPTN; j++) acc[i * WPTN + j] = fma(a[i], b[j], acc[i * WPTN + j]);
+    }
+}
+
+// acc = the (m0, n0) tile of op(A) op(B) summed over k in [kBegin, kEnd), without local memory:
+// whole TK slices unrolled GEMM_KU steps at a time, then the remainder one step at a time.
+GEMM_INLINE void gemm_accumulate(const GemmParams* p, __global const float* A, __global const float* B,
+                            const int M, const int N, const int m0, const int n0,
+                            const int kBegin, const int kEnd,
+                            __local realM* Alv, __local realN* Blv, float acc[WPTM * WPTN]) {
+    #pragma unroll
+    for (int i = 0; i < WPTM * WPTN; i++) acc[i] = 0.0f;
+    GemmAState aState[WPTM];
+    GemmBState bState[WPTN];
+    #pragma unroll
+    for (int i = 0; i < WPTM; i++) aState[i] = gemm_a_state(p, m0 + GEMM_ROW(i));
+    #pragma unroll
+    for (int j = 0; j < WPTN; j++) bState[j] = gemm_b_state(p, n0 + GEMM_COL(j));
+    const int rowsLeft = M - m0, colsLeft = N - n0;
+    int k0 = kBegin;
+    #pragma unroll 1
+    for (; k0 + TK <= kEnd; k0 += TK) {
+        #pragma unroll 1
+        for (int kb = 0; kb < TK; kb += GEMM_KU) {
+            #pragma unroll
+            for (int ku = 0; ku < GEMM_KU; ku++)
+                gemm_direct_step(p, A, B, aState, bState, rowsLeft, colsLeft, k0 + kb + ku, acc);
+        }
+    }
+    #pragma unroll 1
+    for (; k0 < kEnd; k0++) gemm_direct_step(p, A, B, aState, bState, rowsLeft, colsLeft, k0, acc);
+}
+
+#endif  // STAGE_LOCAL
 
 #endif

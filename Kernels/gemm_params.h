@@ -27,6 +27,12 @@
 #ifndef PAD           // vectors of padding per local row (0 or 1): spreads stores over banks
 #define PAD 1
 #endif
+#ifndef KUNROLL       // k steps unrolled together in the inner product (0: the whole TK slice)
+#define KUNROLL 0
+#endif
+#ifndef STAGE_LOCAL   // 1: operands staged through local tiles; 0: read straight from global memory
+#define STAGE_LOCAL 1
+#endif
 #ifndef GEMM_EXACT    // 1: sizes are multiples of the tile, no bounds checks
 #define GEMM_EXACT 0
 #endif
@@ -38,6 +44,11 @@
 #define LPTB ((TN * TK) / NT)         // B values each work-item fetches per slice
 #define LDAL (TM + PAD * VWM)         // padded local row lengths
 #define LDBL (TN + PAD * VWN)
+#define GEMM_KU (KUNROLL > 0 ? KUNROLL : TK)   // k steps per unrolled block
+
+#if KUNROLL < 0 || (KUNROLL > 0 && TK % KUNROLL)
+#error "KUNROLL must be 0 or divide TK"
+#endif
 
 #if (TM % WPTM) || (TN % WPTN) || (WPTM % VWM) || (WPTN % VWN)
 #error "TM, TN must be multiples of WPTM, WPTN, which must be multiples of VWM, VWN"
@@ -82,10 +93,17 @@ typedef float4 realN;
 #define GEMM_COL(j) ((((j) / VWN) * RTN + get_local_id(0)) * VWN + (j) % VWN)
 
 // The local tiles (and the k table, see gemm_core.h), declared at kernel scope by each GEMM kernel.
+// Without staging (STAGE_LOCAL 0) there are none: null pointers keep the kernels' calls unchanged.
+#if STAGE_LOCAL
 #define GEMM_LOCAL_TILES \
     __local realM Alv[TK * LDAL / VWM]; \
     __local realN Blv[TK * LDBL / VWN] \
     GEMM_KTAB_DECL
+#else
+#define GEMM_LOCAL_TILES \
+    __local realM* Alv = 0; \
+    __local realN* Blv = 0
+#endif
 
 // Quotient and remainder of x / d (x >= 0, d >= 1), with `inv` = 1.0f / d. Below 2^20 a float
 // reciprocal and one correction step give the exact answer (the quotient is off by less than one even

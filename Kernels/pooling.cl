@@ -11,6 +11,7 @@
 // fixed order, so results are deterministic and no atomics are needed. Max backward recomputes the
 // window's first maximum from x (it does not trust y).
 #include "common.h"
+#include "storage.h"
 
 // The geometry, in the order the host passes it after the buffers.
 #define POOL_GEOMETRY_ARGS \
@@ -36,30 +37,31 @@ inline int pool_divisor(int oh, int ow, int H, int W, int kH, int kW, int sH, in
     return max(rows, 0) * max(cols, 0);
 }
 
-// One work-item per output element (count = N*C*Ho*Wo).
-__kernel void pool_forward(__global const float* x, __global float* y, POOL_GEOMETRY_ARGS,
+// One work-item per output element (count = N*C*Ho*Wo). X_HALF / Y_HALF (storage.h): input and
+// output stored as halves, compared and summed in fp32.
+__kernel void pool_forward(__global const X_T* x, __global Y_T* y, POOL_GEOMETRY_ARGS,
                            const int isMax, const int excludePadding, const int count) {
     const int o = GID0;
     if (o >= count) return;
     const int ow = o % Wo, oh = (o / Wo) % Ho, plane = o / (Wo * Ho);
-    __global const float* xp = x + plane * H * W;
+    const int xp = plane * H * W;
     const int r0 = window_lo(oh, sH, padTop), r1 = window_hi(oh, sH, padTop, kH, H);
     const int c0 = window_lo(ow, sW, padLeft), c1 = window_hi(ow, sW, padLeft, kW, W);
-    if (r1 <= r0 || c1 <= c0) { y[o] = 0.0f; return; }
+    if (r1 <= r0 || c1 <= c0) { STORE_Y(y, o, 0.0f); return; }
     if (isMax) {
-        float best = xp[r0 * W + c0];
+        float best = LOAD_X(x, xp + r0 * W + c0);
         for (int h = r0; h < r1; ++h)
             for (int w = c0; w < c1; ++w) {
-                const float v = xp[h * W + w];
+                const float v = LOAD_X(x, xp + h * W + w);
                 if (v > best) best = v;  // strictly greater: the first maximum wins
             }
-        y[o] = best;
+        STORE_Y(y, o, best);
     } else {
         float sum = 0.0f;
         for (int h = r0; h < r1; ++h)
-            for (int w = c0; w < c1; ++w) sum += xp[h * W + w];
-        y[o] = sum / (float)pool_divisor(oh, ow, H, W, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
-                                         excludePadding);
+            for (int w = c0; w < c1; ++w) sum += LOAD_X(x, xp + h * W + w);
+        STORE_Y(y, o, sum / (float)pool_divisor(oh, ow, H, W, kH, kW, sH, sW, padTop, padLeft, padBottom, padRight,
+                                                excludePadding));
     }
 }
 

@@ -181,11 +181,14 @@ struct KernelsBenchmark {
 
     // MARK: Output
 
-    /// "128x128x16 8x8" for the GEMM kernel of a launch list, plus how many other kernels ran.
+    /// "128x128x16 8x8" for the GEMM kernel of a launch list (" u4": k unroll, " global": no local
+    /// staging), plus how many other kernels ran.
     private func tilingSummary(_ t: KernelTiming) -> String {
         guard let main = t.kernels.first(where: { $0.defines["TM"] != nil }) else { return "-" }
         let d = main.defines
         var s = "\(d["TM"] ?? "?")x\(d["TN"] ?? "?")x\(d["TK"] ?? "?") \(d["WPTM"] ?? "?")x\(d["WPTN"] ?? "?")"
+        if let u = d["KUNROLL"] { s += " u\(u)" }
+        if d["STAGE_LOCAL"] == "0" { s += " global" }
         if d["GEMM_EXACT"] == "1" { s += " exact" }
         if t.kernels.count > 1 { s += " +\(t.kernels.count - 1)" }
         return s

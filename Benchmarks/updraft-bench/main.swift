@@ -9,6 +9,7 @@ let commands: [CLICommand] = [
     chainCommand,
     fuzzCommand,
     dataCommand,
+    cpuConvolutionCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

@@ -16,6 +16,8 @@ let planCommand = CLICommand(
             OptionSpec("device", value: "NAME|INDEX",
                        help: "run everything on one device: cpu, or an index or part of a name from `updraft devices`"),
             OptionSpec("json", help: "print the plan as JSON"),
+            OptionSpec("frozen-fp16", help: "show what `train --frozen-fp16` would save: the frozen layers' activations as halves"),
+            OptionSpec("feature-cache-fp16", help: "show what `train --feature-cache-fp16` would save: cached features as halves"),
             dataParallelOption,
             OptionSpec("ranks", value: "N", help: "without mpirun: project N ranks (each planning its share of the batch)"),
             OptionSpec("link-gbps", value: "G", help: "with --ranks: the link speed in Gb/s to estimate the gradient exchange with"),
@@ -28,7 +30,9 @@ let planCommand = CLICommand(
         splitting every batch across OpenCL devices (data parallelism) is. \(DevicePin.environmentVariable) pins \
         a device like --device (the option wins). Under mpirun, every rank plans its share of the batch, the \
         gradient exchange is measured over the job's links with the model's gradient bytes, and rank 0 prints \
-        each rank's plan and the estimated step.
+        each rank's plan and the estimated step. Half precision is never chosen by the plan: --frozen-fp16 and \
+        --feature-cache-fp16 show what those train options would save (bytes fp32 against fp16, the layers that \
+        store halves).
         """),
     run: { args in
         let path = args.positionals[0]
@@ -83,17 +87,22 @@ let planCommand = CLICommand(
                           "plans": plans.map { ["rank": $0.rank, "summary": $0.summary, "totalMs": $0.ms] as [String: Any] }]
         }
         defer { leaveRanks(ranks) }
+        let (frozenHalf, cacheHalf) = (args.flag("frozen-fp16"), args.flag("feature-cache-fp16"))
+        let half = frozenHalf || cacheHalf
+            ? try HalfPrecisionEffect(graph: graph, batchSize: perRank, frozenActivations: frozenHalf, featureCache: cacheHalf) : nil
         if args.flag("json") {
             var object = try plan.jsonObject()
             object["model"] = path
             object["warnings"] = warnings
             if let rankObject { object["ranks"] = rankObject }
+            if let half { object["halfPrecision"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(half)) }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
             print("Model: \(path)")
             print(plan.text(), terminator: "")
             for line in rankLines { print(line) }
+            if let half { print(half.text(), terminator: "") }
         }
         return 0
     })

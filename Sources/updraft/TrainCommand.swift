@@ -27,6 +27,7 @@ let trainCommand = CLICommand(CommandSpec(
                    help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
         OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
         OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
+        OptionSpec("frozen-fp16", help: "keep the frozen layers' activations in half precision: half their memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
@@ -139,6 +140,7 @@ let trainCommand = CLICommand(CommandSpec(
     config.featureCacheDeviceBudgetBytes = deviceCacheBytes
     if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
     config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
+    config.frozenActivationsHalfPrecision = args.flag("frozen-fp16")
     for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpointEvery),
                             ("checkpoint-every-batches", \UpdateConfiguration.checkpointEveryMiniBatches)] {
         guard let every = try args.int(flag) else { continue }

@@ -9,10 +9,10 @@ import UpdraftCommandLine
 let tuneCommand = CLICommand(
     CommandSpec(
         name: "tune",
-        summary: "Tune the GEMM and convolution kernels (tilings, split-K, CLBlast) for one OpenCL device",
+        summary: "Tune the GEMM and convolution kernels (tilings, k unroll, local staging, split-K, CLBlast) for one OpenCL device",
         options: [
             OptionSpec("device", value: "INDEX", help: "OpenCL device index from `updraft devices` (default: the first GPU, else 0)"),
-            OptionSpec("quick", help: "the quick space (table tilings, common GPU shapes, split-K 1/4/16, CLBlast), 90 s budget"),
+            OptionSpec("quick", help: "the quick space (table tilings, common GPU shapes, k unroll, global reads, split-K 1/4/16, CLBlast), 90 s budget"),
             OptionSpec("space", value: "S", help: "tiny, quick or full (default full: every well-formed tiling, 900 s budget)"),
             OptionSpec("budget", value: "SECONDS", help: "stop after this long and keep the best so far (default: the space's)"),
             OptionSpec("model", value: "M.mlmodel", help: "tune the shapes this model trains with (default: SqueezeNet 1.1, 10 classes)"),

@@ -48,13 +48,60 @@ final class OpenCLEnginesTests: XCTestCase {
         XCTAssertEqual(records.map(\.kernel), ["clblast_sgemm", "gemm_epilogue"])
     }
 
-    func testInHouseVariantsAgreeWithTheReference() throws {
-        var unpadded = GemmTiling.tiny
-        unpadded.padding = 0
-        // Fewer cases than CLBlast's: each in-house variant builds its own programs (seconds each on PoCL).
-        let some = cases.filter { ["[3, 33, 7, 7]", "[1, 7, 32, 33]", "[3, 65]", "[2, 9, 5, 3]"].contains(where: $0.description.contains) }
-        XCTAssertEqual(some.count, 4)
-        assertAgrees(try backend(forced: .inHouse(unpadded, splits: 3)), cases: some)
+    /// Convolution weight gradients on CLBlast (one GEMM per image adding into dw, behind an im2col
+    /// unless pointwise) against the reference on awkward sizes, the im2col split into several runs
+    /// by a small scratch limit; grouped convolutions stay in-house.
+    func testCLBlastWeightGradientsAgreeAndReallyRun() throws {
+        let cl = try backend(forced: .clblast)
+        cl.gemmWorkspace.scratchLimit = 2000          // 3x3 stride 2 below: 864 floats per image, 2 images per run
+        let cases: [(ConvolutionSpec, Shape, [String])] = [
+            (ConvolutionSpec(inputChannels: 9, outputChannels: 5, kernelH: 1, kernelW: 1), [3, 9, 5, 7],
+             ["clblast_sgemm", "clblast_sgemm", "clblast_sgemm"]),
+            (ConvolutionSpec(inputChannels: 6, outputChannels: 7, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                             padding: .valid(top: 1, bottom: 0, left: 1, right: 0), hasBias: false), [3, 6, 9, 8],
+             ["conv_im2col", "clblast_sgemm", "clblast_sgemm", "conv_im2col", "clblast_sgemm"]),
+            (ConvolutionSpec(inputChannels: 4, outputChannels: 11, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 2,
+                             padding: .valid(top: 2, bottom: 1, left: 0, right: 2)), [2, 4, 9, 10],
+             ["conv_im2col", "clblast_sgemm", "conv_im2col", "clblast_sgemm"]),    // 2304 floats per image: one per run
+            (ConvolutionSpec(inputChannels: 8, outputChannels: 6, kernelH: 3, kernelW: 3, groups: 2), [2, 8, 7, 6], []),
+        ]
+        for (spec, input, expected) in cases {
+            let g = try spec.geometry(input: input)
+            XCTAssertEqual(KernelShape(g, .convBackwardWeights).clblastCan, spec.groups == 1)
+            let p = KernelTuningProblem(name: "dW", op: .convolution(g, .convBackwardWeights, fusedReLU: false))
+            var got: [Double] = []
+            let launches = try cl.recordLaunches { got = try p.result(on: cl) }
+            let e = ComparisonError(got: got, reference: try p.result(on: ReferenceBackend()), tolerance: .float32)
+            XCTAssertTrue(e.ok, "\(p.shape): max abs error \(e.maxAbs)")
+            XCTAssertEqual(launches.map(\.kernel).filter { ["conv_im2col", "clblast_sgemm"].contains($0) }, expected, "\(p.shape)")
+        }
+        XCTAssertEqual(cl.gemmWorkspace.clblastRefusals, [:])
+    }
+
+    /// conv_im2col (Kernels/im2col.cl) against its CPU twin, CPUBackend.im2col, on a strided, dilated,
+    /// unevenly padded geometry, starting at the second image of the batch.
+    func testIm2colMatchesTheCPU() throws {
+        let cl = try backend(forced: .clblast)
+        let g = try ConvolutionSpec(inputChannels: 3, outputChannels: 2, kernelH: 3, kernelW: 2, strideH: 2, strideW: 1,
+                                    dilationH: 1, dilationW: 2, padding: .valid(top: 1, bottom: 2, left: 0, right: 1))
+            .geometry(input: [3, 3, 7, 6])
+        var x = Tensor(shape: g.inputShape, uniformIn: -1...1, seed: 5).data
+        let perImage = g.gemmK * g.outHeight * g.outWidth, imageSize = 3 * 7 * 6
+        let col = try cl.context.makeBuffer(count: 2 * perImage)
+        try cl.enqueue(try cl.opsKernel("im2col.cl", "conv_im2col"), [.buffer(try cl.cl(try cl.makeBuffer(x))), .int(1), .buffer(col)]
+                        + [3, 7, 6, g.outHeight, g.outWidth, 3, 2, 2, 1, 1, 2, 1, 0].map { .int($0) },
+                       global: [g.outHeight * g.outWidth, g.gemmK, 2], local: nil, defines: [:])
+        let got = try cl.download(col)
+        var want = [Float](repeating: .nan, count: 2 * perImage)
+        let cpu = CPUBackend()
+        x.withUnsafeMutableBufferPointer { xp in
+            want.withUnsafeMutableBufferPointer { wp in
+                for i in 0..<2 {
+                    cpu.im2col(g, image: xp.baseAddress! + (i + 1) * imageSize, col: wp.baseAddress! + i * perImage, parallel: false)
+                }
+            }
+        }
+        XCTAssertEqual(got, want)
     }
 
     /// CLBlast writing a channel slice of a wider output, with bias and ReLU; the rest untouched.
@@ -74,13 +121,18 @@ final class OpenCLEnginesTests: XCTestCase {
         XCTAssertEqual(cl.gemmWorkspace.clblastRefusals, [:])
     }
 
-    /// Plain GEMMs with transposes, offsets, strides, a batch and each epilogue, both engines.
-    func testPlainGemmsAgreeOnBothEngines() throws {
+    /// Plain GEMMs on CLBlast with each transpose, offsets and strides, on both of its routines
+    /// (strided batched for NN and TN, the pointwise convolutions' pair; single for NT and TT), and each
+    /// epilogue. The in-house kernels run the same operations in OpenCLGemmVariantTests (every tuning
+    /// knob) and OpenCLGemmTests (every table tiling); CLBlast kernels compile slowly on a cold PoCL
+    /// cache, so each transpose runs on one routine only.
+    func testPlainGemmsAgreeOnCLBlast() throws {
         var ops: [GemmOperation] = []
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            var op = GemmOperation(m: 19, n: 23, k: 37, transA: ta, transB: tb, batch: 2)
+            var op = GemmOperation(m: 19, n: 23, k: 37, transA: ta, transB: tb, batch: tb ? 1 : 2)
             op.offsetA = 3; op.offsetB = 5; op.offsetC = 2
             op.strideA += 4; op.strideC += 1
+            if tb { op.lda += 2; op.ldc += 3 }
             ops.append(op)
         }
         var epilogue = GemmOperation(m: 7, n: 33, k: 5)
@@ -88,16 +140,16 @@ final class OpenCLEnginesTests: XCTestCase {
         ops.append(epilogue)
         epilogue.bias = .perColumn; epilogue.relu = false; epilogue.alpha = 0.5
         ops.append(epilogue)
-        for variant in [KernelVariant.clblast, .inHouse(.tiny, splits: 2)] {
-            let cl = try backend(forced: variant)
-            for op in ops {
-                let p = KernelTuningProblem(name: "gemm", op: .gemm(op))
-                let got = try p.result(on: cl), want = try p.result(on: ReferenceBackend())
-                let e = ComparisonError(got: got, reference: want, tolerance: .float32)
-                XCTAssertTrue(e.ok, "\(variant) on \(p.shape): max abs error \(e.maxAbs)")
-            }
-            XCTAssertEqual(cl.gemmWorkspace.clblastRefusals, [:])
+        let cl = try backend(forced: .clblast)
+        for op in ops {
+            let p = KernelTuningProblem(name: "gemm", op: .gemm(op))
+            var got: [Double] = []
+            let launches = try cl.recordLaunches { got = try p.result(on: cl) }
+            let e = ComparisonError(got: got, reference: try p.result(on: ReferenceBackend()), tolerance: .float32)
+            XCTAssertTrue(e.ok, "CLBlast on \(p.shape): max abs error \(e.maxAbs)")
+            XCTAssertEqual(launches.first?.kernel, "clblast_sgemm", "\(p.shape)")
         }
+        XCTAssertEqual(cl.gemmWorkspace.clblastRefusals, [:])
     }
 
     // MARK: Tuning in the cache
@@ -113,11 +165,17 @@ final class OpenCLEnginesTests: XCTestCase {
                           kernelSourceHash: DeviceCalibration.kernelSourceHash, space: "test")
     }
 
-    /// The GEMM kernel's defines of each launch `body` makes, or "CLBlast".
+    /// The GEMM kernel's defines of each launch `body` makes (as `name(_:)` writes a tiling), or "CLBlast".
     private func kernelsRun(_ cl: OpenCLBackend, _ body: () throws -> Void) throws -> [String] {
         try cl.recordLaunches(body).compactMap { r in
-            r.kernel == "clblast_sgemm" ? "CLBlast" : r.defines["TM"].map { "\($0)x\(r.defines["TN"]!) pad \(r.defines["PAD"] ?? "1")" }
+            r.kernel == "clblast_sgemm" ? "CLBlast" : r.defines["TM"].map {
+                "\($0)x\(r.defines["TN"]!) pad \(r.defines["PAD"] ?? "1") unroll \(r.defines["KUNROLL"] ?? "0") local \(r.defines["STAGE_LOCAL"] ?? "1")"
+            }
         }
+    }
+
+    private func name(_ t: GemmTiling) -> String {
+        "\(t.tileM)x\(t.tileN) pad \(t.padding) unroll \(t.kUnroll) local \(t.stageLocal ? 1 : 0)"
     }
 
     func testAStoredTuningIsLoadedAndChangesWhichKernelRuns() throws {
@@ -139,15 +197,17 @@ final class OpenCLEnginesTests: XCTestCase {
         let untuned = try run(OpenCLBackend(context: ctx, tuning: table.withStoredTuning(for: info, cache: cache)))
         XCTAssertFalse(untuned.contains("CLBlast"))
 
-        var unpadded = GemmTiling.tiny
-        unpadded.padding = 0
-        try cache.storeTuning(entry([KernelShape(conv, .convForward).classKey: .inHouse(unpadded),
+        // The convolution gets an unrolled, unstaged tiling: the k unroll and staging knobs travel
+        // through the cache file like the tile sizes.
+        let direct = GemmTiling.tiny.with(kUnroll: 2, stageLocal: false)
+        try cache.storeTuning(entry([KernelShape(conv, .convForward).classKey: .inHouse(direct),
                                      KernelShape(fc).classKey: .clblast], info: info), key: DeviceCalibration.tuningKey(info))
         let loaded = table.withStoredTuning(for: info, cache: cache)
         XCTAssertEqual(loaded.tuned.count, 2)
+        XCTAssertEqual(loaded.tuned[KernelShape(conv, .convForward).classKey], .inHouse(direct))
         XCTAssertNotNil(loaded.tunedSource)
         let tuned = try run(OpenCLBackend(context: ctx, tuning: loaded))
-        XCTAssertEqual(tuned, ["16x16 pad 0", "CLBlast"])
+        XCTAssertEqual(tuned, ["16x16 pad 1 unroll 2 local 0", "CLBlast"])
         XCTAssertNotEqual(tuned, untuned)
 
         // Off by the environment; and another driver or kernel source finds nothing.
@@ -176,14 +236,14 @@ final class OpenCLEnginesTests: XCTestCase {
         let problems = [KernelTuningProblem(name: "pointwise forward", op: .convolution(pointwise, .convForward, fusedReLU: true)),
                         KernelTuningProblem(name: "ip forward", op: .gemm(ip))]
         let tuner = KernelTuner(context: ctx, space: .tiny, budgetSeconds: 600)
-        XCTAssertEqual(tuner.candidates(for: problems[0].shape).count, 4, "table, two tilings, CLBlast")
+        XCTAssertEqual(tuner.candidates(for: problems[0].shape).count, 5, "table, three tilings, CLBlast")
         let report = try tuner.tune(problems, cache: cache)
         XCTAssertEqual(report.outcomes.count, 2)
         XCTAssertTrue(report.skipped.isEmpty)
         for o in report.outcomes {
-            XCTAssertEqual(o.timed, 4, "\(o.problem): \(o.rejected)")
+            XCTAssertEqual(o.timed, 5, "\(o.problem): \(o.rejected)")
             XCTAssertNotNil(o.clblastSeconds)
-            XCTAssertEqual(report.entry.measurements[o.problem.shape.classKey]?.candidates, 4)
+            XCTAssertEqual(report.entry.measurements[o.problem.shape.classKey]?.candidates, 5)
         }
         let stored = try XCTUnwrap(cache.tuning(DeviceCalibration.tuningKey(info)))
         XCTAssertEqual(stored.variants, report.entry.variants)
@@ -198,7 +258,7 @@ final class OpenCLEnginesTests: XCTestCase {
             let expected: [String]
             switch o.best?.engine {
             case .clblast?: expected = ["CLBlast"]
-            case .inHouse?: expected = ["\(o.best!.tiling!.tileM)x\(o.best!.tiling!.tileN) pad \(o.best!.tiling!.padding)"]
+            case .inHouse?: expected = [name(o.best!.tiling!)]
             case nil: expected = try kernelsRun(plain) { try o.problem.run(plain, buffers) }
             }
             XCTAssertEqual(ran, expected, "\(o.problem) won with \(o.best.map { "\($0)" } ?? "the table")")
@@ -228,7 +288,7 @@ final class OpenCLEnginesTests: XCTestCase {
         XCTAssertNotEqual(a.classKey, KernelShape(kind: .gemm, rows: 64, columns: 1000, depth: 512).classKey)
         let g = try ConvolutionSpec(inputChannels: 512, outputChannels: 1000, kernelH: 1, kernelW: 1).geometry(input: [64, 512, 13, 13])
         XCTAssertTrue(KernelShape(g, .convForward).clblastCan)
-        XCTAssertFalse(KernelShape(g, .convBackwardWeights).clblastCan)
+        XCTAssertTrue(KernelShape(g, .convBackwardWeights).clblastCan)
         // The default SqueezeNet problems cover conv10's weight gradient and the classifier's three GEMMs.
         let problems = try KernelTuningProblem.forTraining(NetworkGraph(model: SqueezeNet.build(.init(classes: 10))), batch: 64)
         let names = Set(problems.map(\.name))

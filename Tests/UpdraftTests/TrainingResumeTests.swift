@@ -115,6 +115,32 @@ final class TrainingResumeTests: XCTestCase {
         { config in let b = make(); config.backends = (b, b) }
     }
 
+    /// Image files through pixel upload, stopped after 3 steps and resumed from the checkpoint, end
+    /// like a run on the float path never stopped.
+    func testImageFilesResumeThroughPixelUploadLikeAnUnstoppedFloatRun() throws {
+        let images = try DataTestFolder()
+        let model = try SqueezeShaped.model(batch: 4, scaler: ImageScaler(channelScale: 0.02, redBias: -1, greenBias: -2, blueBias: 0.5))
+        let data = try ModelDataset(model: model, path: try DataStreamingTests.writeImages(images, count: 15)).provider
+        var floats = UpdateConfiguration()
+        floats.backends = (CPUBackend(), CPUBackend())
+        floats.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9)
+        floats.pixelUpload = false
+        let (expected, _) = try train { UpdateTask(model: model, trainingData: data, configuration: floats, handlers: $0) }
+        let checkpoint = folder.appendingPathComponent("images.mlmodel")
+        var config = floats
+        config.pixelUpload = true
+        config.checkpointEveryMiniBatches = 1
+        config.checkpointURL = checkpoint
+        _ = try train({ UpdateTask(model: model, trainingData: data, configuration: config, handlers: $0) }, stopAfter: 3)
+        var resumedConfig = UpdateConfiguration()
+        resumedConfig.backends = (CPUBackend(), CPUBackend())
+        let (resumed, task) = try train { try UpdateTask(resumingFrom: checkpoint, trainingData: data, configuration: resumedConfig, handlers: $0) }
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertTrue(task.configuration.pixelUpload)
+        assertSameWeights(resumed, expected)
+        XCTAssertEqual(resumed.losses, Array(expected.losses[3...]))
+    }
+
     func testSGDWithMomentumResumesBitIdenticallyOnTheCPU() throws {
         // Steps 1-4 are epoch 1: stopped in epoch 2 with the checkpoint after step 6, mid-epoch.
         try assertResumeIsExact(Self.one { CPUBackend() }, optimizer: .sgd, stopAfter: 7, every: 3, saved: 6)

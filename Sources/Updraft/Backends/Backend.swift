@@ -38,6 +38,14 @@ public protocol Backend: AnyObject {
     /// so far has run, and `PendingDownload.values()` waits for them. Lets a step queue its backward
     /// pass before the host waits for the loss. Default: an ordinary download.
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload
+    /// output[n, c, s] = scale[c] * Float(pixels[n, c, s]) + shift[c] over `shape` [N, C, H, W] (or
+    /// Float(pixels[…]) when `scale` and `shift` are nil): a batch of 8-bit image samples crosses to
+    /// the backend at one byte each and becomes the network's float input there, with the model's
+    /// image scaler applied as `channelAffine` applies it. `pixels` holds exactly `shape.count`
+    /// samples and may be reused once the call returns. Default: converted and uploaded through the
+    /// host, then `channelAffine` (Backend+Pixels.swift).
+    func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                      to output: DeviceBuffer) throws
 
     // MARK: Ranges and rows (feature-cache gathers and spills; defaults below go through the host)
     /// buffer[offset ..< offset + values.count] = values.
@@ -70,6 +78,17 @@ public protocol Backend: AnyObject {
     /// Whether the slice form above runs natively (the default goes through the host, and the
     /// executor then keeps the concat).
     var writesConvolutionSlices: Bool { get }
+    /// The slice form of `convolutionForward` with the input and/or the output kept as IEEE halves
+    /// (`storage`; a half buffer holds two values per float, counts and offsets in values), arithmetic
+    /// in fp32, each stored value rounded to nearest even: the frozen prefix's fp16 option. Returns
+    /// false, having done nothing, when this backend has no such kernel for `g`; the executor then
+    /// converts around the fp32 op (`Executor.forwardHalfStored`), which is also the CPU twin.
+    /// Default: false unless nothing is half.
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                            storage: HalfStorage) throws -> Bool
+    /// `poolingForward` with half input and/or output, like the convolution's form above. Default: false unless nothing is half.
+    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool
     /// dx from dy and w.
     func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                  inputGradient: DeviceBuffer) throws
@@ -187,6 +206,19 @@ public extension Backend {
     var runsOnHostCPU: Bool { false }
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                            storage: HalfStorage) throws -> Bool {
+        guard storage == .none else { return false }
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                               outputChannels: outputChannels, epilogue: epilogue)
+        return true
+    }
+    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool {
+        guard storage == .none else { return false }
+        try poolingForward(g, input: input, output: output)
+        return true
+    }
 
     /// The ReLU-or-nothing form of `convolutionForward(…, epilogue:)`.
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
@@ -352,4 +384,19 @@ func convertRows(_ source: UnsafeRawPointer, rows sourceRows: [Int], _ destinati
         row += 1
         column = 0
     }
+}
+
+/// Which operands of a forward op hold IEEE halves (two values per float of the buffer) rather than
+/// floats: the frozen prefix's fp16 activations (`UpdateConfiguration.frozenActivationsHalfPrecision`).
+public struct HalfStorage: Hashable, Sendable {
+    /// The op's input is stored as halves.
+    public var input: Bool
+    /// The op's output is stored as halves (each value rounded to nearest even).
+    public var output: Bool
+    /// Both sides hold floats: the ordinary op.
+    public static let none = HalfStorage(input: false, output: false)
+    /// Floats in, halves out; halves in, floats out; halves on both sides.
+    public init(input: Bool, output: Bool) { self.input = input; self.output = output }
+    /// Floats (or bytes) a buffer of `count` values takes under this storage side.
+    public static func floats(for count: Int, half: Bool) -> Int { half ? (count + 1) / 2 : count }
 }

@@ -5,6 +5,8 @@ public struct BackendCall {
     public enum Kind: String, CaseIterable, Sendable {
         /// Buffer management and synchronization: the `Backend` requirements of the same names.
         case makeBuffer, upload, download, downloadLater, fill, copy, accumulate, synchronize
+        /// A batch of 8-bit image samples converted to the float input on the backend: `Backend.uploadPixels`.
+        case uploadPixels
         /// Partial transfers and row copies: the `Backend` requirements of the same names.
         case uploadRange, downloadRange, copyRows, copyHalfRows
         /// Convolution forward (whole, or one slice of the batch) and its two backward passes.
@@ -13,6 +15,8 @@ public struct BackendCall {
         case innerProductForward, innerProductBackwardData, innerProductBackwardWeights
         /// Activation, pooling and concatenation, forward and backward.
         case activationForward, activationBackward, poolingForward, poolingBackward, concatForward, concatBackward
+        /// Convolution (slice form) and pooling forward with half-precision activations (`HalfStorage`).
+        case convolutionHalfForward, poolingHalfForward
         /// Transpose, softmax forward and backward, and the two losses.
         case transpose, softmaxForward, softmaxBackward, softmaxCrossEntropy, meanSquaredError
         /// Per-channel scale and shift (and its gradient), element-wise arithmetic, and the spatial ops (padding, upsampling, LRN, L2 normalization) forward and backward.
@@ -88,6 +92,13 @@ open class ForwardingBackend: Backend {
     open func synchronize() throws { try intercept(BackendCall(.synchronize)) { try inner.synchronize() } }
 
     // MARK: Ranges and rows
+    /// Passes `Backend.uploadPixels` to `inner` through `intercept(_:_:)` as `.uploadPixels` with its shape as `detail`.
+    open func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                           to output: DeviceBuffer) throws {
+        try intercept(BackendCall(.uploadPixels, { "\(shape)" })) {
+            try inner.uploadPixels(pixels, shape: shape, scale: scale, shift: shift, to: output)
+        }
+    }
     /// Passes `Backend.upload` to `inner` through `intercept(_:_:)` as `.uploadRange`.
     open func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
         try intercept(BackendCall(.uploadRange)) { try inner.upload(values, to: buffer, offset: offset) }
@@ -180,6 +191,21 @@ open class ForwardingBackend: Backend {
     /// Passes `Backend.poolingForward` to `inner` through `intercept(_:_:)` as `.poolingForward` with its shape as `detail`.
     open func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try intercept(BackendCall(.poolingForward, { Self.describe(g) })) { try inner.poolingForward(g, input: input, output: output) }
+    }
+    /// Passes `Backend.poolingForward(_:input:output:storage:)` to `inner` through `intercept(_:_:)` as `.poolingHalfForward`.
+    open func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool {
+        try intercept(BackendCall(.poolingHalfForward, { Self.describe(g) })) {
+            try inner.poolingForward(g, input: input, output: output, storage: storage)
+        }
+    }
+    /// Passes `Backend.convolutionForward(…, storage:)` to `inner` through `intercept(_:_:)` as `.convolutionHalfForward`.
+    open func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                 output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                                 storage: HalfStorage) throws -> Bool {
+        try intercept(BackendCall(.convolutionHalfForward, { Self.describe(g) })) {
+            try inner.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                         outputChannels: outputChannels, epilogue: epilogue, storage: storage)
+        }
     }
     /// Passes `Backend.poolingBackward` to `inner` through `intercept(_:_:)` as `.poolingBackward` with its shape as `detail`.
     open func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,

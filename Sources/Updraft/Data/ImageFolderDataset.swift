@@ -42,8 +42,8 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
     /// What was skipped and why; print them with `printWarnings()`.
     public let warnings: [String]
     /// Prepared images kept in memory, when the set is small enough.
-    private let cache: PreparedImageCache?
-    private let budget: DecodeMemoryBudget
+    let cache: PreparedImageCache?
+    let budget: DecodeMemoryBudget
 
     /// Lists the dataset (with `skipUnreadable`, also decodes every image once).
     /// - Parameters:
@@ -134,31 +134,20 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
 
     /// Example `index`'s image at the model's size and color space, 8 bits per sample.
     public func preparedImage(at index: Int) throws -> PreparedImage {
-        try checkIndex(index)
-        let p = preprocessing
-        if let samples = cache?.samples(at: index) {
-            return PreparedImage(channels: p.channels, height: p.height, width: p.width, samples: samples)
-        }
-        let path = files[index].path
-        let header = try ImageHeader(contentsOfFile: path, limits: limits)
-        let prepared = try budget.withReservation(header.decodeBytes) {
-            p.prepare(try DecodedImage(contentsOfFile: path, limits: limits, atLeast: p.decodeAtLeast))
-        }
-        cache?.store(prepared.samples, at: index)
-        return prepared
+        try preparedImage { try writePixels(at: index, into: $0) }
     }
 
     /// Example `index`'s image with `augmentation`'s random resized crop for `epoch` (decoded in full,
     /// never cached); without a crop, `preparedImage(at:)`.
     public func preparedImage(at index: Int, epoch: Int, augmentation: ImageAugmentation) throws -> PreparedImage {
-        guard augmentation.randomResizedCrop != nil else { return try preparedImage(at: index) }
-        try checkIndex(index)
-        let header = try ImageHeader(contentsOfFile: files[index].path, limits: limits)
-        return try budget.withReservation(header.decodeBytes) {
-            let image = try DecodedImage(contentsOfFile: files[index].path, limits: limits)
-            let rect = augmentation.cropRect(epoch: epoch, index: index, width: image.width, height: image.height)
-            return preprocessing.prepare(image, crop: rect)
-        }
+        try preparedImage { try writePixels(at: index, epoch: epoch, augmentation: augmentation, into: $0) }
+    }
+
+    private func preparedImage(_ write: (UnsafeMutableBufferPointer<UInt8>) throws -> Void) throws -> PreparedImage {
+        let p = preprocessing
+        var samples = [UInt8](repeating: 0, count: p.channels * p.height * p.width)
+        try samples.withUnsafeMutableBufferPointer { try write($0) }
+        return PreparedImage(channels: p.channels, height: p.height, width: p.width, samples: samples)
     }
 
     /// As `BatchProvider.target(at:)`, without decoding the image: the class index from its folder or labels row.
@@ -324,32 +313,46 @@ public struct ImageFolderDataset: BatchProvider, EpochAugmentedProvider, Sendabl
     }
 }
 
-/// Prepared images kept in memory up to a budget, filled as they are first decoded.
+/// Prepared images kept in memory up to a budget, filled as they are first decoded: one arena of
+/// `capacity` slots (its pages touched only as slots fill), so keeping an image allocates nothing.
 final class PreparedImageCache: @unchecked Sendable {
     private let lock = NSLock()
-    private var slots: [[UInt8]?]
+    /// Each example's slot in the arena, or -1.
+    private var slotOf: [Int32]
+    private let arena: UnsafeMutablePointer<UInt8>
     private let itemBytes: Int
     private let capacity: Int
     private(set) var stored = 0
 
     init(count: Int, itemBytes: Int, budgetBytes: Int) {
-        slots = []
         self.itemBytes = itemBytes
-        capacity = min(count, budgetBytes / max(1, itemBytes))
-        slots = [[UInt8]?](repeating: nil, count: count)
+        capacity = min(count, budgetBytes / max(1, itemBytes), Int(Int32.max))
+        slotOf = [Int32](repeating: -1, count: count)
+        arena = .allocate(capacity: max(1, capacity * itemBytes))
     }
+
+    deinit { arena.deallocate() }
 
     var bytes: Int { lock.lock(); defer { lock.unlock() }; return stored * itemBytes }
 
-    func samples(at index: Int) -> [UInt8]? {
-        lock.lock(); defer { lock.unlock() }
-        return slots[index]
+    /// Copies example `index`'s samples into `out` (`itemBytes` of them); false when not held.
+    func copy(at index: Int, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        lock.lock()
+        let slot = slotOf[index]
+        lock.unlock()
+        guard slot >= 0, out.count == itemBytes else { return false }
+        // A slot is written once, before it is published, and never changes after.
+        out.baseAddress!.update(from: arena + Int(slot) * itemBytes, count: itemBytes)
+        return true
     }
 
-    func store(_ samples: [UInt8], at index: Int) {
+    /// Keeps a copy of example `index`'s samples while there is room.
+    func store(_ samples: UnsafeBufferPointer<UInt8>, at index: Int) {
+        guard samples.count == itemBytes else { return }
         lock.lock(); defer { lock.unlock() }
-        guard slots[index] == nil, stored < capacity else { return }
-        slots[index] = samples
+        guard slotOf[index] < 0, stored < capacity else { return }
+        (arena + stored * itemBytes).update(from: samples.baseAddress!, count: itemBytes)
+        slotOf[index] = Int32(stored)
         stored += 1
     }
 }

@@ -93,7 +93,7 @@ extension CalibrationCache {
 
 extension DeviceCalibration {
     /// The kernel sources a tuning depends on.
-    static let tunedKernelFiles = ["gemm.cl", "gemm_core.h", "gemm_params.h", "gemm_reduce.cl", "convolution.cl"]
+    static let tunedKernelFiles = ["gemm.cl", "gemm_core.h", "gemm_params.h", "gemm_reduce.cl", "convolution.cl", "im2col.cl"]
 
     /// FNV-1a (64-bit) of the tuned kernels' sources, in hex: a changed kernel invalidates its tunings.
     public static var kernelSourceHash: String {

@@ -35,7 +35,9 @@ struct GraphAnalysis {
     /// The tail's own copy of the boundary blobs when it runs on another device.
     var boundaryBytes: UInt64 { boundary.reduce(0) { $0 + UInt64($1.bytes) } }
 
-    init(graph: NetworkGraph, batch: Int) throws {
+    /// `halfPrecisionPrefix`: the frozen prefix stores its activations as halves
+    /// (`TrainingGraph.halfPrecisionPrefix`), and the boundary blobs are widened to floats for the tail.
+    init(graph: NetworkGraph, batch: Int, halfPrecisionPrefix: Bool = false) throws {
         // Every count, byte and FLOP figure below is a per-example size times `batch`: bounded here.
         try SizeLimits.checkBatchSize(batch, graph: graph, source: "the mini-batch size")
         self.graph = graph
@@ -109,13 +111,15 @@ struct GraphAnalysis {
         let stateCopies: UInt64 = optimizer == .adam ? 2 : 1
         var prefixMemory: UInt64 = 0, tailMemory: UInt64 = 0
         for (i, l) in layers.enumerated() {
-            let activation = UInt64(l.outputShape.withBatch(batch).count) * 4
+            let activation = UInt64(l.outputShape.withBatch(batch).count) * (halfPrecisionPrefix && inPrefix[i] ? 2 : 4)
             var bytes = activation * (runsBackward[i] ? 2 : 1)
             let parameters = UInt64(l.parameterCount) * 4
             bytes += parameters * (runsBackward[i] && l.isUpdatable ? 2 + stateCopies : 1)
             if inPrefix[i] { prefixMemory += bytes } else { tailMemory += bytes }
         }
         if inPrefix.contains(true) { prefixMemory += UInt64(inputBytes) } else { tailMemory += UInt64(inputBytes) }
+        // The boundary blobs' fp32 copies, made where the prefix ran.
+        if halfPrecisionPrefix { prefixMemory += boundary.reduce(0) { $0 + UInt64($1.bytes) } }
         tailMemory += UInt64(targetBytes)
         self.prefixMemory = prefixMemory
         self.tailMemory = tailMemory

@@ -24,8 +24,9 @@ public enum MemoryPreflight {
         var largestTensor: UInt64
     }
 
-    static func footprint(graph: NetworkGraph, batch: Int, work: Work, prefix: Backend, tail: Backend) throws -> Footprint {
-        let a = try GraphAnalysis(graph: graph, batch: batch)
+    static func footprint(graph: NetworkGraph, batch: Int, work: Work, prefix: Backend, tail: Backend,
+                          halfPrecisionPrefix: Bool = false) throws -> Footprint {
+        let a = try GraphAnalysis(graph: graph, batch: batch, halfPrecisionPrefix: halfPrecisionPrefix)
         var prefixBytes: UInt64, tailBytes: UInt64
         var largest = UInt64(a.inputBytes)
         for l in a.layers { largest = max(largest, UInt64(l.outputShape.withBatch(batch).count) * 4) }
@@ -50,10 +51,12 @@ public enum MemoryPreflight {
 
     /// Throws `UpdraftError(.device)` when a mini-batch of `batchSize` for `work` does not fit the
     /// memory of `prefix`, `tail` or the host (`hostAvailable` bytes), naming the memory, the
-    /// estimate, what is there, and the largest mini-batch that fits.
+    /// estimate, what is there, and the largest mini-batch that fits. `halfPrecisionPrefix`: the
+    /// frozen prefix's activations are halves (`UpdateConfiguration.frozenActivationsHalfPrecision`).
     public static func check(graph: NetworkGraph, batchSize: Int, work: Work, prefix: Backend, tail: Backend,
-                             hostAvailable: UInt64 = HostMemory.available()) throws {
-        let f = try footprint(graph: graph, batch: batchSize, work: work, prefix: prefix, tail: tail)
+                             halfPrecisionPrefix: Bool = false, hostAvailable: UInt64 = HostMemory.available()) throws {
+        let f = try footprint(graph: graph, batch: batchSize, work: work, prefix: prefix, tail: tail,
+                              halfPrecisionPrefix: halfPrecisionPrefix)
         // Each limit as (what, bytes needed, bytes there, the footprint's part for a batch size).
         var limits: [(String, UInt64, UInt64, (Footprint) -> UInt64)] = [
             ("host memory", f.host, hostAvailable, { $0.host }),
@@ -67,7 +70,8 @@ public enum MemoryPreflight {
             let allowed = what.hasSuffix("buffer") ? Double(have) : Double(have) * headroom
             guard Double(need) > allowed else { continue }
             let fits = largestFitting(allowed: allowed, below: batchSize) {
-                part(try footprint(graph: graph, batch: $0, work: work, prefix: prefix, tail: tail))
+                part(try footprint(graph: graph, batch: $0, work: work, prefix: prefix, tail: tail,
+                                   halfPrecisionPrefix: halfPrecisionPrefix))
             }
             let advice = fits >= 1 ? "the largest mini-batch that fits is \(fits)" : "even a mini-batch of 1 does not fit"
             throw UpdraftError(.device,

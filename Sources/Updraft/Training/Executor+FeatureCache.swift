@@ -11,18 +11,30 @@ struct CachedSlice {
     /// Distinct keys the cache does not hold, in first-seen order.
     var missing: [FeatureCache.Key]
     var missingBatch: TrainingBatch?
+    /// The missing examples' images as 8-bit samples, in `missing` order (instead of `missingBatch`).
+    var missingPixels: PixelRows?
 
     init(keys: [FeatureCache.Key], cache: FeatureCache, example: (FeatureCache.Key) throws -> TrainingExample) throws {
+        self.init(keys: keys, cache: cache)
+        if !missing.isEmpty {
+            let examples = try missing.map(example)
+            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+        }
+    }
+
+    /// The missing examples as staging rows: `pixels` gets their example indices, in `missing` order.
+    init(keys: [FeatureCache.Key], cache: FeatureCache, pixels: ([Int]) throws -> PixelRows) throws {
+        self.init(keys: keys, cache: cache)
+        if !missing.isEmpty { missingPixels = try pixels(missing.map(\.index)) }
+    }
+
+    private init(keys: [FeatureCache.Key], cache: FeatureCache) {
         self.keys = keys
         locations = [:]
         missing = []
         var seen = Set<FeatureCache.Key>()
         for key in keys where seen.insert(key).inserted {
             if let l = cache.locate(key) { locations[key] = l } else { missing.append(key) }
-        }
-        if !missing.isEmpty {
-            let examples = try missing.map(example)
-            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
         }
     }
 }
@@ -49,8 +61,9 @@ extension Executor {
         // be `ws` itself) before the batch buffers are staged.
         var computed: [DeviceBuffer] = []
         let pws = slice.missing.isEmpty ? ws : transientWorkspace(slice.missing.count)
-        if let batch = slice.missingBatch {
-            try uploadInput(batch.inputs, ws: pws)
+        if slice.missingBatch != nil || slice.missingPixels != nil {
+            if let batch = slice.missingBatch { try uploadInput(batch.inputs, ws: pws) }
+            if let pixels = slice.missingPixels { try uploadInput(pixels: pixels, ws: pws) }
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))
             for blob in cache.blobs {
                 _ = try value(blob, on: backend, ws: pws)  // on the tail's backend, moved there if the prefix ran elsewhere

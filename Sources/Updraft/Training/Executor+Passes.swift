@@ -7,35 +7,53 @@ extension Executor {
         var lastUse: [String: Int] = [:]
         for (i, l) in layers.enumerated() { for b in l.inputs { lastUse[b] = i } }
         let backwardNeeds = Set(training.tail.flatMap { $0.inputs + [$0.output] })
+        // The frozen prefix's fp16 option: these blobs are stored as halves (Executor+HalfStorage.swift).
+        let halfBlobs = training.halfStoredBlobs
         for (i, layer) in layers.enumerated() {
             if fuse && training.fusedActivationNames.contains(layer.name) { continue }
             let backend = self.backend(for: layer)
             // Convolutions feeding a concat wrote its output already (see `TrainingGraph.concatSlices`).
             let slicing = fuse && backend.writesConvolutionSlices
             if slicing && training.slicedConcats.contains(layer.name) { continue }
-            let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws) }
+            // A layer that writes a half blob is a prefix layer: it takes half inputs as they are.
             let fusedWith = fuse ? training.fusedActivations[layer.name] : nil
+            let outBlob = fusedWith?.output ?? layer.output
+            let halfLayer = halfBlobs.contains(outBlob)
+            let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws, acceptsHalf: halfLayer) }
+            let inputHalf = layer.inputs.map { ws.isHalf($0) }
             let epilogue: Activation? = { if case let .activation(a)? = fusedWith?.op { return a } else { return nil } }()
             if slicing, let slice = training.concatSlices[layer.name] {
                 let whole: DeviceBuffer
+                let wholeHalf = halfBlobs.contains(slice.concat.output)
                 if let v = ws.value(slice.concat.output) {
                     whole = v.buffer
                 } else {
-                    whole = try ws.acquire(slice.concat.outputShape.withBatch(ws.batch).count, on: backend)
-                    ws.setValue(slice.concat.output, whole, on: backend)
+                    whole = try ws.acquire(HalfStorage.floats(for: slice.concat.outputShape.withBatch(ws.batch).count, half: wholeHalf),
+                                           on: backend)
+                    ws.setValue(slice.concat.output, whole, on: backend, half: wholeHalf)
                 }
-                try backend.convolutionForward(try layer.convolutionGeometry(batch: ws.batch)!, input: inputs[0],
-                                               weights: params(layer).weights!, bias: params(layer).bias, output: whole,
-                                               channelOffset: slice.offset, outputChannels: slice.channels,
-                                               epilogue: epilogue)
+                if wholeHalf || inputHalf[0] {
+                    try forwardHalfStored(layer, inputs: inputs, inputHalf: inputHalf, output: whole, outputHalf: wholeHalf,
+                                          slice: slice, epilogue: epilogue, ws: ws, backend: backend)
+                } else {
+                    try backend.convolutionForward(try layer.convolutionGeometry(batch: ws.batch)!, input: inputs[0],
+                                                   weights: params(layer).weights!, bias: params(layer).bias, output: whole,
+                                                   channelOffset: slice.offset, outputChannels: slice.channels,
+                                                   epilogue: epilogue)
+                }
             } else if case .layout(.alias) = layer.op {
-                ws.setValue(layer.output, inputs[0], on: backend)  // the same memory under another shape
+                // The same memory under another shape.
+                ws.setValue(layer.output, inputs[0], on: backend, half: inputHalf[0])
             } else {
-                let outBlob = fusedWith?.output ?? layer.output
                 let outShape = layer.outputShape.withBatch(ws.batch)
-                let out = try ws.acquire(outShape.count, on: backend)
-                try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, batch: ws.batch, backend: backend)
-                ws.setValue(outBlob, out, on: backend)
+                let out = try ws.acquire(HalfStorage.floats(for: outShape.count, half: halfLayer), on: backend)
+                if halfLayer || inputHalf.contains(true) {
+                    try forwardHalfStored(layer, inputs: inputs, inputHalf: inputHalf, output: out, outputHalf: halfLayer,
+                                          slice: nil, epilogue: epilogue, ws: ws, backend: backend)
+                } else {
+                    try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, batch: ws.batch, backend: backend)
+                }
+                ws.setValue(outBlob, out, on: backend, half: halfLayer)
             }
             for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) {
                 ws.dropValue(b)
@@ -44,7 +62,9 @@ extension Executor {
     }
 
     /// A blob's value on `backend`, copied across through the host when the producer ran elsewhere.
-    func value(_ blob: String, on backend: Backend, ws: Workspace) throws -> DeviceBuffer {
+    /// A blob stored as halves becomes floats (once: the float value replaces it) unless `acceptsHalf`.
+    func value(_ blob: String, on backend: Backend, ws: Workspace, acceptsHalf: Bool = false) throws -> DeviceBuffer {
+        if ws.isHalf(blob) && (!acceptsHalf || ws.value(blob)?.backend !== backend) { try widenHalfValue(blob, ws: ws) }
         guard let v = ws.value(blob) else { throw UpdraftError(.invalidModel, "blob '\(blob)' is used before it is computed") }
         if v.backend === backend { return v.buffer }
         let moved = try ws.acquire(v.buffer.count, on: backend)
@@ -53,7 +73,7 @@ extension Executor {
         return moved
     }
 
-    private func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, epilogue: Activation?,
+    func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, epilogue: Activation?,
                             batch: Int, backend: Backend) throws {
         let p = params(layer)
         switch layer.op {

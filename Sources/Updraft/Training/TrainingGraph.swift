@@ -33,6 +33,13 @@ public struct TrainingGraph: Sendable {
     /// A concat qualifies when it is in the frozen prefix and each of its inputs is the (fused)
     /// output of a distinct prefix convolution that nothing else reads.
     public let concatSlices: [String: ConcatSlice]
+    /// Whether the frozen prefix keeps its activations as IEEE halves (fp32 arithmetic, each stored
+    /// value rounded to nearest even; `UpdateConfiguration.frozenActivationsHalfPrecision`): every
+    /// blob in `halfStoredBlobs`. The tail, the feature cache and every reader outside the prefix
+    /// get them as floats (converted once, so the boundary blobs carry the half rounding).
+    public var halfPrecisionPrefix = false
+    /// The blobs prefix layers write: what `halfPrecisionPrefix` stores as halves (the network input stays fp32).
+    public var halfStoredBlobs: Set<String> { halfPrecisionPrefix ? Set(prefix.map(\.output)) : [] }
     /// The concats whose inputs write straight into them.
     public var slicedConcats: Set<String> { Set(concatSlices.values.map(\.concat.name)) }
 

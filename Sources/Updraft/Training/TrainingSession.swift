@@ -24,12 +24,26 @@ final class TrainingSession {
     private(set) var position = TrainingPosition()
     /// The model's and the data's fingerprints, once a checkpoint needed them.
     var fingerprints: (model: UInt64, data: DataFingerprint)?
+    /// The training data as 8-bit samples for pixel upload (nil: it goes as float tensors).
+    private(set) var pixelData: PixelBatchProvider?
+    /// Staging buffers of pixel batches, training's and validation's, reused across mini-batches.
+    private(set) lazy var pixelPool = PixelStagingPool(rowBytes: graph.input.shape.itemCount, batchRows: parameters.miniBatchSize,
+                                                       keep: task.configuration.prefetchDepth + 3)
 
     init(task: UpdateTask) throws {
         self.task = task
         let model = task.originalModel
         graph = try NetworkGraph(model: model)
-        training = try TrainingGraph(graph: graph)
+        var training = try TrainingGraph(graph: graph)
+        if task.configuration.frozenActivationsHalfPrecision {
+            guard !training.prefix.isEmpty else {
+                throw UpdraftError(.invalidArgument,
+                    "half-precision frozen activations (--frozen-fp16) need frozen layers before the first updatable layer; in this model the input goes straight to updatable layer(s) \(graph.updatableLayers.map(\.name).joined(separator: ", "))",
+                    hint: "drop --frozen-fp16 (UpdateConfiguration.frozenActivationsHalfPrecision), or freeze the first layers (updraft make-updatable --layers)")
+            }
+            training.halfPrecisionPrefix = true
+        }
+        self.training = training
         hyperparameters = graph.hyperparameters
         guard let optimizer = graph.updateParameters?.optimizer?.kind else {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
@@ -73,7 +87,8 @@ final class TrainingSession {
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
         for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
             try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
-                                      prefix: replica.prefixBackend, tail: replica.tailBackend)
+                                      prefix: replica.prefixBackend, tail: replica.tailBackend,
+                                      halfPrecisionPrefix: training.halfPrecisionPrefix)
         }
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
@@ -85,8 +100,17 @@ final class TrainingSession {
         if cropped && task.configuration.featureCache && !training.prefix.isEmpty {
             task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
         }
+        pixelData = Self.pixelSource(task.trainingData, graph: graph, configuration: task.configuration)
         let (parameters, devices) = (self.parameters, self.devices)
         exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
+    }
+
+    /// `data` as a source of 8-bit samples for `graph`'s input, when pixel upload is on and the
+    /// samples are the examples' inputs at the input's size; nil otherwise.
+    static func pixelSource(_ data: BatchProvider, graph: NetworkGraph, configuration: UpdateConfiguration) -> PixelBatchProvider? {
+        guard configuration.pixelUpload, let pixels = data as? PixelBatchProvider, pixels.writesPixels,
+              pixels.pixelShape.count == graph.input.shape.itemCount else { return nil }
+        return pixels
     }
 
     private static func makeCache(training: TrainingGraph, configuration config: UpdateConfiguration,
@@ -194,8 +218,9 @@ final class TrainingSession {
         }
         // Several ranks: each prepares only its own share of every batch.
         let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
+        let pixels = pixelData.map { PixelLoader(provider: $0, epoch: epoch, augmentation: augmentation, pool: pixelPool) }
         return BatchPrefetcher(batches: local, depth: task.configuration.prefetchDepth, needed: needed,
-                               load: { try augmentation.example(of: data, at: $0, epoch: epoch) })
+                               load: { try augmentation.example(of: data, at: $0, epoch: epoch) }, pixels: pixels)
     }
 
     private func step(indices: [Int], epoch: Int, position: String, prepared: PreparedBatch) throws -> Executor.BatchResult {
@@ -210,7 +235,14 @@ final class TrainingSession {
             indices = share.local
             rank = RankShare(exchange: exchange, weights: share.weights, wantsToStop: { [unowned task] in task.isCancelRequested })
         }
+        let data = task.trainingData
         guard let cache else {
+            if pixelData != nil {
+                return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
+                    let slice = Array(indices[range])
+                    return (try prepared.pixelRows(slice), try slice.map { try data.target(at: $0) })
+                }, gradients: { executor, input in try executor.computeGradients(pixels: input.0, targets: input.1) })
+            }
             return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
                 let examples = try indices[range].map(example)
                 return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
@@ -229,7 +261,10 @@ final class TrainingSession {
             let slice = Array(indices[range])
             let targets = try slice.map { try self.task.trainingData.target(at: $0) }
             let keys = slice.map { FeatureCache.Key(set: .training, index: $0, variant: variant($0)) }
-            return (try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) }), targets)
+            let cached = self.pixelData != nil
+                ? try CachedSlice(keys: keys, cache: cache, pixels: { try prepared.pixelRows($0) })
+                : try CachedSlice(keys: keys, cache: cache, example: { try example($0.index) })
+            return (cached, targets)
         }, gradients: { [unowned cache] executor, input in
             try executor.computeGradients(cached: input.0, targets: input.1, cache: cache)
         })
@@ -253,9 +288,11 @@ final class TrainingSession {
         let size = parameters.miniBatchSize
         let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
         let cache = self.cache
+        let pixels = Self.pixelSource(data, graph: graph, configuration: task.configuration)
+            .map { PixelLoader(provider: $0, epoch: 0, augmentation: .none, pool: pixelPool) }
         let prefetcher = BatchPrefetcher(batches: chunks, depth: task.configuration.prefetchDepth,
                                          needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
-                                         load: { try data.example(at: $0) })
+                                         load: { try data.example(at: $0) }, pixels: pixels)
         defer { prefetcher.stop() }
         for (c, indices) in chunks.enumerated() {
             let prepared = prefetcher.take(c)
@@ -265,9 +302,15 @@ final class TrainingSession {
                 let targets = try indices.map { try data.target(at: $0) }
                 r = try devices.onPrimary(position: position) { executor in
                     self.bindCache()
-                    let slice = try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
+                    let slice = pixels != nil
+                        ? try CachedSlice(keys: keys, cache: cache, pixels: { try prepared.pixelRows($0) })
+                        : try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
                     return try executor.evaluate(cached: slice, targets: targets, cache: cache)
                 }
+            } else if pixels != nil {
+                let rows = try prepared.pixelRows(indices)
+                let targets = try indices.map { try data.target(at: $0) }
+                r = try devices.onPrimary(position: position) { try $0.evaluate(pixels: rows, targets: targets) }
             } else {
                 let examples = try indices.map { try prepared.example($0) }
                 let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)

@@ -116,6 +116,10 @@ public struct UpdateConfiguration {
     public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
+    /// Send image data (a `PixelBatchProvider`) to the device as 8-bit samples, scaled there; false
+    /// sends float tensors, as for other data (results are identical either way; tests and
+    /// measurements compare the two). Default: on, unless `UPDRAFT_PIXEL_UPLOAD=off`.
+    var pixelUpload = ProcessInfo.processInfo.environment["UPDRAFT_PIXEL_UPLOAD"] != "off"
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
     public var featureCacheBudgetBytes = 4 << 30
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
@@ -127,6 +131,12 @@ public struct UpdateConfiguration {
     /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
     /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
     public var featureCacheHalfPrecision = false
+    /// Keep the frozen prefix's activations (the layers before the first updatable one, forward
+    /// only) as IEEE halves: half the bytes of the prefix's workspace, fp32 arithmetic, every stored
+    /// value rounded to nearest even (`TrainingGraph.halfPrecisionPrefix`). The tail and the feature
+    /// cache receive the boundary blobs as floats that carry that rounding, so `featureCacheHalfPrecision`
+    /// adds no further rounding on top of it. A model with no frozen prefix is refused.
+    public var frozenActivationsHalfPrecision = false
     /// Write a checkpoint to `checkpointURL` every N epochs: the model, its history, and the state
     /// to resume from (`TrainingCheckpoint`, in `<model>.resume`).
     public var checkpointEvery: Int? = nil

@@ -14,6 +14,8 @@ final class Workspace {
     private var pool: [PoolKey: [DeviceBuffer]] = [:]
     /// How many entries of `values` and `gradients` hold each buffer.
     private var holders: [ObjectIdentifier: Int] = [:]
+    /// Blobs whose value is stored as IEEE halves (the frozen prefix's fp16 option; two per float).
+    private(set) var halfValues: Set<String> = []
     /// Small fixed buffers: labels, loss, correct count, targets.
     var scratch: [String: DeviceBuffer] = [:]
 
@@ -56,18 +58,24 @@ final class Workspace {
 
     /// Makes `buffer` the value of `blob`. A buffer that is already another blob's value becomes an
     /// alias: both blobs hold it.
-    func setValue(_ blob: String, _ buffer: DeviceBuffer, on backend: Backend) {
+    /// `half`: the buffer holds the blob's values as IEEE halves.
+    func setValue(_ blob: String, _ buffer: DeviceBuffer, on backend: Backend, half: Bool = false) {
         hold(buffer)
         if let old = values[blob] { letGo(old.buffer, from: old.backend) }
         values[blob] = (buffer, backend)
+        if half { halfValues.insert(blob) } else { halfValues.remove(blob) }
     }
 
     func value(_ blob: String) -> (buffer: DeviceBuffer, backend: Backend)? { values[blob] }
+
+    /// Whether `blob`'s value is stored as halves.
+    func isHalf(_ blob: String) -> Bool { halfValues.contains(blob) }
 
     /// Removes `blob`'s value and hands it to the caller (who releases it when done). A buffer that
     /// other blobs still hold (an alias) stays theirs: the caller gets a copy.
     func takeValue(_ blob: String) throws -> (buffer: DeviceBuffer, backend: Backend)? {
         guard let v = values.removeValue(forKey: blob) else { return nil }
+        halfValues.remove(blob)
         let id = ObjectIdentifier(v.buffer)
         if let n = holders[id], n > 1 {
             holders[id] = n - 1
@@ -81,6 +89,7 @@ final class Workspace {
 
     func dropValue(_ blob: String) {
         if let old = values.removeValue(forKey: blob) { letGo(old.buffer, from: old.backend) }
+        halfValues.remove(blob)
     }
 
     func gradient(_ blob: String) -> DeviceBuffer? { gradients[blob] }
@@ -108,5 +117,6 @@ final class Workspace {
     func clearValues() {
         for (_, v) in values { letGo(v.buffer, from: v.backend) }
         values.removeAll()
+        halfValues.removeAll()
     }
 }

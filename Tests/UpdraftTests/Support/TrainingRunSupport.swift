@@ -74,9 +74,11 @@ func assertSameTraining(_ a: TrainingRun, _ b: TrainingRun, tolerance: Double = 
 enum SqueezeShaped {
     static let classes = 4
 
-    static func model(optimizer: OptimizerKind = .sgd, batch: Int64 = 4) throws -> CoreMLModel {
-        let image = ImageFeatureType(width: 15, height: 15, colorSpace: .rgb)
+    static func model(optimizer: OptimizerKind = .sgd, batch: Int64 = 4, colorSpace: ImageColorSpace = .rgb,
+                      scaler: ImageScaler? = nil) throws -> CoreMLModel {
+        let image = ImageFeatureType(width: 15, height: 15, colorSpace: colorSpace)
         var b = try ModelBuilder(input: FeatureDescription(name: "image", type: .image(image)), seed: 7)
+        if let scaler { b.setImageScaler(scaler) }
         try b.convolution("conv1", outputChannels: 8, kernel: (3, 3), stride: (2, 2))
         try b.activation("relu_conv1", .relu)
         try b.pooling("pool1", .max, kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0))

@@ -108,6 +108,21 @@ extension CPUBackend {
         let schedule = schedule(for: g)
         // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
         let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
+        if grouped == nil && forwardAlgorithm(for: g) == .winograd {
+            return withWorkspaces { ws in
+                let u = partialSums.floats(16 * g.outChannels * g.inChannels)
+                winogradFilters(g, weights: w, into: u, parallel: true)
+                CPUKernels.withSingleThreadedBLAS {
+                    winogradForward(g, input: x, filters: u, bias: b, output: y + channelOffset * S,
+                                    imageStride: outputChannels * S, scratch: ws.map { $0.floats(winogradScratchCount(g)) })
+                }
+                if let plan, outputChannels == g.outChannels {
+                    applyEpilogue(plan, y, count: g.outputShape.count, parallel: true)
+                } else if let plan {
+                    for n in 0..<g.batch { applyEpilogue(plan, y + (n * outputChannels + channelOffset) * S, count: g.outChannels * S, parallel: true) }
+                }
+            }
+        }
         withWorkspaces { ws in
             let cols = grouped == nil ? ws.prefix(workerCount(schedule, batch: g.batch)).map { $0.floats(direct ? 0 : K * S) }
                                       : ws.map { $0.floats(groupedPhaseSizes(g).scratch) }

@@ -37,11 +37,17 @@ public final class CPUBackend: Backend {
     let partialSums = CPUWorkspace()
     /// Forces a convolution schedule (tests and measurements); nil chooses per geometry.
     var convolutionScheduleOverride: CPUConvolutionSchedule?
+    /// Forces the forward algorithm of the 3x3 stride-1 convolutions Winograd can compute: `.im2col`
+    /// reproduces earlier versions' results bit for bit, `.winograd` takes it even for thin layers.
+    /// nil (the default) chooses by channel counts; `UPDRAFT_WINOGRAD=off` in the environment sets `.im2col`.
+    public var convolutionAlgorithmOverride: CPUConvolutionAlgorithm?
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {
         threadCount = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
+        // UPDRAFT_WINOGRAD=off keeps every 3x3 convolution on im2col (to compare, or to reproduce older runs bit for bit).
+        if ProcessInfo.processInfo.environment["UPDRAFT_WINOGRAD"] == "off" { convolutionAlgorithmOverride = .im2col }
     }
 
     // MARK: Buffer access

@@ -263,6 +263,15 @@ public final class ReferenceBackend: Backend {
         try write(try Reference.channelAffine(shape, input: x, scale: s, shift: t), to: output, "channel affine output")
     }
 
+    /// Runs `Reference.pixelsToFloat` (Double), then rounds the results to float32.
+    public func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                             to output: DeviceBuffer) throws {
+        try checkPixels(pixels, shape: shape, scale: scale, shift: shift, output: output)
+        let s = try scale.map { try read($0, count: shape.c, "pixel upload scale") }
+        let t = try shift.map { try read($0, count: shape.c, "pixel upload shift") }
+        try write(try Reference.pixelsToFloat(shape, pixels: Array(pixels), scale: s, shift: t), to: output, "pixel upload output")
+    }
+
     /// Runs `Reference.channelAffineBackward` on the buffers widened to Double, then rounds the results to float32.
     public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
                                       inputGradient: DeviceBuffer) throws {

@@ -22,40 +22,64 @@ extension OpenCLBackend {
     /// tensor's channel count.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
+        _ = try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                   outputChannels: outputChannels, epilogue: epilogue, storage: .none)
+    }
+
+    /// With half storage (`storage` not `.none`): the implicit-GEMM kernel built with `-D X_HALF` /
+    /// `-D Y_HALF` (Kernels/storage.h), never CLBlast; false for the direct grouped kernels (the
+    /// executor converts around them).
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                                   storage: HalfStorage) throws -> Bool {
         let (x, w, y) = (try cl(input), try cl(weights), try cl(output))
         let b = try bias.map { try cl($0) }
-        try checkChannelSlice(g, output: y, channelOffset: channelOffset, outputChannels: outputChannels)
         let plane = g.outHeight * g.outWidth
-        try checkConvolution(g, "convolution forward", [("input", x, g.inputShape.count), ("weights", w, g.weightShape.count),
-                                                        ("output", y, g.batch * outputChannels * plane)])
+        if storage.output {
+            guard channelOffset >= 0, outputChannels >= g.outChannels, channelOffset <= outputChannels - g.outChannels else {
+                throw UpdraftError(.invalidArgument, "\(name): \(g.outChannels) output channels at channel \(channelOffset) do not fit in \(outputChannels)")
+            }
+        } else {
+            try checkChannelSlice(g, output: y, channelOffset: channelOffset, outputChannels: outputChannels)
+        }
+        let outputCount = g.batch * outputChannels * plane
+        try checkConvolution(g, "convolution forward", [
+            ("input", x, HalfStorage.floats(for: g.inputShape.count, half: storage.input)), ("weights", w, g.weightShape.count),
+            ("output", y, HalfStorage.floats(for: outputCount, half: storage.output))])
+        guard max(g.inputShape.count, outputCount) < Int(Int32.max) else {
+            throw UpdraftError(.unsupported, "\(name) convolution forward: more values than 32-bit indexing allows", hint: "use a smaller batch size")
+        }
         try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
         // Depthwise and thin grouped convolutions: the direct kernel, then the activation as its own pass
         // (over the whole output; a channel slice with an activation takes the GEMM path below).
         if usesGroupedDirect(g), epilogue == nil || (channelOffset == 0 && outputChannels == g.outChannels) {
+            guard storage == .none else { return false }
             try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels)
             if let epilogue {
                 try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
             }
-            return
+            return true
         }
-        if g.outputShape.count == 0 { return }
+        if g.outputShape.count == 0 { return true }
         let shape = KernelShape(g, .convForward, fusedReLU: epilogue != nil)
         let variant = tuning.variant(for: shape)
-        if variant?.engine == .clblast, try clblastConvolutionForward(
+        if storage == .none, variant?.engine == .clblast, try clblastConvolutionForward(
             g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, epilogue: epilogue,
-            shape: shape) { return }
+            shape: shape) { return true }
         let (activation, table) = try activationArguments(epilogue, channels: g.outChannels, placeholder: y)
         let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
         while true {
             let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
-            let defines = convDefines(g, mode: 0, tiling: tiling,
+            var defines = convDefines(g, mode: 0, tiling: tiling,
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
+            if storage.input { defines["X_HALF"] = "1" }
+            if storage.output { defines["Y_HALF"] = "1" }
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
             try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1),
                             .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g),
                         global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
                         local: tiling.workGroup + [1], defines: defines, holding: table)
-            return
+            return true
         }
     }
 
@@ -85,7 +109,7 @@ extension OpenCLBackend {
         }
     }
 
-    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run; db by a two-stage tree reduction. Deterministic.
+    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run (or one CLBlast GEMM per image where tuning chose it); db by a two-stage tree reduction. Deterministic.
     public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                                            weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
         let (x, dy, dw) = (try cl(input), try cl(outputGradient), try cl(weightGradient))
@@ -100,7 +124,9 @@ extension OpenCLBackend {
         if weightCount == 0 { return }
         if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
-        let variant = tuning.variant(for: KernelShape(g, .convBackwardWeights))
+        let shape = KernelShape(g, .convBackwardWeights)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape) { return }
         while true {
             let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
             let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups

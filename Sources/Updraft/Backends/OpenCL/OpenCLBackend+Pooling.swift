@@ -20,6 +20,21 @@ extension OpenCLBackend {
         }
     }
 
+    /// Half input and/or output (`-D X_HALF` / `-D Y_HALF`, Kernels/storage.h) for windowed pooling;
+    /// false for global pooling (the executor converts around it).
+    public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool {
+        if storage == .none { try poolingForward(g, input: input, output: output); return true }
+        try validate(g, op: "pooling")
+        if isGlobal(g) { return false }
+        let x = try operand(input, holds: HalfStorage.floats(for: g.inputShape.count, half: storage.input), "pooling input \(g.inputShape)")
+        let y = try operand(output, holds: HalfStorage.floats(for: g.outputShape.count, half: storage.output), "pooling output \(g.outputShape)")
+        let k = try kernel("pooling.cl", "pool_forward", defines: ["WG_SIZE": "\(reductionGroupSize)",
+                                                                  "X_HALF": storage.input ? "1" : "0", "Y_HALF": storage.output ? "1" : "0"])
+        try k.setArguments([.buffer(x), .buffer(y)] + windowArguments(g) + [.int(g.outputShape.count)])
+        try launchElementwise(k, count: g.outputShape.count)
+        return true
+    }
+
     /// `output` is not read: max pooling recomputes each window's first maximum from `input`.
     public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
                                 outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {

@@ -11,6 +11,8 @@ public final class OpenCLBackend: Backend {
     public let gemmWorkspace = OpenCLGemmWorkspace()
     /// Index buffers of queued `copyRows` launches, held until those kernels finish (OpenCLBackend+Rows.swift).
     let inFlight = OpenCLInFlightBuffers()
+    /// The device buffer image batches cross in as bytes (`uploadPixels`), reused batch after batch.
+    let pixelStaging = OpenCLPixelStaging()
 
     /// "opencl:" followed by the device name, e.g. "opencl:NVIDIA H200".
     public var name: String { "opencl:\(context.device.info.name)" }

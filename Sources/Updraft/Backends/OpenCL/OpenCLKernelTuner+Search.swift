@@ -2,12 +2,15 @@ import Foundation
 
 /// How much of the variant space `updraft tune` searches.
 public enum KernelTuningSpace: String, CaseIterable, Sendable {
-    /// Two in-house tilings besides the table, and CLBlast: proves the machinery (CI on PoCL).
+    /// Three in-house tilings besides the table (one with a k unroll, one unpadded, one reading
+    /// global memory directly with a k unroll), and CLBlast: proves the machinery (CI on PoCL).
     case tiny
-    /// The device's table tilings and the common GPU shapes, padding on/off, split-K 1/4/16, CLBlast.
+    /// The device's table tilings and the common GPU shapes, padding on/off, k unroll 2/4/8 and global
+    /// reads (no local staging) of the table's tiling, global reads of the small tiling, split-K 1/4/16, CLBlast.
     case quick
     /// Every well-formed tiling of 16..128 tiles, 8..32 deep slices, 1..8 outputs per work-item and
-    /// each vector width, padding on/off, split-K 1/2/4/8/16/32, CLBlast.
+    /// each vector width, padding on/off; each also with k unroll 2/4/8 and with global reads (with and
+    /// without an unroll of 4); split-K 1/2/4/8/16/32, CLBlast.
     case full
 
     /// The whole search's time budget by default, seconds (the tuner stops there and keeps the best so far).
@@ -90,10 +93,12 @@ public struct KernelTuner {
         switch space {
         case .tiny:
             var unpadded = GemmTiling.small; unpadded.padding = 0
-            tilings = [.tiny, unpadded]
+            tilings = [GemmTiling.tiny.with(kUnroll: 4), unpadded, GemmTiling.small.with(kUnroll: 2, stageLocal: false)]
         case .quick:
             var unpadded = tableTiling; unpadded.padding = 0
             tilings = base.gemmTilings + [.large, .wide64, .medium, .small, unpadded]
+                + [2, 4, 8].map { tableTiling.with(kUnroll: $0) }
+                + [tableTiling.with(stageLocal: false), GemmTiling.small.with(stageLocal: false)]
             splits = [1, 4, 16]
         case .full:
             tilings = Self.fullSpace
@@ -104,19 +109,27 @@ public struct KernelTuner {
         // CLBlast right after the table: a problem's share of the budget may end before the tilings do.
         if includeCLBlast && shape.clblastCan { add(.clblast) }
         if shape.splittable { for s in splits { add(.inHouse(tableTiling, splits: s)) } }
-        for t in tilings where t.fits(info) && t != tableTiling { add(.inHouse(t)) }
+        for t in tilings where t.isWellFormed && t.fits(info) && t != tableTiling { add(.inHouse(t)) }
         return out
     }
 
-    /// Every well-formed tiling of the full space, those nearest 256 work-items and 8x8 per item first.
+    /// Every well-formed tiling of the full space, those nearest 256 work-items and 8x8 per item first
+    /// (then the staged slice unrolled whole, padded, with vectors of 4; global reads last).
     static var fullSpace: [GemmTiling] {
         var out: [GemmTiling] = []
+        func addVariants(_ t: GemmTiling) {
+            out.append(t)
+            guard t.padding == 1 else { return }
+            for u in [2, 4, 8] where t.tileK % u == 0 { out.append(t.with(kUnroll: u)) }
+            out.append(t.with(stageLocal: false))
+            if t.tileK % 4 == 0 { out.append(t.with(kUnroll: 4, stageLocal: false)) }
+        }
         for tm in [16, 32, 64, 128] { for tn in [16, 32, 64, 128] { for tk in [8, 16, 32] {
             for wm in [1, 2, 4, 8] where tm % wm == 0 { for wn in [1, 2, 4, 8] where tn % wn == 0 {
                 for vm in [1, 2, 4] where wm % vm == 0 { for vn in [1, 2, 4] where wn % vn == 0 {
                     for pad in [1, 0] {
                         let t = GemmTiling(tileM: tm, tileN: tn, tileK: tk, workM: wm, workN: wn, vectorM: vm, vectorN: vn, padding: pad)
-                        if t.isWellFormed && (32...1024).contains(t.threads) { out.append(t) }
+                        if t.isWellFormed && (32...1024).contains(t.threads) { addVariants(t) }
                     }
                 } }
             } }
@@ -126,7 +139,7 @@ public struct KernelTuner {
 
     private static func score(_ t: GemmTiling) -> Double {
         abs(log2(Double(t.threads) / 256)) + abs(log2(Double(t.workM * t.workN) / 64)) / 2 + Double(1 - t.padding) / 4
-            + Double(8 - t.vectorM - t.vectorN) / 16
+            + Double(8 - t.vectorM - t.vectorN) / 16 + (t.kUnroll == 0 ? 0 : 0.3) + (t.stageLocal ? 0 : 0.5)
     }
 
     // MARK: The search

@@ -85,14 +85,14 @@ public struct KernelShape: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Whether CLBlast can run this op: plain GEMMs, and pointwise ungrouped convolutions forward
-    /// and backward data (the weight gradient of a convolution sums over images, which CLBlast's
-    /// batched GEMM cannot).
+    /// Whether CLBlast can run this op: plain GEMMs, pointwise ungrouped convolutions forward and
+    /// backward data, and every ungrouped convolution's weight gradient (one GEMM per image adding
+    /// into dw, behind an im2col unless pointwise). Grouped convolutions stay in-house.
     public var clblastCan: Bool {
         switch kind {
         case .gemm: return true
         case .convForward, .convBackwardData: return pointwise && slabs == 1
-        case .convBackwardWeights: return false
+        case .convBackwardWeights: return slabs == 1
         }
     }
 

@@ -90,7 +90,8 @@ public struct OpenCLTuning: Hashable, Sendable {
 
 /// One shape of the tiled GEMM engine (Kernels/gemm_params.h): a work-group computes `tileM` x `tileN`
 /// outputs, `tileK` deep per local-memory slice, each work-item `workM` x `workN` of them, reading
-/// local memory in vectors of `vectorM` / `vectorN`.
+/// local memory in vectors of `vectorM` / `vectorN`; the inner product unrolled `kUnroll` steps at a
+/// time (0: the whole slice), operands staged in local memory unless `stageLocal` is false.
 public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Outputs one work-group computes (`tileM` rows x `tileN` columns, gemm_params.h's TM, TN) and the reduction depth of each local-memory slice (TK).
     public var tileM: Int, tileN: Int, tileK: Int
@@ -100,12 +101,28 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
     public var vectorM: Int, vectorN: Int
     /// Vectors of padding at the end of each local-memory row (0 or 1; gemm_params.h's PAD).
     public var padding: Int
+    /// K steps of the inner product unrolled together (KUNROLL): 0 unrolls the whole `tileK` slice
+    /// (the default), else 1, 2, 4 or 8, dividing `tileK`.
+    public var kUnroll: Int
+    /// Whether operands are staged through local-memory tiles (STAGE_LOCAL 1, the default) or each
+    /// work-item reads its rows and columns straight from global memory (0: no local memory, no barriers;
+    /// `tileK` is then only the unrolled block and `padding` means nothing).
+    public var stageLocal: Bool
 
     /// A tiling from its sizes; check `isWellFormed` (and `fits(_:)` for a device) before using it.
-    public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int, padding: Int = 1) {
+    public init(tileM: Int, tileN: Int, tileK: Int, workM: Int, workN: Int, vectorM: Int, vectorN: Int, padding: Int = 1,
+                kUnroll: Int = 0, stageLocal: Bool = true) {
         self.tileM = tileM; self.tileN = tileN; self.tileK = tileK
         self.workM = workM; self.workN = workN; self.vectorM = vectorM; self.vectorN = vectorN
-        self.padding = padding
+        self.padding = padding; self.kUnroll = kUnroll; self.stageLocal = stageLocal
+    }
+
+    /// This tiling with the inner product unrolled `kUnroll` steps at a time and local staging on or off.
+    public func with(kUnroll: Int? = nil, stageLocal: Bool? = nil) -> GemmTiling {
+        var t = self
+        if let kUnroll { t.kUnroll = kUnroll }
+        if let stageLocal { t.stageLocal = stageLocal }
+        return t
     }
 
     /// 128x128 tiles, 8x8 outputs per work-item, 256 work-items: big GEMMs on big GPUs.
@@ -132,7 +149,10 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Work-items per work-group: (tileN / workN) x (tileM / workM).
     public var threads: Int { (tileN / workN) * (tileM / workM) }
     /// Local memory of the two staged slices (rows padded by `padding` vectors) and the convolutions' k table.
-    public var localMemoryBytes: Int { 4 * tileK * (tileM + tileN + padding * (vectorM + vectorN)) + 16 * tileK }
+    /// None without staging.
+    public var localMemoryBytes: Int {
+        stageLocal ? 4 * tileK * (tileM + tileN + padding * (vectorM + vectorN)) + 16 * tileK : 0
+    }
     /// Multiply-adds per value read from local memory, relative to 8x8 outputs per work-item.
     public var relativeEfficiency: Double {
         Double(workM * workN) / Double(workM + workN) / 4
@@ -142,7 +162,8 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
     public var isWellFormed: Bool {
         let sizes = [tileM, tileN, tileK, workM, workN, vectorM, vectorN]
         guard sizes.allSatisfy({ $0 >= 1 }), [1, 2, 4].contains(vectorM), [1, 2, 4].contains(vectorN),
-              [0, 1].contains(padding) else { return false }
+              [0, 1].contains(padding), [0, 1, 2, 4, 8].contains(kUnroll), kUnroll == 0 || tileK % kUnroll == 0
+        else { return false }
         guard tileM % workM == 0, tileN % workN == 0, workM % vectorM == 0, workN % vectorN == 0 else { return false }
         let nt = threads
         return nt % tileM == 0 && nt % tileN == 0 && nt % tileK == 0
@@ -162,23 +183,29 @@ public struct GemmTiling: Hashable, Sendable, Codable, CustomStringConvertible {
         var d = ["TM": "\(tileM)", "TN": "\(tileN)", "TK": "\(tileK)", "WPTM": "\(workM)", "WPTN": "\(workN)",
                  "VWM": "\(vectorM)", "VWN": "\(vectorN)"]
         if padding != 1 { d["PAD"] = "\(padding)" }
+        if kUnroll != 0 { d["KUNROLL"] = "\(kUnroll)" }
+        if !stageLocal { d["STAGE_LOCAL"] = "0" }
         return d
     }
 
-    /// "MxNxK tiles, WMxWN per work-item, vectors VM/VN", plus the padding when it is not 1.
+    /// "MxNxK tiles, WMxWN per work-item, vectors VM/VN", plus the padding when it is not 1, the
+    /// k unroll when set and "global reads" without local staging.
     public var description: String {
         "\(tileM)x\(tileN)x\(tileK) tiles, \(workM)x\(workN) per work-item, vectors \(vectorM)/\(vectorN)"
-            + (padding == 1 ? "" : ", padding \(padding)")
+            + (padding == 1 ? "" : ", padding \(padding)") + (kUnroll == 0 ? "" : ", k-unroll \(kUnroll)")
+            + (stageLocal ? "" : ", global reads")
     }
 
-    /// Decodes files written before `padding` existed (it was always one vector).
+    /// Decodes files written before `padding`, `kUnroll` and `stageLocal` existed (one vector, whole slice, staged).
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(tileM: try c.decode(Int.self, forKey: .tileM), tileN: try c.decode(Int.self, forKey: .tileN),
                   tileK: try c.decode(Int.self, forKey: .tileK), workM: try c.decode(Int.self, forKey: .workM),
                   workN: try c.decode(Int.self, forKey: .workN), vectorM: try c.decode(Int.self, forKey: .vectorM),
                   vectorN: try c.decode(Int.self, forKey: .vectorN),
-                  padding: try c.decodeIfPresent(Int.self, forKey: .padding) ?? 1)
+                  padding: try c.decodeIfPresent(Int.self, forKey: .padding) ?? 1,
+                  kUnroll: try c.decodeIfPresent(Int.self, forKey: .kUnroll) ?? 0,
+                  stageLocal: try c.decodeIfPresent(Bool.self, forKey: .stageLocal) ?? true)
     }
 }
 

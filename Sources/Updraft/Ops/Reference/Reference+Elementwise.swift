@@ -113,3 +113,16 @@ extension Reference {
         return (da, db)
     }
 }
+
+extension Reference {
+    /// 8-bit image samples to the network's input: y[n, c, s] = scale[c] * x[n, c, s] + shift[c] in
+    /// Double (x in 0...255), or y = x without a scaler (`scale` and `shift` nil). Defines `Backend.uploadPixels`.
+    public static func pixelsToFloat(_ shape: Shape, pixels: [UInt8], scale: [Double]?, shift: [Double]?) throws -> [Double] {
+        let x = pixels.map(Double.init)
+        guard let scale, let shift else {
+            try require(x, count: shape.count, "pixels \(shape)")
+            return x
+        }
+        return try channelAffine(Shape(n: shape.n, c: shape.c, h: shape.h * shape.w, w: 1), input: x, scale: scale, shift: shift)
+    }
+}

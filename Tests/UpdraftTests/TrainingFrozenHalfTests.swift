@@ -1,0 +1,140 @@
+import XCTest
+@testable import Updraft
+
+/// `UpdateConfiguration.frozenActivationsHalfPrecision` (`updraft train --frozen-fp16`): the frozen
+/// prefix's activations are stored as halves (half the bytes), training on the CPU twin, PoCL and the
+/// Double reference agrees, stays near fp32, and the feature cache adds no rounding on top; with the
+/// option off no half op runs at all; a model without a frozen prefix is refused by name.
+final class TrainingFrozenHalfTests: XCTestCase {
+    /// A SqueezeNet-shaped model whose frozen prefix holds every kind of layer SqueezeNet's has and
+    /// more: a strided convolution with its ReLU fused, a ceil-mode max pool, an unfused ReLU (no half
+    /// kernel: converted at its boundary), a fire module whose expands write their slices of the
+    /// concat, and a windowed average pool. conv10 and the head train (or, with `trainFirst`, conv1 too:
+    /// then nothing is frozen).
+    static func model(trainFirst: Bool = false) throws -> CoreMLModel {
+        let image = ImageFeatureType(width: 15, height: 15, colorSpace: .rgb)
+        var b = try ModelBuilder(input: FeatureDescription(name: "image", type: .image(image)), seed: 5)
+        try b.convolution("conv1", outputChannels: 8, kernel: (3, 3), stride: (2, 2))
+        try b.activation("relu_conv1", .relu)
+        try b.pooling("pool1", .max, kernel: (3, 3), stride: (2, 2), padding: .includeLastPixel(height: 0, width: 0))
+        try b.activation("relu_pool1", .relu)
+        try b.convolution("fire2/squeeze1x1", outputChannels: 5, kernel: (1, 1))
+        let squeezed = try b.activation("fire2/relu_squeeze1x1", .relu)
+        try b.convolution("fire2/expand1x1", input: squeezed, outputChannels: 6, kernel: (1, 1))
+        let left = try b.activation("fire2/relu_expand1x1", .relu)
+        try b.convolution("fire2/expand3x3", input: squeezed, outputChannels: 7, kernel: (3, 3), padding: .same(.bottomRightHeavy))
+        let right = try b.activation("fire2/relu_expand3x3", .relu)
+        try b.concat("fire2/concat", inputs: [left, right])
+        try b.pooling("pool2", .average, kernel: (2, 2), stride: (1, 1), padding: .valid(top: 1, bottom: 0, left: 0, right: 1))
+        try b.convolution("conv10", outputChannels: SqueezeShaped.classes, kernel: (1, 1))
+        try b.activation("relu_conv10", .relu)
+        try b.pooling("pool10", .average, global: true)
+        try b.flatten("flatten")
+        try b.innerProduct("fullyconnected0", outputChannels: SqueezeShaped.classes)
+        try b.softmax("softmax", output: "probabilities")
+        try b.makeClassifier(labels: .strings((0..<SqueezeShaped.classes).map(String.init)), probabilities: "probabilities")
+        try b.makeUpdatable((trainFirst ? ["conv1"] : []) + ["conv10", "fullyconnected0"])
+        try b.setCrossEntropyLoss(input: "probabilities")
+        b.setOptimizer(.sgd(learningRate: 0.05, miniBatchSize: 4, momentum: 0.9))
+        b.setEpochs(2)
+        b.setShuffle(true, seed: 3)
+        return try b.build()
+    }
+
+    func train(_ backend: Backend, half: Bool, _ configure: (inout UpdateConfiguration) -> Void = { _ in }) throws -> TrainingRun {
+        try TrainingRun.train(try Self.model(), try SqueezeShaped.data(count: 12)) {
+            $0.backends = (backend, backend); $0.fallbacks = []; $0.frozenActivationsHalfPrecision = half
+            configure(&$0)
+        }
+    }
+
+    func testPrefixActivationsAreStoredAsHalves() throws {
+        let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
+        var bytes: [Bool: Int] = [:]
+        for half in [false, true] {
+            var training = try TrainingGraph(graph: try NetworkGraph(model: try Self.model()))
+            training.halfPrecisionPrefix = half
+            let e = try Executor(training: training, optimizer: .sgd, backend: cl)
+            let ws = e.workspace(3)
+            try e.uploadInput(Tensor(shape: [3, 3, 15, 15], uniformIn: 0...1, seed: 1), ws: ws)
+            let blobs = Set(training.prefix.map(\.output))
+            try e.forward(layers: training.prefix, ws: ws, keep: blobs)
+            var total = 0
+            for blob in ["relu_conv1", "pool1", "relu_pool1", "fire2/relu_squeeze1x1", "fire2/concat", "pool2"] {
+                let v = try XCTUnwrap(ws.value(blob), "\(blob) was computed")
+                let count = try XCTUnwrap(training.graph.blobShapes[blob]).withBatch(3).count
+                XCTAssertEqual(ws.isHalf(blob), half, blob)
+                XCTAssertEqual(v.buffer.count, half ? (count + 1) / 2 : count, "\(blob): two values per float")
+                total += v.buffer.count
+            }
+            XCTAssertFalse(ws.isHalf(training.graph.input.name), "the network input stays fp32")
+            bytes[half] = 4 * total
+            // The tail reads the boundary as floats: converted once, in place of the half value.
+            let boundary = try XCTUnwrap(training.boundary.first)
+            XCTAssertEqual(boundary, "pool2")
+            let wide = try e.value(boundary, on: cl, ws: ws)
+            XCTAssertFalse(ws.isHalf(boundary))
+            XCTAssertEqual(wide.count, try XCTUnwrap(training.graph.blobShapes[boundary]).withBatch(3).count)
+            let values = try cl.download(wide)
+            XCTAssertTrue(values.allSatisfy { $0 == Float(Float16($0)) } || !half, "the boundary carries the half rounding")
+            ws.clearValues()
+        }
+        let (f, h) = (try XCTUnwrap(bytes[false]), try XCTUnwrap(bytes[true]))
+        XCTAssertLessThanOrEqual(abs(2 * h - f), 4 * 6, "half the bytes (an odd count rounds up by one half): \(h) of \(f)")
+    }
+
+    func testCPUOpenCLAndReferenceAgreeAndStayNearFP32() throws {
+        let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
+        let cpuHalf = try train(CPUBackend(), half: true)
+        let clHalf = try train(cl, half: true)
+        let referenceHalf = try train(ReferenceBackend(), half: true)
+        let cpuFloat = try train(CPUBackend(), half: false)
+        XCTAssertEqual(cpuHalf.losses.count, 6)
+        assertSameTraining(cpuHalf, referenceHalf, tolerance: 1e-3, "CPU twin vs the Double reference, both fp16 prefix")
+        assertSameTraining(clHalf, referenceHalf, tolerance: 1e-3, "PoCL half kernels vs the Double reference, both fp16 prefix")
+        assertSameTraining(cpuHalf, cpuFloat, tolerance: 2e-2, "fp16 prefix vs fp32")
+        let moved = zip(cpuHalf.losses, cpuFloat.losses).map { abs($0 - $1) }.max() ?? 0
+        XCTAssertGreaterThan(moved, 0, "the option must change the stored activations")
+    }
+
+    /// The boundary blobs already carry the half rounding: the feature cache (fp32 or fp16) returns
+    /// them exactly, so training with and without it is identical.
+    func testFeatureCacheAddsNoRoundingOnTop() throws {
+        let plain = try train(CPUBackend(), half: true) { $0.featureCache = false }
+        let cached = try train(CPUBackend(), half: true)
+        let cachedHalf = try train(CPUBackend(), half: true) { $0.featureCacheHalfPrecision = true }
+        XCTAssertEqual(try XCTUnwrap(cached.task.featureCacheStatistics).hits, 12)
+        assertSameTraining(cached, plain, tolerance: 0, "fp16 prefix, cache on vs off")
+        assertSameTraining(cachedHalf, plain, tolerance: 0, "fp16 prefix, fp16 cache vs no cache")
+    }
+
+    /// With the option off nothing runs in half (the fp32 path is the one before the option); with it
+    /// on, PoCL runs the half kernels.
+    func testOptionOffRunsNoHalfOp() throws {
+        let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
+        for half in [false, true] {
+            let counting = FailingBackend(cl)
+            let run = try train(counting, half: half) { $0.featureCache = false }
+            XCTAssertEqual(run.state, .completed, "\(run.error.map { "\($0)" } ?? "")")
+            let halfCalls = [BackendCall.Kind.convolutionHalfForward, .poolingHalfForward, .copyHalfRows]
+                .reduce(0) { $0 + (counting.calls[$1] ?? 0) }
+            if half {
+                XCTAssertGreaterThan(counting.calls[.convolutionHalfForward] ?? 0, 0)
+                XCTAssertGreaterThan(counting.calls[.poolingHalfForward] ?? 0, 0)
+            } else {
+                XCTAssertEqual(halfCalls, 0, "option off: \(counting.calls)")
+            }
+        }
+    }
+
+    func testModelWithoutFrozenPrefixIsRefused() throws {
+        let run = try TrainingRun.train(try Self.model(trainFirst: true), try SqueezeShaped.data(count: 4)) {
+            $0.backends = (CPUBackend(), CPUBackend()); $0.frozenActivationsHalfPrecision = true
+        }
+        XCTAssertEqual(run.state, .failed)
+        let error = try XCTUnwrap(run.error as? UpdraftError, "\(String(describing: run.error))")
+        XCTAssertEqual(error.kind, .invalidArgument)
+        XCTAssertTrue(error.message.contains("--frozen-fp16") && error.message.contains("conv1"), error.message)
+        XCTAssertTrue(error.hint?.contains("frozenActivationsHalfPrecision") ?? false)
+    }
+}
