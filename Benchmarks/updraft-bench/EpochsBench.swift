@@ -19,6 +19,7 @@ let epochsCommand = CLICommand(CommandSpec(
         OptionSpec("device", value: "INDEX", help: "only this OpenCL device index (see `updraft devices`), or cpu"),
         OptionSpec("no-feature-cache", help: "only runs without the feature cache (default: with and without)"),
         OptionSpec("feature-cache", value: "on|off|both", help: "which runs to make (default both)"),
+        OptionSpec("frozen-fp16", help: "train with the frozen layers' activations in half precision (train --frozen-fp16)"),
         OptionSpec("json", help: "print JSON: {\"runs\": [one object per run], \"work\", \"pytorch\", \"ratios\", \"notes\"}"),
         OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_baseline.py and print Updraft/PyTorch throughput ratios"),
         OptionSpec("pytorch-script", value: "PATH", help: "the PyTorch baseline script (default: found from the working directory or the executable)"),
@@ -69,13 +70,14 @@ struct EpochsBench {
             }
         }
         let batch = try args.int("batch-size")
-        let w: EpochsWorkload
+        var w: EpochsWorkload
         if let path = args.value("model") {
             w = try EpochsWorkload.load(path: path, batch: batch)
         } else {
             if batch != nil { throw UsageError("--batch-size goes with --model (the SqueezeNet workload uses 64)") }
             w = try EpochsWorkload.squeezeNet()
         }
+        w.frozenHalf = args.flag("frozen-fp16")
         workload = w
         pytorchArch = args.value("pytorch-model") ?? w.torchvisionArch
         if let arch = pytorchArch, !PyTorchComparison.architectures.contains(arch) {
@@ -203,6 +205,8 @@ struct EpochsBench {
             }
         }
         notes += lossConsistencyNotes(results)
+        let halfNote = "--frozen-fp16: every run stored the frozen layers' activations as halves (fp32 arithmetic)"
+        if workload.frozenHalf && !notes.contains(halfNote) { notes.append(halfNote) }  // a child's report may carry it
 
         if json {
             print(try jsonReport(results: results, work: work, pytorch: pytorch, ratios: ratios, notes: notes))
@@ -247,6 +251,7 @@ struct EpochsBench {
                               "--feature-cache", cache ? "on" : "off"]
         if let path = workload.path { args += ["--model", path, "--batch-size", String(workload.batch)] }
         if opTimes { args.append("--op-times") }
+        if workload.frozenHalf { args.append("--frozen-fp16") }
         if let data { args += ["--data", data] }
         let result: ChildResult
         do {
