@@ -22,7 +22,7 @@ release: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 # updraft and updraft-bench into $(PREFIX)/bin (DESTDIR for staged installs). They need the
-# distribution's OpenCL loader, OpenBLAS, libpng and libjpeg at run time, which `make deps` installs.
+# distribution's OpenCL loader, OpenBLAS, libpng, libjpeg and libdeflate at run time, which `make deps` installs.
 install: release
 	install -d "$(DESTDIR)$(PREFIX)/bin"
 	install -m 755 .build/release/updraft .build/release/updraft-bench "$(DESTDIR)$(PREFIX)/bin/"

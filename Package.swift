@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
-// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, Open MPI.
+// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, libdeflate, Open MPI.
 // Every Swift target is checked with complete strict concurrency (Swift 6's data-race rules as
 // warnings in the Swift 5 language mode the sources are written in); the build has none.
 let strictConcurrency: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
@@ -27,8 +27,9 @@ let package = Package(
         .systemLibrary(name: "CMPI", path: "Sources/CMPI", pkgConfig: "ompi-c",
                        providers: [.apt(["libopenmpi-dev", "openmpi-bin"])]),
         // libpng / libjpeg report errors with setjmp/longjmp, which Swift cannot catch: a small C shim does.
+        // libdeflate inflates the common PNGs' data in one call (the shim's fast path; libpng does the rest).
         .target(name: "CImageIO", path: "Sources/CImageIO",
-                linkerSettings: [.linkedLibrary("png"), .linkedLibrary("jpeg")]),
+                linkerSettings: [.linkedLibrary("png"), .linkedLibrary("jpeg"), .linkedLibrary("deflate")]),
 
         // Kernels/*.cl are compiled into the library as string constants, so executables are self-contained.
         .executableTarget(name: "embed-kernels", path: "Plugins/EmbedKernelsTool"),

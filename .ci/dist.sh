@@ -9,7 +9,7 @@
 #                                    does not name (as NVIDIA's container images often are) registered
 #   libexec/                         the stripped executables, Swift's standard library linked in
 #   lib/                             the shared libraries they need that a bare host may lack
-#                                    (OpenCL loader, OpenBLAS and its Fortran runtime, libpng, libjpeg, ...);
+#                                    (OpenCL loader, OpenBLAS and its Fortran runtime, libpng, libjpeg, libdeflate, ...);
 #                                    glibc, libstdc++ and libgcc_s stay behind: every host has them
 # and puts a copy in .device/ with a run.sh that unpacks it on first use, for the GPU host's check
 # script (`bash .device/run.sh PRODUCT ARGS...`; the device tool carries .device/, 64 MiB at most).

@@ -7,7 +7,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo   # OpenCL loader, headers, and OpenCL on the CPU
   libopenblas-dev                                           # the fast CPU path's GEMM
   libclblast-dev                                            # CLBlast, the second OpenCL GEMM engine
-  libpng-dev libjpeg-dev                                    # image decoding for training data
+  libpng-dev libjpeg-dev libdeflate-dev                     # image decoding for training data
   libopenmpi-dev openmpi-bin                                # MPI: data-parallel training across hosts (mpirun)
 )
 missing=()

@@ -2,10 +2,10 @@
 // (OpenCLBackend+CLBlast.swift): dw = sum over images n of dy_n [Cout, P] . col_n^T, one GEMM per image.
 //
 // x [N, Cin, H, W] (one group); col holds `images` matrices [Cin*KH*KW, P] (P = Ho*Wo), image i of the
-// run (image firstImage + i of x) at col + i * K * P, row (c, kh, kw), column (oh, ow) =
+// run (image firstImage + i of x) at col + offCol + i * K * P, row (c, kh, kw), column (oh, ow) =
 // x[n, c, oh*SH - PT + kh*DH, ow*SW - PL + kw*DW], zero outside the input.
 // Grid: (P, Cin*KH*KW, images), any work-group shape.
-__kernel void conv_im2col(__global const float* x, const int firstImage, __global float* col,
+__kernel void conv_im2col(__global const float* x, const int firstImage, __global float* col, const int offCol,
                           const int Cin, const int H, const int W, const int Ho, const int Wo,
                           const int KH, const int KW, const int SH, const int SW, const int DH, const int DW,
                           const int PT, const int PL) {
@@ -16,6 +16,6 @@ __kernel void conv_im2col(__global const float* x, const int firstImage, __globa
     const int oh = q / Wo, ow = q - oh * Wo;
     const int ih = oh * SH - PT + kh * DH, iw = ow * SW - PL + kw * DW;
     const int n = firstImage + i;
-    col[((long)i * K + r) * P + q] =
+    col[offCol + ((long)i * K + r) * P + q] =
         ((uint)ih < (uint)H && (uint)iw < (uint)W) ? x[((n * Cin + c) * H + ih) * W + iw] : 0.0f;
 }

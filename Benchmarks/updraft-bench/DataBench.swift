@@ -16,6 +16,7 @@ let dataCommand = CLICommand(CommandSpec(
         OptionSpec("height", value: "H", help: "generated image height (default 375)"),
         OptionSpec("dir", value: "DIR", help: "where to write the images (kept; default: a temporary folder, removed after)"),
         OptionSpec("generate-only", help: "write the images to --dir and stop (class folders 0...9 under DIR/jpeg and DIR/png)"),
+        OptionSpec("reuse", help: "with --dir: read the images a previous run left there when their count matches, instead of writing them again"),
         OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_data.py on the same files and print the ratios"),
         OptionSpec("pytorch-script", value: "PATH", help: "the torchvision script (default: found like pytorch_baseline.py)"),
         OptionSpec("json", help: "print JSON"),
@@ -38,6 +39,7 @@ struct DataBench {
     let height: Int
     let dir: String?
     let generateOnly: Bool
+    let reuse: Bool
     let comparePyTorch: Bool
     let pytorchScript: String?
     let json: Bool
@@ -60,6 +62,8 @@ struct DataBench {
         dir = args.value("dir")
         generateOnly = args.flag("generate-only")
         if generateOnly && dir == nil { throw UsageError("--generate-only needs --dir DIR") }
+        reuse = args.flag("reuse")
+        if reuse && dir == nil { throw UsageError("--reuse needs --dir DIR (the folder a previous run wrote)") }
         comparePyTorch = args.flag("compare-pytorch")
         pytorchScript = args.value("pytorch-script")
         json = args.flag("json")
@@ -116,6 +120,26 @@ struct DataBench {
         }
     }
 
+    /// The bytes of the `count` images `write` names, when exactly that many are in `root` and the first
+    /// is `width` x `height`; else nil.
+    static func existing(count: Int, format: String, width: Int, height: Int, in root: URL) -> Int? {
+        let ext = format == "png" ? "png" : "jpg"
+        let first = root.appendingPathComponent("0/000000.\(ext)").path
+        guard let header = try? ImageHeader(contentsOfFile: first), header.width == width, header.height == height else { return nil }
+        var total = 0
+        for c in 0..<classes {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(String(c)).path)) ?? []
+            let files = names.filter { $0.hasSuffix(".\(ext)") }
+            guard files.count == count / classes + (c < count % classes ? 1 : 0) else { return nil }
+            for name in files {
+                let path = root.appendingPathComponent("\(c)/\(name)").path
+                guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int else { return nil }
+                total += size
+            }
+        }
+        return total
+    }
+
     struct Measurement: Codable {
         var format: String
         var images: Int
@@ -169,6 +193,11 @@ struct DataBench {
         var sizes: [String: Int] = [:]
         for format in formats {
             let folder = root.appendingPathComponent(format)
+            if reuse, let bytes = Self.existing(count: images, format: format, width: width, height: height, in: folder) {
+                printError("reusing \(images) \(format) images in \(folder.path)")
+                sizes[format] = bytes
+                continue
+            }
             printError("writing \(images) \(width)x\(height) \(format) images to \(folder.path)")
             sizes[format] = try Self.write(count: images, format: format, width: width, height: height, to: folder)
         }

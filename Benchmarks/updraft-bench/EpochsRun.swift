@@ -155,6 +155,9 @@ struct EpochsRunResult: Codable {
     /// Peak bytes in buffers the executor made through the backend; device memory for OpenCL.
     var backendBufferBytes: Int
     var deviceMemoryBytes: Int?
+    /// Bytes the host sent to the backend per mini-batch in the first epoch (images as floats or as
+    /// 8-bit samples, labels, cached features; `UPDRAFT_PIXEL_UPLOAD=off` sends image floats).
+    var firstEpochUploadBytesPerStep: Int
     /// With --op-times: per epoch, the time in each backend op.
     var opBreakdown: [EpochBreakdown]?
     /// CPU runs: `CPUCalibration.gemmGflops`, measured right after the run (so as not to count in its peak memory).
@@ -173,6 +176,7 @@ struct EpochsRunResult: Codable {
         case featureCacheDeviceBytes = "feature_cache_device_bytes", featureCacheDevice = "feature_cache_device"
         case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
         case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops"
+        case firstEpochUploadBytesPerStep = "first_epoch_upload_bytes_per_step"
     }
 }
 
@@ -234,10 +238,13 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     nonisolated(unsafe) var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")\(workload.frozenHalf ? " frozen fp16" : "")"
     nonisolated(unsafe) var breakdowns: [EpochBreakdown] = []
+    nonisolated(unsafe) var firstEpochUploadBytes = 0
     nonisolated(unsafe) let progress = progress
     let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
-        guard context.event == .epochEnd else { _ = backend.takeOpTimes(); return }
+        guard context.event == .epochEnd else { _ = backend.takeOpTimes(); _ = backend.takeUploadedBytes(); return }
         guard let m = context.metrics else { return }
+        let uploaded = backend.takeUploadedBytes()
+        if m.epochIndex == 0 { firstEpochUploadBytes = uploaded }
         if opTimes { breakdowns.append(EpochBreakdown(epochSeconds: m.seconds ?? 0, ops: backend.takeOpTimes())) }
         let s = m.seconds ?? 0
         seconds.append(s)
@@ -290,6 +297,7 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         featureCacheDeviceBytes: stats?.deviceBytes ?? 0, featureCacheDevice: stats?.deviceName,
         backendBufferBytes: backend.peakBytes,
         deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
+        firstEpochUploadBytesPerStep: firstEpochUploadBytes / max(1, batches),
         opBreakdown: opTimes ? breakdowns : nil)
     if target.openCLIndex == nil { result.referenceGemmGflops = CPUCalibration.gemmGflops(threads: threads) }
     return result

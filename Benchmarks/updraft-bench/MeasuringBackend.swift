@@ -25,6 +25,31 @@ final class MeasuringBackend: ForwardingBackend {
 
     struct OpTime: Codable { var seconds: Double; var calls: Int }
 
+    /// Bytes sent from the host (float uploads and 8-bit pixel uploads) since the last `takeUploadedBytes()`.
+    private var uploadedBytes = 0
+
+    /// The bytes uploaded so far, and a fresh start.
+    func takeUploadedBytes() -> Int {
+        defer { uploadedBytes = 0 }
+        return uploadedBytes
+    }
+
+    override func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
+        uploadedBytes += values.count * MemoryLayout<Float>.size
+        try super.upload(values, to: buffer)
+    }
+
+    override func upload(_ values: [Float], to buffer: DeviceBuffer, offset: Int) throws {
+        uploadedBytes += values.count * MemoryLayout<Float>.size
+        try super.upload(values, to: buffer, offset: offset)
+    }
+
+    override func uploadPixels(_ pixels: UnsafeBufferPointer<UInt8>, shape: Shape, scale: DeviceBuffer?, shift: DeviceBuffer?,
+                               to output: DeviceBuffer) throws {
+        uploadedBytes += pixels.count
+        try super.uploadPixels(pixels, shape: shape, scale: scale, shift: shift, to: output)
+    }
+
     /// Bytes in buffers still alive now.
     var liveBytes: Int { entries.reduce(0) { $0 + ($1.buffer == nil ? 0 : $1.bytes) } }
 

@@ -106,8 +106,9 @@ int uimg_unsupported_format(const uint8_t *data, size_t size, char *error, size_
                      "not a PNG or JPEG file (starts with bytes %s)", head);
 }
 
-int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_decode_options *options,
-                               uimg_image *out, char *error, size_t capacity) {
+/// Decodes with the pixels malloc'd (`borrow` 0) or in the thread's scratch (`borrow` 1).
+static int decode_memory(const uint8_t *data, size_t size, const uimg_decode_options *options, int borrow,
+                         uimg_image *out, char *error, size_t capacity) {
     if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
     memset(out, 0, sizeof *out);
     if (data == NULL || size == 0) {
@@ -119,19 +120,54 @@ int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_deco
     uimg_header header;
     int status = uimg_probe_memory(data, size, options->max_pixels, &header, error, capacity);
     if (status != UIMG_OK) return status;
+    uimg_scratch *scratch = uimg_thread_scratch();
+    if (scratch == NULL && borrow) return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory for decode buffers");
     switch (header.format) {
-    case UIMG_FORMAT_PNG: return uimg_decode_png(data, size, options, out, error, capacity);
-    case UIMG_FORMAT_JPEG: return uimg_decode_jpeg(data, size, options, out, error, capacity);
-    default: return uimg_unsupported_format(data, size, error, capacity);
+    case UIMG_FORMAT_PNG:
+        status = UIMG_PNG_DEFER;
+        if (scratch != NULL) status = uimg_decode_png_fast(data, size, scratch, borrow, out, error, capacity);
+        if (status != UIMG_PNG_DEFER) {
+            if (status != UIMG_OK) memset(out, 0, sizeof *out);
+            uimg_scratch_trim_work(scratch);
+            return status;  // the pixels, borrowed or not, are where they belong
+        }
+        memset(out, 0, sizeof *out);
+        status = uimg_decode_png(data, size, options, out, error, capacity);
+        break;
+    case UIMG_FORMAT_JPEG:
+        status = uimg_decode_jpeg(data, size, options, out, error, capacity);
+        break;
+    default:
+        return uimg_unsupported_format(data, size, error, capacity);
     }
+    if (scratch != NULL) uimg_scratch_trim_work(scratch);
+    if (status == UIMG_OK && borrow) {
+        // libpng's and libjpeg's buffers become the thread's pixel buffer, reused by the next decode.
+        free(scratch->pixels.data);
+        scratch->pixels.data = out->pixels;
+        scratch->pixels.capacity = (size_t)out->width * out->height * out->channels;
+    }
+    return status;
+}
+
+int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_decode_options *options,
+                               uimg_image *out, char *error, size_t capacity) {
+    return decode_memory(data, size, options, 0, out, error, capacity);
+}
+
+int uimg_decode_memory_borrowed(const uint8_t *data, size_t size, const uimg_decode_options *options,
+                                uimg_image *out, char *error, size_t capacity) {
+    return decode_memory(data, size, options, 1, out, error, capacity);
 }
 
 int uimg_decode_memory(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
     return uimg_decode_memory_options(data, size, NULL, out, error, capacity);
 }
 
-int uimg_decode_file_options(const char *path, const uimg_decode_options *options, uimg_image *out,
-                             char *error, size_t capacity) {
+/// Reads the file into the thread's file buffer (a temporary one if the scratch cannot be had) and
+/// decodes it.
+static int decode_file(const char *path, const uimg_decode_options *options, int borrow, uimg_image *out,
+                       char *error, size_t capacity) {
     if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
     memset(out, 0, sizeof *out);
     uint64_t size = 0;
@@ -153,7 +189,8 @@ int uimg_decode_file_options(const char *path, const uimg_decode_options *option
         close(fd);
         return status;
     }
-    uint8_t *data = malloc((size_t)size);
+    uimg_scratch *scratch = uimg_thread_scratch();
+    uint8_t *data = scratch != NULL ? uimg_scratch_reserve(&scratch->file, (size_t)size) : malloc((size_t)size);
     if (data == NULL) {
         close(fd);
         return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory reading a %llu-byte file",
@@ -171,11 +208,52 @@ int uimg_decode_file_options(const char *path, const uimg_decode_options *option
         done += (size_t)got;
     }
     close(fd);
-    if (status == UIMG_OK) status = uimg_decode_memory_options(data, done, options, out, error, capacity);
-    free(data);
+    if (status == UIMG_OK) status = decode_memory(data, done, options, borrow, out, error, capacity);
+    if (scratch == NULL) free(data);
+    else uimg_scratch_trim_work(scratch);
     return status;
+}
+
+int uimg_decode_file_options(const char *path, const uimg_decode_options *options, uimg_image *out,
+                             char *error, size_t capacity) {
+    return decode_file(path, options, 0, out, error, capacity);
+}
+
+int uimg_decode_file_borrowed(const char *path, const uimg_decode_options *options, uimg_image *out,
+                              char *error, size_t capacity) {
+    return decode_file(path, options, 1, out, error, capacity);
 }
 
 int uimg_decode_file(const char *path, uimg_image *out, char *error, size_t capacity) {
     return uimg_decode_file_options(path, NULL, out, error, capacity);
+}
+
+/// The header checks decode_memory makes before either PNG decoder runs.
+static int probe_png_only(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+    if (out == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no output image given");
+    memset(out, 0, sizeof *out);
+    if (data == NULL || size == 0) return uimg_fail(error, capacity, UIMG_ERR_CORRUPT, "empty file (0 bytes)");
+    uimg_header header;
+    const int status = uimg_probe_memory(data, size, 0, &header, error, capacity);
+    if (status != UIMG_OK) return status;
+    if (header.format != UIMG_FORMAT_PNG) return uimg_fail(error, capacity, UIMG_ERR_UNSUPPORTED, "not a PNG file");
+    return UIMG_OK;
+}
+
+int uimg_decode_png_libpng_only(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+    int status = probe_png_only(data, size, out, error, capacity);
+    if (status != UIMG_OK) return status;
+    const uimg_decode_options defaults = {UIMG_DEFAULT_MAX_PIXELS, 0, 0};
+    return uimg_decode_png(data, size, &defaults, out, error, capacity);
+}
+
+int uimg_decode_png_fast_only(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t capacity) {
+    int status = probe_png_only(data, size, out, error, capacity);
+    if (status != UIMG_OK) return status;
+    uimg_scratch *scratch = uimg_thread_scratch();
+    if (scratch == NULL) return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory for decode buffers");
+    status = uimg_decode_png_fast(data, size, scratch, 0, out, error, capacity);
+    if (status != UIMG_OK) memset(out, 0, sizeof *out);
+    uimg_scratch_trim_work(scratch);
+    return status;
 }

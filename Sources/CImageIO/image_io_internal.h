@@ -4,6 +4,11 @@
 
 #include "image_io.h"
 
+struct libdeflate_decompressor;
+
+/// Buffers of the per-thread scratch above this size are released after each borrowed decode.
+#define UIMG_SCRATCH_RETAIN_BYTES ((size_t)8 << 20)
+
 /// Writes a formatted message into `error` (when there is room) and returns `code`.
 int uimg_fail(char *error, size_t capacity, int code, const char *format, ...)
     __attribute__((format(printf, 4, 5)));
@@ -39,9 +44,45 @@ int uimg_open_regular(const char *path, uint64_t *size, char *error, size_t capa
 int uimg_probe_descriptor(int fd, uint64_t max_pixels, uimg_header *out, char *error, size_t capacity);
 
 /// The codecs; `options` is never NULL and the header was already checked against the pixel cap.
+/// The pixels are a new malloc'd buffer (libpng's and libjpeg's paths).
 int uimg_decode_png(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
                     char *error, size_t capacity);
 int uimg_decode_jpeg(const uint8_t *data, size_t size, const uimg_decode_options *options, uimg_image *out,
                      char *error, size_t capacity);
+
+/// A buffer of the per-thread scratch (decode_scratch.c).
+typedef struct {
+    uint8_t *data;
+    size_t capacity;
+} uimg_scratch_buffer;
+
+/// What one thread reuses from one decode to the next (see decode_scratch.c).
+typedef struct {
+    uimg_scratch_buffer file;    // the file's bytes (uimg_decode_file_*)
+    uimg_scratch_buffer idat;    // PNG fast path: the IDAT chunks' data, when there is more than one
+    uimg_scratch_buffer raw;     // PNG fast path: the inflated, still filtered rows
+    uimg_scratch_buffer pixels;  // a borrowed decode's pixels
+    struct libdeflate_decompressor *inflater;
+} uimg_scratch;
+
+/// The calling thread's scratch (created on first use, released when the thread ends), or NULL when
+/// it cannot be allocated.
+uimg_scratch *uimg_thread_scratch(void);
+
+/// Makes `buffer` hold at least `size` bytes (its contents are not kept); returns its data or NULL.
+uint8_t *uimg_scratch_reserve(uimg_scratch_buffer *buffer, size_t size);
+
+/// Releases the file, IDAT and raw buffers that grew past UIMG_SCRATCH_RETAIN_BYTES (not the pixels,
+/// which a borrowed decode hands out). Called at the end of every decode.
+void uimg_scratch_trim_work(uimg_scratch *scratch);
+
+/// PNG fast path (png_fast.c): decodes 8-bit gray, gray+alpha, RGB and RGBA non-interlaced PNGs
+/// without tRNS, every chunk CRC-checked. The pixels go into `scratch->pixels` when `borrow` is set,
+/// else into a new malloc'd buffer. Returns UIMG_OK, UIMG_ERR_MEMORY (message written), or
+/// UIMG_PNG_DEFER when the file is anything else (another layout, an unusual chunk, any damage):
+/// libpng then decodes it or names what is wrong, so what is accepted and every error stay libpng's.
+#define UIMG_PNG_DEFER UIMG_PNG_LEFT_TO_LIBPNG
+int uimg_decode_png_fast(const uint8_t *data, size_t size, uimg_scratch *scratch, int borrow, uimg_image *out,
+                         char *error, size_t capacity);
 
 #endif

@@ -167,6 +167,14 @@ static int check_png_spec(const uimg_png_spec *spec, size_t *row_bytes, char *er
                          depth, spec->color_type);
     }
     if (spec->samples == NULL) return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "no samples given");
+    if (spec->filters < 0 || spec->filters > 31) {
+        return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "PNG filter set %d is not a set of types 0...4 (bits 0...4)",
+                         spec->filters);
+    }
+    if (spec->idat_bytes != 0 && (spec->idat_bytes < 6 || spec->idat_bytes > 0x7FFFFFFFu)) {
+        return uimg_fail(error, capacity, UIMG_ERR_ARGUMENT, "IDAT chunk size %u is outside 6...2^31-1 (0: the default)",
+                         spec->idat_bytes);
+    }
     size_t bytes = 0;
     int status = uimg_image_bytes(spec->width, spec->height, (uint32_t)(spp * (depth == 16 ? 2 : 1)), &bytes,
                                   error, capacity);
@@ -228,6 +236,9 @@ int uimg_encode_png(const uimg_png_spec *spec, uint8_t **out, size_t *out_size, 
         return UIMG_ERR_MEMORY;  // the spec was checked, so only allocations can fail
     }
     png_set_write_fn(png, buffer, write_to_buffer, flush_buffer);
+    if (spec->idat_bytes != 0) png_set_compression_buffer_size(png, spec->idat_bytes);  // sizes the IDAT chunks
+    // libpng numbers its filter flags from PNG_FILTER_NONE (0x08) up, one bit per type.
+    if (spec->filters != 0) png_set_filter(png, PNG_FILTER_TYPE_BASE, spec->filters << 3);
     png_set_IHDR(png, info, spec->width, spec->height, spec->bit_depth, spec->color_type,
                  spec->interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                  PNG_FILTER_TYPE_DEFAULT);

@@ -45,11 +45,22 @@ let evaluateCommand = CLICommand(CommandSpec(
     }
     var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
     var lossSum = 0.0, correct = 0
+    // Images go to the device as 8-bit samples (scaled there), other data as float tensors.
+    let pixels = (provider as? PixelBatchProvider).flatMap { $0.writesPixels ? $0 : nil }
     for start in stride(from: 0, to: provider.count, by: batch) {
-        let b = try provider.batch(at: start..<min(start + batch, provider.count))
-        let probabilities = try runner.run(position: "examples \(start + 1)-\(start + b.targets.count)") { try $0.predict(b.inputs) }
+        let range = start..<min(start + batch, provider.count)
+        let probabilities: Tensor, targets: [TrainingExample.Target]
+        if let pixels {
+            let b = try pixels.pixelBatch(at: range)
+            targets = b.targets
+            probabilities = try runner.run(position: "examples \(start + 1)-\(range.upperBound)") { try $0.predict(b) }
+        } else {
+            let b = try provider.batch(at: range)
+            targets = b.targets
+            probabilities = try runner.run(position: "examples \(start + 1)-\(range.upperBound)") { try $0.predict(b.inputs) }
+        }
         let classes = probabilities.shape.itemCount
-        for (i, target) in b.targets.enumerated() {
+        for (i, target) in targets.enumerated() {
             guard case let .classIndex(truth) = target, truth < classes else { continue }
             let row = probabilities.data[i * classes..<(i + 1) * classes]
             let predicted = row.indices.max { row[$0] < row[$1] || (row[$0] == row[$1] && $0 > $1) }! - i * classes

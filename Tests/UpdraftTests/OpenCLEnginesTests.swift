@@ -48,34 +48,51 @@ final class OpenCLEnginesTests: XCTestCase {
         XCTAssertEqual(records.map(\.kernel), ["clblast_sgemm", "gemm_epilogue"])
     }
 
-    /// Convolution weight gradients on CLBlast (one GEMM per image adding into dw, behind an im2col
-    /// unless pointwise) against the reference on awkward sizes, the im2col split into several runs
-    /// by a small scratch limit; grouped convolutions stay in-house.
+    /// Convolution weight gradients on CLBlast against the reference on awkward sizes, both ways
+    /// (OpenCLBackend+CLBlastWeights.swift), the scratch limit choosing: batched GEMMs into slabs added
+    /// by sum_slabs, in one run or several (the middle one adding into the running total in place),
+    /// and one GEMM per image adding into dw; im2col first unless pointwise. Grouped ones stay in-house.
     func testCLBlastWeightGradientsAgreeAndReallyRun() throws {
         let cl = try backend(forced: .clblast)
-        cl.gemmWorkspace.scratchLimit = 2000          // 3x3 stride 2 below: 864 floats per image, 2 images per run
-        let cases: [(ConvolutionSpec, Shape, [String])] = [
-            (ConvolutionSpec(inputChannels: 9, outputChannels: 5, kernelH: 1, kernelW: 1), [3, 9, 5, 7],
-             ["clblast_sgemm", "clblast_sgemm", "clblast_sgemm"]),
-            (ConvolutionSpec(inputChannels: 6, outputChannels: 7, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
-                             padding: .valid(top: 1, bottom: 0, left: 1, right: 0), hasBias: false), [3, 6, 9, 8],
-             ["conv_im2col", "clblast_sgemm", "clblast_sgemm", "conv_im2col", "clblast_sgemm"]),
-            (ConvolutionSpec(inputChannels: 4, outputChannels: 11, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 2,
-                             padding: .valid(top: 2, bottom: 1, left: 0, right: 2)), [2, 4, 9, 10],
-             ["conv_im2col", "clblast_sgemm", "conv_im2col", "clblast_sgemm"]),    // 2304 floats per image: one per run
-            (ConvolutionSpec(inputChannels: 8, outputChannels: 6, kernelH: 3, kernelW: 3, groups: 2), [2, 8, 7, 6], []),
+        let pointwise = ConvolutionSpec(inputChannels: 9, outputChannels: 5, kernelH: 1, kernelW: 1)
+        let strided = ConvolutionSpec(inputChannels: 6, outputChannels: 7, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2,
+                                      padding: .valid(top: 1, bottom: 0, left: 1, right: 0), hasBias: false)
+        let dilated = ConvolutionSpec(inputChannels: 4, outputChannels: 11, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 2,
+                                      padding: .valid(top: 2, bottom: 1, left: 0, right: 2))
+        let (gemm, im2col, sum) = ("clblast_sgemm", "conv_im2col", "sum_slabs")
+        // Scratch floats: pointwise 45 per image's product; strided 378 + 864 of im2col per image (runs
+        // of 2 within 3000); dilated 396 + 2304 (not even two images within 3000: one GEMM per image).
+        let cases: [(ConvolutionSpec, Shape, Int, [String])] = [
+            (pointwise, [3, 9, 5, 7], 2000, [gemm, sum]),
+            (pointwise, [3, 9, 5, 7], 100, [gemm, gemm, gemm]),
+            (strided, [5, 6, 9, 8], 3000, [im2col, gemm, sum, im2col, gemm, sum, im2col, gemm, sum]),
+            (dilated, [2, 4, 9, 10], 3000, [im2col, gemm, im2col, gemm]),
+            (ConvolutionSpec(inputChannels: 8, outputChannels: 6, kernelH: 3, kernelW: 3, groups: 2), [2, 8, 7, 6], 1 << 20, []),
         ]
-        for (spec, input, expected) in cases {
+        for (spec, input, limit, expected) in cases {
+            cl.gemmWorkspace.scratchLimit = limit
             let g = try spec.geometry(input: input)
             XCTAssertEqual(KernelShape(g, .convBackwardWeights).clblastCan, spec.groups == 1)
             let p = KernelTuningProblem(name: "dW", op: .convolution(g, .convBackwardWeights, fusedReLU: false))
             var got: [Double] = []
             let launches = try cl.recordLaunches { got = try p.result(on: cl) }
             let e = ComparisonError(got: got, reference: try p.result(on: ReferenceBackend()), tolerance: .float32)
-            XCTAssertTrue(e.ok, "\(p.shape): max abs error \(e.maxAbs)")
-            XCTAssertEqual(launches.map(\.kernel).filter { ["conv_im2col", "clblast_sgemm"].contains($0) }, expected, "\(p.shape)")
+            XCTAssertTrue(e.ok, "\(p.shape) scratch \(limit): max abs error \(e.maxAbs)")
+            XCTAssertEqual(launches.map(\.kernel).filter { [gemm, im2col, sum].contains($0) }, expected, "\(p.shape) scratch \(limit)")
         }
         XCTAssertEqual(cl.gemmWorkspace.clblastRefusals, [:])
+
+        // The per-image way as a variant (what the tuner times beside the batched one), scratch to spare.
+        let perImage = try backend(forced: .clblastPerImage)
+        let g = try strided.geometry(input: [5, 6, 9, 8])
+        let p = KernelTuningProblem(name: "dW", op: .convolution(g, .convBackwardWeights, fusedReLU: false))
+        var got: [Double] = []
+        let launches = try perImage.recordLaunches { got = try p.result(on: perImage) }
+        XCTAssertTrue(ComparisonError(got: got, reference: try p.result(on: ReferenceBackend()), tolerance: .float32).ok)
+        XCTAssertEqual(launches.map(\.kernel).filter { [gemm, im2col, sum].contains($0) }, [im2col] + Array(repeating: gemm, count: 5))
+        let candidates = KernelTuner(context: perImage.context, space: .tiny).candidates(for: p.shape)
+        XCTAssertTrue(candidates.contains(.clblast) && candidates.contains(.clblastPerImage), "\(candidates)")
+        XCTAssertEqual("\(KernelVariant.clblastPerImage)", "CLBlast, one GEMM per image")
     }
 
     /// conv_im2col (Kernels/im2col.cl) against its CPU twin, CPUBackend.im2col, on a strided, dilated,
@@ -87,11 +104,11 @@ final class OpenCLEnginesTests: XCTestCase {
             .geometry(input: [3, 3, 7, 6])
         var x = Tensor(shape: g.inputShape, uniformIn: -1...1, seed: 5).data
         let perImage = g.gemmK * g.outHeight * g.outWidth, imageSize = 3 * 7 * 6
-        let col = try cl.context.makeBuffer(count: 2 * perImage)
-        try cl.enqueue(try cl.opsKernel("im2col.cl", "conv_im2col"), [.buffer(try cl.cl(try cl.makeBuffer(x))), .int(1), .buffer(col)]
+        let col = try cl.context.makeBuffer(count: 2 * perImage + 5)
+        try cl.enqueue(try cl.opsKernel("im2col.cl", "conv_im2col"), [.buffer(try cl.cl(try cl.makeBuffer(x))), .int(1), .buffer(col), .int(5)]
                         + [3, 7, 6, g.outHeight, g.outWidth, 3, 2, 2, 1, 1, 2, 1, 0].map { .int($0) },
                        global: [g.outHeight * g.outWidth, g.gemmK, 2], local: nil, defines: [:])
-        let got = try cl.download(col)
+        let got = Array(try cl.download(col).dropFirst(5))
         var want = [Float](repeating: .nan, count: 2 * perImage)
         let cpu = CPUBackend()
         x.withUnsafeMutableBufferPointer { xp in

@@ -105,6 +105,26 @@ final class TrainingPixelUploadTests: XCTestCase {
         }
     }
 
+    /// `updraft evaluate`'s path: a `PixelBatch` predicts and evaluates exactly like the float batch.
+    func testPixelBatchesPredictAndEvaluateLikeFloatBatches() throws {
+        let folder = try DataTestFolder()
+        let model = try SqueezeShaped.model(batch: 4, colorSpace: .bgr, scaler: scaler)
+        let data = try images(folder, model: model, count: 5)
+        let pixels = try XCTUnwrap(data as? PixelBatchProvider).pixelBatch(at: [4, 0, 3])
+        XCTAssertEqual(pixels.shape, [3, 3, 15, 15])
+        let floats = try data.batch(at: [4, 0, 3])
+        XCTAssertEqual(pixels.targets, floats.targets)
+        let training = TrainingGraph.inference(graph: try NetworkGraph(model: model))
+        for backend in [CPUBackend() as Backend, OpenCLBackend(context: try OpenCLTestSupport.context())] {
+            let executor = try Executor(training: training, optimizer: .sgd, backend: backend)
+            XCTAssertEqual(try executor.predict(pixels).data, try executor.predict(floats.inputs).data, backend.name)
+            XCTAssertEqual(try executor.evaluate(pixels).loss, try executor.evaluate(floats).loss, backend.name)
+        }
+        XCTAssertThrowsError(try XCTUnwrap(data as? PixelBatchProvider).pixelBatch(at: [0, 9])) {
+            XCTAssertTrue("\($0)".contains("out of range"), "\($0)")
+        }
+    }
+
     /// A data set that scales on the host is not pixel data: the trainer takes its float examples.
     func testHostScaledImagesGoAsFloats() throws {
         let folder = try DataTestFolder()

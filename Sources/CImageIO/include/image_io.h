@@ -89,6 +89,36 @@ int uimg_decode_memory_options(const uint8_t *data, size_t size, const uimg_deco
 int uimg_decode_file_options(const char *path, const uimg_decode_options *options, uimg_image *out,
                              char *error, size_t error_capacity);
 
+/// As uimg_decode_memory_options, but the pixels are borrowed: `out->pixels` points into a buffer of
+/// the calling thread, valid until its next decode, and must not be freed. Decoding a stream of images
+/// this way allocates nothing once the thread's buffers have grown to the largest image (see
+/// uimg_scratch_trim).
+int uimg_decode_memory_borrowed(const uint8_t *data, size_t size, const uimg_decode_options *options,
+                                uimg_image *out, char *error, size_t error_capacity);
+
+/// As uimg_decode_file_options, with borrowed pixels as uimg_decode_memory_borrowed returns them; the
+/// file's bytes are read into the thread's buffer too.
+int uimg_decode_file_borrowed(const char *path, const uimg_decode_options *options, uimg_image *out,
+                              char *error, size_t error_capacity);
+
+/// Releases those of the calling thread's decode buffers that grew past 8 MiB (a large image), so a
+/// thread keeps at most a few such buffers between decodes. Borrowed pixels are invalid afterwards.
+void uimg_scratch_trim(void);
+
+/// Releases all of the calling thread's decode buffers (they are released when the thread ends too).
+void uimg_scratch_release(void);
+
+/// Bytes the calling thread's decode buffers hold now.
+size_t uimg_scratch_bytes(void);
+
+/// For tests, which compare PNG's two decoders: the data through libpng alone, or through the fast path
+/// alone (8-bit gray, gray+alpha, RGB, RGBA, not interlaced, no tRNS: png_fast.c), which returns
+/// UIMG_PNG_LEFT_TO_LIBPNG for any other file, damaged ones included. Both check the header against the
+/// default pixel cap first; the pixels are malloc'd (release with uimg_free).
+#define UIMG_PNG_LEFT_TO_LIBPNG (-1)
+int uimg_decode_png_libpng_only(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t error_capacity);
+int uimg_decode_png_fast_only(const uint8_t *data, size_t size, uimg_image *out, char *error, size_t error_capacity);
+
 /// The format the first bytes announce (PNG signature or JPEG SOI marker), or UIMG_FORMAT_UNKNOWN.
 int uimg_detect_format(const uint8_t *data, size_t size);
 
@@ -128,6 +158,9 @@ typedef struct {
     const uint8_t *palette_alpha;
     int palette_alpha_count;
     int interlaced;              // 1 for Adam7
+    int filters;                 // the filter types libpng may choose from for each row, as bits 1 << type
+                                 // (1 << 0 None ... 1 << 4 Paeth); 0: all five (libpng's default)
+    uint32_t idat_bytes;         // the most data bytes per IDAT chunk, at least 6; 0: libpng's default (8192)
 } uimg_png_spec;
 
 /// Encodes a PNG into a new buffer (`*out`, `*out_size`; release with uimg_free).

@@ -57,10 +57,7 @@ public struct DecodedImage: Equatable, Sendable {
     /// - Throws: `UpdraftError` naming the file: `.io` when it cannot be read, `.unsupported` for
     ///   another format, `.data` for corrupt or truncated data.
     public init(contentsOfFile path: String) throws {
-        var image = uimg_image()
-        var message = [CChar](repeating: 0, count: 512)
-        let status = uimg_decode_file(path, &image, &message, message.count)
-        try self.init(taking: &image, status: status, message: message, name: path)
+        try self.init(contentsOfFile: path, limits: .default)
     }
 
     /// As `init(contentsOfFile:)`, for a file URL.
@@ -75,8 +72,8 @@ public struct DecodedImage: Equatable, Sendable {
         var image = uimg_image()
         var message = [CChar](repeating: 0, count: 512)
         var options = limits.options(atLeast: size)
-        let status = uimg_decode_file_options(path, &options, &image, &message, message.count)
-        try self.init(taking: &image, status: status, message: message, name: path)
+        let status = uimg_decode_file_borrowed(path, &options, &image, &message, message.count)
+        try self.init(copying: image, status: status, message: message, name: path)
     }
 
     /// Decodes bytes held in memory under `limits`, as `init(contentsOfFile:limits:atLeast:)` does.
@@ -86,20 +83,14 @@ public struct DecodedImage: Equatable, Sendable {
         var options = limits.options(atLeast: size)
         let status = data.withUnsafeBytes { raw -> Int32 in
             let bytes = raw.bindMemory(to: UInt8.self)
-            return uimg_decode_memory_options(bytes.baseAddress, bytes.count, &options, &image, &message, message.count)
+            return uimg_decode_memory_borrowed(bytes.baseAddress, bytes.count, &options, &image, &message, message.count)
         }
-        try self.init(taking: &image, status: status, message: message, name: name)
+        try self.init(copying: image, status: status, message: message, name: name)
     }
 
     /// Decodes PNG or JPEG bytes held in memory; `name` is used in error messages.
     public init(data: Data, name: String) throws {
-        var image = uimg_image()
-        var message = [CChar](repeating: 0, count: 512)
-        let status = data.withUnsafeBytes { raw -> Int32 in
-            let bytes = raw.bindMemory(to: UInt8.self)
-            return uimg_decode_memory(bytes.baseAddress, bytes.count, &image, &message, message.count)
-        }
-        try self.init(taking: &image, status: status, message: message, name: name)
+        try self.init(data: data, name: name, limits: .default)
     }
 
     /// As `init(data:name:)`, from a byte array; `name` is used in error messages.
@@ -107,10 +98,10 @@ public struct DecodedImage: Equatable, Sendable {
         try self.init(data: Data(bytes), name: name)
     }
 
-    /// Copies the C library's buffer into Swift storage and releases it, or turns its error into an
-    /// `UpdraftError`.
-    private init(taking image: inout uimg_image, status: Int32, message: [CChar], name: String) throws {
-        defer { uimg_free(image.pixels) }
+    /// Copies the pixels a borrowed decode left in the thread's buffer into Swift storage (then lets a
+    /// large buffer go), or turns the decoder's error into an `UpdraftError`.
+    private init(copying image: uimg_image, status: Int32, message: [CChar], name: String) throws {
+        defer { uimg_scratch_trim() }
         guard status == Int32(UIMG_OK), let buffer = image.pixels else {
             throw imageError(status: status, message: String(cString: message), name: name)
         }
@@ -215,10 +206,14 @@ public struct ImageHeader: Equatable, Sendable {
     }
 
     /// Host memory decoding this image may hold at once, an upper estimate: the decoded samples (before
-    /// alpha is composited) and, for a progressive JPEG, libjpeg's coefficient buffers (2 bytes a sample).
+    /// alpha is composited); for a PNG also its inflated rows (as many bytes again, for the fast path),
+    /// for a progressive JPEG libjpeg's coefficient buffers (2 bytes a sample).
     public var decodeBytes: Int {
         let samples = width * height * channels
-        return format == .jpeg && progressive ? samples * 3 : samples
+        switch format {
+        case .png: return samples * 2
+        case .jpeg: return progressive ? samples * 3 : samples
+        }
     }
 }
 

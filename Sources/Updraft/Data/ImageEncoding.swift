@@ -20,6 +20,13 @@ public enum ImageEncoder {
         }
     }
 
+    /// PNG's row filter types, numbered as in the specification: each row's bytes are stored as the
+    /// difference from a prediction (none, the left, the upper, their mean, or Paeth's choice).
+    public enum PNGFilter: Int32, Sendable, CaseIterable {
+        /// Filter types 0 (None), 1 (Sub), 2 (Up), 3 (Average) and 4 (Paeth).
+        case none = 0, sub, up, average, paeth
+    }
+
     /// Encodes a PNG of any color type and bit depth PNG allows.
     /// - Parameters:
     ///   - samples: rows of `width * colorType.samplesPerPixel` samples, no padding; one byte per sample
@@ -27,15 +34,24 @@ public enum ImageEncoder {
     ///     sample for bit depth 16.
     ///   - palette: RGB triples, for `.palette` only; `paletteAlpha` gives the first entries' alpha.
     ///   - interlaced: write Adam7 interlacing.
+    ///   - filters: the row filters libpng may choose from (nil: all five, its default; one: every row
+    ///     uses it).
+    ///   - idatChunkBytes: the most image-data bytes per IDAT chunk (0: libpng's 8,192).
     /// - Throws: `UpdraftError(.invalidArgument)` for a layout PNG does not allow or samples out of range.
     public static func png(width: Int, height: Int, colorType: PNGColorType, bitDepth: Int = 8,
                            samples: [UInt8], palette: [UInt8] = [], paletteAlpha: [UInt8] = [],
-                           interlaced: Bool = false) throws -> [UInt8] {
+                           interlaced: Bool = false, filters: Set<PNGFilter>? = nil, idatChunkBytes: Int = 0) throws -> [UInt8] {
         let bytesPerSample = bitDepth == 16 ? 2 : 1
         guard width > 0, height > 0, width <= Int(UInt32.max), height <= Int(UInt32.max),
               samples.count == width * height * colorType.samplesPerPixel * bytesPerSample else {
             throw UpdraftError(.invalidArgument,
                                "PNG \(width)x\(height) \(colorType) at \(bitDepth) bits needs \(max(0, width * height) * colorType.samplesPerPixel * bytesPerSample) sample bytes, got \(samples.count)")
+        }
+        guard idatChunkBytes == 0 || (6...Int(Int32.max)).contains(idatChunkBytes) else {
+            throw UpdraftError(.invalidArgument, "an IDAT chunk holds 6...2^31-1 bytes; got \(idatChunkBytes)")
+        }
+        guard filters?.isEmpty != true else {
+            throw UpdraftError(.invalidArgument, "a PNG needs at least one filter type to choose from; got none")
         }
         guard palette.count % 3 == 0 else {
             throw UpdraftError(.invalidArgument, "a PNG palette holds RGB triples; got \(palette.count) bytes")
@@ -46,12 +62,19 @@ public enum ImageEncoder {
         let status = samples.withUnsafeBufferPointer { samplePointer in
             palette.withUnsafeBufferPointer { palettePointer in
                 paletteAlpha.withUnsafeBufferPointer { alphaPointer in
-                    var spec = uimg_png_spec(
-                        width: UInt32(width), height: UInt32(height), color_type: colorType.rawValue,
-                        bit_depth: Int32(bitDepth), samples: samplePointer.baseAddress,
-                        palette: palettePointer.baseAddress, palette_count: Int32(palette.count / 3),
-                        palette_alpha: alphaPointer.baseAddress, palette_alpha_count: Int32(paletteAlpha.count),
-                        interlaced: interlaced ? 1 : 0)
+                    var spec = uimg_png_spec()
+                    spec.width = UInt32(width)
+                    spec.height = UInt32(height)
+                    spec.color_type = colorType.rawValue
+                    spec.bit_depth = Int32(bitDepth)
+                    spec.samples = samplePointer.baseAddress
+                    spec.palette = palettePointer.baseAddress
+                    spec.palette_count = Int32(palette.count / 3)
+                    spec.palette_alpha = alphaPointer.baseAddress
+                    spec.palette_alpha_count = Int32(paletteAlpha.count)
+                    spec.interlaced = interlaced ? 1 : 0
+                    spec.filters = filters.map { $0.reduce(0) { $0 | Int32(1) << $1.rawValue } } ?? 0
+                    spec.idat_bytes = UInt32(idatChunkBytes)
                     return uimg_encode_png(&spec, &out, &size, &message, message.count)
                 }
             }

@@ -45,6 +45,37 @@ extension PixelBatchProvider {
     }
 }
 
+/// A batch of images as 8-bit samples, `[N, C, H, W]`, with their targets, for `Executor.evaluate(_:)`
+/// and `predict(_:blob:)`: sent to the device at a byte a sample and scaled there.
+public struct PixelBatch {
+    /// `[N, C, H, W]`.
+    public let shape: Shape
+    /// Each example's target, in batch order.
+    public let targets: [TrainingExample.Target]
+    let rows: PixelRows
+}
+
+extension PixelBatchProvider {
+    /// The examples at `indices` written (in parallel) into one buffer of samples, with their targets.
+    /// - Throws: `.invalidArgument` for no indices; what `writePixels` and `target(at:)` throw.
+    public func pixelBatch<Indices: Collection>(at indices: Indices) throws -> PixelBatch where Indices.Element == Int {
+        let indices = Array(indices)
+        guard !indices.isEmpty else { throw UpdraftError(.invalidArgument, "a batch needs at least one example") }
+        let pool = PixelStagingPool(rowBytes: pixelShape.count, batchRows: indices.count, keep: 1)
+        let lease = pool.lease(rows: indices.count)
+        var failures = [Error?](repeating: nil, count: indices.count)
+        failures.withUnsafeMutableBufferPointer { out in
+            let out = out  // each iteration writes only its own entry (and its own row)
+            forkJoin(iterations: indices.count) { k in
+                do { try writePixels(at: indices[k], into: lease.staging.row(k)) } catch { out[k] = error }
+            }
+        }
+        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
+        return PixelBatch(shape: Shape([indices.count] + pixelShape.dims), targets: try indices.map { try target(at: $0) },
+                          rows: PixelRows(lease: lease, rows: 0..<indices.count))
+    }
+}
+
 extension ImageAugmentation {
     /// Applies example `index`'s flips for `epoch` to its planar samples of `shape` `[C, H, W]` in
     /// place: the same permutation `apply(to:epoch:index:)` makes of the float tensor.

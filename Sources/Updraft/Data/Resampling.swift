@@ -101,9 +101,16 @@ public struct PixelRect: Equatable, Sendable, CustomStringConvertible {
 func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, rect: PixelRect,
               outWidth: Int, outHeight: Int, window: PixelRect, filter: ResampleFilter,
               planes: [Int], into out: UnsafeMutablePointer<UInt8>) {
+    let planeSize = window.width * window.height
+    // A plane repeating the one before it (gray drawn as RGB) is computed once and copied.
+    if planes.count > 1 && planes.allSatisfy({ $0 == planes[0] }) {
+        resample(source, sourceWidth: sourceWidth, channels: channels, rect: rect, outWidth: outWidth, outHeight: outHeight,
+                 window: window, filter: filter, planes: [planes[0]], into: out)
+        for p in 1..<planes.count { (out + p * planeSize).update(from: out, count: planeSize) }
+        return
+    }
     let xs = ResampleTaps(inSize: rect.width, outSize: outWidth, outStart: window.x, outCount: window.width, filter: filter)
     let ys = ResampleTaps(inSize: rect.height, outSize: outHeight, outStart: window.y, outCount: window.height, filter: filter)
-    let planeSize = window.width * window.height
     out.initialize(repeating: 0, count: planeSize * planes.count)
     // The source rows the vertical pass reads.
     var rowLo = Int.max, rowHi = 0
@@ -115,6 +122,11 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
     // Horizontal pass: planar 8-bit rows, one plane per output plane. Skipped (a copy) when the width
     // does not change, as Pillow skips it.
     let sameWidth = outWidth == rect.width && window.x == 0 && window.width == outWidth
+    // Three planes taking the three channels in some order: all three in one sweep over each pixel's taps.
+    let threeChannels = channels == 3 && planes.count == 3 && Set(planes) == [0, 1, 2]
+    // The plane each source channel goes to, for that case.
+    let planeOf = threeChannels ? (planes.firstIndex(of: 0)!, planes.firstIndex(of: 1)!, planes.firstIndex(of: 2)!) : (0, 0, 0)
+    let half: Int32 = 1 << Int32(ResampleTaps.precisionBits - 1)
     var temp = [UInt8](repeating: 0, count: planes.count * rows * window.width)
     temp.withUnsafeMutableBufferPointer { tmp in
         xs.weights.withUnsafeBufferPointer { kx in
@@ -122,6 +134,29 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
         xs.first.withUnsafeBufferPointer { xfirst in
             for r in 0..<rows {
                 let src = source + ((rect.y + rowLo + r) * sourceWidth + rect.x) * channels
+                if threeChannels && !sameWidth {
+                    let d0 = tmp.baseAddress! + (planeOf.0 * rows + r) * window.width
+                    let d1 = tmp.baseAddress! + (planeOf.1 * rows + r) * window.width
+                    let d2 = tmp.baseAddress! + (planeOf.2 * rows + r) * window.width
+                    for x in 0..<window.width {
+                        let n = xcount[x]
+                        var s0 = half, s1 = half, s2 = half
+                        var s = src + xfirst[x] * 3
+                        let k = kx.baseAddress! + x * xs.stride
+                        for t in 0..<n {
+                            let w = k[t]
+                            s0 &+= Int32(s[0]) &* w
+                            s1 &+= Int32(s[1]) &* w
+                            s2 &+= Int32(s[2]) &* w
+                            s += 3
+                        }
+                        // No taps (outside the resized image): 0, as the initialised output is.
+                        d0[x] = n == 0 ? 0 : clip8(s0)
+                        d1[x] = n == 0 ? 0 : clip8(s1)
+                        d2[x] = n == 0 ? 0 : clip8(s2)
+                    }
+                    continue
+                }
                 for (p, c) in planes.enumerated() {
                     let dst = tmp.baseAddress! + (p * rows + r) * window.width
                     if sameWidth {
@@ -131,7 +166,7 @@ func resample(_ source: UnsafePointer<UInt8>, sourceWidth: Int, channels: Int, r
                     for x in 0..<window.width {
                         let n = xcount[x]
                         if n == 0 { dst[x] = 0; continue }
-                        var sum: Int32 = 1 << Int32(ResampleTaps.precisionBits - 1)
+                        var sum: Int32 = half
                         var s = src + xfirst[x] * channels + c
                         let k = kx.baseAddress! + x * xs.stride
                         for t in 0..<n {

@@ -16,6 +16,17 @@ extension Executor {
         }
     }
 
+    /// Loss and correct count of a batch of images as 8-bit samples (`PixelBatchProvider.pixelBatch(at:)`).
+    public func evaluate(_ batch: PixelBatch) throws -> BatchResult {
+        try evaluate(pixels: batch.rows, targets: batch.targets)
+    }
+
+    /// `predict(_:blob:)` for a batch of images as 8-bit samples: the values of `blob` (default: the
+    /// class probabilities, else the first output), `[N] + blob shape`.
+    public func predict(_ batch: PixelBatch, blob: String? = nil) throws -> Tensor {
+        try predict(count: batch.rows.count, blob: blob) { try uploadInput(pixels: batch.rows, ws: $0) }
+    }
+
     /// Sets the network input of `ws` from the rows' samples: one `uploadPixels` on the backend that
     /// receives the input, with the model's scaler (`uploadInput`'s `channelAffine`) applied there.
     func uploadInput(pixels: PixelRows, ws: Workspace) throws {

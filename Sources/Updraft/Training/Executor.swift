@@ -224,6 +224,11 @@ public final class Executor {
     /// The values of `blob` (default: the class probabilities, else the first output) for a batch of
     /// inputs, as `[N] + blob shape`.
     public func predict(_ inputs: Tensor, blob: String? = nil) throws -> Tensor {
+        try predict(count: inputs.shape.n, blob: blob) { try uploadInput(inputs, ws: $0) }
+    }
+
+    /// `predict` with the batch's input set by `stage`.
+    func predict(count: Int, blob: String?, stage: (Workspace) throws -> Void) throws -> Tensor {
         let target = blob ?? defaultOutputBlob
         guard let shape = graph.blobShapes[target] else {
             throw UpdraftError(.invalidArgument, "the network has no blob named '\(target)'")
@@ -234,12 +239,12 @@ public final class Executor {
             guard let p = graph.producer(of: b), !needed.contains(p.name) else { continue }
             needed.insert(p.name); stack.append(contentsOf: p.inputs)
         }
-        let ws = workspace(inputs.shape.n)
+        let ws = workspace(count)
         defer { ws.clearValues() }
-        try uploadInput(inputs, ws: ws)
+        try stage(ws)
         try forward(layers: graph.layers.filter { needed.contains($0.name) }, ws: ws, keep: [target], fuse: false)
         guard let v = try floatValue(target, ws: ws) else { throw UpdraftError(.invalidModel, "blob '\(target)' was not computed") }
-        return Tensor(shape: shape.withBatch(inputs.shape.n), data: Array(try v.backend.download(v.buffer)))
+        return Tensor(shape: shape.withBatch(count), data: Array(try v.backend.download(v.buffer)))
     }
 
     var defaultOutputBlob: String {

@@ -89,52 +89,6 @@ extension OpenCLBackend {
         return try clblastGemm(op, a: w, b: dy, c: dx, bias: nil, shape: shape)
     }
 
-    /// An ungrouped convolution's weight gradient on CLBlast, one GEMM per image accumulating into dw
-    /// (beta 1 after the first image): dw += dy_n [Cout, P] . col_n^T. For pointwise convolutions col_n
-    /// is the input image itself (no copy); otherwise `conv_im2col` (Kernels/im2col.cl) writes the im2col
-    /// matrices of as many images as the scratch buffer holds, then their GEMMs run. The images are
-    /// added in order, so the result is deterministic. The bias gradient is the caller's.
-    func clblastConvolutionBackwardWeights(_ g: ConvGeometry, x: OpenCLBuffer, dy: OpenCLBuffer, dw: OpenCLBuffer,
-                                           shape: KernelShape) throws -> Bool {
-        guard g.groups == 1, g.batch > 0 else { return false }
-        let plane = g.outHeight * g.outWidth, depth = g.gemmK        // P, Cin * KH * KW
-        func gemm(image n: Int, b: OpenCLBuffer, offsetB: Int) throws -> Bool {
-            var op = GemmOperation(m: g.outChannels, n: depth, k: plane, transB: true)
-            op.offsetA = n * g.outChannels * plane
-            op.offsetB = offsetB
-            op.beta = n == 0 ? 0 : 1
-            return try clblastGemm(op, a: dy, b: b, c: dw, bias: nil, shape: shape)
-        }
-        if plane == 0 {
-            try context.fill(dw, with: 0, count: g.weightShape.count)
-            return true
-        }
-        if shape.pointwise {
-            for n in 0..<g.batch {
-                guard try gemm(image: n, b: x, offsetB: n * g.inChannels * plane) else { return false }
-            }
-            return true
-        }
-        let perImage = depth * plane
-        let run = max(1, min(g.batch, gemmWorkspace.scratchLimit / max(1, perImage)))
-        let im2col = try opsKernel("im2col.cl", "conv_im2col")
-        var first = 0
-        while first < g.batch {
-            let images = min(run, g.batch - first)
-            // Every run reuses the scratch: the in-order queue finishes one run's GEMMs before the next im2col.
-            let col = try gemmWorkspace.scratch(count: images * perImage, context: context)
-            try enqueue(im2col, [.buffer(x), .int(first), .buffer(col)]
-                            + [g.inChannels, g.inHeight, g.inWidth, g.outHeight, g.outWidth, g.kernelH, g.kernelW,
-                               g.strideH, g.strideW, g.dilationH, g.dilationW, g.padTop, g.padLeft].map { .int($0) },
-                        global: [plane, depth, images], local: nil, defines: [:])
-            for i in 0..<images {
-                guard try gemm(image: first + i, b: col, offsetB: i * perImage) else { return false }
-            }
-            first += images
-        }
-        return true
-    }
-
     /// CLBlast's name for a status code (clblast_c.h), with the number.
     static func clblastStatusName(_ status: CLBlastStatusCode) -> String {
         let names: [Int32: String] = [

@@ -126,7 +126,8 @@ extension OpenCLBackend {
         let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
         let shape = KernelShape(g, .convBackwardWeights)
         let variant = tuning.variant(for: shape)
-        if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape) { return }
+        if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape,
+                                                                              perImage: variant?.splits == 1) { return }
         while true {
             let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
             let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups

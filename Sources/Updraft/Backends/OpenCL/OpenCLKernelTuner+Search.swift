@@ -57,7 +57,8 @@ public struct KernelTuner {
         public var best: KernelVariant?
         /// Seconds of the winner on the problem (the table's when no candidate beat it); best of 3 timings.
         public var bestSeconds: Double?
-        /// CLBlast's seconds, nil when CLBlast was not timed (excluded, refused or out of budget).
+        /// CLBlast's seconds (the faster of its two ways on weight gradients), nil when CLBlast was not
+        /// timed (excluded, refused or out of budget).
         public var clblastSeconds: Double?
         /// Candidates timed, the table included (rejected ones are not counted).
         public var timed: Int
@@ -107,7 +108,11 @@ public struct KernelTuner {
         var seen = Set<KernelVariant>(), out: [KernelVariant?] = [nil]
         func add(_ v: KernelVariant) { if seen.insert(v).inserted { out.append(v) } }
         // CLBlast right after the table: a problem's share of the budget may end before the tilings do.
-        if includeCLBlast && shape.clblastCan { add(.clblast) }
+        if includeCLBlast && shape.clblastCan {
+            add(.clblast)
+            // Weight gradients: batched slabs (above) or one GEMM per image adding into dw.
+            if shape.kind == .convBackwardWeights { add(.clblastPerImage) }
+        }
         if shape.splittable { for s in splits { add(.inHouse(tableTiling, splits: s)) } }
         for t in tilings where t.isWellFormed && t.fits(info) && t != tableTiling { add(.inHouse(t)) }
         return out
@@ -192,8 +197,8 @@ public struct KernelTuner {
                     else { throw error }
                     continue
                 }
-                if candidate?.engine == .clblast, let reason = cl.gemmWorkspace.clblastRefusals.values.first {
-                    outcome.rejected.append((.clblast, reason)); continue
+                if let candidate, candidate.engine == .clblast, let reason = cl.gemmWorkspace.clblastRefusals.values.first {
+                    outcome.rejected.append((candidate, reason)); continue
                 }
                 if let candidate, let t = candidate.tiling, cl.gemmWorkspace.unusableTilings.contains(t) {
                     // The table ran instead: the device cannot launch work-groups that large for this kernel.
@@ -201,7 +206,7 @@ public struct KernelTuner {
                 }
                 outcome.timed += 1
                 if candidate == nil { outcome.tableSeconds = seconds }
-                if candidate?.engine == .clblast { outcome.clblastSeconds = seconds }
+                if candidate?.engine == .clblast { outcome.clblastSeconds = min(seconds, outcome.clblastSeconds ?? .infinity) }
                 if outcome.bestSeconds.map({ seconds < $0 }) ?? true {
                     outcome.best = candidate; outcome.bestSeconds = seconds
                 }

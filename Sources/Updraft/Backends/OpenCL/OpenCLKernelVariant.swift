@@ -10,6 +10,8 @@ public struct KernelVariant: Hashable, Sendable, Codable, CustomStringConvertibl
     /// The in-house kernel's tiling (nil for CLBlast).
     public var tiling: GemmTiling?
     /// Slices of a split reduction (weight gradients, plain GEMMs); nil: the wave model decides.
+    /// CLBlast on a convolution weight gradient: 1 runs one GEMM per image adding into dw (no split),
+    /// nil a batched GEMM per run of images whose per-image slabs are then added (the reduction split by image).
     public var splits: Int?
 
     /// A variant from its parts; an in-house variant with neither tiling nor splits is ignored by `OpenCLTuning.variant(for:)`.
@@ -23,11 +25,13 @@ public struct KernelVariant: Hashable, Sendable, Codable, CustomStringConvertibl
     }
     /// CLBlast's GEMM (for the ops it can run: `KernelShape.clblastCan`).
     public static let clblast = KernelVariant(engine: .clblast)
+    /// CLBlast with a convolution weight gradient as one GEMM per image adding into dw (elsewhere the same as `clblast`).
+    public static let clblastPerImage = KernelVariant(engine: .clblast, splits: 1)
 
-    /// "CLBlast", or "in-house" with the tiling (or "table tiling") and any split-K, as `updraft tune` prints it.
+    /// "CLBlast" (", one GEMM per image"), or "in-house" with the tiling (or "table tiling") and any split-K, as `updraft tune` prints it.
     public var description: String {
         switch engine {
-        case .clblast: return "CLBlast"
+        case .clblast: return splits == 1 ? "CLBlast, one GEMM per image" : "CLBlast"
         case .inHouse:
             return "in-house " + (tiling.map { "\($0)" } ?? "table tiling") + (splits.map { ", split-K \($0)" } ?? "")
         }
