@@ -428,6 +428,20 @@ final class CPUBackendTests: XCTestCase {
         XCTAssertEqual(try be.download(big), [3.5, 4.5, 5.5, 2.5, 2.5])
         XCTAssertEqual(try be.download(try be.makeBuffer(count: 0)), [])
         try be.synchronize()
+        // Buffers from `HostAllocation.mappedFrom` up are mapped, not allocated: zeroed all the same,
+        // also where a freed one of the same size was written before.
+        let mapped = HostAllocation.mappedFrom / 4 + 3
+        for round in 0..<2 {
+            let m = try be.makeBuffer(count: mapped)
+            XCTAssertTrue(try be.download(m).allSatisfy { $0 == 0 }, "mapped buffer zeroed (round \(round))")
+            try be.fill(m, with: 7)
+            XCTAssertEqual(try be.download(m).last, 7)
+        }
+        let scratch = CPUWorkspace()
+        let p = scratch.floats(mapped)
+        p[mapped - 1] = 1
+        XCTAssertEqual(scratch.floats(10), p, "scratch that is large enough is reused")
+        XCTAssertEqual(Int(bitPattern: scratch.floats(mapped * 2)) % CPUBuffer.alignment, 0, "grown scratch aligned")
 
         XCTAssertThrowsError(try be.upload([1, 2], to: a))
         XCTAssertThrowsError(try be.copy(big, to: a), "destination too small")
