@@ -54,6 +54,15 @@
 #define GEMM_KTAB_ARG
 #endif
 
+// acc += a b^T: one k step of the work-item's WPTM x WPTN outputs.
+GEMM_INLINE void gemm_outer(const float a[WPTM], const float b[WPTN], float acc[WPTM * WPTN]) {
+    #pragma unroll
+    for (int i = 0; i < WPTM; i++) {
+        #pragma unroll
+        for (int j = 0; j < WPTN; j++) acc[i * WPTN + j] = fma(a[i], b[j], acc[i * WPTN + j]);
+    }
+}
+
 #if STAGE_LOCAL
 // Loads the K slice starting at k0 into registers (zeros outside the matrix).
 GEMM_INLINE void gemm_fetch(const GemmParams* p, __global const float* A, __global const float* B,
@@ -132,11 +141,7 @@ GEMM_INLINE void gemm_multiply(__local const realM* Alv, __local const realN* Bl
         for (int i = 0; i < WPTM / VWM; i++) STORE_M(Alv[k * (LDAL / VWM) + i * RTM + ty], a + i * VWM);
         #pragma unroll
         for (int j = 0; j < WPTN / VWN; j++) STORE_N(Blv[k * (LDBL / VWN) + j * RTN + tx], b + j * VWN);
-        #pragma unroll
-        for (int i = 0; i < WPTM; i++) {
-            #pragma unroll
-            for (int j = 0; j < WPTN; j++) acc[i * WPTN + j] = fma(a[i], b[j], acc[i * WPTN + j]);
-        }
+        gemm_outer(a, b, acc);
     }
     }
 }
@@ -208,11 +213,7 @@ GEMM_INLINE void gemm_direct_step(const GemmParams* p, __global const float* A, 
     #pragma unroll
     for (int j = 0; j < WPTN; j++)
         b[j] = (GEMM_EXACT || GEMM_COL(j) < colsLeft) ? gemm_b_load(p, B, bState[j], kk) : 0.0f;
-    #pragma unroll
-    for (int i = 0; i < WPTM; i++) {
-        #pragma unroll
-        for (int j = 0; j < WPTN; j++) acc[i * WPTN + j] = fma(a[i], b[j], acc[i * WPTN + j]);
-    }
+    gemm_outer(a, b, acc);
 }
 
 // acc = the (m0, n0) tile of op(A) op(B) summed over k in [kBegin, kEnd), without local memory:

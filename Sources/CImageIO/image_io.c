@@ -42,6 +42,22 @@ int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t 
     return UIMG_OK;
 }
 
+int uimg_finish_png(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels, int had_alpha) {
+    uint32_t out_channels = channels;
+    if (channels == 2 || channels == 4) {
+        uimg_composite_over_black(pixels, (size_t)width * height, channels);
+        out_channels = channels - 1;
+    }
+    out->width = width;
+    out->height = height;
+    out->channels = out_channels;
+    out->format = UIMG_FORMAT_PNG;
+    out->had_alpha = had_alpha;
+    out->orientation = 1;
+    out->pixels = pixels;
+    return UIMG_OK;
+}
+
 void uimg_composite_over_black(uint8_t *pixels, size_t count, uint32_t channels_with_alpha) {
     const size_t in = channels_with_alpha, out = channels_with_alpha - 1;
     // Pixel i moves from i*in to i*out <= i*in; each sample is read before any write can reach it.

@@ -22,6 +22,10 @@ int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t 
 /// place, leaving `channels_with_alpha - 1` samples per pixel at the start of the buffer.
 void uimg_composite_over_black(uint8_t *pixels, size_t count, uint32_t channels_with_alpha);
 
+/// Fills `out` with a decoded PNG: `pixels` (width * height * `channels` samples, 1...4) with any
+/// alpha composited over black in place; `had_alpha` as the file declared it. Returns UIMG_OK.
+int uimg_finish_png(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels, int had_alpha);
+
 /// A growable byte buffer for the encoders.
 typedef struct {
     uint8_t *data;

@@ -267,19 +267,7 @@ int uimg_decode_png_fast(const uint8_t *data, size_t size, uimg_scratch *scratch
         }
     }
 
-    uint32_t out_channels = channels;
-    if (channels == 2 || channels == 4) {
-        uimg_composite_over_black(pixels, (size_t)width * height, channels);
-        out_channels = channels - 1;
-    }
-    out->width = width;
-    out->height = height;
-    out->channels = out_channels;
-    out->format = UIMG_FORMAT_PNG;
-    out->had_alpha = channels == 2 || channels == 4;
-    out->orientation = 1;
-    out->pixels = pixels;
-    return UIMG_OK;
+    return uimg_finish_png(out, pixels, width, height, channels, channels == 2 || channels == 4);
 
 out_of_memory:
     return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory for a %ux%u PNG", width, height);

@@ -113,19 +113,7 @@ int uimg_decode_png(const uint8_t *data, size_t size, const uimg_decode_options 
     free(rows);
     png_destroy_read_struct(&png, &info, NULL);
 
-    uint32_t out_channels = channels;
-    if (channels == 2 || channels == 4) {
-        uimg_composite_over_black(result, (size_t)width * height, channels);
-        out_channels = channels - 1;
-    }
-    out->width = width;
-    out->height = height;
-    out->channels = out_channels;
-    out->format = UIMG_FORMAT_PNG;
-    out->had_alpha = had_alpha;
-    out->orientation = 1;
-    out->pixels = result;
-    return UIMG_OK;
+    return uimg_finish_png(out, result, width, height, channels, had_alpha);
 }
 
 // MARK: - Encoding

@@ -126,6 +126,21 @@ extension CPUBackend {
         }
     }
 
+    /// Calls `body(t, image, tileRow, tileColumn)` for the batch's tiles `first + t`, t < `count`, in
+    /// order; `body` returns how many tiles it took (4 for a run of a row's neighbours, else 1).
+    @inline(__always)
+    private func winogradWalk(_ tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
+                              _ body: (_ t: Int, _ image: Int, _ row: Int, _ column: Int) -> Int) {
+        var (image, tile) = first.quotientAndRemainder(dividingBy: tiles.count)
+        var t = 0
+        while t < count {
+            let step = body(t, image, tile / tiles.columns, tile % tiles.columns)
+            t += step
+            tile += step
+            if tile == tiles.count { tile = 0; image += 1 }
+        }
+    }
+
     /// V for one input channel (its plane in image 0 at `input`, `imageStride` apart): value xi of
     /// the batch's tile `first + t` goes to `v[xi * stride + t]`. Four neighbouring tiles of a row
     /// whose reads stay inside the input go together, one SIMD lane per tile (the even/odd gathers
@@ -134,18 +149,14 @@ extension CPUBackend {
                                         tiles: (rows: Int, columns: Int, count: Int),
                                         first: Int, count: Int, v: UnsafeMutablePointer<Float>, stride: Int) {
         let (H, W) = (g.inHeight, g.inWidth)
-        var (image, tile) = first.quotientAndRemainder(dividingBy: tiles.count)
-        var t = 0
-        while t < count {
+        winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let x = input + image * imageStride
-            let column = tile % tiles.columns
-            let top = (tile / tiles.columns) * 2 - g.padTop, left = column * 2 - g.padLeft
+            let top = tileRow * 2 - g.padTop, left = column * 2 - g.padLeft
             // Rows above or below the input read as zero.
             @inline(__always) func rowPointer(_ r: Int) -> UnsafePointer<Float>? {
                 let iy = top + r
                 return iy >= 0 && iy < H ? x + iy * W : nil
             }
-            let step: Int
             if t + 4 <= count, column + 4 <= tiles.columns, left >= 0, left + 11 <= W {
                 // d[r][j] for the four tiles: columns left + j, + 2, + 4, + 6.
                 @inline(__always) func row(_ r: Int) -> (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>) {
@@ -165,7 +176,7 @@ extension CPUBackend {
                 store(1, (d1.0 + d2.0, d1.1 + d2.1, d1.2 + d2.2, d1.3 + d2.3))
                 store(2, (d2.0 - d1.0, d2.1 - d1.1, d2.2 - d1.2, d2.3 - d1.3))
                 store(3, (d1.0 - d3.0, d1.1 - d3.1, d1.2 - d3.2, d1.3 - d3.3))
-                step = 4
+                return 4
             } else {
                 let inside = left >= 0 && left + 4 <= W
                 @inline(__always) func row(_ r: Int) -> SIMD4<Float> {
@@ -188,11 +199,8 @@ extension CPUBackend {
                 store(1, d1 + d2)
                 store(2, d2 - d1)
                 store(3, d1 - d3)
-                step = 1
+                return 1
             }
-            t += step
-            tile += step
-            if tile == tiles.count { tile = 0; image += 1 }
         }
     }
 
@@ -204,14 +212,10 @@ extension CPUBackend {
                                          tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
                                          bias: Float, output: UnsafeMutablePointer<Float>, imageStride: Int) {
         let (Ho, Wo) = (g.outHeight, g.outWidth)
-        var (image, tile) = first.quotientAndRemainder(dividingBy: tiles.count)
-        var t = 0
-        while t < count {
+        winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let y = output + image * imageStride
-            let column = tile % tiles.columns
-            let oy = (tile / tiles.columns) * 2, ox = column * 2
+            let oy = tileRow * 2, ox = column * 2
             let p = y + oy * Wo + ox
-            let step: Int
             if t + 4 <= count, column + 4 <= tiles.columns, ox + 8 <= Wo, oy + 2 <= Ho {
                 @inline(__always) func load(_ xi: Int) -> SIMD4<Float> { CPUKernels.load4(m + xi * stride + t) }
                 // A^T M, one row i at a time for the four columns j, then (A^T M) A.
@@ -227,7 +231,7 @@ extension CPUBackend {
                 }
                 UnsafeMutableRawPointer(p).storeBytes(of: interleaved(y00, y01), as: SIMD8<Float>.self)
                 UnsafeMutableRawPointer(p + Wo).storeBytes(of: interleaved(y10, y11), as: SIMD8<Float>.self)
-                step = 4
+                return 4
             } else {
                 @inline(__always) func row(_ i: Int) -> SIMD4<Float> {
                     let q = m + i * 4 * stride + t
@@ -245,11 +249,8 @@ extension CPUBackend {
                     p[Wo] = y10
                     if right { p[Wo + 1] = y11 }
                 }
-                step = 1
+                return 1
             }
-            t += step
-            tile += step
-            if tile == tiles.count { tile = 0; image += 1 }
         }
     }
 }
