@@ -42,7 +42,8 @@ int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t 
     return UIMG_OK;
 }
 
-int uimg_finish_png(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels, int had_alpha) {
+int uimg_finish(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels,
+                int format, int had_alpha, int orientation) {
     uint32_t out_channels = channels;
     if (channels == 2 || channels == 4) {
         uimg_composite_over_black(pixels, (size_t)width * height, channels);
@@ -51,9 +52,9 @@ int uimg_finish_png(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t h
     out->width = width;
     out->height = height;
     out->channels = out_channels;
-    out->format = UIMG_FORMAT_PNG;
+    out->format = format;
     out->had_alpha = had_alpha;
-    out->orientation = 1;
+    out->orientation = orientation;
     out->pixels = pixels;
     return UIMG_OK;
 }

@@ -22,9 +22,11 @@ int uimg_image_bytes(uint32_t width, uint32_t height, uint32_t channels, size_t 
 /// place, leaving `channels_with_alpha - 1` samples per pixel at the start of the buffer.
 void uimg_composite_over_black(uint8_t *pixels, size_t count, uint32_t channels_with_alpha);
 
-/// Fills `out` with a decoded PNG: `pixels` (width * height * `channels` samples, 1...4) with any
-/// alpha composited over black in place; `had_alpha` as the file declared it. Returns UIMG_OK.
-int uimg_finish_png(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels, int had_alpha);
+/// Fills `out` with a decoded image of `format` and returns UIMG_OK: `pixels` (width * height *
+/// `channels` samples, 1...4), any alpha (2 or 4 channels) composited over black in place first;
+/// `had_alpha` as the file declared it, `orientation` the EXIF orientation already applied (1 if none).
+int uimg_finish(uimg_image *out, uint8_t *pixels, uint32_t width, uint32_t height, uint32_t channels,
+                int format, int had_alpha, int orientation);
 
 /// A growable byte buffer for the encoders.
 typedef struct {

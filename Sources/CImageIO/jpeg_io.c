@@ -241,14 +241,7 @@ int uimg_decode_jpeg(const uint8_t *data, size_t size, const uimg_decode_options
         }
         result = upright;
     }
-    out->width = width;
-    out->height = height;
-    out->channels = channels;
-    out->format = UIMG_FORMAT_JPEG;
-    out->had_alpha = 0;
-    out->orientation = orientation;
-    out->pixels = result;
-    return UIMG_OK;
+    return uimg_finish(out, result, width, height, channels, UIMG_FORMAT_JPEG, 0, orientation);
 }
 
 // MARK: - Encoding

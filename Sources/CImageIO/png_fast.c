@@ -267,7 +267,7 @@ int uimg_decode_png_fast(const uint8_t *data, size_t size, uimg_scratch *scratch
         }
     }
 
-    return uimg_finish_png(out, pixels, width, height, channels, channels == 2 || channels == 4);
+    return uimg_finish(out, pixels, width, height, channels, UIMG_FORMAT_PNG, channels == 2 || channels == 4, 1);
 
 out_of_memory:
     return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory for a %ux%u PNG", width, height);

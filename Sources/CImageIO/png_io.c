@@ -113,7 +113,7 @@ int uimg_decode_png(const uint8_t *data, size_t size, const uimg_decode_options 
     free(rows);
     png_destroy_read_struct(&png, &info, NULL);
 
-    return uimg_finish_png(out, result, width, height, channels, had_alpha);
+    return uimg_finish(out, result, width, height, channels, UIMG_FORMAT_PNG, had_alpha, 1);
 }
 
 // MARK: - Encoding
