@@ -16,10 +16,12 @@ struct ResumeOptions {
     /// The configuration of the run being resumed: the checkpoint's augmentation (unless --augment
     /// says otherwise, which the task then refuses), short last batch, checkpoint schedule, and the
     /// data-parallel shares for the same number of replicas.
-    func apply(to config: inout UpdateConfiguration, augmentGiven: Bool, shortLastBatchGiven: Bool, scheduleGiven: Bool) {
+    func apply(to config: inout UpdateConfiguration, augmentGiven: Bool, shortLastBatchGiven: Bool, frozenHalfGiven: Bool,
+               scheduleGiven: Bool) {
         config.resumeFrom = checkpoint
         if !augmentGiven { config.augmentation = checkpoint.augmentation }
         if !shortLastBatchGiven { config.shortLastBatch = checkpoint.shortLastBatch }
+        if !frozenHalfGiven { config.frozenActivationsHalfPrecision = checkpoint.frozenActivationsHalfPrecision }
         if !scheduleGiven {
             config.checkpointEvery = checkpoint.checkpointEvery
             config.checkpointEveryMiniBatches = checkpoint.checkpointEveryMiniBatches

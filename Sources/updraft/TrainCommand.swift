@@ -155,6 +155,7 @@ let trainCommand = CLICommand(CommandSpec(
     }
     if let resume {
         resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
+                     frozenHalfGiven: args.flag("frozen-fp16"),
                      scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)
         print(resume.summary)
     }

@@ -137,4 +137,40 @@ final class TrainingFrozenHalfTests: XCTestCase {
         XCTAssertTrue(error.message.contains("--frozen-fp16") && error.message.contains("conv1"), error.message)
         XCTAssertTrue(error.hint?.contains("frozenActivationsHalfPrecision") ?? false)
     }
+
+    /// A checkpoint records the setting: resuming from it takes it, and a run set the other way is
+    /// refused by name (its losses would not continue the checkpoint's).
+    func testACheckpointKeepsTheSettingAndAResumeMustAgree() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-frozen-half-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let url = folder.appendingPathComponent("half.mlmodel")
+        let data = try SqueezeShaped.data(count: 12)
+        let cpu = CPUBackend()
+        var config = UpdateConfiguration()
+        config.backends = (cpu, cpu); config.fallbacks = []
+        config.frozenActivationsHalfPrecision = true
+        config.checkpointEveryMiniBatches = 3
+        config.checkpointURL = url
+        let steps = Locked(0)
+        let stopAtFour = UpdateHandlers(progress: { ctx in
+            if case .miniBatchEnd = ctx.event, steps.mutate({ $0 += 1; return $0 }) == 4 { ctx.task.cancel() }
+        })
+        XCTAssertNil(UpdateTask(model: try Self.model(), trainingData: data, configuration: config, handlers: stopAtFour).run().error)
+
+        let state = try TrainingCheckpoint.read(forModel: url)
+        XCTAssertTrue(state.frozenActivationsHalfPrecision, "the .resume state keeps the setting")
+        var plain = UpdateConfiguration()
+        plain.backends = (cpu, cpu); plain.fallbacks = []
+        let resumed = try UpdateTask(resumingFrom: url, trainingData: data, configuration: plain)
+        XCTAssertTrue(resumed.configuration.frozenActivationsHalfPrecision, "resuming takes the checkpoint's setting")
+        XCTAssertNil(resumed.run().error)
+
+        var other = plain
+        other.resumeFrom = state
+        other.frozenActivationsHalfPrecision = false
+        let refused = UpdateTask(model: try CoreMLModel(contentsOf: url), trainingData: data, configuration: other).run().error
+        XCTAssertTrue("\(refused.map { "\($0)" } ?? "no error")".contains("stored its frozen activations in half precision"),
+                      "\(String(describing: refused))")
+    }
 }

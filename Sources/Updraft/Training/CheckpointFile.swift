@@ -21,6 +21,8 @@ enum CheckpointFile {
         var optimizer: String
         var parameters: [String: String]
         var shortLastBatch: Bool
+        /// Absent in files written before it was kept: false.
+        var frozenActivationsHalfPrecision: Bool?
         var horizontalFlip: Bool, verticalFlip: Bool, augmentationSeed: String
         /// The random resized crop's area range, as two bit patterns (absent: no crop).
         var randomResizedCrop: [String]?
@@ -87,7 +89,8 @@ enum CheckpointFile {
             dataCount: c.data.count, dataTargets: hex(c.data.targets), dataNames: c.data.names.map { hex($0) },
             dataSamples: hex(c.data.samples), optimizer: c.optimizer.rawValue,
             parameters: c.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = encode($1.value) },
-            shortLastBatch: c.shortLastBatch, horizontalFlip: c.augmentation.horizontalFlip,
+            shortLastBatch: c.shortLastBatch, frozenActivationsHalfPrecision: c.frozenActivationsHalfPrecision,
+            horizontalFlip: c.augmentation.horizontalFlip,
             verticalFlip: c.augmentation.verticalFlip, augmentationSeed: hex(c.augmentation.seed),
             randomResizedCrop: c.augmentation.randomResizedCrop.map { [hex($0.lowerBound), hex($0.upperBound)] },
             checkpointEvery: c.checkpointEvery, checkpointEveryMiniBatches: c.checkpointEveryMiniBatches,
@@ -203,6 +206,7 @@ enum CheckpointFile {
             parameters: parameters, shortLastBatch: header.shortLastBatch,
             augmentation: ImageAugmentation(horizontalFlip: header.horizontalFlip, verticalFlip: header.verticalFlip,
                                             randomResizedCrop: crop, seed: try bits(header.augmentationSeed, "augmentationSeed")),
+            frozenActivationsHalfPrecision: header.frozenActivationsHalfPrecision ?? false,
             checkpointEvery: header.checkpointEvery, checkpointEveryMiniBatches: header.checkpointEveryMiniBatches,
             dataParallelShares: try header.dataParallelShares?.map { try double($0, "a data-parallel share") },
             device: header.device, position: position, history: header.history,

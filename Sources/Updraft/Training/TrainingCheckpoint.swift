@@ -65,6 +65,9 @@ public struct TrainingCheckpoint: Sendable {
     public var shortLastBatch: Bool
     /// The augmentation (flips, crop, seed) the run applied; a resumed run must use the same.
     public var augmentation: ImageAugmentation
+    /// Whether the run stored its frozen activations as halves (`--frozen-fp16`); a resumed run must
+    /// agree, or its losses would not continue the run's (checkpoints written before this was kept read as false).
+    public var frozenActivationsHalfPrecision = false
     /// The checkpoint schedule of the run (continued by a resumed run unless it sets its own).
     public var checkpointEvery: Int?
     /// Checkpoint every N mini-batches, as `UpdateConfiguration.checkpointEveryMiniBatches`; nil: not used.
@@ -137,6 +140,11 @@ extension TrainingCheckpoint {
             throw UpdraftError(.invalidArgument,
                 "the checkpoint's run \(shortLastBatch ? "kept" : "wrapped round") its short last mini-batch; this run would \(config.shortLastBatch ? "keep" : "wrap") it",
                 hint: "resume with the checkpoint's setting (--short-last-batch \(shortLastBatch ? "given" : "left out"))")
+        }
+        guard config.frozenActivationsHalfPrecision == frozenActivationsHalfPrecision else {
+            throw UpdraftError(.invalidArgument,
+                "the checkpoint's run stored its frozen activations in \(frozenActivationsHalfPrecision ? "half precision (--frozen-fp16)" : "fp32"); this run would store them in \(config.frozenActivationsHalfPrecision ? "half precision" : "fp32")",
+                hint: "resume with the checkpoint's setting (--frozen-fp16 \(frozenActivationsHalfPrecision ? "given" : "left out"))")
         }
         guard config.augmentation == augmentation else {
             throw UpdraftError(.invalidArgument,

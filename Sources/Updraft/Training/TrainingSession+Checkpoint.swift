@@ -9,7 +9,8 @@ extension TrainingSession {
         let identity = try self.identity()
         return TrainingCheckpoint(
             modelFingerprint: identity.model, data: identity.data, optimizer: parameters.optimizer, parameters: parameters,
-            shortLastBatch: config.shortLastBatch, augmentation: config.augmentation, checkpointEvery: config.checkpointEvery,
+            shortLastBatch: config.shortLastBatch, augmentation: config.augmentation,
+            frozenActivationsHalfPrecision: config.frozenActivationsHalfPrecision, checkpointEvery: config.checkpointEvery,
             checkpointEveryMiniBatches: config.checkpointEveryMiniBatches, dataParallelShares: config.dataParallel?.shares,
             device: devices.description, position: position, history: task.history.epochs, state: try executor.captureState())
     }

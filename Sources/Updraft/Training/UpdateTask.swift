@@ -243,7 +243,7 @@ public final class UpdateTask: @unchecked Sendable {
     }
 
     /// Continues the run whose checkpoint model is at `checkpoint` (its state is the `.resume` file
-    /// beside it): the configuration's augmentation and short-last-batch setting are the checkpoint's,
+    /// beside it): the configuration's augmentation, short-last-batch and half-precision-prefix settings are the checkpoint's,
     /// and so are its checkpoint schedule and URL unless the configuration sets its own. Handlers see
     /// `trainingBegin` again, then the events of the mini-batches left.
     public convenience init(resumingFrom checkpoint: URL, trainingData: BatchProvider,
@@ -254,6 +254,7 @@ public final class UpdateTask: @unchecked Sendable {
         config.resumeFrom = state
         config.augmentation = state.augmentation
         config.shortLastBatch = state.shortLastBatch
+        config.frozenActivationsHalfPrecision = state.frozenActivationsHalfPrecision
         if config.checkpointEvery == nil && config.checkpointEveryMiniBatches == nil {
             config.checkpointEvery = state.checkpointEvery
             config.checkpointEveryMiniBatches = state.checkpointEveryMiniBatches
