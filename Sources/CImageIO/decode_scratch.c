@@ -33,11 +33,15 @@ static void destroy_scratch(void *pointer) {
 
 static void make_key(void) { scratch_key_ok = pthread_key_create(&scratch_key, destroy_scratch) == 0; }
 
-uimg_scratch *uimg_thread_scratch(void) {
+/// This thread's scratch if it has one (NULL otherwise, or when thread-local storage is unavailable).
+static uimg_scratch *existing_scratch(void) {
     pthread_once(&scratch_once, make_key);
-    if (!scratch_key_ok) return NULL;
-    uimg_scratch *scratch = pthread_getspecific(scratch_key);
-    if (scratch != NULL) return scratch;
+    return scratch_key_ok ? pthread_getspecific(scratch_key) : NULL;
+}
+
+uimg_scratch *uimg_thread_scratch(void) {
+    uimg_scratch *scratch = existing_scratch();
+    if (scratch != NULL || !scratch_key_ok) return scratch;
     scratch = calloc(1, sizeof *scratch);
     if (scratch == NULL) return NULL;
     if (pthread_setspecific(scratch_key, scratch) != 0) {
@@ -69,20 +73,14 @@ void uimg_scratch_trim_work(uimg_scratch *scratch) {
 }
 
 void uimg_scratch_trim(void) {
-    pthread_once(&scratch_once, make_key);
-    if (!scratch_key_ok) return;
-    uimg_scratch *scratch = pthread_getspecific(scratch_key);
+    uimg_scratch *scratch = existing_scratch();
     if (scratch == NULL) return;
-    trim_buffer(&scratch->file);
-    trim_buffer(&scratch->idat);
-    trim_buffer(&scratch->raw);
+    uimg_scratch_trim_work(scratch);
     trim_buffer(&scratch->pixels);
 }
 
 void uimg_scratch_release(void) {
-    pthread_once(&scratch_once, make_key);
-    if (!scratch_key_ok) return;
-    uimg_scratch *scratch = pthread_getspecific(scratch_key);
+    uimg_scratch *scratch = existing_scratch();
     if (scratch == NULL) return;
     pthread_setspecific(scratch_key, NULL);
     destroy_scratch(scratch);
