@@ -67,15 +67,11 @@ extension CoreMLModel {
     /// layer without bias). Clearing removes the flags and creates nothing.
     private static func setUpdatable(_ l: inout ProtoMessage, _ updatable: Bool, layer: LayerSpec) throws {
         if updatable { l.set(ProtoField(number: 10, bool: true)) } else { l.remove(10) }
-        let typeField: Int, weightFields: [Int]
-        switch layer.params {
-        case .convolution: (typeField, weightFields) = (100, [90, 91])
-        case .innerProduct: (typeField, weightFields) = (140, [20, 21])
-        default: return
-        }
+        guard let fields = layer.params.weightFields else { return }
+        let typeField = layer.params.typeField
         guard l.contains(typeField) else { return }
         try l.editMessage(typeField) { params in
-            for field in weightFields {
+            for field in [fields.weights, fields.bias] {
                 var weights = try params.last(field).map { try ProtoMessage(parsing: $0.payload) }
                 if weights == nil, updatable { weights = ProtoMessage() }
                 guard var w = weights else { continue }
@@ -85,11 +81,12 @@ extension CoreMLModel {
         }
     }
 
-    /// softmaxND (950) on the class axis becomes softmax (175), at the same place in the layer.
+    /// softmaxND on the class axis becomes softmax, at the same place in the layer.
     private static func replaceSoftmaxND(_ l: inout ProtoMessage) {
-        guard let position = l.fields.firstIndex(where: { $0.number == 950 }) else { return }
-        l.fields[position] = ProtoField(number: 175, message: ProtoMessage())
-        l.fields.removeAll { $0.number == 950 }
+        let softmaxND = NeuralNetworkLayerType.softmaxND.rawValue
+        guard let position = l.fields.firstIndex(where: { $0.number == softmaxND }) else { return }
+        l.fields[position] = ProtoField(number: NeuralNetworkLayerType.softmax.rawValue, message: ProtoMessage())
+        l.fields.removeAll { $0.number == softmaxND }
     }
 }
 
@@ -160,7 +157,7 @@ struct UpdatablePlan {
             // networks) trains with cross-entropy, anything else with mean squared error.
             let input = try o.lossInput ?? UpdatablePlan.defaultLossInput(model)
             let producer = layers.last { $0.outputs.contains(input) }
-            kind = producer.map { $0.params.typeField == 175 || $0.params.typeField == 950 } == true ? .categoricalCrossEntropy : .meanSquaredError
+            kind = producer.map { [.softmax, .softmaxND].contains($0.params.layerType) } == true ? .categoricalCrossEntropy : .meanSquaredError
         }
         var lossLayers = existing?.lossLayers ?? []
         let lossChanges = oldLoss == nil || oldLoss?.kind != kind || (o.lossInput != nil && o.lossInput != oldLoss?.input)
@@ -266,14 +263,14 @@ struct UpdatablePlan {
         let layer = model.layers[layerIndex]
         if case .softmax = layer.params { return nil }
         let hint = "add a softmax at the end of the model before converting it (torch.nn.Softmax(dim=1)), or train with --loss mse"
-        guard layer.params.typeField == 950 else {
+        guard layer.params.layerType == .softmaxND else {
             throw UpdraftError(.invalidArgument,
                 "cross-entropy loss must read a softmax output, but '\(input)' comes from \(layer.typeName) layer '\(layer.name)'", hint: hint)
         }
         // The layer's raw message: the softmaxND axis, and the input rank when the converter recorded it.
         let network = model.message.last(model.spec.network.kind.fieldNumber).flatMap { try? ProtoMessage(parsing: $0.payload) }
         let raw = network.map { $0.all(1) }.flatMap { $0.indices.contains(layerIndex) ? try? ProtoMessage(parsing: $0[layerIndex].payload) : nil }
-        let params = raw?.last(950).flatMap { try? ProtoMessage(parsing: $0.payload) }
+        let params = raw?.last(NeuralNetworkLayerType.softmaxND.rawValue).flatMap { try? ProtoMessage(parsing: $0.payload) }
         let axis = Int64(bitPattern: params?.last(1)?.scalar ?? 0)
         let rank = raw?.last(4).flatMap { try? ProtoMessage(parsing: $0.payload) }?.last(1).map { Int64($0.scalar) }
         let classAxis: Bool

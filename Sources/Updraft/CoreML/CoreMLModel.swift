@@ -195,11 +195,11 @@ public struct CoreMLModel: Sendable {
     /// unknown fields. A missing WeightParams is created, flagged updatable like its layer.
     private mutating func replaceWeightField(layerIndex: Int, layer: LayerSpec, isBias: Bool, values: [Float]) throws {
         let typeField = layer.params.typeField
-        let weightField: Int
-        switch layer.params {
-        case .convolution: weightField = isBias ? 91 : 90
-        default: weightField = isBias ? 21 : 20
+        guard let fields = layer.params.weightFields else {
+            throw UpdraftError(.invalidArgument, "layer '\(layer.name)' is a \(layer.typeName) layer, which holds no weights",
+                               hint: "set weights of convolution and innerProduct layers")
         }
+        let weightField = isBias ? fields.bias : fields.weights
         let networkField = spec.network.kind.fieldNumber
         var editedLayer = ProtoMessage()
         try message.editMessage(networkField) { network in

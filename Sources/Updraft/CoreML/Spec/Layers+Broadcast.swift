@@ -1,18 +1,19 @@
-/// The parameter messages of the broadcasting and reducing layers (NeuralNetwork.proto field
-/// numbers in comments): addBroadcastable (880), subtractBroadcastable (905), multiplyBroadcastable
-/// (900), divideBroadcastable (890), loadConstant (290), loadConstantND (1070), reduce (280),
-/// reduceSum (1270), reduceMean (1280), reduceMax (1260).
+/// The parameter messages of the broadcasting and reducing layers: add/subtract/multiply/divideBroadcastable,
+/// loadConstant and loadConstantND, reduce, and reduceSum/Mean/Max (layer type numbers in CoreMLTypes.swift).
 
 extension BinaryOp {
-    /// The *BroadcastableLayerParams field of NeuralNetworkLayer.
-    public var broadcastableLayerField: Int {
+    /// The *BroadcastableLayerParams layer type of NeuralNetworkLayer.
+    public var broadcastableLayerType: NeuralNetworkLayerType {
         switch self {
-        case .add: return 880
-        case .subtract: return 905
-        case .multiply: return 900
-        case .divide: return 890
+        case .add: return .addBroadcastable
+        case .subtract: return .subtractBroadcastable
+        case .multiply: return .multiplyBroadcastable
+        case .divide: return .divideBroadcastable
         }
     }
+
+    /// The *BroadcastableLayerParams field of NeuralNetworkLayer.
+    public var broadcastableLayerField: Int { broadcastableLayerType.rawValue }
 }
 
 /// LoadConstantLayerParams (rank 5 [1, 1, C, H, W]; `shape` [C, H, W]) and LoadConstantNDLayerParams
@@ -53,8 +54,12 @@ public struct ReduceNDLayerParams: Hashable, Sendable {
     public enum Kind: String, Hashable, Sendable {
         /// reduceSum, reduceMean and reduceMax: the sum, mean or maximum over the reduced axes.
         case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
+        /// The NeuralNetworkLayer layer type.
+        public var layerType: NeuralNetworkLayerType {
+            switch self { case .sum: return .reduceSum; case .mean: return .reduceMean; case .max: return .reduceMax }
+        }
         /// The NeuralNetworkLayer oneof field number: reduceSum 1270, reduceMean 1280, reduceMax 1260.
-        public var field: Int { switch self { case .sum: return 1270; case .mean: return 1280; case .max: return 1260 } }
+        public var field: Int { layerType.rawValue }
     }
     /// Sum, mean or max.
     public var kind: Kind

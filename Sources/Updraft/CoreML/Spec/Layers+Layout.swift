@@ -28,43 +28,49 @@ public enum LayoutLayerParams: Hashable, Sendable {
     /// ConcatNDLayerParams: axis (1), interleave (2).
     case concatND(axis: Int, interleave: Bool)
 
-    /// NeuralNetworkLayer oneof field numbers of the layout layers.
-    static let fields: Set<Int> = [300, 310, 600, 950, 980, 985, 1120, 1125, 1130, 1135, 1140, 1150]
+    /// The NeuralNetworkLayer types read as layout layers.
+    static let layerTypes: [NeuralNetworkLayerType] = [
+        .reshape, .permute, .copy, .softmaxND, .concatND, .transpose, .squeeze, .expandDims, .flattenTo2D,
+        .reshapeLike, .reshapeStatic, .rankPreservingReshape,
+    ]
 
-    /// The NeuralNetworkLayer oneof field number of this layout layer (e.g. transpose 985, reshapeStatic 1140).
-    public var typeField: Int {
+    /// The NeuralNetworkLayer type of this layout layer (e.g. transpose, reshapeStatic).
+    public var layerType: NeuralNetworkLayerType {
         switch self {
-        case .reshape: return 300
-        case .permute: return 310
-        case .copy: return 600
-        case .softmaxND: return 950
-        case .concatND: return 980
-        case .transpose: return 985
-        case .squeeze: return 1120
-        case .expandDims: return 1125
-        case .flattenTo2D: return 1130
-        case .reshapeStatic: return 1140
-        case .reshapeLike: return 1135
-        case .rankPreservingReshape: return 1150
+        case .reshape: return .reshape
+        case .permute: return .permute
+        case .copy: return .copy
+        case .softmaxND: return .softmaxND
+        case .concatND: return .concatND
+        case .transpose: return .transpose
+        case .squeeze: return .squeeze
+        case .expandDims: return .expandDims
+        case .flattenTo2D: return .flattenTo2D
+        case .reshapeStatic: return .reshapeStatic
+        case .reshapeLike: return .reshapeLike
+        case .rankPreservingReshape: return .rankPreservingReshape
         }
     }
 
-    /// Reads the parameter message of layer type `field` (one of `fields`).
-    init(reading p: ProtoReader, field: Int) throws {
+    /// The NeuralNetworkLayer oneof field number of this layout layer (e.g. transpose 985, reshapeStatic 1140).
+    public var typeField: Int { layerType.rawValue }
+
+    /// Reads the parameter message of layer type `type` (one of `layerTypes`).
+    init(reading p: ProtoReader, type: NeuralNetworkLayerType) throws {
         func ints(_ n: Int, _ name: String) throws -> [Int] { try p.varints(n, name).map { Int(truncatingIfNeeded: Int64(bitPattern: $0)) } }
         func int(_ n: Int, _ name: String) throws -> Int { Int(truncatingIfNeeded: try p.int64(n, name) ?? 0) }
-        switch field {
-        case 300: self = .reshape(targetShape: try ints(1, "targetShape"), mode: try p.int32(2, "mode") ?? 0)
-        case 310: self = .permute(axes: try ints(1, "axis"))
-        case 600: self = .copy
-        case 950: self = .softmaxND(axis: try int(1, "axis"))
-        case 980: self = .concatND(axis: try int(1, "axis"), interleave: try p.bool(2, "interleave") ?? false)
-        case 985: self = .transpose(axes: try ints(1, "axes"))
-        case 1120: self = .squeeze(axes: try ints(1, "axes"), squeezeAll: try p.bool(2, "squeezeAll") ?? false)
-        case 1125: self = .expandDims(axes: try ints(1, "axes"))
-        case 1130: self = .flattenTo2D(axis: try int(1, "axis"))
-        case 1135: self = .reshapeLike
-        case 1150: self = .rankPreservingReshape(targetShape: try ints(1, "targetShape"))
+        switch type {
+        case .reshape: self = .reshape(targetShape: try ints(1, "targetShape"), mode: try p.int32(2, "mode") ?? 0)
+        case .permute: self = .permute(axes: try ints(1, "axis"))
+        case .copy: self = .copy
+        case .softmaxND: self = .softmaxND(axis: try int(1, "axis"))
+        case .concatND: self = .concatND(axis: try int(1, "axis"), interleave: try p.bool(2, "interleave") ?? false)
+        case .transpose: self = .transpose(axes: try ints(1, "axes"))
+        case .squeeze: self = .squeeze(axes: try ints(1, "axes"), squeezeAll: try p.bool(2, "squeezeAll") ?? false)
+        case .expandDims: self = .expandDims(axes: try ints(1, "axes"))
+        case .flattenTo2D: self = .flattenTo2D(axis: try int(1, "axis"))
+        case .reshapeLike: self = .reshapeLike
+        case .rankPreservingReshape: self = .rankPreservingReshape(targetShape: try ints(1, "targetShape"))
         default: self = .reshapeStatic(targetShape: try ints(1, "targetShape"))
         }
     }

@@ -87,6 +87,9 @@ public struct ConvolutionLayerParams: Hashable, Sendable {
 
     /// Number of stored weight values plus bias values (bias counted only when `hasBias`).
     public var parameterCount: Int { weights.values.count + (hasBias ? (bias?.values.count ?? 0) : 0) }
+
+    /// ConvolutionLayerParams' WeightParams fields: weights (90) and bias (91).
+    static let weightsField = 90, biasField = 91
 }
 
 /// InnerProductLayerParams.
@@ -115,6 +118,9 @@ public struct InnerProductLayerParams: Hashable, Sendable {
     public var spec: InnerProductSpec {
         InnerProductSpec(inputChannels: inputChannels, outputChannels: outputChannels, hasBias: hasBias)
     }
+
+    /// InnerProductLayerParams' WeightParams fields: weights (20) and bias (21).
+    static let weightsField = 20, biasField = 21
 }
 
 /// PoolingLayerParams. `type` is the raw PoolingType (MAX=0, AVERAGE=1, L2=2).
@@ -162,25 +168,25 @@ public struct ActivationLayerParams: Hashable, Sendable {
     /// `.unary`) and read here as unsupported.
     public init(_ activation: Activation) {
         self.activation = activation
-        let field: Int
+        let type: ActivationParamsType?
         switch activation {
-        case .linear: field = 5
-        case .relu: field = 10
-        case .leakyReLU: field = 15
-        case .thresholdedReLU: field = 20
-        case .prelu: field = 25
-        case .tanh: field = 30
-        case .scaledTanh: field = 31
-        case .sigmoid: field = 40
-        case .sigmoidHard: field = 41
-        case .elu: field = 50
-        case .softsign: field = 60
-        case .softplus: field = 70
-        case .parametricSoftplus: field = 71
-        case .clip, .unary: field = 0; self.activation = nil
+        case .linear: type = .linear
+        case .relu: type = .ReLU
+        case .leakyReLU: type = .leakyReLU
+        case .thresholdedReLU: type = .thresholdedReLU
+        case .prelu: type = .PReLU
+        case .tanh: type = .tanh
+        case .scaledTanh: type = .scaledTanh
+        case .sigmoid: type = .sigmoid
+        case .sigmoidHard: type = .sigmoidHard
+        case .elu: type = .ELU
+        case .softsign: type = .softsign
+        case .softplus: type = .softplus
+        case .parametricSoftplus: type = .parametricSoftplus
+        case .clip, .unary: type = nil; self.activation = nil
         }
-        typeField = field
-        typeName = activationTypeNames[field] ?? "\(activation) (not an ActivationParams case)"
+        typeField = type?.rawValue ?? 0
+        typeName = type?.name ?? "\(activation) (not an ActivationParams case)"
     }
 
     /// An activation Updraft cannot run, identified by its oneof name and field number.
@@ -293,42 +299,6 @@ public enum LayerParams: Hashable, Sendable {
     case layout(LayoutLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
-
-    /// The oneof field number.
-    public var typeField: Int {
-        switch self {
-        case .convolution: return 100
-        case .pooling: return 120
-        case .activation: return 130
-        case .innerProduct: return 140
-        case .batchnorm: return 160
-        case .softmax: return 175
-        case .add: return 230
-        case .multiply: return 231
-        case .unary: return 220
-        case .clip: return 660
-        case .flatten: return 301
-        case .concat: return 320
-        case .l2normalize: return 170
-        case .lrn: return 180
-        case .padding: return 200
-        case .upsample: return 210
-        case let .broadcastable(op): return op.broadcastableLayerField
-        case let .loadConstant(c): return c.isND ? 1070 : 290
-        case .reduce: return 280
-        case let .reduceND(r): return r.kind.field
-        case let .layout(l): return l.typeField
-        case let .unsupported(field, _): return field
-        }
-    }
-
-    /// The oneof field name, as in NeuralNetwork.proto.
-    public var typeName: String {
-        switch self {
-        case let .unsupported(_, name): return name
-        default: return neuralNetworkLayerTypeName(typeField)
-        }
-    }
 }
 
 /// NeuralNetworkLayer: one layer's name, blobs, updatability and typed parameters.

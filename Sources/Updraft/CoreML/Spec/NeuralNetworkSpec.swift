@@ -10,14 +10,17 @@ public enum NeuralNetworkKind: String, Hashable, Sendable {
     /// Model.neuralNetwork (field 500): a plain network whose outputs are the layers' tensors.
     case plain = "neuralNetwork"
 
-    /// Model's oneof field number.
-    public var fieldNumber: Int {
+    /// The Model oneof case that holds the network.
+    public var modelType: CoreMLModelType {
         switch self {
-        case .classifier: return 403
-        case .regressor: return 303
-        case .plain: return 500
+        case .classifier: return .neuralNetworkClassifier
+        case .regressor: return .neuralNetworkRegressor
+        case .plain: return .neuralNetwork
         }
     }
+
+    /// Model's oneof field number.
+    public var fieldNumber: Int { modelType.rawValue }
 }
 
 /// NeuralNetworkImageScaler: y[c] = channelScale * x[c] + bias[c] on pixel values 0...255.

@@ -3,20 +3,6 @@
 /// (see /work/shared/reference/coreml-training.md). Wire-level problems throw `ProtobufError`
 /// (byte offset, message path, expectation); values that make no sense throw `UpdraftError`.
 
-/// Names of Model's oneof Type cases (all numbered 200 and up), for "this is not a neural network" errors.
-let modelTypeNames: [Int: String] = [
-    200: "pipelineClassifier", 201: "pipelineRegressor", 202: "pipeline", 300: "glmRegressor",
-    301: "supportVectorRegressor", 302: "treeEnsembleRegressor", 303: "neuralNetworkRegressor",
-    304: "bayesianProbitRegressor", 400: "glmClassifier", 401: "supportVectorClassifier",
-    402: "treeEnsembleClassifier", 403: "neuralNetworkClassifier", 404: "kNearestNeighborsClassifier",
-    500: "neuralNetwork", 501: "itemSimilarityRecommender", 502: "mlProgram", 555: "customModel",
-    556: "linkedModel", 560: "classConfidenceThresholding", 600: "oneHotEncoder", 601: "imputer",
-    602: "featureVectorizer", 603: "dictVectorizer", 604: "scaler", 606: "categoricalMapping",
-    607: "normalizer", 609: "arrayFeatureExtractor", 610: "nonMaximumSuppression", 900: "identity",
-    2000: "textClassifier", 2001: "wordTagger", 2002: "visionFeaturePrint", 2003: "soundAnalysisPreprocessing",
-    2004: "gazetteer", 2005: "wordEmbedding", 2006: "audioFeaturePrint", 3000: "serializedModel",
-]
-
 extension ModelSpec {
     /// Reads a Model message. Only neural networks are accepted.
     init(reading r: ProtoReader) throws {
@@ -28,12 +14,12 @@ extension ModelSpec {
                                hint: "is this a Core ML .mlmodel file?")
         }
         let kind: NeuralNetworkKind
-        switch typeField.number {
-        case 403: kind = .classifier
-        case 303: kind = .regressor
-        case 500: kind = .plain
+        switch CoreMLModelType(rawValue: typeField.number) {
+        case .neuralNetworkClassifier?: kind = .classifier
+        case .neuralNetworkRegressor?: kind = .regressor
+        case .neuralNetwork?: kind = .plain
         default:
-            let name = modelTypeNames[typeField.number] ?? "model type \(typeField.number)"
+            let name = CoreMLModelType.name(ofField: typeField.number)
             throw UpdraftError(.unsupported,
                 "this model is a \(name) (Model field \(typeField.number)); Updraft trains neural networks only",
                 hint: "Updraft reads neuralNetwork, neuralNetworkClassifier and neuralNetworkRegressor models")

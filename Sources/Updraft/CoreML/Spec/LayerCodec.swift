@@ -1,4 +1,6 @@
-/// Reading NeuralNetworkLayer messages and their parameters.
+/// Reading and writing NeuralNetworkLayer messages and the parameter messages of the layer types
+/// Updraft runs: each type's decoder and encoder side by side (field numbers inside a parameter
+/// message as in NeuralNetwork.proto). Which layer type holds which parameters is `LayerTable.swift`.
 
 extension LayerSpec {
     init(reading base: ProtoReader, index: Int) throws {
@@ -14,37 +16,25 @@ extension LayerSpec {
             throw UpdraftError(.invalidModel, "layer \(index) '\(name)' has no layer type",
                                hint: "every NeuralNetworkLayer needs one of its layer parameter messages")
         }
-        let p = try r.child(f, named: neuralNetworkLayerTypeName(f.number))
-        switch f.number {
-        case 100: params = .convolution(try ConvolutionLayerParams(reading: p))
-        case 120: params = .pooling(try PoolingLayerParams(reading: p))
-        case 130: params = .activation(try ActivationLayerParams(reading: p))
-        case 140: params = .innerProduct(try InnerProductLayerParams(reading: p))
-        case 160: params = .batchnorm(try BatchnormLayerParams(reading: p))
-        case 170: params = .l2normalize(epsilon: try p.float(1, "epsilon") ?? 0)
-        case 175: params = .softmax
-        case 180: params = .lrn(try LRNLayerParams(reading: p))
-        case 200: params = .padding(try PaddingLayerParams(reading: p))
-        case 210: params = .upsample(try UpsampleLayerParams(reading: p))
-        case 280: params = .reduce(try ReduceLayerParams(reading: p))
-        case 290: params = .loadConstant(try LoadConstantLayerParams(reading: p, isND: false))
-        case 880: params = .broadcastable(.add)
-        case 890: params = .broadcastable(.divide)
-        case 900: params = .broadcastable(.multiply)
-        case 905: params = .broadcastable(.subtract)
-        case 1070: params = .loadConstant(try LoadConstantLayerParams(reading: p, isND: true))
-        case 1260: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .max))
-        case 1270: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .sum))
-        case 1280: params = .reduceND(try ReduceNDLayerParams(reading: p, kind: .mean))
-        case 230: params = .add(alpha: try p.float(1, "alpha") ?? 0)
-        case 231: params = .multiply(alpha: try p.float(1, "alpha") ?? 0)
-        case 220: params = .unary(try UnaryFunctionLayerParams(reading: p))
-        case 660: params = .clip(minVal: try p.float(1, "minVal") ?? 0, maxVal: try p.float(2, "maxVal") ?? 0)
-        case 301: params = .flatten(mode: try p.int32(1, "mode") ?? 0)
-        case 320: params = .concat(sequenceConcat: try p.bool(100, "sequenceConcat") ?? false)
-        case _ where LayoutLayerParams.fields.contains(f.number): params = .layout(try LayoutLayerParams(reading: p, field: f.number))
-        default: params = .unsupported(field: f.number, name: neuralNetworkLayerTypeName(f.number))
+        let type = NeuralNetworkLayerType(rawValue: f.number)
+        let p = try r.child(f, named: NeuralNetworkLayerType.name(ofField: f.number))
+        if let type, let read = LayerParams.readers[type] {
+            params = try read(p)
+        } else {
+            params = .unsupported(field: f.number, name: NeuralNetworkLayerType.name(ofField: f.number))
         }
+    }
+}
+
+extension LayerSpec {
+    func encoded() -> ProtoMessage {
+        var w = MessageWriter()
+        w.string(1, name)
+        w.strings(2, inputs)
+        w.strings(3, outputs)
+        w.bool(10, isUpdatable)
+        w.message(params.typeField, params.encoded())
+        return w.message
     }
 }
 
@@ -138,9 +128,29 @@ extension ConvolutionLayerParams {
         }
         isDeconvolution = try r.bool(60, "isDeconvolution") ?? false
         hasBias = try r.bool(70, "hasBias") ?? false
-        weights = try r.message(90, "weights").map(WeightParams.init(reading:)) ?? .empty
-        bias = try r.message(91, "bias").map(WeightParams.init(reading:))
+        weights = try r.message(Self.weightsField, "weights").map(WeightParams.init(reading:)) ?? .empty
+        bias = try r.message(Self.biasField, "bias").map(WeightParams.init(reading:))
         outputShape = try r.sizes(100, "outputShape")
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.size(1, outputChannels)
+        w.size(2, kernelChannels)
+        w.size(10, groups)
+        w.sizes(20, kernelSize)
+        w.sizes(30, stride)
+        w.sizes(40, dilation)
+        switch padding {
+        case let .valid(top, bottom, left, right):
+            w.message(50) { v in v.message(1, borderAmounts(top: top, bottom: bottom, left: left, right: right)) }
+        case let .same(mode):
+            w.message(51) { s in s.int32(1, Int32(mode.rawValue)) }
+        }
+        w.bool(60, isDeconvolution)
+        w.bool(70, hasBias)
+        w.message(Self.weightsField, weights.encoded())
+        if let b = bias, hasBias { w.message(Self.biasField, b.encoded()) }
+        w.sizes(100, outputShape)
     }
 }
 
@@ -149,9 +159,18 @@ extension InnerProductLayerParams {
         inputChannels = try r.size(1, "inputChannels") ?? 0
         outputChannels = try r.size(2, "outputChannels") ?? 0
         hasBias = try r.bool(10, "hasBias") ?? false
-        weights = try r.message(20, "weights").map(WeightParams.init(reading:)) ?? .empty
-        bias = try r.message(21, "bias").map(WeightParams.init(reading:))
+        weights = try r.message(Self.weightsField, "weights").map(WeightParams.init(reading:)) ?? .empty
+        bias = try r.message(Self.biasField, "bias").map(WeightParams.init(reading:))
         int8DynamicQuantize = try r.bool(22, "int8DynamicQuantize") ?? false
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.size(1, inputChannels)
+        w.size(2, outputChannels)
+        w.bool(10, hasBias)
+        w.message(Self.weightsField, weights.encoded())
+        if let b = bias, hasBias { w.message(Self.biasField, b.encoded()) }
+        w.bool(22, int8DynamicQuantize)
     }
 }
 
@@ -182,6 +201,22 @@ extension PoolingLayerParams {
             }
         }
     }
+
+    func encoded(into w: inout MessageWriter) {
+        w.int32(1, type)
+        w.sizes(10, kernelSize)
+        w.sizes(20, stride)
+        switch padding {
+        case let .valid(top, bottom, left, right):
+            w.message(30) { v in v.message(1, borderAmounts(top: top, bottom: bottom, left: left, right: right)) }
+        case let .same(mode):
+            w.message(31) { s in s.int32(1, Int32(mode.rawValue)) }
+        case let .includeLastPixel(h, wd):
+            w.message(32) { m in m.sizes(10, [h, wd]) }
+        }
+        w.bool(50, excludePadding)
+        w.bool(60, global)
+    }
 }
 
 extension ActivationLayerParams {
@@ -190,7 +225,8 @@ extension ActivationLayerParams {
             self.init(unsupported: "no activation type", field: 0)
             return
         }
-        let name = activationTypeNames[f.number] ?? "activation type \(f.number)"
+        let type = ActivationParamsType(rawValue: f.number)
+        let name = type?.name ?? "activation type \(f.number)"
         let m = try r.child(f, named: name)
         func float(_ n: Int, _ what: String) throws -> Float { try m.float(n, what) ?? 0 }
         /// The float values of a WeightParams field; nil (unsupported) when quantized.
@@ -198,27 +234,46 @@ extension ActivationLayerParams {
             let w = try m.message(n, what).map(WeightParams.init(reading:)) ?? .empty
             return w.isReadable ? w.values : nil
         }
-        switch f.number {
-        case 5: self.init(.linear(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
-        case 10: self.init(.relu)
-        case 15: self.init(.leakyReLU(alpha: try float(1, "alpha")))
-        case 20: self.init(.thresholdedReLU(alpha: try float(1, "alpha")))
-        case 25:
-            guard let alpha = try weights(1, "alpha") else { self.init(unsupported: "\(name) with quantized alpha", field: 25); return }
+        switch type {
+        case .linear?: self.init(.linear(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
+        case .ReLU?: self.init(.relu)
+        case .leakyReLU?: self.init(.leakyReLU(alpha: try float(1, "alpha")))
+        case .thresholdedReLU?: self.init(.thresholdedReLU(alpha: try float(1, "alpha")))
+        case .PReLU?:
+            guard let alpha = try weights(1, "alpha") else { self.init(unsupported: "\(name) with quantized alpha", field: f.number); return }
             self.init(.prelu(alpha: alpha))
-        case 30: self.init(.tanh)
-        case 31: self.init(.scaledTanh(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
-        case 40: self.init(.sigmoid)
-        case 41: self.init(.sigmoidHard(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
-        case 50: self.init(.elu(alpha: try float(1, "alpha")))
-        case 60: self.init(.softsign)
-        case 70: self.init(.softplus)
-        case 71:
+        case .tanh?: self.init(.tanh)
+        case .scaledTanh?: self.init(.scaledTanh(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
+        case .sigmoid?: self.init(.sigmoid)
+        case .sigmoidHard?: self.init(.sigmoidHard(alpha: try float(1, "alpha"), beta: try float(2, "beta")))
+        case .ELU?: self.init(.elu(alpha: try float(1, "alpha")))
+        case .softsign?: self.init(.softsign)
+        case .softplus?: self.init(.softplus)
+        case .parametricSoftplus?:
             guard let alpha = try weights(1, "alpha"), let beta = try weights(2, "beta") else {
-                self.init(unsupported: "\(name) with quantized alpha or beta", field: 71); return
+                self.init(unsupported: "\(name) with quantized alpha or beta", field: f.number); return
             }
             self.init(.parametricSoftplus(alpha: alpha, beta: beta))
-        default: self.init(unsupported: name, field: f.number)
+        case nil:
+            self.init(unsupported: name, field: f.number)
+        }
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        let field = typeField
+        switch activation {
+        case .relu?, .tanh?, .sigmoid?, .softsign?, .softplus?: w.message(field, ProtoMessage())
+        case let .leakyReLU(alpha)?, let .thresholdedReLU(alpha)?, let .elu(alpha)?:
+            w.message(field) { m in m.float(1, alpha) }
+        case let .linear(alpha, beta)?, let .scaledTanh(alpha, beta)?, let .sigmoidHard(alpha, beta)?:
+            w.message(field) { m in m.float(1, alpha); m.float(2, beta) }
+        case let .prelu(alpha)?: w.message(field) { m in m.message(1, WeightParams(values: alpha).encoded()) }
+        case let .parametricSoftplus(alpha, beta)?:
+            w.message(field) { m in
+                m.message(1, WeightParams(values: alpha).encoded())
+                m.message(2, WeightParams(values: beta).encoded())
+            }
+        case .clip?, .unary?, nil: if field > 0 { w.message(field, ProtoMessage()) }
         }
     }
 }
@@ -227,6 +282,14 @@ extension UnaryFunctionLayerParams {
     init(reading r: ProtoReader) throws {
         self.init(type: try r.int32(1, "type") ?? 0, alpha: try r.float(2, "alpha") ?? 0, epsilon: try r.float(3, "epsilon") ?? 0,
                   shift: try r.float(4, "shift") ?? 0, scale: try r.float(5, "scale") ?? 0)
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.int32(1, type)
+        w.float(2, alpha)
+        w.float(3, epsilon)
+        w.float(4, shift)
+        w.float(5, scale)
     }
 }
 
@@ -240,5 +303,16 @@ extension BatchnormLayerParams {
         beta = try r.message(16, "beta").map(WeightParams.init(reading:)) ?? .empty
         mean = try r.message(17, "mean").map(WeightParams.init(reading:)) ?? .empty
         variance = try r.message(18, "variance").map(WeightParams.init(reading:)) ?? .empty
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.size(1, channels)
+        w.bool(5, computeMeanVar)
+        w.bool(6, instanceNormalization)
+        w.float(10, epsilon)
+        w.message(15, gamma.encoded())
+        w.message(16, beta.encoded())
+        w.message(17, mean.encoded())
+        w.message(18, variance.encoded())
     }
 }
