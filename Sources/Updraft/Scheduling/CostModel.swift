@@ -65,66 +65,8 @@ public enum CostModel {
     ///   - backwardWeights: the layer's parameters are trained (gradients and an optimizer step).
     public static func work(for layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                             backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
-        var w = LayerWork()
-        let count = layer.outputShape.withBatch(batch).count
-        switch layer.op {
-        case .convolution:
-            guard let g = try layer.convolutionGeometry(batch: batch) else { break }
-            w.forward = [KernelWork(g.forwardCost, isMatrix: true)]
-            if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
-            if backwardWeights {
-                w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
-                w.optimizer = optimizerSteps(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0], optimizer)
-            }
-        case .innerProduct:
-            guard let g = try layer.innerProductGeometry(batch: batch) else { break }
-            let macs = Double(g.batch) * Double(g.inputChannels) * Double(g.outputChannels)
-            let x = g.batch * g.inputChannels, y = g.batch * g.outputChannels, wc = g.inputChannels * g.outputChannels
-            w.forward = [KernelWork(g.forwardCost, isMatrix: true)]
-            // InnerProductGeometry.backwardCost is both gradients together; each is half its FLOPs.
-            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(y, wc, x)), isMatrix: true)] }
-            if backwardWeights {
-                w.backwardWeights = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(x, y, wc, g.hasBias ? g.outputChannels : 0)),
-                                                isMatrix: true)]
-                w.optimizer = optimizerSteps(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0], optimizer)
-            }
-        case let .activation(a):
-            w.forward = [KernelWork(a.forwardCost(count: count))]
-            if backwardData { w.backwardData = [KernelWork(a.backwardCost(count: count))] }
-        case .pooling:
-            guard let g = try layer.poolingGeometry(batch: batch) else { break }
-            w.forward = [KernelWork(g.forwardCost)]
-            if backwardData { w.backwardData = [KernelWork(g.backwardCost)] }
-        case .concat:
-            // One pass that reads every input and writes the output (and the reverse for gradients).
-            w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
-            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
-        case .softmax:
-            let g = SoftmaxGeometry(shape: layer.outputShape.withBatch(batch))
-            w.forward = [KernelWork(g.cost)]
-            if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count)))] }
-        case .flatten:
-            // The same memory layout in NCHW; the executor copies it (and its gradient) once.
-            w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
-            if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
-        case .batchnorm:
-            w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
-            if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
-        case .spatial, .instanceNormalization:
-            w = try spatialWork(for: layer, batch: batch, backwardData: backwardData)
-        case .broadcast, .constant, .reduce:
-            w = try broadcastWork(for: layer, batch: batch, backwardData: backwardData)
-        case let .layout(l):
-            w.forward = l.isAlias ? [] : [KernelWork(l.forwardCost(count: count))]
-            if backwardData && !l.isAlias { w.backwardData = [KernelWork(l.backwardCost(count: count))] }
-        case .add, .multiply:
-            // Folded pairwise: k inputs take k - 1 kernels; each input gets its own gradient kernel.
-            let k = max(1, layer.inputs.count)
-            let pass = KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count, count)))
-            w.forward = Array(repeating: pass, count: max(1, k - 1))
-            if backwardData { w.backwardData = Array(repeating: pass, count: k) }
-        }
-        return w
+        try layer.op.kind.work(layer, batch: batch, optimizer: optimizer, backwardData: backwardData,
+                               backwardWeights: backwardWeights)
     }
 
     /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity

@@ -54,17 +54,8 @@ public struct HalfPrecisionEffect: Codable, Sendable {
         prefixActivationBytesHalf = HalfStorage.floats(for: written, half: true) * 4
         for layer in training.prefix {
             halfLayers.append(layer.name)
-            let kernel: Bool
-            switch layer.op {
-            case .convolution:
-                let g = try? layer.convolutionGeometry(batch: 1)
-                kernel = g.map { $0.groups == 1 || $0.inChannels / $0.groups * $0.kernelH * $0.kernelW > OpenCLBackend.groupedDirectMaxDepth } ?? false
-            case .pooling:
-                let g = try? layer.poolingGeometry(batch: 1)
-                kernel = g.map { !($0.outHeight == 1 && $0.outWidth == 1 && $0.kernelH >= $0.inHeight && $0.kernelW >= $0.inWidth) } ?? false
-            default:
-                kernel = fused.contains(layer.name) || sliced.contains(layer.name)
-            }
+            let inside = fused.contains(layer.name) || sliced.contains(layer.name)
+            let kernel = layer.op.kind.hasHalfKernel(layer, runsInsideAnother: inside)
             if kernel { halfKernelLayers.append(layer.name) } else { convertedLayers.append(layer.name) }
         }
     }

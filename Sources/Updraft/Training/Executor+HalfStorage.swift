@@ -14,19 +14,9 @@ extension Executor {
                            ws: Workspace, backend: Backend) throws {
         let batch = ws.batch
         let storage = HalfStorage(input: inputHalf.first ?? false, output: outputHalf)
-        switch layer.op {
-        case .convolution where inputs.count == 1:
-            let g = try layer.convolutionGeometry(batch: batch)!
-            let p = params(layer)
-            if try backend.convolutionForward(g, input: inputs[0], weights: p.weights!, bias: p.bias, output: output,
-                                              channelOffset: slice?.offset ?? 0, outputChannels: slice?.channels ?? g.outChannels,
-                                              epilogue: epilogue, storage: storage) { return }
-        case .pooling where inputs.count == 1:
-            if try backend.poolingForward(try layer.poolingGeometry(batch: batch)!, input: inputs[0], output: output,
-                                          storage: storage) { return }
-        default:
-            break
-        }
+        let call = ForwardCall(executor: self, layer: layer, inputs: inputs, output: output, epilogue: epilogue,
+                               batch: batch, backend: backend)
+        if try layer.op.kind.forwardHalfStored(call, storage: storage, slice: slice) { return }
         // No half kernel: fp32 between conversions.
         var scratch: [DeviceBuffer] = []
         defer { for b in scratch { ws.release(b, from: backend) } }

@@ -73,40 +73,11 @@ extension Executor {
         return moved
     }
 
+    /// Runs one layer forward through its kind (Layers/).
     func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, epilogue: Activation?,
-                            batch: Int, backend: Backend) throws {
-        let p = params(layer)
-        switch layer.op {
-        case .convolution:
-            try backend.convolutionForward(try layer.convolutionGeometry(batch: batch)!, input: x[0], weights: p.weights!,
-                                           bias: p.bias, output: y, epilogue: epilogue)
-        case .innerProduct:
-            try backend.innerProductForward(try layer.innerProductGeometry(batch: batch)!, input: x[0], weights: p.weights!,
-                                            bias: p.bias, output: y, epilogue: epilogue)
-        case let .activation(a):
-            try backend.activationForward(a, ActivationGeometry(shape: layer.outputShape.withBatch(batch)), input: x[0], output: y)
-        case .pooling:
-            try backend.poolingForward(try layer.poolingGeometry(batch: batch)!, input: x[0], output: y)
-        case .concat:
-            try backend.concatForward(x, channels: layer.inputShapes.map(\.c), batch: batch,
-                                      spatial: layer.outputShape.h * layer.outputShape.w, output: y)
-        case .softmax:
-            try backend.softmaxForward(SoftmaxGeometry(shape: layer.outputShape.withBatch(batch)), input: x[0], output: y)
-        case .flatten:
-            try backend.copy(x[0], to: y)
-        case .batchnorm:
-            try backend.channelAffine(layer.outputShape.withBatch(batch), input: x[0], scale: p.scale!, shift: p.shift!, output: y)
-        case let .layout(l):
-            try layoutForward(l, layer, inputs: x, output: y, batch: batch, backend: backend)
-        case .add, .multiply:
-            let op: ElementwiseOp = { if case .add = layer.op { return .add } else { return .multiply } }()
-            try backend.elementwise(op, x[0], x[1], output: y, count: y.count)
-            for extra in x.dropFirst(2) { try backend.elementwise(op, y, extra, output: y, count: y.count) }
-        case .spatial, .instanceNormalization:
-            try spatialForward(layer, input: x[0], output: y, batch: batch, backend: backend)
-        case .broadcast, .constant, .reduce:
-            try broadcastForward(layer, inputs: x, output: y, batch: batch, backend: backend)
-        }
+                    batch: Int, backend: Backend) throws {
+        try layer.op.kind.forward(ForwardCall(executor: self, layer: layer, inputs: x, output: y, epilogue: epilogue,
+                                              batch: batch, backend: backend))
     }
 
     /// The loss of a batch as it is being read back: queued, so that the backward pass can be queued
@@ -176,107 +147,11 @@ extension Executor {
     /// input gradients for inputs that carry one. Nothing runs for the frozen prefix.
     func backward(ws: Workspace) throws {
         let backend = tailBackend
-        let n = ws.batch
         for layer in training.tail.reversed() {
             guard let dy = ws.gradient(layer.output) else { continue }
-            let p = params(layer)
             let wantsInput = layer.inputs.map { training.gradientBlobs.contains($0) }
-            func inputValue(_ i: Int) throws -> DeviceBuffer {
-                // A function fused into its convolution has no stored input; its backward reads only y.
-                if let v = ws.value(layer.inputs[i]) { return v.buffer }
-                if training.fusedActivationNames.contains(layer.name), let v = ws.value(layer.output) { return v.buffer }
-                throw UpdraftError(.invalidModel, "blob '\(layer.inputs[i])' is needed for backward but was not kept")
-            }
-            func newInputGradient(_ i: Int) throws -> DeviceBuffer {
-                try ws.acquire(layer.inputShapes[i].withBatch(n).count, on: backend)
-            }
-            switch layer.op {
-            case .convolution:
-                let g = try layer.convolutionGeometry(batch: n)!
-                if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
-                    try backend.convolutionBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
-                                                           weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
-                    try gradientsReady?(layer.name)
-                }
-                if wantsInput[0] {
-                    let dx = try newInputGradient(0)
-                    try backend.convolutionBackwardData(g, outputGradient: dy, weights: p.weights!, inputGradient: dx)
-                    try ws.addGradient(layer.inputs[0], dx, on: backend)
-                }
-            case .innerProduct:
-                let g = try layer.innerProductGeometry(batch: n)!
-                if layer.isUpdatable, let slot = weightSlotFor(layer.name) {
-                    try backend.innerProductBackwardWeights(g, input: try inputValue(0), outputGradient: dy,
-                                                            weightGradient: slot.gradient, biasGradient: biasSlotFor(layer.name)?.gradient)
-                    try gradientsReady?(layer.name)
-                }
-                if wantsInput[0] {
-                    let dx = try newInputGradient(0)
-                    try backend.innerProductBackwardData(g, outputGradient: dy, weights: p.weights!, inputGradient: dx)
-                    try ws.addGradient(layer.inputs[0], dx, on: backend)
-                }
-            case let .activation(a):
-                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
-                let dx = try newInputGradient(0)
-                try backend.activationBackward(a, ActivationGeometry(shape: layer.outputShape.withBatch(n)), input: try inputValue(0),
-                                               output: y.buffer, outputGradient: dy, inputGradient: dx)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .pooling:
-                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
-                let dx = try newInputGradient(0)
-                try backend.poolingBackward(try layer.poolingGeometry(batch: n)!, input: try inputValue(0), output: y.buffer,
-                                            outputGradient: dy, inputGradient: dx)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .concat:
-                let parts = try layer.inputs.indices.map { try newInputGradient($0) }
-                try backend.concatBackward(dy, channels: layer.inputShapes.map(\.c), batch: n,
-                                           spatial: layer.outputShape.h * layer.outputShape.w, inputGradients: parts)
-                for (i, part) in parts.enumerated() {
-                    if wantsInput[i] { try ws.addGradient(layer.inputs[i], part, on: backend) } else { ws.release(part, from: backend) }
-                }
-            case .softmax:
-                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
-                let dx = try newInputGradient(0)
-                try backend.softmaxBackward(SoftmaxGeometry(shape: layer.outputShape.withBatch(n)), output: y.buffer,
-                                            outputGradient: dy, inputGradient: dx)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .flatten:
-                guard wantsInput[0] else { continue }
-                let dx = try newInputGradient(0)
-                try backend.copy(dy, to: dx)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .batchnorm:
-                guard wantsInput[0] else { continue }
-                let dx = try newInputGradient(0)
-                try backend.channelAffineBackward(layer.outputShape.withBatch(n), outputGradient: dy, scale: p.scale!, inputGradient: dx)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .add:
-                for i in layer.inputs.indices where wantsInput[i] {
-                    let dx = try newInputGradient(i)
-                    try backend.copy(dy, to: dx)
-                    try ws.addGradient(layer.inputs[i], dx, on: backend)
-                }
-            case let .layout(l):
-                try layoutBackward(l, layer, outputGradient: dy, wantsInput: wantsInput, ws: ws)
-            case .multiply:
-                guard layer.inputs.count == 2 else {
-                    throw UpdraftError(.unsupported, "backward through multiply layer '\(layer.name)' with \(layer.inputs.count) inputs",
-                                       hint: "Updraft back-propagates through two-input multiply layers")
-                }
-                for i in 0..<2 where wantsInput[i] {
-                    let dx = try newInputGradient(i)
-                    try backend.elementwise(.multiply, dy, try inputValue(1 - i), output: dx, count: dx.count)
-                    try ws.addGradient(layer.inputs[i], dx, on: backend)
-                }
-            case .spatial, .instanceNormalization:
-                guard wantsInput[0], let y = ws.value(layer.output) else { continue }
-                let dx = try newInputGradient(0)
-                try spatialBackward(layer, input: try inputValue(0), output: y.buffer, outputGradient: dy, inputGradient: dx,
-                                    ws: ws, backend: backend)
-                try ws.addGradient(layer.inputs[0], dx, on: backend)
-            case .broadcast, .constant, .reduce:
-                try broadcastBackward(layer, wantsInput: wantsInput, outputGradient: dy, ws: ws, backend: backend)
-            }
+            try layer.op.kind.backward(BackwardCall(executor: self, layer: layer, ws: ws, backend: backend, outputGradient: dy,
+                                                    wantsInput: wantsInput))
         }
     }
 

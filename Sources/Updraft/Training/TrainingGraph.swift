@@ -126,10 +126,7 @@ public struct TrainingGraph: Sendable {
                                          protected: Set<String>, backward: Set<String>) -> [String: GraphLayer] {
         var fused: [String: GraphLayer] = [:]
         for l in layers {
-            switch l.op {
-            case .convolution, .innerProduct: break
-            default: continue
-            }
+            guard l.op.kind.acceptsEpilogue else { continue }
             guard !protected.contains(l.output) else { continue }
             let consumers = graph.consumers(of: l.output).filter { needed.contains($0.name) }
             guard consumers.count == 1, graph.consumers(of: l.output).count == 1,

@@ -1,0 +1,123 @@
+/// The layer kinds the executor, the cost model and the half-precision planner read: one type per
+/// kind (this folder, a file each), registered in `LayerOp.kind`. The executor's passes, `CostModel`
+/// and `HalfPrecisionEffect` hold no `switch` over layer kinds: they ask the layer's kind.
+///
+/// Adding a kind: a `LayerOp` case (Graph/NetworkGraph.swift), its shape rule (Graph/ShapeInference),
+/// a type here conforming to `LayerKind`, and its row in `LayerOp.kind` below. The kind calls the
+/// `Backend` methods (Backends/) that run it on every device.
+protocol LayerKind {
+    /// Runs the layer forward for `call.batch` examples: `call.inputs` in, `call.output` written.
+    static func forward(_ call: ForwardCall) throws
+    /// Backward for one layer of the trained tail: parameter gradients where the layer is trained
+    /// (then `call.gradientsReady()`), input gradients for the inputs that carry one.
+    static func backward(_ call: BackwardCall) throws
+    /// The kernels the layer runs for a batch of `batch`: forward always, backward parts as asked.
+    static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
+                     backwardData: Bool, backwardWeights: Bool) throws -> LayerWork
+    /// A kernel that reads and writes IEEE-half storage itself ran (true), or there is none for
+    /// this layer (false: the executor converts at the layer's boundary and runs it in fp32).
+    static func forwardHalfStored(_ call: ForwardCall, storage: HalfStorage, slice: TrainingGraph.ConcatSlice?) throws -> Bool
+    /// Whether the OpenCL backend has a half-storage kernel for this layer (what `updraft plan` reports).
+    /// `runsInsideAnother`: the layer is fused into, or written by, another layer's kernel (by default
+    /// it then stores halves the way that kernel does).
+    static func hasHalfKernel(_ layer: GraphLayer, runsInsideAnother: Bool) -> Bool
+    /// An element-wise function that follows this layer may be fused into its kernel as an epilogue.
+    static var acceptsEpilogue: Bool { get }
+}
+
+extension LayerKind {
+    static func forwardHalfStored(_ call: ForwardCall, storage: HalfStorage, slice: TrainingGraph.ConcatSlice?) throws -> Bool {
+        false
+    }
+    static func hasHalfKernel(_ layer: GraphLayer, runsInsideAnother: Bool) -> Bool { runsInsideAnother }
+    static var acceptsEpilogue: Bool { false }
+}
+
+extension LayerOp {
+    /// The registry: the kind that runs, costs and plans each op.
+    var kind: any LayerKind.Type {
+        switch self {
+        case .convolution: return ConvolutionLayer.self
+        case .innerProduct: return InnerProductLayer.self
+        case .activation: return ActivationLayer.self
+        case .pooling: return PoolingLayer.self
+        case .concat: return ConcatLayer.self
+        case .softmax: return SoftmaxLayer.self
+        case .flatten: return FlattenLayer.self
+        case .batchnorm: return BatchnormLayer.self
+        case .add, .multiply: return ElementwiseLayer.self
+        case .spatial, .instanceNormalization: return SpatialLayer.self
+        case .broadcast, .constant, .reduce: return BroadcastLayer.self
+        case .layout: return LayoutLayer.self
+        }
+    }
+}
+
+/// What a layer's forward pass is handed: its inputs and output on one backend, for `batch` examples.
+struct ForwardCall {
+    let executor: Executor
+    let layer: GraphLayer
+    let inputs: [DeviceBuffer]
+    let output: DeviceBuffer
+    /// A fused element-wise function to apply to the output (kinds with `acceptsEpilogue` only).
+    let epilogue: Activation?
+    let batch: Int
+    let backend: Backend
+
+    /// The layer's parameters on its device (weights, bias; channel scale and shift).
+    var parameters: Executor.Parameters { executor.params(layer) }
+    /// The output's NCHW shape for this batch.
+    var outputShape: Shape { layer.outputShape.withBatch(batch) }
+}
+
+/// What a layer's backward pass is handed: the output gradient, and the workspace to take input
+/// gradients from and give them to.
+struct BackwardCall {
+    let executor: Executor
+    let layer: GraphLayer
+    let ws: Workspace
+    let backend: Backend
+    /// dL/d(output) for the batch.
+    let outputGradient: DeviceBuffer
+    /// Per input: whether it carries a gradient (an earlier trained layer needs it).
+    let wantsInput: [Bool]
+
+    var batch: Int { ws.batch }
+    var parameters: Executor.Parameters { executor.params(layer) }
+    var outputShape: Shape { layer.outputShape.withBatch(batch) }
+
+    /// Input `i`'s forward value. A function fused into its convolution has no stored input; its
+    /// backward reads only y, which it is handed instead.
+    func input(_ i: Int) throws -> DeviceBuffer {
+        if let v = ws.value(layer.inputs[i]) { return v.buffer }
+        if executor.training.fusedActivationNames.contains(layer.name), let v = ws.value(layer.output) { return v.buffer }
+        throw UpdraftError(.invalidModel, "blob '\(layer.inputs[i])' is needed for backward but was not kept")
+    }
+
+    /// The layer's forward output, if it was kept.
+    var output: DeviceBuffer? { ws.value(layer.output)?.buffer }
+
+    /// Input `i`'s value on this backend (copied across when it was computed elsewhere).
+    func value(ofInput i: Int) throws -> DeviceBuffer { try executor.value(layer.inputs[i], on: backend, ws: ws) }
+    /// The output's value on this backend.
+    func outputValue() throws -> DeviceBuffer { try executor.value(layer.output, on: backend, ws: ws) }
+
+    /// A buffer for input `i`'s gradient.
+    func newInputGradient(_ i: Int) throws -> DeviceBuffer {
+        try ws.acquire(layer.inputShapes[i].withBatch(batch).count, on: backend)
+    }
+
+    /// Adds `gradient` into input `i`'s gradient (the workspace takes the buffer).
+    func addInputGradient(_ i: Int, _ gradient: DeviceBuffer) throws {
+        try ws.addGradient(layer.inputs[i], gradient, on: backend)
+    }
+
+    /// The gradient buffers of a trained layer's weights and bias; nil when the layer is frozen.
+    var parameterGradients: (weights: DeviceBuffer, bias: DeviceBuffer?)? {
+        guard layer.isUpdatable, let slot = executor.weightSlotFor(layer.name) else { return nil }
+        return (slot.gradient, executor.biasSlotFor(layer.name)?.gradient)
+    }
+
+    /// Tells the executor's listener (gradient exchange) that this layer's parameter gradients are complete.
+    func gradientsReady() throws { try executor.gradientsReady?(layer.name) }
+}
