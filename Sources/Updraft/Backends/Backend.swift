@@ -5,8 +5,10 @@ public protocol DeviceBuffer: AnyObject {
     var count: Int { get }
 }
 
-/// Element-wise binary ops (Core ML's add and multiply layers, two inputs of the same shape).
-public enum ElementwiseOp: Hashable, Sendable { case add, multiply }
+/// An error that says a device could not do the work (a driver's error code, a lost device), not
+/// that the work was wrong: training carries on elsewhere. OpenCL's errors conform; so can a custom
+/// backend's.
+public protocol DeviceFailure: Error {}
 
 /// One interface for every place an op can run: the Double reference (the definition), the fast CPU
 /// path and each OpenCL device. Shapes travel in the geometry values (`ConvGeometry`, `PoolGeometry`,

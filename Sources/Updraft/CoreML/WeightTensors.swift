@@ -2,7 +2,7 @@
 /// checked before anything is allocated or multiplied (a corrupt file can claim any size).
 enum LayerShapes {
     /// Largest size accepted for one dimension (channels, kernel, image side).
-    static let maxDimension = 1 << 24
+    static let maxDimension = Shape.maxDimension
     /// Largest element count accepted for one tensor (8 GiB of float32).
     static let maxElements = 1 << 31
 

@@ -71,7 +71,7 @@ public struct GraphProblems: Sendable {
 
     mutating func add(_ error: Error, layer: LayerSpec? = nil) {
         let e = error as? UpdraftError ?? UpdraftError(.invalidModel, "\(error)")
-        problems.append(GraphProblem(layer: layer?.name, layerType: layer.map(ModelReport.typeDescription), error: e,
+        problems.append(GraphProblem(layer: layer?.name, layerType: layer.map(\.typeDescription), error: e,
                                      layerTypeName: layer?.typeName))
     }
 

@@ -144,3 +144,6 @@ public struct ReductionGeometry: Hashable, Sendable {
     /// One flop per input element; reads the input once, writes the output.
     public var cost: OpCost { OpCost(flops: Double(inputCount), bytes: f32Bytes(inputCount, outputCount)) }
 }
+
+/// Element-wise binary ops (Core ML's add and multiply layers, two inputs of the same shape).
+public enum ElementwiseOp: Hashable, Sendable { case add, multiply }

@@ -15,3 +15,29 @@ public struct OpCost: Hashable, Sendable {
 
 /// Floats to bytes, summed in Double so that no count (however large) can overflow.
 @inline(__always) func f32Bytes(_ counts: Int...) -> Double { counts.reduce(0.0) { $0 + Double($1) } * 4 }
+
+/// One Backend call's work.
+public struct KernelWork: Hashable, Sendable {
+    /// The kernel's floating-point operations and bytes moved.
+    public var cost: OpCost
+    /// Convolution and matrix products, which reach only `matrixEfficiency` of the peak rate.
+    public var isMatrix: Bool
+    /// Work of `cost`; `isMatrix` for convolutions and matrix products (default false).
+    public init(_ cost: OpCost, isMatrix: Bool = false) { self.cost = cost; self.isMatrix = isMatrix }
+}
+
+/// The kernels one layer launches for one batch.
+public struct LayerWork: Hashable, Sendable {
+    /// The forward pass's kernels.
+    public var forward: [KernelWork] = []
+    /// The input gradient (dx), when a layer upstream needs it.
+    public var backwardData: [KernelWork] = []
+    /// The parameter gradients, for updatable layers.
+    public var backwardWeights: [KernelWork] = []
+    /// The optimizer step on the parameters, for updatable layers.
+    public var optimizer: [KernelWork] = []
+
+    static func total(_ kernels: [KernelWork]) -> OpCost { kernels.reduce(OpCost.zero) { $0 + $1.cost } }
+    /// Everything the layer launches.
+    public var all: [KernelWork] { forward + backwardData + backwardWeights + optimizer }
+}

@@ -111,8 +111,8 @@ public enum SpatialOp: Hashable, Sendable {
         switch self {
         case let .padding(p):
             for (what, v) in [("top", p.top), ("bottom", p.bottom), ("left", p.left), ("right", p.right)]
-            where v < 0 || v > LayerShapes.maxDimension {
-                throw UpdraftError(.invalidArgument, "padding \(what) amount \(v) is outside 0...\(LayerShapes.maxDimension)")
+            where v < 0 || v > Shape.maxDimension {
+                throw UpdraftError(.invalidArgument, "padding \(what) amount \(v) is outside 0...\(Shape.maxDimension)")
             }
             if case .reflection = p.mode {
                 guard p.top < max(input.h, 1), p.bottom < max(input.h, 1), p.left < max(input.w, 1), p.right < max(input.w, 1) else {
@@ -126,7 +126,7 @@ public enum SpatialOp: Hashable, Sendable {
             }
             out = Shape([input.n, input.c, input.h + p.top + p.bottom, input.w + p.left + p.right])
         case let .upsample(u):
-            guard u.scaleH >= 1, u.scaleW >= 1, u.scaleH <= LayerShapes.maxDimension, u.scaleW <= LayerShapes.maxDimension else {
+            guard u.scaleH >= 1, u.scaleW >= 1, u.scaleH <= Shape.maxDimension, u.scaleW <= Shape.maxDimension else {
                 throw UpdraftError(.invalidArgument, "upsample scaling factor [\(u.scaleH), \(u.scaleW)] must be at least 1")
             }
             let (h, o1) = input.h.multipliedReportingOverflow(by: u.scaleH)
@@ -134,7 +134,7 @@ public enum SpatialOp: Hashable, Sendable {
             guard !o1, !o2 else { throw UpdraftError(.invalidArgument, "upsample output of \(input) is too large") }
             out = Shape([input.n, input.c, h, w])
         case let .lrn(l):
-            guard l.localSize >= 1, l.localSize <= LayerShapes.maxDimension else {
+            guard l.localSize >= 1, l.localSize <= Shape.maxDimension else {
                 throw UpdraftError(.invalidArgument, "LRN localSize \(l.localSize) must be at least 1")
             }
             guard l.k > 0, l.k.isFinite, l.alpha.isFinite, l.beta.isFinite else {

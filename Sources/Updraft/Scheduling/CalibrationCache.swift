@@ -11,7 +11,7 @@ public struct CalibrationCache: Sendable {
     /// The calibration file's name in `directory`.
     public static let fileName = "calibration.json"
     /// Environment variable naming the cache folder; wins over `XDG_CACHE_HOME` and `~/.cache/updraft`.
-    public static let directoryVariable = "UPDRAFT_CACHE_DIR"
+    public static let directoryVariable = CacheDirectory.variable
 
     /// The folder holding `calibration.json` and `kernel-tuning.json`; created on the first store.
     public var directory: URL
@@ -27,18 +27,11 @@ public struct CalibrationCache: Sendable {
     }
 
     /// Where the cache lives for `environment`: `$UPDRAFT_CACHE_DIR`, else `$XDG_CACHE_HOME/updraft`, else `$HOME/.cache/updraft`.
-    public static func defaultDirectory(environment: [String: String]) -> URL {
-        if let dir = environment[directoryVariable], !dir.isEmpty { return URL(fileURLWithPath: dir, isDirectory: true) }
-        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
-            return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("updraft", isDirectory: true)
-        }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache/updraft", isDirectory: true)
-    }
+    public static func defaultDirectory(environment: [String: String]) -> URL { CacheDirectory.url(environment: environment) }
 
     /// The key of a device's entry.
     public static func key(kind: String, name: String, driverVersion: String) -> String {
-        "\(kind)|\(name)|\(driverVersion)"
+        CacheDirectory.key(kind: kind, name: name, driverVersion: driverVersion)
     }
 
     struct Entry: Codable {
@@ -108,9 +101,4 @@ public struct CalibrationCache: Sendable {
                            warning: "calibration of \(measured.name) not cached: \(firstLine(of: error))")
         }
     }
-}
-
-/// The first line of an error's description (for one-line warnings).
-func firstLine(of error: Error) -> String {
-    String(describing: error).split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? "\(error)"
 }

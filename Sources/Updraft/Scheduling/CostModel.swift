@@ -7,32 +7,6 @@
 /// matrix kernels). Copies between host and device take bytes / transfer bandwidth plus the
 /// device's per-copy latency, for each side that is not the host. Times are estimates for choosing devices, not promises.
 
-/// One Backend call's work.
-public struct KernelWork: Hashable, Sendable {
-    /// The kernel's floating-point operations and bytes moved.
-    public var cost: OpCost
-    /// Convolution and matrix products, which reach only `matrixEfficiency` of the peak rate.
-    public var isMatrix: Bool
-    /// Work of `cost`; `isMatrix` for convolutions and matrix products (default false).
-    public init(_ cost: OpCost, isMatrix: Bool = false) { self.cost = cost; self.isMatrix = isMatrix }
-}
-
-/// The kernels one layer launches for one batch.
-public struct LayerWork: Hashable, Sendable {
-    /// The forward pass's kernels.
-    public var forward: [KernelWork] = []
-    /// The input gradient (dx), when a layer upstream needs it.
-    public var backwardData: [KernelWork] = []
-    /// The parameter gradients, for updatable layers.
-    public var backwardWeights: [KernelWork] = []
-    /// The optimizer step on the parameters, for updatable layers.
-    public var optimizer: [KernelWork] = []
-
-    static func total(_ kernels: [KernelWork]) -> OpCost { kernels.reduce(OpCost.zero) { $0 + $1.cost } }
-    /// Everything the layer launches.
-    public var all: [KernelWork] { forward + backwardData + backwardWeights + optimizer }
-}
-
 /// Estimates of kernel and layer times on a device (see the formula above): what the scheduler compares placements by.
 public enum CostModel {
     /// Seconds for one kernel on a device.
@@ -72,12 +46,7 @@ public enum CostModel {
     /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
     /// and writes two of them; Adam reads four and writes three.
     static func optimizerSteps(parameterCounts: [Int], _ optimizer: OptimizerKind) -> [KernelWork] {
-        parameterCounts.filter { $0 > 0 }.map { n in
-            switch optimizer {
-            case .sgd: return KernelWork(OpCost(flops: Double(4 * n), bytes: f32Bytes(5 * n)))
-            case .adam: return KernelWork(OpCost(flops: Double(12 * n), bytes: f32Bytes(7 * n)))
-            }
-        }
+        optimizer.stepWork(parameterCounts: parameterCounts)
     }
 
     /// The loss kernel for a batch: fused softmax + cross-entropy on the logits, or mean squared error.

@@ -5,6 +5,10 @@ public struct Shape: Hashable, Sendable, CustomStringConvertible, ExpressibleByA
     /// The extent of each dimension, outermost first; an empty array is a scalar (rank 0).
     public var dims: [Int]
 
+    /// Largest size a model may give one dimension (channels, kernel, image side, scale factor):
+    /// what the layer and op checks accept before anything is allocated.
+    static let maxDimension = 1 << 24
+
     /// A shape with these dimensions, outermost first.
     public init(_ dims: [Int]) { self.dims = dims }
     /// A shape from a literal such as `[1, 3, 224, 224]`.

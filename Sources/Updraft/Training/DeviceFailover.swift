@@ -16,11 +16,6 @@ public enum SnapshotPolicy: Equatable, Sendable {
     case never
 }
 
-/// An error that says a device could not do the work (a driver's error code, a lost device), not
-/// that the work was wrong: training carries on elsewhere. OpenCL's errors conform; so can a custom
-/// backend's.
-public protocol DeviceFailure: Error {}
-
 /// Whether an error means "this device cannot do it" (so another device may) rather than "this
 /// input is wrong" (which no device fixes): OpenCL errors, Updraft's device and unsupported errors,
 /// and errors of types Updraft does not know (a custom backend's). Data, model and argument errors

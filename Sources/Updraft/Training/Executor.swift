@@ -15,12 +15,7 @@ public final class Executor {
     /// The optimizer applied in each step (SGD or Adam), which decides the moment buffers kept.
     public let optimizer: OptimizerKind
 
-    struct Parameters {
-        var weights: DeviceBuffer?
-        var bias: DeviceBuffer?
-        var scale: DeviceBuffer?
-        var shift: DeviceBuffer?
-    }
+    typealias Parameters = LayerParameterBuffers
     /// Optimizer state of one parameter tensor: its gradient and one or two moment buffers.
     struct Slot {
         var gradient: DeviceBuffer
@@ -322,4 +317,14 @@ public final class Executor {
         }
         ws.setValue(graph.input.name, b, on: backend)
     }
+}
+
+/// What the layer kinds (Layers/) ask of the executor that runs them.
+extension Executor: LayerContext {
+    func parameterGradients(_ layer: GraphLayer) -> (weights: DeviceBuffer, bias: DeviceBuffer?)? {
+        guard layer.isUpdatable, let slot = weightSlotFor(layer.name) else { return nil }
+        return (slot.gradient, biasSlotFor(layer.name)?.gradient)
+    }
+
+    func parameterGradientsReady(_ layer: GraphLayer) throws { try gradientsReady?(layer.name) }
 }

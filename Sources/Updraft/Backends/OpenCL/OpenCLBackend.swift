@@ -20,11 +20,11 @@ public final class OpenCLBackend: Backend {
     public var device: OpenCLDeviceInfo { context.device.info }
 
     /// Without a `tuning`, the device's table entry with whatever `updraft tune` stored for it in the
-    /// calibration cache (`UPDRAFT_KERNEL_TUNING=off` ignores the stored one).
+    /// cache folder (`KernelTuningStore`; `UPDRAFT_KERNEL_TUNING=off` ignores the stored one).
     public init(context: OpenCLContext, tuning: OpenCLTuning? = nil) {
         self.context = context
         let info = context.device.info
-        self.tuning = tuning ?? OpenCLTuning.forDevice(info).withStoredTuning(for: info, cache: CalibrationCache())
+        self.tuning = tuning ?? OpenCLTuning.forDevice(info).withStoredTuning(for: info, store: KernelTuningStore())
     }
 
     /// Opens a context (and queue) on `device` with the default tuning. Throws `OpenCLError` when the context cannot be created.

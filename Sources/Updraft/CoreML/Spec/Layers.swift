@@ -342,3 +342,23 @@ public struct LayerSpec: Hashable, Sendable {
         }
     }
 }
+
+extension LayerSpec {
+    /// The layer's type with its main settings, as `updraft inspect` and graph errors show it
+    /// ("convolution 3x3/2", "pooling max global", "activation relu").
+    var typeDescription: String {
+        switch params {
+        case let .convolution(c):
+            let k = c.kernelSize.map(String.init).joined(separator: "x")
+            let s = c.stride.map(String.init).joined(separator: "x")
+            return "convolution \(k)" + (c.stride == [1, 1] ? "" : "/\(s)") + (c.isDeconvolution ? " (deconvolution)" : "")
+        case let .pooling(p):
+            if p.global { return "pooling \(p.typeName.lowercased()) global" }
+            return "pooling \(p.typeName.lowercased()) \(p.kernelSize.map(String.init).joined(separator: "x"))"
+        case let .activation(a): return "activation \(a.activation.map { "\($0)" } ?? a.typeName)"
+        case let .clip(lo, hi): return "clip(\(lo), \(hi))"
+        case let .unary(u): return "unary \(u.function.map { "\($0)" } ?? "type \(u.type)")"
+        default: return typeName
+        }
+    }
+}

@@ -199,21 +199,7 @@ public struct ModelReport: Encodable, Sendable {
         }
     }
 
-    static func typeDescription(_ l: LayerSpec) -> String {
-        switch l.params {
-        case let .convolution(c):
-            let k = c.kernelSize.map(String.init).joined(separator: "x")
-            let s = c.stride.map(String.init).joined(separator: "x")
-            return "convolution \(k)" + (c.stride == [1, 1] ? "" : "/\(s)") + (c.isDeconvolution ? " (deconvolution)" : "")
-        case let .pooling(p):
-            if p.global { return "pooling \(p.typeName.lowercased()) global" }
-            return "pooling \(p.typeName.lowercased()) \(p.kernelSize.map(String.init).joined(separator: "x"))"
-        case let .activation(a): return "activation \(a.activation.map { "\($0)" } ?? a.typeName)"
-        case let .clip(lo, hi): return "clip(\(lo), \(hi))"
-        case let .unary(u): return "unary \(u.function.map { "\($0)" } ?? "type \(u.type)")"
-        default: return l.typeName
-        }
-    }
+    static func typeDescription(_ l: LayerSpec) -> String { l.typeDescription }
 
     // MARK: Text
 

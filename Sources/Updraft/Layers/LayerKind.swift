@@ -1,6 +1,8 @@
 /// The layer kinds the executor, the cost model and the half-precision planner read: one type per
 /// kind (this folder, a file each), registered in `LayerOp.kind`. The executor's passes, `CostModel`
-/// and `HalfPrecisionEffect` hold no `switch` over layer kinds: they ask the layer's kind.
+/// and `HalfPrecisionEffect` hold no `switch` over layer kinds: they ask the layer's kind. Kinds
+/// see the executor only through `LayerContext`, so this folder depends on the graph and the
+/// backends, never on Training/ or Scheduling/.
 ///
 /// Adding a kind: a `LayerOp` case (Graph/NetworkGraph.swift), its shape rule (Graph/ShapeInference),
 /// a type here conforming to `LayerKind`, and its row in `LayerOp.kind` below. The kind calls the
@@ -53,9 +55,32 @@ extension LayerOp {
     }
 }
 
+/// A layer's parameters on its device: weights and bias (convolution, inner product, constant), or
+/// the per-channel scale and shift of a channel affine (batchnorm, instance normalization).
+struct LayerParameterBuffers {
+    var weights: DeviceBuffer?
+    var bias: DeviceBuffer?
+    var scale: DeviceBuffer?
+    var shift: DeviceBuffer?
+}
+
+/// What a layer kind asks of the executor that runs it (`Executor` conforms).
+protocol LayerContext: AnyObject {
+    /// The trained graph: which functions are fused into the layer before them.
+    var training: TrainingGraph { get }
+    /// The layer's parameters on its device.
+    func params(_ layer: GraphLayer) -> LayerParameterBuffers
+    /// The gradient buffers of a trained layer's weights and bias; nil when the layer is frozen.
+    func parameterGradients(_ layer: GraphLayer) -> (weights: DeviceBuffer, bias: DeviceBuffer?)?
+    /// The layer's parameter gradients are complete (a multi-rank run starts exchanging them).
+    func parameterGradientsReady(_ layer: GraphLayer) throws
+    /// A blob's value on `backend`, copied across when it was computed on another.
+    func value(_ blob: String, on backend: Backend, ws: Workspace, acceptsHalf: Bool) throws -> DeviceBuffer
+}
+
 /// What a layer's forward pass is handed: its inputs and output on one backend, for `batch` examples.
 struct ForwardCall {
-    let executor: Executor
+    let executor: LayerContext
     let layer: GraphLayer
     let inputs: [DeviceBuffer]
     let output: DeviceBuffer
@@ -65,7 +90,7 @@ struct ForwardCall {
     let backend: Backend
 
     /// The layer's parameters on its device (weights, bias; channel scale and shift).
-    var parameters: Executor.Parameters { executor.params(layer) }
+    var parameters: LayerParameterBuffers { executor.params(layer) }
     /// The output's NCHW shape for this batch.
     var outputShape: Shape { layer.outputShape.withBatch(batch) }
 }
@@ -73,7 +98,7 @@ struct ForwardCall {
 /// What a layer's backward pass is handed: the output gradient, and the workspace to take input
 /// gradients from and give them to.
 struct BackwardCall {
-    let executor: Executor
+    let executor: LayerContext
     let layer: GraphLayer
     let ws: Workspace
     let backend: Backend
@@ -83,7 +108,7 @@ struct BackwardCall {
     let wantsInput: [Bool]
 
     var batch: Int { ws.batch }
-    var parameters: Executor.Parameters { executor.params(layer) }
+    var parameters: LayerParameterBuffers { executor.params(layer) }
     var outputShape: Shape { layer.outputShape.withBatch(batch) }
 
     /// Input `i`'s forward value. A function fused into its convolution has no stored input; its
@@ -98,9 +123,9 @@ struct BackwardCall {
     var output: DeviceBuffer? { ws.value(layer.output)?.buffer }
 
     /// Input `i`'s value on this backend (copied across when it was computed elsewhere).
-    func value(ofInput i: Int) throws -> DeviceBuffer { try executor.value(layer.inputs[i], on: backend, ws: ws) }
+    func value(ofInput i: Int) throws -> DeviceBuffer { try executor.value(layer.inputs[i], on: backend, ws: ws, acceptsHalf: false) }
     /// The output's value on this backend.
-    func outputValue() throws -> DeviceBuffer { try executor.value(layer.output, on: backend, ws: ws) }
+    func outputValue() throws -> DeviceBuffer { try executor.value(layer.output, on: backend, ws: ws, acceptsHalf: false) }
 
     /// A buffer for input `i`'s gradient.
     func newInputGradient(_ i: Int) throws -> DeviceBuffer {
@@ -113,11 +138,21 @@ struct BackwardCall {
     }
 
     /// The gradient buffers of a trained layer's weights and bias; nil when the layer is frozen.
-    var parameterGradients: (weights: DeviceBuffer, bias: DeviceBuffer?)? {
-        guard layer.isUpdatable, let slot = executor.weightSlotFor(layer.name) else { return nil }
-        return (slot.gradient, executor.biasSlotFor(layer.name)?.gradient)
-    }
+    var parameterGradients: (weights: DeviceBuffer, bias: DeviceBuffer?)? { executor.parameterGradients(layer) }
 
     /// Tells the executor's listener (gradient exchange) that this layer's parameter gradients are complete.
-    func gradientsReady() throws { try executor.gradientsReady?(layer.name) }
+    func gradientsReady() throws { try executor.parameterGradientsReady(layer) }
+}
+
+extension OptimizerKind {
+    /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
+    /// and writes two; Adam reads four and writes three.
+    func stepWork(parameterCounts: [Int]) -> [KernelWork] {
+        parameterCounts.filter { $0 > 0 }.map { n in
+            switch self {
+            case .sgd: return KernelWork(OpCost(flops: Double(4 * n), bytes: f32Bytes(5 * n)))
+            case .adam: return KernelWork(OpCost(flops: Double(12 * n), bytes: f32Bytes(7 * n)))
+            }
+        }
+    }
 }

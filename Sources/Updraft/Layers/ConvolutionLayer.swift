@@ -31,7 +31,7 @@ enum ConvolutionLayer: LayerKind {
         if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
         if backwardWeights {
             w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
-            w.optimizer = CostModel.optimizerSteps(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0], optimizer)
+            w.optimizer = optimizer.stepWork(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0])
         }
         return w
     }

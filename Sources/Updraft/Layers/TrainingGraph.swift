@@ -192,11 +192,11 @@ public struct TrainingGraph: Sendable {
         let optimizer = graph.updateParameters?.optimizer?.kind ?? .sgd
         let skipped = fusedActivationNames
         for l in prefix where !skipped.contains(l.name) {
-            let w = try CostModel.work(for: l, batch: batch, optimizer: optimizer, backwardData: false, backwardWeights: false)
+            let w = try l.op.kind.work(l, batch: batch, optimizer: optimizer, backwardData: false, backwardWeights: false)
             c.prefixForward = c.prefixForward + LayerWork.total(w.forward)
         }
         for l in tail {
-            let w = try CostModel.work(for: l, batch: batch, optimizer: optimizer,
+            let w = try l.op.kind.work(l, batch: batch, optimizer: optimizer,
                                        backwardData: l.inputs.contains(where: gradientBlobs.contains),
                                        backwardWeights: l.isUpdatable)
             if !skipped.contains(l.name) { c.tailForward = c.tailForward + LayerWork.total(w.forward) }
@@ -211,12 +211,12 @@ public struct TrainingGraph: Sendable {
 public enum LayerCost {
     /// The layer's forward kernels.
     public static func forward(_ l: GraphLayer, batch: Int) throws -> OpCost {
-        LayerWork.total(try CostModel.work(for: l, batch: batch, optimizer: .sgd, backwardData: false, backwardWeights: false).forward)
+        LayerWork.total(try l.op.kind.work(l, batch: batch, optimizer: .sgd, backwardData: false, backwardWeights: false).forward)
     }
 
     /// The layer's input and parameter gradients (not the optimizer step).
     public static func backward(_ l: GraphLayer, batch: Int) throws -> OpCost {
-        let w = try CostModel.work(for: l, batch: batch, optimizer: .sgd, backwardData: true, backwardWeights: l.parameterCount > 0)
+        let w = try l.op.kind.work(l, batch: batch, optimizer: .sgd, backwardData: true, backwardWeights: l.parameterCount > 0)
         return LayerWork.total(w.backwardData + w.backwardWeights)
     }
 }
