@@ -8,20 +8,17 @@ enum ActivationLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard case let .activation(a) = c.layer.op, c.wantsInput[0], let y = c.output else { return }
-        let dx = try c.newInputGradient(0)
-        try c.backend.activationBackward(a, ActivationGeometry(shape: c.outputShape), input: try c.input(0),
-                                         output: y, outputGradient: c.outputGradient, inputGradient: dx)
-        try c.addInputGradient(0, dx)
+        guard case let .activation(a) = c.layer.op, let y = c.output else { return }
+        try c.inputGradient { dx in
+            try c.backend.activationBackward(a, ActivationGeometry(shape: c.outputShape), input: try c.input(0),
+                                             output: y, outputGradient: c.outputGradient, inputGradient: dx)
+        }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
-        var w = LayerWork()
-        guard case let .activation(a) = layer.op else { return w }
+        guard case let .activation(a) = layer.op else { return LayerWork() }
         let count = layer.outputShape.withBatch(batch).count
-        w.forward = [KernelWork(a.forwardCost(count: count))]
-        if backwardData { w.backwardData = [KernelWork(a.backwardCost(count: count))] }
-        return w
+        return .passes(forward: a.forwardCost(count: count), backward: a.backwardCost(count: count), backwardData: backwardData)
     }
 }

@@ -7,19 +7,16 @@ enum BatchnormLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard c.wantsInput[0] else { return }
-        let dx = try c.newInputGradient(0)
-        try c.backend.channelAffineBackward(c.outputShape, outputGradient: c.outputGradient, scale: c.parameters.scale!,
-                                            inputGradient: dx)
-        try c.addInputGradient(0, dx)
+        try c.inputGradient { dx in
+            try c.backend.channelAffineBackward(c.outputShape, outputGradient: c.outputGradient, scale: c.parameters.scale!,
+                                                inputGradient: dx)
+        }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         let count = layer.outputShape.withBatch(batch).count
-        var w = LayerWork()
-        w.forward = [KernelWork(OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)))]
-        if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(count), bytes: f32Bytes(count, count)))] }
-        return w
+        return .passes(forward: OpCost(flops: Double(2 * count), bytes: f32Bytes(count, count)),
+                       backward: OpCost(flops: Double(count), bytes: f32Bytes(count, count)), backwardData: backwardData)
     }
 }

@@ -18,10 +18,6 @@ enum ConcatLayer: LayerKind {
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         // One pass that reads every input and writes the output (and the reverse for gradients).
-        let count = layer.outputShape.withBatch(batch).count
-        var w = LayerWork()
-        w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
-        if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
-        return w
+        .copy(count: layer.outputShape.withBatch(batch).count, backwardData: backwardData)
     }
 }

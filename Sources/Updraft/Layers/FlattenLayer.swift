@@ -5,18 +5,11 @@ enum FlattenLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard c.wantsInput[0] else { return }
-        let dx = try c.newInputGradient(0)
-        try c.backend.copy(c.outputGradient, to: dx)
-        try c.addInputGradient(0, dx)
+        try c.inputGradient { dx in try c.backend.copy(c.outputGradient, to: dx) }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
-        let count = layer.outputShape.withBatch(batch).count
-        var w = LayerWork()
-        w.forward = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))]
-        if backwardData { w.backwardData = [KernelWork(OpCost(flops: 0, bytes: f32Bytes(count, count)))] }
-        return w
+        .copy(count: layer.outputShape.withBatch(batch).count, backwardData: backwardData)
     }
 }

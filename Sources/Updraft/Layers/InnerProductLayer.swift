@@ -10,16 +10,12 @@ enum InnerProductLayer: LayerKind {
 
     static func backward(_ c: BackwardCall) throws {
         let g = try c.layer.innerProductGeometry(batch: c.batch)!
-        if let grads = c.parameterGradients {
+        try c.weightedBackward(parameters: { dw, db in
             try c.backend.innerProductBackwardWeights(g, input: try c.input(0), outputGradient: c.outputGradient,
-                                                      weightGradient: grads.weights, biasGradient: grads.bias)
-            try c.gradientsReady()
-        }
-        if c.wantsInput[0] {
-            let dx = try c.newInputGradient(0)
+                                                      weightGradient: dw, biasGradient: db)
+        }, input: { dx in
             try c.backend.innerProductBackwardData(g, outputGradient: c.outputGradient, weights: c.parameters.weights!, inputGradient: dx)
-            try c.addInputGradient(0, dx)
-        }
+        })
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,

@@ -142,6 +142,43 @@ struct BackwardCall {
 
     /// Tells the executor's listener (gradient exchange) that this layer's parameter gradients are complete.
     func gradientsReady() throws { try executor.parameterGradientsReady(layer) }
+
+    /// The usual backward of a one-input layer: when input 0 carries a gradient, a buffer for it that
+    /// `body` fills, then added into the input's gradient.
+    func inputGradient(_ body: (_ dx: DeviceBuffer) throws -> Void) throws {
+        guard wantsInput[0] else { return }
+        let dx = try newInputGradient(0)
+        try body(dx)
+        try addInputGradient(0, dx)
+    }
+
+    /// The backward of a layer with weights (convolution, inner product): `parameters` fills the
+    /// weight and bias gradients when the layer is trained (then the listener hears of it), then
+    /// `input` the input's gradient when it carries one.
+    func weightedBackward(parameters: (_ weights: DeviceBuffer, _ bias: DeviceBuffer?) throws -> Void,
+                          input: (_ dx: DeviceBuffer) throws -> Void) throws {
+        if let grads = parameterGradients {
+            try parameters(grads.weights, grads.bias)
+            try gradientsReady()
+        }
+        try inputGradient(input)
+    }
+}
+
+extension LayerWork {
+    /// One kernel forward and, when asked, one backward for the input gradient.
+    static func passes(forward: OpCost, backward: OpCost, backwardData: Bool) -> LayerWork {
+        var w = LayerWork()
+        w.forward = [KernelWork(forward)]
+        if backwardData { w.backwardData = [KernelWork(backward)] }
+        return w
+    }
+
+    /// A pass that reads `count` floats and writes `count`, with no arithmetic (a copy, a concat).
+    static func copy(count: Int, backwardData: Bool) -> LayerWork {
+        let pass = OpCost(flops: 0, bytes: f32Bytes(count, count))
+        return passes(forward: pass, backward: pass, backwardData: backwardData)
+    }
 }
 
 extension OptimizerKind {

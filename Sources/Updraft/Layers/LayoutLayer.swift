@@ -27,15 +27,12 @@ enum LayoutLayer: LayerKind {
             guard c.wantsInput[0] else { return }
             try c.addInputGradient(0, dy)
         case let .transpose(g, _):
-            guard c.wantsInput[0] else { return }
-            let dx = try c.newInputGradient(0)
-            try c.backend.transpose(g.withBatch(n).inverse, input: dy, output: dx)
-            try c.addInputGradient(0, dx)
+            try c.inputGradient { dx in try c.backend.transpose(g.withBatch(n).inverse, input: dy, output: dx) }
         case .softmaxND:
-            guard c.wantsInput[0], let y = c.output else { return }
-            let dx = try c.newInputGradient(0)
-            try c.backend.softmaxBackward(op.softmaxGeometry(batch: n)!, output: y, outputGradient: dy, inputGradient: dx)
-            try c.addInputGradient(0, dx)
+            guard let y = c.output else { return }
+            try c.inputGradient { dx in
+                try c.backend.softmaxBackward(op.softmaxGeometry(batch: n)!, output: y, outputGradient: dy, inputGradient: dx)
+            }
         case let .concatND(outer, channels, inner):
             guard c.wantsInput.contains(true) else { return }
             let parts = try c.layer.inputs.indices.map { try c.newInputGradient($0) }

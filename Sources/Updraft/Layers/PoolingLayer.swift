@@ -5,20 +5,17 @@ enum PoolingLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard c.wantsInput[0], let y = c.output else { return }
-        let dx = try c.newInputGradient(0)
-        try c.backend.poolingBackward(try c.layer.poolingGeometry(batch: c.batch)!, input: try c.input(0), output: y,
-                                      outputGradient: c.outputGradient, inputGradient: dx)
-        try c.addInputGradient(0, dx)
+        guard let y = c.output else { return }
+        try c.inputGradient { dx in
+            try c.backend.poolingBackward(try c.layer.poolingGeometry(batch: c.batch)!, input: try c.input(0), output: y,
+                                          outputGradient: c.outputGradient, inputGradient: dx)
+        }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
-        var w = LayerWork()
-        guard let g = try layer.poolingGeometry(batch: batch) else { return w }
-        w.forward = [KernelWork(g.forwardCost)]
-        if backwardData { w.backwardData = [KernelWork(g.backwardCost)] }
-        return w
+        guard let g = try layer.poolingGeometry(batch: batch) else { return LayerWork() }
+        return .passes(forward: g.forwardCost, backward: g.backwardCost, backwardData: backwardData)
     }
 
     /// Windowed pooling on OpenCL reads and writes halves; a global pool runs in fp32 between conversions.

@@ -5,19 +5,17 @@ enum SoftmaxLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard c.wantsInput[0], let y = c.output else { return }
-        let dx = try c.newInputGradient(0)
-        try c.backend.softmaxBackward(SoftmaxGeometry(shape: c.outputShape), output: y, outputGradient: c.outputGradient,
-                                      inputGradient: dx)
-        try c.addInputGradient(0, dx)
+        guard let y = c.output else { return }
+        try c.inputGradient { dx in
+            try c.backend.softmaxBackward(SoftmaxGeometry(shape: c.outputShape), output: y, outputGradient: c.outputGradient,
+                                          inputGradient: dx)
+        }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         let count = layer.outputShape.withBatch(batch).count
-        var w = LayerWork()
-        w.forward = [KernelWork(SoftmaxGeometry(shape: layer.outputShape.withBatch(batch)).cost)]
-        if backwardData { w.backwardData = [KernelWork(OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count)))] }
-        return w
+        return .passes(forward: SoftmaxGeometry(shape: layer.outputShape.withBatch(batch)).cost,
+                       backward: OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count)), backwardData: backwardData)
     }
 }
