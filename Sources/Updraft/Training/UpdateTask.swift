@@ -87,6 +87,9 @@ public struct UpdateConfiguration {
     /// Run everything on this device, whatever the scheduler would pick (as `--device`; the
     /// `UPDRAFT_DEVICE` environment variable when nil).
     public var preferredDevice: DevicePin? = nil
+    /// A device named as `--device` names one (an index or a part of a name from `updraft devices`,
+    /// or cpu), resolved when the run is scheduled; wins over `preferredDevice`.
+    public var deviceOption: String? = nil
     /// Whether the scheduler may split mini-batches across devices (as `--data-parallel`; the
     /// `UPDRAFT_DATA_PARALLEL` environment variable, else `.auto`, when nil).
     public var dataParallelMode: DataParallelMode? = nil
