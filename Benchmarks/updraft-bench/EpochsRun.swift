@@ -228,6 +228,8 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     nonisolated(unsafe) let backend = MeasuringBackend(inner)
     backend.timing = opTimes
 
+    // The target's device, measured, is given as the backends: the library resolves the run
+    // (parameters checked once) without scheduling it, as it does for `updraft train`.
     var config = UpdateConfiguration()
     config.parameters = workload.overrides
     config.backends = (backend, backend)
@@ -252,7 +254,8 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         progress("  \(tag): epoch \(m.epochIndex + 1)  " + String(format: "%.0f ms  %.1f images/s  loss %.4f", s * 1e3,
                                                                       m.examplesPerSecond ?? 0, m.meanLoss ?? m.lossValue))
     })
-    let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: handlers)
+    let run = try ResolvedRun.resolve(model: model, configuration: config)
+    let task = UpdateTask(run: run, trainingData: data, handlers: handlers)
     let done = task.run()
     if let error = done.error { throw error }
     guard seconds.count == epochs else {
@@ -262,8 +265,7 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         throw UpdraftError(.device, "the training loss is \(bad): the \(backend.name) backend computed garbage")
     }
 
-    let graph = try NetworkGraph(model: model)
-    let training = try TrainingGraph(graph: graph)
+    let training = try TrainingGraph(graph: run.graph)
     let work = try StepWork(training: training, batch: workload.batch)
     let batches = (images + workload.batch - 1) / workload.batch
     let perEpoch = batches * workload.batch

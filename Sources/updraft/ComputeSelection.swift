@@ -14,14 +14,22 @@ let dataParallelOption = OptionSpec(
     help: "split each mini-batch across devices: auto (when it pays, under --compute-units all), on, off "
         + "(also \(DataParallelMode.environmentVariable))")
 
-/// Asks the scheduler where to run, through the same call `UpdateTask` and `InferenceRunner` make
-/// when given no backends (calibrated devices, the cost model, pins, fallback and, for training,
-/// data parallelism). The options are parsed by the library's own parsers (`ComputeUnits(parsing:)`,
-/// `DataParallelMode(parsing:)`, any case); the answer is the library's `MachineSchedule`.
-func chooseBackends(_ args: ParsedArguments, graph: NetworkGraph, batchSize: Int, dataParallel: Bool = false) throws -> MachineSchedule {
-    let mode = dataParallel ? try dataParallelMode(args) : .off
-    return try Scheduler.schedule(graph: graph, batchSize: batchSize, computeUnits: try computeUnits(args),
-                                  deviceOption: args.value("device"), dataParallel: mode?.rawValue)
+/// `--compute-units`, `--device` and, with `dataParallel` (train, plan), `--data-parallel`, into the
+/// configuration the library resolves: the options are parsed by the library's own parsers
+/// (`ComputeUnits(parsing:)`, `DataParallelMode(parsing:)`, any case); the devices they name are
+/// looked up when the run is scheduled. Without `dataParallel` the run stays on one device.
+func computeConfiguration(_ args: ParsedArguments, dataParallel: Bool, into config: inout UpdateConfiguration) throws {
+    config.computeUnits = try computeUnits(args)
+    config.deviceOption = args.value("device")
+    config.dataParallelMode = dataParallel ? try dataParallelMode(args) : .off
+}
+
+/// Where evaluation and prediction run: the scheduler's choice (calibrated devices, the cost model,
+/// pins, fallback) for these options, through the call `InferenceRunner` makes when given no backends.
+func chooseBackends(_ args: ParsedArguments, graph: NetworkGraph, batchSize: Int) throws -> MachineSchedule {
+    var config = UpdateConfiguration()
+    try computeConfiguration(args, dataParallel: false, into: &config)
+    return try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: config)
 }
 
 /// `--compute-units`, read by the library's parser (any case); a bad value is a usage error.

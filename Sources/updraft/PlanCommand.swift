@@ -36,7 +36,9 @@ let planCommand = CLICommand(
         """),
     run: { args in
         let path = args.positionals[0]
-        let computeUnits = try computeUnits(args)
+        // The same configuration `train` resolves; `Scheduler.place` is the placement its run is scheduled with.
+        var config = UpdateConfiguration()
+        try computeConfiguration(args, dataParallel: true, into: &config)
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
         let graph = try NetworkGraph(model: model)
         let option = try args.int("batch-size")
@@ -54,13 +56,7 @@ let planCommand = CLICommand(
         let rankCount = ranks?.size ?? projected ?? 1
         let perRank = RankPlanning.perRankBatch(batchSize, ranks: rankCount)
 
-        let request = DevicePin.request(option: args.value("device"))
-        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
-        let pin = try inventory.resolvePin(request)
-        let mode = try DataParallelMode.resolve(option: try dataParallelMode(args)?.rawValue, environment: ProcessInfo.processInfo.environment)
-        let (plan, warnings) = try inventory.plan(graph: graph, batchSize: perRank, computeUnits: computeUnits,
-                                                  pin: pin, pinSource: request?.source, cache: CalibrationCache(),
-                                                  options: Scheduler.Options(dataParallel: mode))
+        let (plan, warnings) = try Scheduler.place(graph: graph, batchSize: perRank, configuration: config)
         for w in warnings { printError("warning: \(w)") }
         // Several ranks: every rank's plan, and the gradient exchange (measured under mpirun).
         var rankLines: [String] = []

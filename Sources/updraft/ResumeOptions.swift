@@ -2,8 +2,8 @@ import Foundation
 import Updraft
 import UpdraftCommandLine
 
-/// `updraft train --resume CHECKPOINT.mlmodel`: the checkpoint's state, and the run settings the
-/// command line leaves out taken from it.
+/// `updraft train --resume CHECKPOINT.mlmodel`: the checkpoint's state, and which of the settings
+/// it fixes the command line gives.
 struct ResumeOptions {
     let url: URL
     let checkpoint: TrainingCheckpoint
@@ -13,23 +13,16 @@ struct ResumeOptions {
         checkpoint = try TrainingCheckpoint.read(forModel: url)
     }
 
-    /// The configuration of the run being resumed: the checkpoint's augmentation (unless --augment
-    /// says otherwise, which the task then refuses), short last batch, checkpoint schedule, and the
-    /// data-parallel shares for the same number of replicas.
-    func apply(to config: inout UpdateConfiguration, augmentGiven: Bool, shortLastBatchGiven: Bool, frozenHalfGiven: Bool,
-               scheduleGiven: Bool) {
-        config.resumeFrom = checkpoint
-        if !augmentGiven { config.augmentation = checkpoint.augmentation }
-        if !shortLastBatchGiven { config.shortLastBatch = checkpoint.shortLastBatch }
-        if !frozenHalfGiven { config.frozenActivationsHalfPrecision = checkpoint.frozenActivationsHalfPrecision }
-        if !scheduleGiven {
-            config.checkpointEvery = checkpoint.checkpointEvery
-            config.checkpointEveryMiniBatches = checkpoint.checkpointEveryMiniBatches
-        }
-        if var dp = config.dataParallel, let shares = checkpoint.dataParallelShares, shares.count == dp.replicas.count {
-            dp.shares = shares
-            config.dataParallel = dp
-        }
+    /// The settings a resumed run takes from the checkpoint unless the command line gives its own
+    /// (`UpdateConfiguration.resume(from:keeping:)`): those it gives, which the task then refuses
+    /// if they differ from the checkpoint's.
+    func settingsGiven(_ args: ParsedArguments) -> Set<ResumedSetting> {
+        var given: Set<ResumedSetting> = []
+        if args.value("augment") != nil || args.value("random-resized-crop") != nil { given.insert(.augmentation) }
+        if args.flag("short-last-batch") { given.insert(.shortLastBatch) }
+        if args.flag("frozen-fp16") { given.insert(.frozenActivationsHalfPrecision) }
+        if args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil { given.insert(.checkpointSchedule) }
+        return given
     }
 
     var summary: String {

@@ -63,24 +63,22 @@ let trainCommand = CLICommand(CommandSpec(
         printError("the model cannot be trained: fix the errors above (see `updraft inspect`)")
         return 1
     }
-    let graph = try NetworkGraph(model: model)
-
-    var overrides: [ParameterKey: ParameterValue] = [:]
-    if let v = try args.int("epochs") { overrides[.epochs] = .int(Int64(v)) }
-    if let v = try args.int("batch-size") { overrides[.miniBatchSize] = .int(Int64(v)) }
-    if let v = try args.double("learning-rate") { overrides[.learningRate] = .double(v) }
-    if let v = try args.double("momentum") { overrides[.momentum] = .double(v) }
-    if let v = try args.double("weight-decay") { overrides[.weightDecay] = .double(v) }
-    if let v = try args.int("seed") { overrides[.seed] = .int(Int64(v)) }
-    if args.flag("no-shuffle") { overrides[.shuffle] = .bool(false) }
-    // Checked now, so a bad value fails before any data is loaded.
-    let parameters = try resume?.checkpoint.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
-        ?? TrainingParameters(optimizer: graph.updateParameters?.optimizer?.kind ?? .sgd,
-                              hyperparameters: graph.hyperparameters, overrides: overrides)
-
-    try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
-                                  source: overrides[.miniBatchSize] != nil ? "--batch-size" : "the model's default miniBatchSize")
-    _ = try dataParallelMode(args)
+    // Each value goes to the library as given; `ResolvedRun.resolve` checks it against the model.
+    var config = UpdateConfiguration()
+    if let v = try args.int("epochs") { config.parameters[.epochs] = .int(Int64(v)) }
+    if let v = try args.int("batch-size") { config.parameters[.miniBatchSize] = .int(Int64(v)) }
+    if let v = try args.double("learning-rate") { config.parameters[.learningRate] = .double(v) }
+    if let v = try args.double("momentum") { config.parameters[.momentum] = .double(v) }
+    if let v = try args.double("weight-decay") { config.parameters[.weightDecay] = .double(v) }
+    if let v = try args.int("seed") { config.parameters[.seed] = .int(Int64(v)) }
+    if args.flag("no-shuffle") { config.parameters[.shuffle] = .bool(false) }
+    try computeConfiguration(args, dataParallel: true, into: &config)
+    config.resumeFrom = resume?.checkpoint
+    config.distributed = ranks
+    // The library checks the parameters and chooses the devices now, so a bad value fails before
+    // any data is loaded; the task trains this run as resolved.
+    var run = try ResolvedRun.resolve(model: model, configuration: config)
+    let parameters = run.parameters
     func mebibytes(_ flag: String) throws -> Int? {
         guard let mib = try args.int(flag) else { return nil }
         guard mib >= 0, mib <= Int.max >> 20 else { throw UsageError("--\(flag) must be a number of MiB, 0 or more; got \(mib)") }
@@ -114,9 +112,8 @@ let trainCommand = CLICommand(CommandSpec(
     let train = try ModelDataset(model: model, path: URL(fileURLWithPath: trainPath), options: dataOptions)
     train.warnings.forEach { printError("warning: \($0)") }
     print("training data: \(train.summary)")
-    var config = UpdateConfiguration()
-    config.parameters = overrides
-    config.distributed = ranks
+    // The run's other settings: none of them decides where it runs.
+    config = run.configuration
     if let v = args.value("validation") {
         let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), options: dataOptions)
         validation.warnings.forEach { printError("warning: \($0)") }
@@ -147,26 +144,20 @@ let trainCommand = CLICommand(CommandSpec(
         guard every > 0 else { throw UsageError("--\(flag) must be at least 1") }
         config[keyPath: setting] = every
     }
-    let choice = try chooseBackends(args, graph: graph, batchSize: parameters.miniBatchSize, dataParallel: true)
-    choice.warnings.forEach { printError("warning: \($0)") }
-    config.backends = (choice.backends.prefix, choice.backends.tail)
-    if choice.backends.isDataParallel {
-        config.dataParallel = DataParallelism(replicas: choice.backends.replicas, shares: choice.backends.shares)
-    }
+    run.warnings.forEach { printError("warning: \($0)") }
     if let resume {
-        resume.apply(to: &config, augmentGiven: args.value("augment") != nil || args.value("random-resized-crop") != nil, shortLastBatchGiven: args.flag("short-last-batch"),
-                     frozenHalfGiven: args.flag("frozen-fp16"),
-                     scheduleGiven: args.value("checkpoint-every") != nil || args.value("checkpoint-every-batches") != nil)
+        config.resume(from: resume.checkpoint, keeping: resume.settingsGiven(args))
         print(resume.summary)
     }
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
+    run.configuration = config
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
-        device: choice.description, log: log)
-    print("model: \(modelURL.lastPathComponent), updatable: \(graph.updatableLayers.map(\.name).joined(separator: ", "))")
-    print("device: \(choice.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
+        device: run.description, log: log)
+    print("model: \(modelURL.lastPathComponent), updatable: \(run.graph.updatableLayers.map(\.name).joined(separator: ", "))")
+    print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
 
-    let task = UpdateTask(model: model, trainingData: train.provider, configuration: config,
+    let task = UpdateTask(run: run, trainingData: train.provider,
                           handlers: UpdateHandlers(progress: pauseForTestsIfAsked { progress.handle($0) }, warning: { progress.warn($0) }))
     // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
     // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).

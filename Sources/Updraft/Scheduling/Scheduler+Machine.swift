@@ -16,37 +16,65 @@ public struct MachineSchedule {
 }
 
 extension Scheduler {
-    /// Plans `graph` at `batchSize` for this machine and opens the backends.
+    /// Plans `graph` at `batchSize` for this machine, without opening any backend: the devices
+    /// within `computeUnits`, a pin, calibration (cached) and the plan. `schedule` opens what this
+    /// chose; `updraft plan` prints it.
     /// - Parameters:
     ///   - deviceOption: the `--device` value, if given; `UPDRAFT_DEVICE` in `environment` otherwise.
     ///   - cache: where calibrations are kept (default: `CalibrationCache(environment:)`).
-    ///   - dataParallel: the `--data-parallel` value, if given; `UPDRAFT_DATA_PARALLEL` in
+    ///   - dataParallel: the `--data-parallel` mode, if given; `UPDRAFT_DATA_PARALLEL` in
     ///     `environment` otherwise; `auto` without either.
     /// - Throws: for a pin that names no device or one `computeUnits` rules out; never for missing
     ///   OpenCL, which leaves a CPU plan and a warning.
+    public static func place(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
+                             deviceOption: String? = nil,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             cache: CalibrationCache? = nil,
+                             dataParallel: DataParallelMode? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
+        let mode = try DataParallelMode.resolve(option: dataParallel?.rawValue, environment: environment)
+        let request = DevicePin.request(option: deviceOption, environment: environment)
+        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
+        let pin = try inventory.resolvePin(request)
+        return try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
+                                  pinSource: request?.source,
+                                  cache: cache ?? CalibrationCache(environment: environment),
+                                  options: Scheduler.Options(dataParallel: mode))
+    }
+
+    /// As `place`, within a configuration's compute units, device (`deviceOption`, else
+    /// `preferredDevice`) and data-parallel mode.
+    public static func place(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
+        try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
+                  deviceOption: configuration.deviceOption ?? configuration.preferredDevice?.optionText,
+                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode)
+    }
+
+    /// Plans `graph` at `batchSize` for this machine (`place`) and opens the backends.
+    /// - Parameters:
+    ///   - dataParallel: the `--data-parallel` value (any case), if given; `UPDRAFT_DATA_PARALLEL` in
+    ///     `environment` otherwise; `auto` without either.
+    /// - Throws: as `place`, and for a `dataParallel` value that names no mode.
     public static func schedule(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
                                 deviceOption: String? = nil,
                                 environment: [String: String] = ProcessInfo.processInfo.environment,
                                 cache: CalibrationCache? = nil, dataParallel: String? = nil) throws -> MachineSchedule {
-        let mode = try DataParallelMode.resolve(option: dataParallel, environment: environment)
-        let request = DevicePin.request(option: deviceOption, environment: environment)
-        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
-        let pin = try inventory.resolvePin(request)
-        let (plan, warnings) = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
-                                                  pinSource: request?.source,
-                                                  cache: cache ?? CalibrationCache(environment: environment),
-                                                  options: Scheduler.Options(dataParallel: mode))
+        let mode = try dataParallel.map(DataParallelMode.init(parsing:))
+        let (plan, warnings) = try place(graph: graph, batchSize: batchSize, computeUnits: computeUnits, deviceOption: deviceOption,
+                                         environment: environment, cache: cache, dataParallel: mode)
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }
 
-    /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, pinned
-    /// device and data-parallel mode: what `UpdateTask` does when it is given no backends.
+    /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, device
+    /// and data-parallel mode, and opens the backends: what `ResolvedRun.resolve` does when the
+    /// configuration gives no backends.
     public static func schedule(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
                                 environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MachineSchedule {
-        try schedule(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
-                     deviceOption: configuration.preferredDevice?.optionText, environment: environment,
-                     dataParallel: configuration.dataParallelMode?.rawValue)
+        let (plan, warnings) = try place(graph: graph, batchSize: batchSize, configuration: configuration, environment: environment)
+        let backends = try Scheduler.backends(for: plan)
+        return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }
 }
 

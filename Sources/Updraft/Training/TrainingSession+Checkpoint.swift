@@ -5,7 +5,7 @@ extension TrainingSession {
     /// The run as it stands now (between mini-batches): trained tensors with their optimizer
     /// state, position, parameters in force, settings, history, and what the run belongs to.
     func checkpoint() throws -> TrainingCheckpoint {
-        let config = task.configuration
+        let config = configuration
         let identity = try self.identity()
         return TrainingCheckpoint(
             modelFingerprint: identity.model, data: identity.data, optimizer: parameters.optimizer, parameters: parameters,
@@ -19,7 +19,7 @@ extension TrainingSession {
     /// takes its checkpoint's: they were checked when it started).
     private func identity() throws -> (model: UInt64, data: DataFingerprint) {
         if let known = fingerprints { return known }
-        let computed = try task.configuration.resumeFrom.map { ($0.modelFingerprint, $0.data) }
+        let computed = try configuration.resumeFrom.map { ($0.modelFingerprint, $0.data) }
             ?? (TrainingCheckpoint.fingerprint(of: task.originalModel), DataFingerprint(of: task.trainingData))
         fingerprints = computed
         return computed
@@ -28,7 +28,7 @@ extension TrainingSession {
     /// Writes the model, its history and its resume state to the configuration's checkpoint URL
     /// (with several MPI ranks, rank 0 alone writes).
     func writeCheckpoint() throws {
-        guard let url = task.configuration.checkpointURL, task.configuration.distributed?.isPrimary ?? true else { return }
+        guard let url = configuration.checkpointURL, configuration.distributed?.isPrimary ?? true else { return }
         // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
         do { try task.writeCheckpoint(to: url) } catch {
             task.warn("cannot write the checkpoint (\(position)) to \(url.path) (\(firstLine(of: error))); training goes on")

@@ -12,6 +12,8 @@ final class TrainingSession {
     var executor: Executor { devices.primary }
     let hyperparameters: [Hyperparameter]
     var parameters: TrainingParameters
+    /// The configuration training runs with: the task's, with the backends it was resolved to.
+    let configuration: UpdateConfiguration
     /// The frozen prefix's outputs per training example (and flip variant) and per validation
     /// example: the frozen layers never change, so neither do they.
     private(set) var cache: FeatureCache?
@@ -28,14 +30,18 @@ final class TrainingSession {
     private(set) var pixelData: PixelBatchProvider?
     /// Staging buffers of pixel batches, training's and validation's, reused across mini-batches.
     private(set) lazy var pixelPool = PixelStagingPool(rowBytes: graph.input.shape.itemCount, batchRows: parameters.miniBatchSize,
-                                                       keep: task.configuration.prefetchDepth + 3)
+                                                       keep: configuration.prefetchDepth + 3)
 
-    init(task: UpdateTask) throws {
+    /// A session for `run`, resolved once (`ResolvedRun.resolve`): its parameters, resume point and
+    /// backends are used as they are; what needs the training data (its count, the checkpoint's
+    /// data fingerprint, image-only augmentation) is checked here.
+    init(task: UpdateTask, run: ResolvedRun) throws {
         self.task = task
-        let model = task.originalModel
-        graph = try NetworkGraph(model: model)
+        let model = run.model
+        graph = run.graph
+        configuration = run.configuration
         var training = try TrainingGraph(graph: graph)
-        if task.configuration.frozenActivationsHalfPrecision {
+        if configuration.frozenActivationsHalfPrecision {
             guard !training.prefix.isEmpty else {
                 throw UpdraftError(.invalidArgument,
                     "half-precision frozen activations (--frozen-fp16) need frozen layers before the first updatable layer; in this model the input goes straight to updatable layer(s) \(graph.updatableLayers.map(\.name).joined(separator: ", "))",
@@ -45,40 +51,21 @@ final class TrainingSession {
         }
         self.training = training
         hyperparameters = graph.hyperparameters
-        guard let optimizer = graph.updateParameters?.optimizer?.kind else {
-            throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
-                               hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
-        }
-        try task.configuration.augmentation.validate()
-        if task.configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
+        parameters = run.parameters
+        // The model's (resolving made sure it has one); a checkpoint that trained with another is refused below.
+        let optimizer = graph.updateParameters?.optimizer?.kind ?? parameters.optimizer
+        try configuration.augmentation.validate()
+        if configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
             throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
                                hint: "drop the random resized crop for this data")
         }
         guard task.trainingData.count > 0 else {
             throw UpdraftError(.data, "the training data is empty", hint: "give at least one example")
         }
-        let resume = task.configuration.resumeFrom
+        let resume = run.resume
         if let resume {
-            try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: task.configuration)
-            parameters = try resume.resumedParameters(overrides: task.configuration.parameters, hyperparameters: hyperparameters)
+            try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: configuration)
             position = resume.position
-        } else {
-            parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: hyperparameters,
-                                                overrides: task.configuration.parameters)
-        }
-        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
-                                      source: task.configuration.parameters[.miniBatchSize] == nil
-                                          ? "the model's default miniBatchSize" : "miniBatchSize")
-        var configuration = task.configuration
-        if configuration.backends == nil && configuration.dataParallel == nil {
-            let schedule = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize,
-                                                  configuration: configuration)
-            schedule.warnings.forEach { task.warn($0) }
-            configuration.backends = (schedule.backends.prefix, schedule.backends.tail)
-            if schedule.backends.isDataParallel {
-                configuration.dataParallel = DataParallelism(replicas: schedule.backends.replicas,
-                                                             shares: schedule.backends.shares)
-            }
         }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
@@ -92,17 +79,17 @@ final class TrainingSession {
         }
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
-        let cropped = task.configuration.augmentation.randomResizedCrop != nil
-        cache = task.configuration.featureCache && !training.prefix.isEmpty && !cropped
-            ? try Self.makeCache(training: training, configuration: task.configuration, trainingCount: task.trainingData.count)
+        let cropped = configuration.augmentation.randomResizedCrop != nil
+        cache = configuration.featureCache && !training.prefix.isEmpty && !cropped
+            ? try Self.makeCache(training: training, configuration: configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
-        if cropped && task.configuration.featureCache && !training.prefix.isEmpty {
+        if cropped && configuration.featureCache && !training.prefix.isEmpty {
             task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
         }
-        pixelData = Self.pixelSource(task.trainingData, graph: graph, configuration: task.configuration)
+        pixelData = Self.pixelSource(task.trainingData, graph: graph, configuration: configuration)
         let (parameters, devices) = (self.parameters, self.devices)
-        exchange = try task.configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
+        exchange = try configuration.distributed.map { try Self.makeExchange($0, session: (parameters, devices, task)) }
     }
 
     /// `data` as a source of 8-bit samples for `graph`'s input, when pixel upload is on and the
@@ -135,7 +122,7 @@ final class TrainingSession {
     }
 
     func train() throws {
-        let config = task.configuration
+        let config = configuration
         let data = task.trainingData
         try task.emit(.trainingBegin, metrics: nil)
         try checkInitialWeights()
@@ -205,7 +192,7 @@ final class TrainingSession {
     /// Loads the epoch's examples ahead on worker threads (decoding images while the device works);
     /// with the feature cache, only those it does not hold.
     private func makePrefetcher(batches: [[Int]], epoch: Int) -> BatchPrefetcher {
-        let augmentation = task.configuration.augmentation, data = task.trainingData
+        let augmentation = configuration.augmentation, data = task.trainingData
         let needed: (Int) -> Bool
         if let cache {
             needed = { i in
@@ -219,12 +206,12 @@ final class TrainingSession {
         // Several ranks: each prepares only its own share of every batch.
         let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
         let pixels = pixelData.map { PixelLoader(provider: $0, epoch: epoch, augmentation: augmentation, pool: pixelPool) }
-        return BatchPrefetcher(batches: local, depth: task.configuration.prefetchDepth, needed: needed,
+        return BatchPrefetcher(batches: local, depth: configuration.prefetchDepth, needed: needed,
                                load: { try augmentation.example(of: data, at: $0, epoch: epoch) }, pixels: pixels)
     }
 
     private func step(indices: [Int], epoch: Int, position: String, prepared: PreparedBatch) throws -> Executor.BatchResult {
-        let augmentation = task.configuration.augmentation
+        let augmentation = configuration.augmentation
         func example(_ i: Int) throws -> TrainingExample { try prepared.example(i) }
         let parameters = { [unowned self] in self.parameters }
         // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
@@ -288,9 +275,9 @@ final class TrainingSession {
         let size = parameters.miniBatchSize
         let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
         let cache = self.cache
-        let pixels = Self.pixelSource(data, graph: graph, configuration: task.configuration)
+        let pixels = Self.pixelSource(data, graph: graph, configuration: configuration)
             .map { PixelLoader(provider: $0, epoch: 0, augmentation: .none, pool: pixelPool) }
-        let prefetcher = BatchPrefetcher(batches: chunks, depth: task.configuration.prefetchDepth,
+        let prefetcher = BatchPrefetcher(batches: chunks, depth: configuration.prefetchDepth,
                                          needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
                                          load: { try data.example(at: $0) }, pixels: pixels)
         defer { prefetcher.stop() }

@@ -87,6 +87,9 @@ public struct UpdateConfiguration {
     /// Run everything on this device, whatever the scheduler would pick (as `--device`; the
     /// `UPDRAFT_DEVICE` environment variable when nil).
     public var preferredDevice: DevicePin? = nil
+    /// A device named as `--device` names one (an index or a part of a name from `updraft devices`,
+    /// or cpu), resolved when the run is scheduled; wins over `preferredDevice`.
+    public var deviceOption: String? = nil
     /// Whether the scheduler may split mini-batches across devices (as `--data-parallel`; the
     /// `UPDRAFT_DATA_PARALLEL` environment variable, else `.auto`, when nil).
     public var dataParallelMode: DataParallelMode? = nil
@@ -172,9 +175,13 @@ public final class UpdateTask: @unchecked Sendable {
     public let originalModel: CoreMLModel
     /// The examples training reads, in mini-batches (MLUpdateTask's `trainingData`).
     public let trainingData: BatchProvider
-    /// The configuration the task was made with (before any `resumeFrom` checks).
+    /// The configuration the task was made with (before any `resumeFrom` checks); for a task made
+    /// from a `ResolvedRun`, the run's, with its backends.
     public let configuration: UpdateConfiguration
     let handlers: UpdateHandlers
+    /// The run as resolved before the task was made (`init(run:...)`); nil: the task resolves its
+    /// configuration when it starts.
+    let resolved: ResolvedRun?
 
     let lock = NSLock()
     private var _state: UpdateTaskState = .suspended
@@ -192,8 +199,10 @@ public final class UpdateTask: @unchecked Sendable {
     var session: TrainingSession?
     /// What the ended run left behind once its session was released.
     private(set) var ended: EndedRun?
-    /// Optimizer changes requested from a handler, applied before the next mini-batch.
-    private var pendingParameters: [ParameterKey: ParameterValue]?
+    /// Optimizer changes requested from a handler, applied before the next mini-batch: the
+    /// parameters they make, checked when requested during training; the bare values when
+    /// requested before it started (checked when applied).
+    private var pendingParameters: (values: [ParameterKey: ParameterValue], checked: TrainingParameters?)?
 
     /// Per-epoch metrics of this run (with a resumed checkpoint's epochs first), written beside the model by `write(to:)`.
     public private(set) var history = TrainingHistory(model: "", parameters: [:])
@@ -226,12 +235,26 @@ public final class UpdateTask: @unchecked Sendable {
     func setState(_ s: UpdateTaskState) { lock.lock(); _state = s; lock.unlock() }
 
     /// A task that trains `model` on `trainingData`; nothing runs until `resume()` or `run()`.
+    /// Its configuration is resolved (`ResolvedRun.resolve`) when training starts; what that
+    /// cannot resolve fails the task.
     public init(model: CoreMLModel, trainingData: BatchProvider, configuration: UpdateConfiguration = UpdateConfiguration(),
                 handlers: UpdateHandlers = UpdateHandlers()) {
         self.originalModel = model
         self.trainingData = trainingData
         self.configuration = configuration
         self.handlers = handlers
+        self.resolved = nil
+    }
+
+    /// A task that trains `run` as it was resolved (its parameters, resume point and devices,
+    /// neither checked nor scheduled again) on `trainingData`; nothing runs until `resume()` or `run()`.
+    /// A run's backends serve one task at a time.
+    public init(run: ResolvedRun, trainingData: BatchProvider, handlers: UpdateHandlers = UpdateHandlers()) {
+        self.originalModel = run.model
+        self.trainingData = trainingData
+        self.configuration = run.configuration
+        self.handlers = handlers
+        self.resolved = run
     }
 
     /// As `init(model:trainingData:configuration:handlers:)`, reading the model from a `.mlmodel` file first. Throws when it cannot be read or parsed.
@@ -251,14 +274,8 @@ public final class UpdateTask: @unchecked Sendable {
                             handlers: UpdateHandlers = UpdateHandlers()) throws {
         let state = try TrainingCheckpoint.read(forModel: checkpoint)
         var config = configuration
-        config.resumeFrom = state
-        config.augmentation = state.augmentation
-        config.shortLastBatch = state.shortLastBatch
-        config.frozenActivationsHalfPrecision = state.frozenActivationsHalfPrecision
-        if config.checkpointEvery == nil && config.checkpointEveryMiniBatches == nil {
-            config.checkpointEvery = state.checkpointEvery
-            config.checkpointEveryMiniBatches = state.checkpointEveryMiniBatches
-        }
+        let ownSchedule = config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil
+        config.resume(from: state, keeping: ownSchedule ? [.checkpointSchedule] : [])
         if config.checkpointURL == nil { config.checkpointURL = checkpoint }
         self.init(model: try CoreMLModel(contentsOf: checkpoint), trainingData: trainingData, configuration: config, handlers: handlers)
     }
@@ -286,8 +303,12 @@ public final class UpdateTask: @unchecked Sendable {
             throw UpdraftError(.invalidArgument, "\(key) cannot change once training has started",
                                hint: "only optimizer settings (learningRate, momentum, beta1, beta2, eps, weightDecay) can change in resume(withParameters:)")
         }
-        if var p = current { for (k, v) in parameters { try p.set(k, v, descriptions: session!.hyperparameters) } }
-        lock.lock(); pendingParameters = parameters; lock.unlock()
+        var checked: TrainingParameters? = nil
+        if var p = current {
+            for (k, v) in parameters { try p.set(k, v, descriptions: session!.hyperparameters) }
+            checked = p
+        }
+        lock.lock(); pendingParameters = (parameters, checked); lock.unlock()
         resume()
     }
 
@@ -322,7 +343,8 @@ public final class UpdateTask: @unchecked Sendable {
     public func run() -> UpdateContext {
         lock.lock(); started = true; if _state == .suspended { _state = .running }; lock.unlock()
         do {
-            let session = try TrainingSession(task: self)
+            let run = try resolved ?? resolve()
+            let session = try TrainingSession(task: self, run: run)
             self.session = session
             history = TrainingHistory(model: "", parameters: session.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" })
             if let resumed = configuration.resumeFrom {
@@ -335,6 +357,13 @@ public final class UpdateTask: @unchecked Sendable {
             finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: session?.lastMetrics)
         }
         return finalContext
+    }
+
+    /// The task's configuration resolved as it starts, with the scheduler's warnings passed on.
+    private func resolve() throws -> ResolvedRun {
+        let run = try ResolvedRun.resolve(model: originalModel, configuration: configuration)
+        run.warnings.forEach { warn($0) }
+        return run
     }
 
     private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
@@ -368,8 +397,10 @@ public final class UpdateTask: @unchecked Sendable {
         let pending = pendingParameters
         pendingParameters = nil
         lock.unlock()
-        if let pending {
-            for (k, v) in pending { try session.parameters.set(k, v, descriptions: session.hyperparameters) }
+        if let checked = pending?.checked {
+            session.parameters = checked
+        } else if let pending {
+            for (k, v) in pending.values { try session.parameters.set(k, v, descriptions: session.hyperparameters) }
         }
     }
 
