@@ -10,7 +10,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 PREFIX ?= /usr/local
 DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test example interop install dist dist-check fuzz clean
+.PHONY: deps build release demo test swift-test layers-check example interop install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -80,11 +80,18 @@ demo: release
 
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps
+	$(MAKE) --no-print-directory layers-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory dist-check
+
+# The library's folders in tiers, lowest first (';' between tiers, ',' within one): the SwiftPM targets
+# they are to become (ARCHITECTURE.md). A folder that uses a name declared in a later tier fails the check.
+LAYER_TIERS = Tensor,Support,Ops,Ops/Reference,CoreML/Protobuf;Backends,Backends/CPU,Ops/Verification,Backends/OpenCL;CoreML/Spec,CoreML,Graph;Layers;Scheduling;ModelKinds;Data,Training,Distributed,Reporting
+layers-check:
+	$(PYTHON) Tests/Scripts/folder_reach.py --check Sources/Updraft "$(LAYER_TIERS)"
 
 # The README's Swift example as an app's own package (Swift 6 mode, Updraft by path), built and run
 # on a few bundled digits: it must train on the CPU fast path, and on OpenCL when asked, with a falling loss.

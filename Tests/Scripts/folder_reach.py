@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Which folder of Sources/Updraft uses names declared top-level in which other folder.
 
-Usage: python3 Tests/Scripts/folder_reach.py [ROOT] [FOLDER,FOLDER,...]
-With an order (lowest first) it prints only the reaches upward: a folder using a name declared
-in a folder after it. ARCHITECTURE.md lists the order and what is left.
+Usage: python3 Tests/Scripts/folder_reach.py [--check] [ROOT] [TIERS]
+TIERS lists the folders lowest first, tiers separated by ';' and folders within a tier by ',' (a
+tier is a future SwiftPM target: its folders may use each other). With TIERS it prints only the
+reaches upward, a folder using a name declared in a later tier; with --check it exits 1 when there
+is any. ARCHITECTURE.md lists the tiers; `make layers-check` runs the check in `make test`.
 """
 import os, re, sys, collections
-root = sys.argv[1] if len(sys.argv) > 1 else 'Sources/Updraft'
-order = sys.argv[2].split(',') if len(sys.argv) > 2 else None
+args = [a for a in sys.argv[1:] if a != '--check']
+check = '--check' in sys.argv[1:]
+root = args[0] if args else 'Sources/Updraft'
+tiers = [t.split(',') for t in args[1].split(';')] if len(args) > 1 else None
 decl = re.compile(r'^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|final|indirect|nonisolated)\s+)*(struct|class|enum|protocol|actor|typealias|func|let|var)\s+([A-Za-z_]\w*)')
 def strip(src):
     src = re.sub(r'//.*', '', src)
@@ -35,11 +39,19 @@ for folder, files in folders.items():
             o = names.get(w)
             if o and o != folder:
                 edges[(folder, o)].add(w)
-if order:
-    rank = {f: i for i, f in enumerate(order)}
+if tiers:
+    rank = {f: i for i, tier in enumerate(tiers) for f in tier}
+    unplaced = sorted(set(folders) - set(rank))
+    if unplaced:
+        print('folders in no tier:', ', '.join(unplaced))
+    upward = 0
     for (a, b), ws in sorted(edges.items()):
         if a in rank and b in rank and rank[b] > rank[a]:
+            upward += 1
             print(f'UPWARD {a} -> {b}: {", ".join(sorted(ws))}')
+    if check:
+        print(f'folder tiers: {upward} upward reaches, {len(unplaced)} folders in no tier')
+        sys.exit(1 if upward or unplaced else 0)
 else:
     for (a, b), ws in sorted(edges.items()):
         print(f'{a} -> {b}: {", ".join(sorted(ws)[:12])}')

@@ -99,7 +99,7 @@ extension Scheduler {
         var best: ExecutionPlan.DataParallelPlan?
         for k in 2...min(ranked.count, batchSize) {
             let chosen = Array(ranked.prefix(k))
-            var slices = DataParallelism.sliceSizes(count: batchSize, shares: chosen.map { 1 / max($0.seconds, 1e-12) })
+            var slices = DataParallelMode.sliceSizes(count: batchSize, shares: chosen.map { 1 / max($0.seconds, 1e-12) })
             // Every replica takes at least one example (a slower one then decides the time, and the
             // estimate says whether that pays).
             while let empty = slices.firstIndex(of: 0), let largest = slices.indices.max(by: { slices[$0] < slices[$1] }) {
@@ -145,5 +145,25 @@ extension Scheduler {
         } else {
             plan.notes.append("not data parallel: \(dp.summary) would take \(estimate)")
         }
+    }
+}
+
+extension DataParallelMode {
+    /// Slice sizes for a batch of `count` examples split by `shares` (largest remainder, so the
+    /// sizes add up to `count`; a replica whose share rounds to nothing gets an empty slice but still
+    /// applies the update).
+    public static func sliceSizes(count: Int, shares: [Double]) -> [Int] {
+        guard !shares.isEmpty else { return [] }
+        let clean = shares.map { $0.isFinite && $0 > 0 ? $0 : 0 }
+        let total = clean.reduce(0, +)
+        let weights = total > 0 ? clean.map { $0 / total } : clean.map { _ in 1 / Double(clean.count) }
+        let exact = weights.map { $0 * Double(count) }
+        var sizes = exact.map { Int($0.rounded(.down)) }
+        var left = count - sizes.reduce(0, +)
+        // Largest remainders first; ties to the earlier replica.
+        let order = exact.indices.sorted { (exact[$0] - Double(sizes[$0]), -$0) > (exact[$1] - Double(sizes[$1]), -$1) }
+        var k = 0
+        while left > 0 { sizes[order[k % order.count]] += 1; left -= 1; k += 1 }
+        return sizes
     }
 }

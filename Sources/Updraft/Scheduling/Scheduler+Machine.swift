@@ -41,16 +41,6 @@ extension Scheduler {
                                   options: Scheduler.Options(dataParallel: mode))
     }
 
-    /// As `place`, within a configuration's compute units, device (`deviceOption`, else
-    /// `preferredDevice`) and data-parallel mode.
-    public static func place(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
-                             environment: [String: String] = ProcessInfo.processInfo.environment,
-                             cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
-        try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
-                  deviceOption: configuration.deviceOption ?? configuration.preferredDevice?.optionText,
-                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode)
-    }
-
     /// Plans `graph` at `batchSize` for this machine (`place`) and opens the backends.
     /// - Parameters:
     ///   - dataParallel: the `--data-parallel` value (any case), if given; `UPDRAFT_DATA_PARALLEL` in
@@ -63,16 +53,6 @@ extension Scheduler {
         let mode = try dataParallel.map(DataParallelMode.init(parsing:))
         let (plan, warnings) = try place(graph: graph, batchSize: batchSize, computeUnits: computeUnits, deviceOption: deviceOption,
                                          environment: environment, cache: cache, dataParallel: mode)
-        let backends = try Scheduler.backends(for: plan)
-        return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
-    }
-
-    /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, device
-    /// and data-parallel mode, and opens the backends: what `ResolvedRun.resolve` does when the
-    /// configuration gives no backends.
-    public static func schedule(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
-                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MachineSchedule {
-        let (plan, warnings) = try place(graph: graph, batchSize: batchSize, configuration: configuration, environment: environment)
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }

@@ -24,23 +24,8 @@ public struct DataParallelism {
         self.replicas = replicas; self.shares = shares
     }
 
-    /// Slice sizes for a batch of `count` examples split by `shares` (largest remainder, so the
-    /// sizes add up to `count`; a replica whose share rounds to nothing gets an empty slice but still
-    /// applies the update).
-    public static func sliceSizes(count: Int, shares: [Double]) -> [Int] {
-        guard !shares.isEmpty else { return [] }
-        let clean = shares.map { $0.isFinite && $0 > 0 ? $0 : 0 }
-        let total = clean.reduce(0, +)
-        let weights = total > 0 ? clean.map { $0 / total } : clean.map { _ in 1 / Double(clean.count) }
-        let exact = weights.map { $0 * Double(count) }
-        var sizes = exact.map { Int($0.rounded(.down)) }
-        var left = count - sizes.reduce(0, +)
-        // Largest remainders first; ties to the earlier replica.
-        let order = exact.indices.sorted { (exact[$0] - Double(sizes[$0]), -$0) > (exact[$1] - Double(sizes[$1]), -$1) }
-        var k = 0
-        while left > 0 { sizes[order[k % order.count]] += 1; left -= 1; k += 1 }
-        return sizes
-    }
+    /// Slice sizes for a batch of `count` examples split by `shares` (`DataParallelMode.sliceSizes`).
+    public static func sliceSizes(count: Int, shares: [Double]) -> [Int] { DataParallelMode.sliceSizes(count: count, shares: shares) }
 
     /// Consecutive ranges of `0..<count` with the given sizes.
     static func ranges(_ sizes: [Int]) -> [Range<Int>] {
