@@ -254,7 +254,7 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         progress("  \(tag): epoch \(m.epochIndex + 1)  " + String(format: "%.0f ms  %.1f images/s  loss %.4f", s * 1e3,
                                                                       m.examplesPerSecond ?? 0, m.meanLoss ?? m.lossValue))
     })
-    let run = try ResolvedRun.resolve(model: model, configuration: config)
+    let run = try ModelKinds.resolve(model: model, configuration: config)
     let task = UpdateTask(run: run, trainingData: data, handlers: handlers)
     let done = task.run()
     if let error = done.error { throw error }

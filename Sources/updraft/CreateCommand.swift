@@ -62,7 +62,7 @@ let createCommand = CLICommand(
         if let source = args.value("frozen-from") { options.frozenWeightsFrom = try CoreMLModel(contentsOf: URL(fileURLWithPath: source)) }
 
         let model = try SqueezeNet.build(options)
-        let findings = ModelValidator.validate(model)
+        let findings = ModelKinds.validate(model)
         let url = URL(fileURLWithPath: out)
         try model.write(to: url)
         if let sidecar = args.value("sidecar") { try InteropSidecar.write(for: model, to: URL(fileURLWithPath: sidecar)) }

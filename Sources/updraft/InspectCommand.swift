@@ -22,7 +22,7 @@ let inspectCommand = CLICommand(
     run: { args in
         let path = args.positionals[0]
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
-        let report = ModelReport(model: model, file: path)
+        let report = ModelKinds.report(model, file: path)
         if args.flag("json") {
             print(try report.json())
         } else {

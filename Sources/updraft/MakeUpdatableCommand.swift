@@ -104,7 +104,7 @@ let makeUpdatableCommand = CLICommand(
         for h in updated.hyperparameters where h.inModel {
             print("  \(h.key.rawValue): \(h.defaultValue), allowed \(h.constraint)")
         }
-        let findings = ModelValidator.validate(updated)
+        let findings = ModelKinds.validate(updated)
         let errors = findings.errors.count, warnings = findings.warnings.count
         if errors + warnings > 0 {
             print("  validation: \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s") (updraft inspect \(out) lists them)")

@@ -57,13 +57,13 @@ let trainCommand = CLICommand(CommandSpec(
     let primary = ranks?.isPrimary ?? true
     let model = try CoreMLModel(contentsOf: modelURL)
     // Every problem at once (the layers Updraft cannot run, grouped, and the update parameters'), as `inspect` lists them.
-    let findings = ModelValidator.validate(model)
+    let findings = ModelKinds.validate(model)
     for finding in findings { printError("\(finding)") }
     if !findings.errors.isEmpty {
         printError("the model cannot be trained: fix the errors above (see `updraft inspect`)")
         return 1
     }
-    // Each value goes to the library as given; `ResolvedRun.resolve` checks it against the model.
+    // Each value goes to the library as given; the model's kind (`ModelKinds.resolve`) checks it against the model.
     var config = UpdateConfiguration()
     if let v = try args.int("epochs") { config.parameters[.epochs] = .int(Int64(v)) }
     if let v = try args.int("batch-size") { config.parameters[.miniBatchSize] = .int(Int64(v)) }
@@ -77,7 +77,7 @@ let trainCommand = CLICommand(CommandSpec(
     config.distributed = ranks
     // The library checks the parameters and chooses the devices now, so a bad value fails before
     // any data is loaded; the task trains this run as resolved.
-    var run = try ResolvedRun.resolve(model: model, configuration: config)
+    var run = try ModelKinds.resolve(model: model, configuration: config)
     let parameters = run.parameters
     func mebibytes(_ flag: String) throws -> Int? {
         guard let mib = try args.int(flag) else { return nil }

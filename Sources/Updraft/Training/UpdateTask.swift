@@ -196,7 +196,9 @@ public final class UpdateTask: @unchecked Sendable {
     /// back to the task unowned. When the task ends, `finish` keeps the results (the trained model,
     /// statistics, a resume point) and drops the session, releasing everything it allocated, host
     /// and device, even while the task itself is still referenced.
-    var session: TrainingSession?
+    var updateSession: (any UpdateSession)?
+    /// The network training session while it runs (nil for another kind's run, and when none runs).
+    var session: TrainingSession? { updateSession as? TrainingSession }
     /// What the ended run left behind once its session was released.
     private(set) var ended: EndedRun?
     /// Optimizer changes requested from a handler, applied before the next mini-batch: the
@@ -225,7 +227,7 @@ public final class UpdateTask: @unchecked Sendable {
     }
 
     /// What the feature cache holds (nil when it is off, or before training starts).
-    public var featureCacheStatistics: FeatureCacheStatistics? { session?.cache?.statistics ?? ended?.cacheStatistics }
+    public var featureCacheStatistics: FeatureCacheStatistics? { updateSession?.featureCacheStatistics ?? ended?.cacheStatistics }
 
     /// Where the task is now (MLUpdateTask.state); `.suspended` before `resume()` and while a handler runs.
     public var state: UpdateTaskState {
@@ -297,7 +299,7 @@ public final class UpdateTask: @unchecked Sendable {
     /// eps, weight decay). Mini-batch size, epochs, shuffle and seed are fixed once training starts;
     /// changing them throws. Values are checked against the model's allowed values.
     public func resume(withParameters parameters: [ParameterKey: ParameterValue]) throws {
-        let current = session?.parameters
+        let current = updateSession?.parameters
         for (key, value) in parameters where !key.isOptimizerSetting {
             if let current, let now = current[key], (try? TrainingParameters.normalize(key, value)) == now { continue }
             throw UpdraftError(.invalidArgument, "\(key) cannot change once training has started",
@@ -305,7 +307,7 @@ public final class UpdateTask: @unchecked Sendable {
         }
         var checked: TrainingParameters? = nil
         if var p = current {
-            for (k, v) in parameters { try p.set(k, v, descriptions: session!.hyperparameters) }
+            for (k, v) in parameters { try p.set(k, v, descriptions: updateSession!.hyperparameters) }
             checked = p
         }
         lock.lock(); pendingParameters = (parameters, checked); lock.unlock()
@@ -344,8 +346,8 @@ public final class UpdateTask: @unchecked Sendable {
         lock.lock(); started = true; if _state == .suspended { _state = .running }; lock.unlock()
         do {
             let run = try resolved ?? resolve()
-            let session = try TrainingSession(task: self, run: run)
-            self.session = session
+            let session = try ModelKinds.kind(of: originalModel).makeSession(task: self, run: run)
+            self.updateSession = session
             history = TrainingHistory(model: "", parameters: session.parameters.values.reduce(into: [:]) { $0[$1.key.rawValue] = "\($1.value)" })
             if let resumed = configuration.resumeFrom {
                 history.epochs = resumed.history
@@ -354,23 +356,23 @@ public final class UpdateTask: @unchecked Sendable {
             try session.train()
             finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)
         } catch {
-            finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: session?.lastMetrics)
+            finish(isCancelRequested ? .cancelled : .failed, error: error, metrics: updateSession?.lastMetrics)
         }
         return finalContext
     }
 
     /// The task's configuration resolved as it starts, with the scheduler's warnings passed on.
     private func resolve() throws -> ResolvedRun {
-        let run = try ResolvedRun.resolve(model: originalModel, configuration: configuration)
+        let run = try ModelKinds.resolve(model: originalModel, configuration: configuration)
         run.warnings.forEach { warn($0) }
         return run
     }
 
     private func finish(_ state: UpdateTaskState, error: Error?, metrics: TrainingMetrics?) {
-        let params = session?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
-        if let session {
+        let params = updateSession?.parameters ?? (try? TrainingParameters(optimizer: .sgd, hyperparameters: []))!
+        if let session = updateSession {
             ended = session.end(into: originalModel, keepResumePoint: state == .cancelled)
-            self.session = nil
+            self.updateSession = nil
         }
         lock.lock(); outcome = (metrics, params, error); lock.unlock()
         setState(state)
@@ -388,8 +390,8 @@ public final class UpdateTask: @unchecked Sendable {
             epochBatchLosses = []
             history.epochs.append(metrics)
         }
-        if let session { yieldToEventObservers(UpdateEvent(event: event, metrics: metrics, parameters: session.parameters)) }
-        guard handlers.events.contains(event), let progress = handlers.progress, let session else { return }
+        if let session = updateSession { yieldToEventObservers(UpdateEvent(event: event, metrics: metrics, parameters: session.parameters)) }
+        guard handlers.events.contains(event), let progress = handlers.progress, let session = updateSession else { return }
         setState(.suspended)
         progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
         lock.lock()
@@ -406,14 +408,14 @@ public final class UpdateTask: @unchecked Sendable {
 
     /// The model with the current weights.
     public func currentModel() throws -> CoreMLModel {
-        if let session { return try session.executor.exportModel(into: originalModel) }
+        if let session = updateSession { return try session.currentModel(updating: originalModel) }
         if let ended { return try ended.model.get() }
         return originalModel
     }
 
     /// A layer's current weights and bias (nil when the layer has none): read from the device while training, else from the final or original model. Throws when the layer has no weights (or no layer has that name).
     public func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
-        if let session { return try session.executor.weights(ofLayer: name) }
+        if let session = updateSession { return try session.weights(ofLayer: name) }
         let model = try ended?.model.get() ?? originalModel
         return (try model.weights(ofLayer: name), try model.bias(ofLayer: name))
     }
@@ -423,7 +425,7 @@ public final class UpdateTask: @unchecked Sendable {
     /// between mini-batches; after a cancelled run, where it stopped.
     public func writeCheckpoint(to url: URL) throws {
         let checkpoint: TrainingCheckpoint
-        if let session {
+        if let session = updateSession {
             checkpoint = try session.checkpoint()
         } else if let point = ended?.resumePoint {
             checkpoint = point

@@ -145,6 +145,9 @@ public struct ModelSpec: Hashable, Sendable {
     /// The model's neural network (whichever of the three cases it is).
     public var network: NeuralNetworkSpec
 
+    /// The Model oneof case the model is stored as (the kind of model: `ModelKinds` picks the kind that updates it).
+    public var modelType: CoreMLModelType { network.kind.modelType }
+
     /// A model spec; see `CoreMLModel.init(spec:)` to encode it.
     public init(specificationVersion: Int32, description: ModelDescription, isUpdatable: Bool, network: NeuralNetworkSpec) {
         self.specificationVersion = specificationVersion; self.description = description
