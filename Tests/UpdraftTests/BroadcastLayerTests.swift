@@ -95,14 +95,7 @@ final class BroadcastLayerTests: XCTestCase {
         try add("gated", ["ratio", "planeSum"], .multiply(alpha: 0))
         try add("biased", ["gated", "gain"], .broadcastable(.add))
         try add("pooled", ["biased"], .reduceND(ReduceNDLayerParams(kind: .mean, axes: [-2, -1], keepDims: false)))
-        try b.innerProduct("fc", outputChannels: 3)
-        try b.softmax("softmax", output: "probabilities")
-        try b.makeClassifier(labels: .strings(["a", "b", "c"]), probabilities: "probabilities")
-        try b.makeUpdatable(["conv", "fc"])
-        try b.setCrossEntropyLoss(input: "probabilities")
-        b.setOptimizer(.sgd(learningRate: 0.5, miniBatchSize: 3, momentum: 0.5))
-        b.setEpochs(3)
-        return try b.build()
+        return try b.buildLayerTestClassifier()
     }
 
     func testLayersReadBackAndInferTheirShapes() throws {

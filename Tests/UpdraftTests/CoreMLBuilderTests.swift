@@ -172,12 +172,7 @@ final class CoreMLBuilderTests: XCTestCase {
         XCTAssertTrue(findings.warnings.contains { $0.layer == "conv" && $0.message.contains("concat layer 'cat'") }, "\(findings)")
 
         // And a regressor with mean squared error.
-        var r = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: [3], dataType: .float32))))
-        try r.innerProduct("fc", outputChannels: 2)
-        try r.addOutput("fc")
-        r.makeRegressor()
-        try r.makeUpdatable(["fc"])
-        try r.setMeanSquaredErrorLoss(input: "fc")
+        var r = try ModelBuilder.denseRegressor()
         r.setOptimizer(.sgd(learningRate: 0.1, miniBatchSize: 1))
         r.setEpochs(1)
         let regressor = try r.build()

@@ -11,14 +11,7 @@ final class ExecutorTests: XCTestCase {
         let optimizer: OptimizerKind = golden.optimizer == "sgd" ? .sgd : .adam
         let hyper = try TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters)
         let executor = try Executor(training: training, optimizer: optimizer, backend: backend)
-        let provider = try ArrayBatchProvider(examples: golden.examples)
-        var losses: [Double] = []
-        for _ in 0..<golden.epochs {
-            for start in stride(from: 0, to: provider.count, by: golden.batch) {
-                let batch = try provider.batch(at: start..<min(start + golden.batch, provider.count))
-                losses.append(try executor.trainStep(batch, parameters: hyper).loss)
-            }
-        }
+        let losses = try golden.trainLosses(executor, parameters: hyper)
         XCTAssertEqual(losses.count, golden.losses.count, file: file, line: line)
         for (a, b) in zip(losses, golden.losses) {
             XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(b)), "losses \(losses) vs PyTorch \(golden.losses)", file: file, line: line)

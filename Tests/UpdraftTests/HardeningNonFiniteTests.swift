@@ -12,12 +12,7 @@ final class HardeningNonFiniteTests: XCTestCase {
 
     /// x [3] -> inner product "fc" [2], mean squared error, SGD in batches of 2; learning rates up to 1e30.
     private func regressor(learningRate: Double, epochs: Int64) throws -> CoreMLModel {
-        var r = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: [3], dataType: .float32))))
-        try r.innerProduct("fc", outputChannels: 2)
-        try r.addOutput("fc")
-        r.makeRegressor()
-        try r.makeUpdatable(["fc"])
-        try r.setMeanSquaredErrorLoss(input: "fc")
+        var r = try ModelBuilder.denseRegressor()
         r.setOptimizer(.sgd(learningRate: learningRate, learningRateRange: DoubleBounds(min: 0, max: 1e30), miniBatchSize: 2))
         r.setEpochs(epochs)
         return try r.build()

@@ -207,14 +207,7 @@ final class LayoutConvertedModelTests: XCTestCase {
         let graph = try NetworkGraph(model: model)
         let executor = try Executor(training: try TrainingGraph(graph: graph), optimizer: .sgd, backend: backend)
         let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: graph.hyperparameters)
-        let provider = try ArrayBatchProvider(examples: golden.examples)
-        var losses: [Double] = []
-        for _ in 0..<golden.epochs {
-            for start in stride(from: 0, to: provider.count, by: golden.batch) {
-                let batch = try provider.batch(at: start..<min(start + golden.batch, provider.count))
-                losses.append(try executor.trainStep(batch, parameters: hyper).loss)
-            }
-        }
+        let losses = try golden.trainLosses(executor, parameters: hyper)
         for (a, b) in zip(losses, golden.losses) {
             XCTAssertEqual(a, b, accuracy: 1e-4 * max(1, abs(b)), "\(backend.name): losses \(losses) vs PyTorch \(golden.losses)",
                            file: file, line: line)

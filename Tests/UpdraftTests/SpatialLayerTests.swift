@@ -112,14 +112,7 @@ final class SpatialLayerTests: XCTestCase {
         try b.add(LayerSpec(name: "l2", inputs: ["nearest"], outputs: ["l2"], params: .l2normalize(epsilon: 0)))
         try b.pooling("gap", .average, global: true)
         try b.flatten("flatten")
-        try b.innerProduct("fc", outputChannels: 3)
-        try b.softmax("softmax", output: "probabilities")
-        try b.makeClassifier(labels: .strings(["a", "b", "c"]), probabilities: "probabilities")
-        try b.makeUpdatable(["conv", "fc"])
-        try b.setCrossEntropyLoss(input: "probabilities")
-        b.setOptimizer(.sgd(learningRate: 0.5, miniBatchSize: 3, momentum: 0.5))
-        b.setEpochs(3)
-        return try b.build()
+        return try b.buildLayerTestClassifier()
     }
 
     func testLayersReadBackAsWrittenAndInferTheirShapes() throws {

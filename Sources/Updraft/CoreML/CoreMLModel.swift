@@ -17,13 +17,7 @@ public struct CoreMLModel: Sendable {
     /// Reads and parses the .mlmodel file at `url`.
     /// - Throws: `UpdraftError` `.io` when the file cannot be read; `.invalidModel` when it is not a well-formed Model protobuf; any other error from reading the model keeps its kind. Messages are prefixed with the file name.
     public init(contentsOf url: URL) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            let problem = pathProblem(url, error: error)
-            throw UpdraftError(.io, "cannot read the model file \(url.path): \(problem.message)", hint: problem.hint)
-        }
+        let data = try readFile(url, what: "the model file")
         do {
             try self.init(serializedBytes: [UInt8](data))
         } catch let e as UpdraftError {

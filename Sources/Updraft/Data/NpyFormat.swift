@@ -40,13 +40,7 @@ public struct NpyArray: Equatable, Sendable {
 
     /// Reads and parses a `.npy` file.
     public init(contentsOf url: URL) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            let problem = pathProblem(url, error: error)
-            throw UpdraftError(.io, "cannot read \(url.path): \(problem.message)", hint: problem.hint)
-        }
+        let data = try readFile(url, what: "")
         try self.init(data: data, name: url.path)
     }
 }

@@ -39,21 +39,12 @@ public struct CalibrationCache: Sendable {
         var measuredAt: Date
     }
 
-    struct File: Codable {
-        var format: Int
-        var devices: [String: Entry]
-    }
+    private var file: CacheFile<Entry> { CacheFile(url: fileURL, format: Self.formatVersion, what: "the calibration cache") }
 
     /// Every stored entry; empty when the file is missing, unreadable, corrupt or of another format.
     public func load() -> [String: DeviceProfile] { loadFile().mapValues(\.profile) }
 
-    func loadFile() -> [String: Entry] {
-        guard let data = try? Data(contentsOf: fileURL) else { return [:] }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard let file = try? decoder.decode(File.self, from: data), file.format == Self.formatVersion else { return [:] }
-        return file.devices.filter { $0.value.profile.isUsable }
-    }
+    func loadFile() -> [String: Entry] { file.load().filter { $0.value.profile.isUsable } }
 
     /// The stored profile for `key`, if any.
     public func lookup(_ key: String) -> DeviceProfile? { loadFile()[key]?.profile }
@@ -62,17 +53,7 @@ public struct CalibrationCache: Sendable {
     public func store(_ profile: DeviceProfile, key: String) throws {
         var entries = loadFile()
         entries[key] = Entry(profile: profile, measuredAt: Date())
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let data = try encoder.encode(File(format: Self.formatVersion, devices: entries))
-            try data.write(to: fileURL, options: .atomic)
-        } catch {
-            throw UpdraftError(.io, "cannot write the calibration cache \(fileURL.path): \(error.localizedDescription)",
-                               hint: "set \(Self.directoryVariable) to a writable folder")
-        }
+        try file.write(entries)
     }
 
     /// The result of `profile(key:measure:)`.

@@ -22,6 +22,46 @@ public enum CacheDirectory {
     }
 }
 
+/// One JSON file in the cache folder holding entries by key, `{"format": N, "devices": {key: entry}}`:
+/// read leniently (a missing, unreadable, corrupt or other-format file is empty), written whole
+/// and atomically. The calibration cache and the kernel-tuning store are two of them.
+struct CacheFile<Entry: Codable> {
+    /// The file.
+    var url: URL
+    /// The format it is written in; a file of another format reads as empty.
+    var format: Int
+    /// What the file holds, for the error when it cannot be written ("the calibration cache").
+    var what: String
+
+    private struct Contents: Codable {
+        var format: Int
+        var devices: [String: Entry]
+    }
+
+    /// Every entry; empty when the file is missing, unreadable, corrupt or of another format.
+    func load() -> [String: Entry] {
+        guard let data = try? Data(contentsOf: url) else { return [:] }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard let file = try? decoder.decode(Contents.self, from: data), file.format == format else { return [:] }
+        return file.devices
+    }
+
+    /// Writes `entries` as the whole file, creating its folder, atomically.
+    func write(_ entries: [String: Entry]) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        do {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try encoder.encode(Contents(format: format, devices: entries)).write(to: url, options: .atomic)
+        } catch {
+            throw UpdraftError(.io, "cannot write \(what) \(url.path): \(error.localizedDescription)",
+                               hint: "set \(CacheDirectory.variable) to a writable folder")
+        }
+    }
+}
+
 /// The first line of an error's description (for one-line warnings).
 func firstLine(of error: Error) -> String {
     String(describing: error).split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? "\(error)"

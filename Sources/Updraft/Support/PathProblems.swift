@@ -21,3 +21,14 @@ func pathProblem(_ url: URL, expectingFile: Bool = true, error: Error? = nil) ->
     if let error { return (error.localizedDescription, "check that the file is readable") }
     return ("it cannot be read", "check that the file is readable")
 }
+
+/// The bytes of the file at `url`; when it cannot be read, an `.io` error "cannot read WHAT PATH: why"
+/// with `pathProblem`'s reason and hint (`what`: "the model file"; empty for a bare path).
+func readFile(_ url: URL, what: String) throws -> Data {
+    do {
+        return try Data(contentsOf: url)
+    } catch {
+        let problem = pathProblem(url, error: error)
+        throw UpdraftError(.io, "cannot read \(what.isEmpty ? "" : what + " ")\(url.path): \(problem.message)", hint: problem.hint)
+    }
+}

@@ -27,6 +27,20 @@ struct GoldenRun: Decodable {
         return (json, model)
     }
 
+    /// The run's losses with `executor`: its epochs of mini-batches of `batch` examples, in order, one
+    /// training step each.
+    func trainLosses(_ executor: Executor, parameters: TrainingParameters) throws -> [Double] {
+        let provider = try ArrayBatchProvider(examples: examples)
+        var losses: [Double] = []
+        for _ in 0..<epochs {
+            for start in stride(from: 0, to: provider.count, by: batch) {
+                let b = try provider.batch(at: start..<min(start + batch, provider.count))
+                losses.append(try executor.trainStep(b, parameters: parameters).loss)
+            }
+        }
+        return losses
+    }
+
     /// The examples as an in-memory batch provider.
     var examples: [TrainingExample] {
         let item = shape.reduce(1, *)

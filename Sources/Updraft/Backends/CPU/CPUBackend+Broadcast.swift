@@ -37,19 +37,14 @@ extension CPUBackend {
         try g.validate()
         let x = try pointer(input, g.inputCount, "reduction input \(g.inputDims)")
         let y = try pointer(output, g.outputCount, "reduction output \(g.outputDims)")
-        let walk = ReductionWalk(g)
-        let scale = Float(g.scale)
-        parallelChunks(g.outputCount, grain: max(1, CPUParallel.elementGrain / max(walk.groupSize, 1))) { range in
-            for j in range {
-                let base = walk.base(j)
-                switch g.kind {
-                case .sum:
-                    var sum: Float = 0
-                    walk.forEach { sum += x[base + $0] }
-                    y[j] = scale * sum
-                case .max:
-                    y[j] = x[base + walk.firstMaximum(x + base)]
-                }
+        forEachReductionGroup(g) { j, base, walk, scale in
+            switch g.kind {
+            case .sum:
+                var sum: Float = 0
+                walk.forEach { sum += x[base + $0] }
+                y[j] = scale * sum
+            case .max:
+                y[j] = x[base + walk.firstMaximum(x + base)]
             }
         }
     }
@@ -61,20 +56,26 @@ extension CPUBackend {
         let x = try pointer(input, g.inputCount, "reduction input \(g.inputDims)")
         let dy = try pointer(outputGradient, g.outputCount, "reduction output gradient \(g.outputDims)")
         let dx = try pointer(inputGradient, g.inputCount, "reduction input gradient \(g.inputDims)")
+        forEachReductionGroup(g) { j, base, walk, scale in
+            switch g.kind {
+            case .sum:
+                let v = scale * dy[j]
+                walk.forEach { dx[base + $0] = v }
+            case .max:
+                walk.forEach { dx[base + $0] = 0 }
+                dx[base + walk.firstMaximum(x + base)] = dy[j]
+            }
+        }
+    }
+
+    /// Both directions' walk: output element `j`, its group's first input element `base`, the group's
+    /// offsets and the sum's scale, the output elements split across the workers.
+    private func forEachReductionGroup(_ g: ReductionGeometry,
+                                       _ body: (_ j: Int, _ base: Int, _ walk: ReductionWalk, _ scale: Float) -> Void) {
         let walk = ReductionWalk(g)
         let scale = Float(g.scale)
         parallelChunks(g.outputCount, grain: max(1, CPUParallel.elementGrain / max(walk.groupSize, 1))) { range in
-            for j in range {
-                let base = walk.base(j)
-                switch g.kind {
-                case .sum:
-                    let v = scale * dy[j]
-                    walk.forEach { dx[base + $0] = v }
-                case .max:
-                    walk.forEach { dx[base + $0] = 0 }
-                    dx[base + walk.firstMaximum(x + base)] = dy[j]
-                }
-            }
+            for j in range { body(j, walk.base(j), walk, scale) }
         }
     }
 }

@@ -82,36 +82,35 @@ extension CPUBackend {
     /// y = scale[c] * x + shift[c], one (n, c) plane per work item; in place is allowed.
     public func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
                               output: DeviceBuffer) throws {
-        try requireAffine(shape)
-        let (C, S) = (shape.c, shape.h * shape.w)
-        let count = shape.n * C * S
-        let x = try pointer(input, count, "channel affine input \(shape)")
-        let a = try pointer(scale, C, "channel affine scale")
-        let b = try pointer(shift, C, "channel affine shift")
-        let y = try pointer(output, count, "channel affine output")
-        parallelChunks(shape.n * C, grain: max(1, CPUParallel.elementGrain / max(1, S))) { planes in
-            for p in planes {
-                let (sc, sh) = (a[p % C], b[p % C])
-                let src = x + p * S, dst = y + p * S
-                for s in 0..<S { dst[s] = sc * src[s] + sh }
-            }
-        }
+        try affinePlanes(shape, input, "input", scale: scale, shift: shift, output, "output")
     }
 
     /// dx = scale[c] * dy per plane (scale and shift are frozen, so they get no gradient).
     public func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
                                       inputGradient: DeviceBuffer) throws {
+        try affinePlanes(shape, outputGradient, "output gradient", scale: scale, shift: nil, inputGradient, "input gradient")
+    }
+
+    /// `scale[c] * source (+ shift[c])` into `destination`, one (n, c) plane per work item.
+    private func affinePlanes(_ shape: Shape, _ source: DeviceBuffer, _ sourceName: String, scale: DeviceBuffer,
+                              shift: DeviceBuffer?, _ destination: DeviceBuffer, _ destinationName: String) throws {
         try requireAffine(shape)
         let (C, S) = (shape.c, shape.h * shape.w)
         let count = shape.n * C * S
-        let dy = try pointer(outputGradient, count, "channel affine output gradient \(shape)")
+        let x = try pointer(source, count, "channel affine \(sourceName) \(shape)")
         let a = try pointer(scale, C, "channel affine scale")
-        let dx = try pointer(inputGradient, count, "channel affine input gradient")
+        let b = try shift.map { try pointer($0, C, "channel affine shift") }
+        let y = try pointer(destination, count, "channel affine \(destinationName)")
         parallelChunks(shape.n * C, grain: max(1, CPUParallel.elementGrain / max(1, S))) { planes in
             for p in planes {
                 let sc = a[p % C]
-                let src = dy + p * S, dst = dx + p * S
-                for s in 0..<S { dst[s] = sc * src[s] }
+                let src = x + p * S, dst = y + p * S
+                if let b {
+                    let sh = b[p % C]
+                    for s in 0..<S { dst[s] = sc * src[s] + sh }
+                } else {
+                    for s in 0..<S { dst[s] = sc * src[s] }
+                }
             }
         }
     }

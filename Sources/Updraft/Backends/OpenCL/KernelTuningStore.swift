@@ -66,19 +66,10 @@ public struct KernelTuningStore: Sendable {
     /// The tuning file: `kernel-tuning.json` in `directory`.
     public var fileURL: URL { directory.appendingPathComponent(Self.fileName) }
 
-    private struct TuningFile: Codable {
-        var format: Int
-        var devices: [String: KernelTuningEntry]
-    }
+    private var file: CacheFile<KernelTuningEntry> { CacheFile(url: fileURL, format: Self.formatVersion, what: "the kernel tuning") }
 
     /// Every stored tuning; empty when the file is missing, unreadable, corrupt or of another format.
-    public func load() -> [String: KernelTuningEntry] {
-        guard let data = try? Data(contentsOf: fileURL) else { return [:] }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard let file = try? decoder.decode(TuningFile.self, from: data), file.format == Self.formatVersion else { return [:] }
-        return file.devices
-    }
+    public func load() -> [String: KernelTuningEntry] { file.load() }
 
     /// The stored tuning for `key`, if any.
     public func entry(_ key: String) -> KernelTuningEntry? { load()[key] }
@@ -87,17 +78,7 @@ public struct KernelTuningStore: Sendable {
     public func store(_ entry: KernelTuningEntry, key: String) throws {
         var entries = load()
         entries[key] = entry
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let data = try encoder.encode(TuningFile(format: Self.formatVersion, devices: entries))
-            try data.write(to: fileURL, options: .atomic)
-        } catch {
-            throw UpdraftError(.io, "cannot write the kernel tuning \(fileURL.path): \(error.localizedDescription)",
-                               hint: "set \(CacheDirectory.variable) to a writable folder")
-        }
+        try file.write(entries)
     }
 
     /// The kernel sources a tuning depends on.

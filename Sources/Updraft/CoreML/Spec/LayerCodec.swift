@@ -107,6 +107,22 @@ private func samePaddingMode(_ r: ProtoReader) throws -> SamePaddingMode {
 /// A repeated size pair, Core ML's default when the list is empty.
 private func pair(_ values: [Int], default d: [Int]) -> [Int] { values.isEmpty ? d : values }
 
+extension ProtoReader {
+    /// A layer's weights (empty when absent) and bias (nil when absent), from their WeightParams fields.
+    func weightsAndBias(_ weightsField: Int, _ biasField: Int) throws -> (WeightParams, WeightParams?) {
+        (try message(weightsField, "weights").map(WeightParams.init(reading:)) ?? .empty,
+         try message(biasField, "bias").map(WeightParams.init(reading:)))
+    }
+}
+
+extension MessageWriter {
+    /// A layer's weights, and its bias when it has one (`hasBias`).
+    mutating func weightsAndBias(_ weights: WeightParams, _ bias: WeightParams?, hasBias: Bool, _ weightsField: Int, _ biasField: Int) {
+        message(weightsField, weights.encoded())
+        if let bias, hasBias { message(biasField, bias.encoded()) }
+    }
+}
+
 extension ConvolutionLayerParams {
     init(reading r: ProtoReader) throws {
         outputChannels = try r.size(1, "outputChannels") ?? 0
@@ -128,8 +144,7 @@ extension ConvolutionLayerParams {
         }
         isDeconvolution = try r.bool(60, "isDeconvolution") ?? false
         hasBias = try r.bool(70, "hasBias") ?? false
-        weights = try r.message(Self.weightsField, "weights").map(WeightParams.init(reading:)) ?? .empty
-        bias = try r.message(Self.biasField, "bias").map(WeightParams.init(reading:))
+        (weights, bias) = try r.weightsAndBias(Self.weightsField, Self.biasField)
         outputShape = try r.sizes(100, "outputShape")
     }
 
@@ -148,8 +163,7 @@ extension ConvolutionLayerParams {
         }
         w.bool(60, isDeconvolution)
         w.bool(70, hasBias)
-        w.message(Self.weightsField, weights.encoded())
-        if let b = bias, hasBias { w.message(Self.biasField, b.encoded()) }
+        w.weightsAndBias(weights, bias, hasBias: hasBias, Self.weightsField, Self.biasField)
         w.sizes(100, outputShape)
     }
 }
@@ -159,8 +173,7 @@ extension InnerProductLayerParams {
         inputChannels = try r.size(1, "inputChannels") ?? 0
         outputChannels = try r.size(2, "outputChannels") ?? 0
         hasBias = try r.bool(10, "hasBias") ?? false
-        weights = try r.message(Self.weightsField, "weights").map(WeightParams.init(reading:)) ?? .empty
-        bias = try r.message(Self.biasField, "bias").map(WeightParams.init(reading:))
+        (weights, bias) = try r.weightsAndBias(Self.weightsField, Self.biasField)
         int8DynamicQuantize = try r.bool(22, "int8DynamicQuantize") ?? false
     }
 
@@ -168,8 +181,7 @@ extension InnerProductLayerParams {
         w.size(1, inputChannels)
         w.size(2, outputChannels)
         w.bool(10, hasBias)
-        w.message(Self.weightsField, weights.encoded())
-        if let b = bias, hasBias { w.message(Self.biasField, b.encoded()) }
+        w.weightsAndBias(weights, bias, hasBias: hasBias, Self.weightsField, Self.biasField)
         w.bool(22, int8DynamicQuantize)
     }
 }

@@ -33,35 +33,32 @@ extension Reference {
     // MARK: Padding
 
     static func paddingForward(_ g: SpatialGeometry, _ p: PaddingSpec, _ x: [Double]) -> [Double] {
-        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         var fill = 0.0
         if case let .constant(v) = p.mode { fill = Double(v) }
         var y = [Double](repeating: fill, count: g.outputShape.count)
-        for plane in 0..<(g.batch * g.channels) {
-            for oh in 0..<Ho {
-                guard let h = SpatialGeometry.paddingSource(oh - p.top, size: H, mode: p.mode) else { continue }
-                for ow in 0..<Wo {
-                    guard let w = SpatialGeometry.paddingSource(ow - p.left, size: W, mode: p.mode) else { continue }
-                    y[(plane * Ho + oh) * Wo + ow] = x[(plane * H + h) * W + w]
-                }
-            }
-        }
+        paddingWalk(g, p) { yi, xi in y[yi] = x[xi] }
         return y
     }
 
     static func paddingBackward(_ g: SpatialGeometry, _ p: PaddingSpec, _ dy: [Double]) -> [Double] {
-        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         var dx = [Double](repeating: 0, count: g.inputShape.count)
+        paddingWalk(g, p) { yi, xi in dx[xi] += dy[yi] }
+        return dx
+    }
+
+    /// Both directions' loop: every output element `yi` that copies an input element (`xi`: the source
+    /// the mode picks; constant padding's border has none), planes then rows then columns.
+    private static func paddingWalk(_ g: SpatialGeometry, _ p: PaddingSpec, _ body: (_ yi: Int, _ xi: Int) -> Void) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         for plane in 0..<(g.batch * g.channels) {
             for oh in 0..<Ho {
                 guard let h = SpatialGeometry.paddingSource(oh - p.top, size: H, mode: p.mode) else { continue }
                 for ow in 0..<Wo {
                     guard let w = SpatialGeometry.paddingSource(ow - p.left, size: W, mode: p.mode) else { continue }
-                    dx[(plane * H + h) * W + w] += dy[(plane * Ho + oh) * Wo + ow]
+                    body((plane * Ho + oh) * Wo + ow, (plane * H + h) * W + w)
                 }
             }
         }
-        return dx
     }
 
     // MARK: Upsample
@@ -81,40 +78,44 @@ extension Reference {
     }
 
     static func upsampleForward(_ g: SpatialGeometry, _ u: UpsampleSpec, _ x: [Double]) -> [Double] {
-        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        let (H, W) = (g.inHeight, g.inWidth)
         var y = [Double](repeating: 0, count: g.outputShape.count)
-        for plane in 0..<(g.batch * g.channels) {
-            for oh in 0..<Ho {
-                let th = upsampleTaps(u, o: oh, inSize: H, outSize: Ho, scale: u.scaleH)
-                for ow in 0..<Wo {
-                    let tw = upsampleTaps(u, o: ow, inSize: W, outSize: Wo, scale: u.scaleW)
-                    func at(_ h: Int, _ w: Int) -> Double { x[(plane * H + h) * W + w] }
-                    let top = (1 - tw.f) * at(th.i0, tw.i0) + tw.f * at(th.i0, tw.i1)
-                    let bottom = (1 - tw.f) * at(th.i1, tw.i0) + tw.f * at(th.i1, tw.i1)
-                    y[(plane * Ho + oh) * Wo + ow] = (1 - th.f) * top + th.f * bottom
-                }
-            }
+        upsampleWalk(g, u) { yi, plane, th, tw in
+            func at(_ h: Int, _ w: Int) -> Double { x[(plane * H + h) * W + w] }
+            let top = (1 - tw.f) * at(th.i0, tw.i0) + tw.f * at(th.i0, tw.i1)
+            let bottom = (1 - tw.f) * at(th.i1, tw.i0) + tw.f * at(th.i1, tw.i1)
+            y[yi] = (1 - th.f) * top + th.f * bottom
         }
         return y
     }
 
     static func upsampleBackward(_ g: SpatialGeometry, _ u: UpsampleSpec, _ dy: [Double]) -> [Double] {
-        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        let (H, W) = (g.inHeight, g.inWidth)
         var dx = [Double](repeating: 0, count: g.inputShape.count)
+        upsampleWalk(g, u) { yi, plane, th, tw in
+            let d = dy[yi]
+            func add(_ h: Int, _ w: Int, _ weight: Double) { dx[(plane * H + h) * W + w] += weight * d }
+            add(th.i0, tw.i0, (1 - th.f) * (1 - tw.f))
+            add(th.i0, tw.i1, (1 - th.f) * tw.f)
+            add(th.i1, tw.i0, th.f * (1 - tw.f))
+            add(th.i1, tw.i1, th.f * tw.f)
+        }
+        return dx
+    }
+
+    /// Both directions' loop: every output element `yi` of `plane` with its two row taps `th` and
+    /// column taps `tw` (input indices and the second one's weight), planes then rows then columns.
+    private static func upsampleWalk(_ g: SpatialGeometry, _ u: UpsampleSpec,
+                                     _ body: (_ yi: Int, _ plane: Int, _ th: (i0: Int, i1: Int, f: Double),
+                                              _ tw: (i0: Int, i1: Int, f: Double)) -> Void) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         for plane in 0..<(g.batch * g.channels) {
             for oh in 0..<Ho {
                 let th = upsampleTaps(u, o: oh, inSize: H, outSize: Ho, scale: u.scaleH)
                 for ow in 0..<Wo {
-                    let tw = upsampleTaps(u, o: ow, inSize: W, outSize: Wo, scale: u.scaleW)
-                    let d = dy[(plane * Ho + oh) * Wo + ow]
-                    func add(_ h: Int, _ w: Int, _ weight: Double) { dx[(plane * H + h) * W + w] += weight * d }
-                    add(th.i0, tw.i0, (1 - th.f) * (1 - tw.f))
-                    add(th.i0, tw.i1, (1 - th.f) * tw.f)
-                    add(th.i1, tw.i0, th.f * (1 - tw.f))
-                    add(th.i1, tw.i1, th.f * tw.f)
+                    body((plane * Ho + oh) * Wo + ow, plane, th, upsampleTaps(u, o: ow, inSize: W, outSize: Wo, scale: u.scaleW))
                 }
             }
         }
-        return dx
     }
 }
