@@ -21,6 +21,8 @@ private enum PlainSGD: Optimizer {
         for i in parameter.indices { parameter[i] -= Double(lr) * gradient[i] }
     }
     static func stepCost(count n: Int) -> OpCost { OpCost(flops: Double(2 * n), bytes: f32Bytes(3 * n)) }
+    /// Not a Core ML optimizer: not in `OptimizerKind.optimizerType`, so no model names it.
+    static let coreML = CoreMLOptimizerFields(field: 0, name: "plainSGD", parameters: [])
 }
 
 final class OptimizerTests: XCTestCase {
@@ -77,6 +79,23 @@ final class OptimizerTests: XCTestCase {
         try e.restoreState(before)
         XCTAssertEqual(try e.captureState().tensors.map(\.values), before.tensors.map(\.values))
         XCTAssertEqual(PlainSGD.stepWork(parameterCounts: [10, 0, 3]).count, 2)
+    }
+
+    /// The Core ML oneof table: each registered optimizer's field finds its kind again, and a model's
+    /// hyperparameters list each optimizer's own fields with the fallbacks its settings declare.
+    func testCoreMLOptimizerTable() throws {
+        XCTAssertEqual(OptimizerKind.coreMLFields, [10, 11])
+        for kind in OptimizerKind.all { XCTAssertEqual(OptimizerKind(coreMLField: kind.optimizerType.coreML.field), kind) }
+        XCTAssertNil(OptimizerKind(coreMLField: 12))
+        var adam = OptimizerSpec.adam(learningRate: 0.01, miniBatchSize: 4)
+        adam.beta1 = nil; adam.eps = nil; adam.beta2 = DoubleParameter(defaultValue: 0.99)
+        var params = UpdateParameters(optimizer: adam)
+        let h = params.hyperparameters
+        XCTAssertEqual(h.map(\.key), [.learningRate, .miniBatchSize, .beta1, .beta2, .eps, .shuffle, .seed])
+        XCTAssertEqual(h.filter { !$0.inModel }.map(\.key), [.beta1, .eps, .shuffle, .seed])
+        XCTAssertEqual(h.map(\.defaultValue), [.double(0.01), .int(4), .double(0.9), .double(0.99), .double(1e-8), .bool(true), .int(0)])
+        params.optimizer = .sgd(learningRate: 0.1, miniBatchSize: 2)
+        XCTAssertEqual(params.hyperparameters.first { $0.key == .momentum }?.defaultValue, .double(0))
     }
 
     /// The registered optimizers' steps on a backend match their Double references.

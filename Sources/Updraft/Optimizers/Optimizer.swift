@@ -27,6 +27,21 @@ public protocol Optimizer {
                               state: inout [[Double]]) throws
     /// What one step over `count` values costs (one fused kernel).
     static func stepCost(count: Int) -> OpCost
+    /// Where Core ML keeps this optimizer: its case of the Optimizer oneof and its own fields.
+    static var coreML: CoreMLOptimizerFields { get }
+}
+
+/// One optimizer's message in Core ML's `Optimizer` oneof: the oneof field number and name, and the
+/// optimizer's own DoubleParameter fields after learningRate (1) and miniBatchSize (2), which every
+/// optimizer message has. The spec's decoder, encoder and hyperparameter list read this, so the
+/// field numbers are written once.
+public struct CoreMLOptimizerFields: Sendable {
+    /// The oneof field number (SGDOptimizer 10, AdamOptimizer 11).
+    public var field: Int
+    /// The oneof case name, for messages ("sgdOptimizer").
+    public var name: String
+    /// The optimizer's own fields, in field order: number, the hyperparameter each holds.
+    public var parameters: [(field: Int, key: HyperparameterKey)]
 }
 
 extension Optimizer {
@@ -38,6 +53,11 @@ extension Optimizer {
     /// One fused optimizer kernel per non-empty parameter tensor (the cost model's optimizer work).
     static func stepWork(parameterCounts: [Int]) -> [KernelWork] {
         parameterCounts.filter { $0 > 0 }.map { KernelWork(stepCost(count: $0)) }
+    }
+
+    /// The default of an optimizer setting the model does not state (Core ML's fallback), from `settings`.
+    static func fallback(_ key: HyperparameterKey) -> Double? {
+        settings.first { $0.key.rawValue == key.rawValue }?.defaultValue.doubleValue
     }
 
     /// `hyperparameters` of a run's values, then `step`: for callers holding `any Optimizer.Type`.
@@ -61,4 +81,37 @@ extension OptimizerKind {
 
     /// Every optimizer a model can name, in Core ML's order.
     public static let all: [OptimizerKind] = [.sgd, .adam]
+
+    /// The Core ML oneof field numbers of every optimizer.
+    static var coreMLFields: Set<Int> { Set(all.map { $0.optimizerType.coreML.field }) }
+
+    /// The optimizer whose Core ML oneof field is `field`.
+    init?(coreMLField field: Int) {
+        guard let kind = Self.all.first(where: { $0.optimizerType.coreML.field == field }) else { return nil }
+        self = kind
+    }
+}
+
+extension OptimizerSpec {
+    /// An optimizer's own Core ML field by its hyperparameter (momentum, beta1, beta2, eps); nil for others.
+    subscript(key: HyperparameterKey) -> DoubleParameter? {
+        get {
+            switch key {
+            case .momentum: return momentum
+            case .beta1: return beta1
+            case .beta2: return beta2
+            case .eps: return eps
+            default: return nil
+            }
+        }
+        set {
+            switch key {
+            case .momentum: momentum = newValue
+            case .beta1: beta1 = newValue
+            case .beta2: beta2 = newValue
+            case .eps: eps = newValue
+            default: break
+            }
+        }
+    }
 }
