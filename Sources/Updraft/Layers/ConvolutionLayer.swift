@@ -27,7 +27,7 @@ enum ConvolutionLayer: LayerKind {
         if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
         if backwardWeights {
             w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
-            w.optimizer = optimizer.stepWork(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0])
+            w.optimizer = optimizer.optimizerType.stepWork(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0])
         }
         return w
     }

@@ -180,16 +180,3 @@ extension LayerWork {
         return passes(forward: pass, backward: pass, backwardData: backwardData)
     }
 }
-
-extension OptimizerKind {
-    /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
-    /// and writes two; Adam reads four and writes three.
-    func stepWork(parameterCounts: [Int]) -> [KernelWork] {
-        parameterCounts.filter { $0 > 0 }.map { n in
-            switch self {
-            case .sgd: return KernelWork(OpCost(flops: Double(4 * n), bytes: f32Bytes(5 * n)))
-            case .adam: return KernelWork(OpCost(flops: Double(12 * n), bytes: f32Bytes(7 * n)))
-            }
-        }
-    }
-}

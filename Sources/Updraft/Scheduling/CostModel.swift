@@ -46,7 +46,7 @@ public enum CostModel {
     /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
     /// and writes two of them; Adam reads four and writes three.
     static func optimizerSteps(parameterCounts: [Int], _ optimizer: OptimizerKind) -> [KernelWork] {
-        optimizer.stepWork(parameterCounts: parameterCounts)
+        optimizer.optimizerType.stepWork(parameterCounts: parameterCounts)
     }
 
     /// The loss kernel for a batch: fused softmax + cross-entropy on the logits, or mean squared error.

@@ -108,7 +108,7 @@ struct GraphAnalysis {
 
         // Memory: activations (and their gradients when a layer runs backward), parameters (with a
         // gradient and the optimizer's state when trained), the input in the part that receives it.
-        let stateCopies: UInt64 = optimizer == .adam ? 2 : 1
+        let stateCopies = UInt64(optimizer.optimizerType.stateSlots.count)
         var prefixMemory: UInt64 = 0, tailMemory: UInt64 = 0
         for (i, l) in layers.enumerated() {
             let activation = UInt64(l.outputShape.withBatch(batch).count) * (halfPrecisionPrefix && inPrefix[i] ? 2 : 4)

@@ -1,14 +1,16 @@
 import Foundation
 
 /// The `.resume` state file: a magic line, a JSON header (position, settings, fingerprints, history,
-/// the tensors' names and sizes), the tensors' float32 values (little-endian: values, then the first
-/// moment, then the second when Adam keeps one), and a 64-bit hash of everything before it.
+/// the tensors' names and sizes), the tensors' float32 values (little-endian: values, then one array per
+/// state slot the optimizer declares, in its `stateSlots` order), and a 64-bit hash of everything before it.
 /// Numbers that must come back bit for bit (hyperparameters, running sums, seeds) are written as
 /// hexadecimal bit patterns, not as JSON numbers. Written atomically (a temporary file, then a rename).
 enum CheckpointFile {
     static let magic = Array("UPDRAFT-RESUME\n".utf8)
     static let version = 1
 
+    /// `secondMoment`: true when the optimizer keeps more than one state array (format 1 wrote it for
+    /// Adam's v). The reader takes the number of state arrays from the optimizer and checks it against this.
     struct TensorEntry: Codable { var name: String; var count: Int; var secondMoment: Bool }
     struct Position: Codable {
         var epoch: Int, miniBatch: Int, steps: Int, correct: Int, seen: Int
@@ -98,13 +100,13 @@ enum CheckpointFile {
             position: Position(epoch: p.epoch, miniBatch: p.miniBatch, steps: p.steps, correct: p.correct, seen: p.seen,
                                lossSum: hex(p.lossSum), lastLoss: hex(p.lastLoss), batchLosses: p.batchLosses.map { hex($0) }),
             history: c.history, stepCount: c.state.stepCount,
-            tensors: c.state.tensors.map { TensorEntry(name: $0.name, count: $0.values.count, secondMoment: $0.second != nil) })
+            tensors: c.state.tensors.map { TensorEntry(name: $0.name, count: $0.values.count, secondMoment: $0.state.count > 1) })
         let json = try jsonEncoder().encode(header)
         var bytes = magic
         appendWord(UInt64(json.count), to: &bytes)
         bytes += json
         for t in c.state.tensors {
-            for array in [t.values, t.first] + (t.second.map { [$0] } ?? []) {
+            for array in [t.values] + t.state {
                 array.withUnsafeBytes { bytes += $0 }   // float32, little-endian on every platform Updraft runs on
             }
         }
@@ -168,15 +170,19 @@ enum CheckpointFile {
             offset += 4 * count
             return values
         }
+        guard let optimizer = OptimizerKind(rawValue: header.optimizer) else { throw damaged("unknown optimizer '\(header.optimizer)'") }
+        let slots = optimizer.optimizerType.stateSlots.count
         var tensors: [ExecutorState.TensorState] = []
         for t in header.tensors {
-            let values = try floats(t.count, t.name), first = try floats(t.count, t.name)
-            let second = t.secondMoment ? try floats(t.count, t.name) : nil
-            tensors.append(ExecutorState.TensorState(name: t.name, values: values, first: first, second: second))
+            guard t.secondMoment == (slots > 1) else {
+                throw damaged("\(t.name) \(t.secondMoment ? "holds" : "lacks") a second state array; \(optimizer.optimizerType.name) keeps \(slots)")
+            }
+            let values = try floats(t.count, t.name)
+            let state = try (0..<slots).map { _ in try floats(t.count, t.name) }
+            tensors.append(ExecutorState.TensorState(name: t.name, values: values, state: state))
         }
         guard offset == bytes.count - 8 else { throw damaged("\(bytes.count - 8 - offset) bytes follow the last tensor") }
 
-        guard let optimizer = OptimizerKind(rawValue: header.optimizer) else { throw damaged("unknown optimizer '\(header.optimizer)'") }
         var overrides: [ParameterKey: ParameterValue] = [:]
         for (name, text) in header.parameters {
             guard let key = ParameterKey(rawValue: name) else { throw damaged("unknown parameter '\(name)'") }

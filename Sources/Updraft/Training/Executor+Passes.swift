@@ -159,22 +159,17 @@ extension Executor {
     /// part old, part new: `isMidUpdate` stays true if a pass fails after the first tensor changed, so
     /// recovery knows not to trust this executor's state. A failure before any tensor changed leaves
     /// the state (and the step count) as it was.
-    func update(_ hyper: TrainingParameters) throws {
+    func update(_ hyper: TrainingParameters) throws { try update(optimizer, hyper) }
+
+    /// `update` with the optimizer's type opened, so its settings are read once per step.
+    private func update<O: Optimizer>(_ o: O.Type, _ hyper: TrainingParameters) throws {
+        let h = O.hyperparameters(hyper.values)
         let step = stepCount + 1
         var updated = 0
         do {
             for t in trainableTensors() {
-                switch optimizer {
-                case .sgd:
-                    try tailBackend.sgdStep(hyper.sgd, parameter: t.parameter, gradient: t.slot.gradient, velocity: t.slot.first,
-                                            count: t.slot.count)
-                case .adam:
-                    guard let second = t.slot.second else {
-                        throw UpdraftError(.invalidModel, "layer '\(t.layer)' has no Adam state")
-                    }
-                    try tailBackend.adamStep(hyper.adam, step: step, parameter: t.parameter, gradient: t.slot.gradient,
-                                             m: t.slot.first, v: second, count: t.slot.count)
-                }
+                try O.step(h, step: step, on: tailBackend, parameter: t.parameter, gradient: t.slot.gradient,
+                           state: t.slot.state, count: t.slot.count)
                 updated += 1
                 isMidUpdate = true
             }

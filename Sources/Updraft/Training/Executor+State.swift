@@ -1,6 +1,6 @@
 /// The executor's training state as host values: what a replica exchanges with the others (the
 /// gradients of a step) and what recovery needs to carry training over to another device (the
-/// parameters, the optimizer's moments and the step count). Frozen parameters are not part of it:
+/// parameters, the optimizer's state and the step count). Frozen parameters are not part of it:
 /// they never change, and every executor made from the same `TrainingGraph` starts with them.
 
 /// One trained parameter tensor (a layer's weights or its bias) with its buffers on the tail backend.
@@ -14,16 +14,14 @@ struct TrainableTensor {
 
 /// A host copy of everything an optimizer step changes, as of a completed step.
 public struct ExecutorState: Sendable {
-    /// One trained tensor's values and optimizer moments, as Float host arrays of equal length.
+    /// One trained tensor's values and optimizer state, as Float host arrays of equal length.
     public struct TensorState: Sendable {
         /// "<layer>.weights" or "<layer>.bias".
         public var name: String
         /// The parameter values after the last completed step.
         public var values: [Float]
-        /// SGD's velocity, or Adam's first moment.
-        public var first: [Float]
-        /// Adam's second moment (nil for SGD).
-        public var second: [Float]?
+        /// The optimizer's state, one array per `Optimizer.stateSlots` name, in that order (SGD: velocity; Adam: m, v).
+        public var state: [[Float]]
     }
     /// Optimizer steps taken (Adam's bias correction counts them).
     public var stepCount: Int
@@ -32,7 +30,7 @@ public struct ExecutorState: Sendable {
 
     /// Host memory the copy takes.
     public var byteCount: Int {
-        tensors.reduce(0) { $0 + 4 * ($1.values.count + $1.first.count + ($1.second?.count ?? 0)) }
+        tensors.reduce(0) { $0 + 4 * $1.state.reduce($1.values.count) { $0 + $1.count } }
     }
 }
 
@@ -75,7 +73,7 @@ extension Executor {
         }
     }
 
-    /// Reads the parameters, moments and step count back to the host. Throws if an optimizer pass
+    /// Reads the parameters, optimizer state and step count back to the host. Throws if an optimizer pass
     /// failed part-way (`isMidUpdate`): that state belongs to no step.
     public func captureState() throws -> ExecutorState {
         guard !isMidUpdate else {
@@ -83,8 +81,7 @@ extension Executor {
         }
         let tensors = try trainableTensors().map { t in
             ExecutorState.TensorState(name: t.label, values: try tailBackend.download(t.parameter),
-                                      first: try tailBackend.download(t.slot.first),
-                                      second: try t.slot.second.map { try tailBackend.download($0) })
+                                      state: try t.slot.state.map { try tailBackend.download($0) })
         }
         return ExecutorState(stepCount: stepCount, tensors: tensors)
     }
@@ -96,13 +93,12 @@ extension Executor {
             throw UpdraftError(.invalidArgument, "the state holds \(state.tensors.map(\.name)), this executor trains \(tensors.map(\.label))")
         }
         for (t, s) in zip(tensors, state.tensors) {
-            guard s.values.count == t.slot.count, s.first.count == t.slot.count,
-                  (s.second == nil) == (t.slot.second == nil), (s.second?.count ?? t.slot.count) == t.slot.count else {
+            guard s.values.count == t.slot.count, s.state.count == t.slot.state.count,
+                  s.state.allSatisfy({ $0.count == t.slot.count }) else {
                 throw UpdraftError(.invalidArgument, "the state of \(s.name) does not match its shape or optimizer")
             }
             try tailBackend.upload(s.values, to: t.parameter)
-            try tailBackend.upload(s.first, to: t.slot.first)
-            if let second = s.second, let buffer = t.slot.second { try tailBackend.upload(second, to: buffer) }
+            for (values, buffer) in zip(s.state, t.slot.state) { try tailBackend.upload(values, to: buffer) }
         }
         stepCount = state.stepCount
         isMidUpdate = false

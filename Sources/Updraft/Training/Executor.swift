@@ -12,15 +12,14 @@ public final class Executor {
     public let prefixBackend: Backend
     /// Runs the trainable tail (forward, backward, optimizer steps) and holds the trained parameters and their state.
     public let tailBackend: Backend
-    /// The optimizer applied in each step (SGD or Adam), which decides the moment buffers kept.
-    public let optimizer: OptimizerKind
+    /// The optimizer applied in each step; its `stateSlots` decide the state buffers kept per trained tensor.
+    public let optimizer: any Optimizer.Type
 
     typealias Parameters = LayerParameterBuffers
-    /// Optimizer state of one parameter tensor: its gradient and one or two moment buffers.
+    /// One trained parameter tensor's gradient and optimizer state (one buffer per `optimizer.stateSlots` name).
     struct Slot {
         var gradient: DeviceBuffer
-        var first: DeviceBuffer    // SGD velocity, Adam m
-        var second: DeviceBuffer?  // Adam v
+        var state: [DeviceBuffer]
         var count: Int
     }
 
@@ -33,7 +32,7 @@ public final class Executor {
     private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>
     private let skipped: Set<String>
-    /// Adam's step count (bias correction), advanced once per training step.
+    /// Optimizer steps taken (the `step` an optimizer is handed, e.g. Adam's bias correction), advanced once per training step.
     public internal(set) var stepCount = 0
     /// True after an optimizer pass failed part-way: some tensors hold the new step's values, others
     /// the old ones, so this executor's state cannot be read back to resume from (`captureState`).
@@ -43,7 +42,7 @@ public final class Executor {
     var gradientsReady: ((String) throws -> Void)?
 
     /// Uploads the model's parameters to the backends and allocates the optimizer state (gradient and moment buffers on the tail backend); throws what the backend throws when it cannot allocate.
-    public init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
+    public init(training: TrainingGraph, optimizer: any Optimizer.Type, prefixBackend: Backend, tailBackend: Backend) throws {
         self.training = training
         self.optimizer = optimizer
         self.prefixBackend = prefixBackend
@@ -70,21 +69,30 @@ public final class Executor {
     /// "cpu", or "<prefix backend> + <tail backend>" when the parts run apart.
     public var deviceName: String { prefixBackend === tailBackend ? tailBackend.name : "\(prefixBackend.name) + \(tailBackend.name)" }
 
+    /// The model's optimizer (`OptimizerKind.optimizerType`), parts on two backends.
+    public convenience init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
+        try self.init(training: training, optimizer: optimizer.optimizerType, prefixBackend: prefixBackend, tailBackend: tailBackend)
+    }
+
     /// Convenience: one backend for everything.
     public convenience init(training: TrainingGraph, optimizer: OptimizerKind, backend: Backend) throws {
+        try self.init(training: training, optimizer: optimizer.optimizerType, prefixBackend: backend, tailBackend: backend)
+    }
+
+    /// Convenience: one backend for everything, with any optimizer type.
+    public convenience init(training: TrainingGraph, optimizer: any Optimizer.Type, backend: Backend) throws {
         try self.init(training: training, optimizer: optimizer, prefixBackend: backend, tailBackend: backend)
     }
 
+    /// A gradient buffer and one zeroed buffer per state slot the optimizer declares.
     private func makeSlot(_ count: Int) throws -> Slot {
         let g = try tailBackend.makeBuffer(count: count)
-        let m = try tailBackend.makeBuffer(count: count)
-        try tailBackend.fill(m, with: 0)
-        var v: DeviceBuffer? = nil
-        if optimizer == .adam {
-            v = try tailBackend.makeBuffer(count: count)
-            try tailBackend.fill(v!, with: 0)
+        let state = try optimizer.stateSlots.map { _ in
+            let b = try tailBackend.makeBuffer(count: count)
+            try tailBackend.fill(b, with: 0)
+            return b
         }
-        return Slot(gradient: g, first: m, second: v, count: count)
+        return Slot(gradient: g, state: state, count: count)
     }
 
     func weightSlotFor(_ name: String) -> Slot? { weightSlots[name] }

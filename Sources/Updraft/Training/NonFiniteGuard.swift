@@ -21,10 +21,10 @@ struct NonFiniteLoss: Error {
 
 extension ExecutorState {
     /// The first non-finite parameter, as (tensor name, index, value), or nil when all are finite.
-    /// The optimizer moments are checked too: a NaN moment turns the next update into NaN.
+    /// The optimizer state is checked too: a NaN moment turns the next update into NaN.
     var firstNonFinite: (name: String, index: Int, value: Float)? {
         for t in tensors {
-            for values in [t.values, t.first] + (t.second.map { [$0] } ?? []) {
+            for values in [t.values] + t.state {
                 if let i = values.firstIndex(where: { !$0.isFinite }) { return (t.name, i, values[i]) }
             }
         }

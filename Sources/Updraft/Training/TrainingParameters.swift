@@ -1,66 +1,9 @@
-/// The hyperparameters a training run uses, named as Core ML names them (MLParameterKey), plus
-/// weight decay, which Core ML lacks.
-public enum ParameterKey: String, CaseIterable, Hashable, Sendable, CustomStringConvertible {
-    /// The Core ML keys (learningRate, momentum, miniBatchSize, epochs, shuffle, seed, beta1, beta2, eps), and `weightDecay`, Updraft's own L2 penalty on the weights.
-    case learningRate, momentum, miniBatchSize, epochs, shuffle, seed, beta1, beta2, eps, weightDecay
-
-    /// The Core ML key name (`"learningRate"`, `"miniBatchSize"`, ...), as used in options and history files.
-    public var description: String { rawValue }
-
-    /// The `updraft make-updatable` option that sets this parameter's allowed values.
-    var makeUpdatableOption: String? {
-        switch self {
-        case .learningRate: return "allowed-learning-rate"
-        case .miniBatchSize: return "allowed-batch-sizes"
-        case .epochs: return "allowed-epochs"
-        case .momentum, .beta1, .beta2, .eps: return "allowed-\(rawValue)"
-        case .shuffle, .seed, .weightDecay: return nil
-        }
-    }
-
-    /// Optimizer settings may change during training (`resume(withParameters:)`); the rest are fixed
-    /// once training starts, as in Core ML.
-    public var isOptimizerSetting: Bool {
-        switch self {
-        case .learningRate, .momentum, .beta1, .beta2, .eps, .weightDecay: return true
-        case .miniBatchSize, .epochs, .shuffle, .seed: return false
-        }
-    }
-}
-
-/// Parameter values use the Core ML layer's value type (`HyperparameterValue`: double, int, bool).
-public typealias ParameterValue = HyperparameterValue
-
-extension HyperparameterValue {
-    /// The value as a Double (an int converted); nil for a bool.
-    public var doubleValue: Double? {
-        switch self {
-        case let .int(v): return Double(v)
-        case let .double(v): return v
-        case .bool: return nil
-        }
-    }
-    /// The value as an Int: an int, or a double with no fractional part; nil otherwise (and for a bool).
-    public var intValue: Int? {
-        switch self {
-        case let .int(v): return Int(exactly: v)
-        case let .double(v): return v.rounded() == v ? Int(exactly: v) : nil
-        case .bool: return nil
-        }
-    }
-}
-
-extension ParameterKey {
-    /// The model's name for this key, if the model can describe it (weight decay is Updraft's own).
-    var hyperparameterKey: HyperparameterKey? { HyperparameterKey(rawValue: rawValue) }
-}
-
 /// The values in force for a run: the model's defaults with the caller's overrides, each checked
 /// against what the model allows.
 public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     /// Every key's value in force, normalized (integers for size/epochs/seed, bool for shuffle, doubles otherwise).
     public private(set) var values: [ParameterKey: ParameterValue]
-    /// The optimizer the model's update parameters name (SGD or Adam); decides which settings apply.
+    /// The optimizer the model's update parameters name; its type (`optimizerType`) says which settings apply.
     public var optimizer: OptimizerKind
 
     /// The model's defaults (`hyperparameters`, as `NetworkGraph.hyperparameters` lists them), then
@@ -70,11 +13,11 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
                 overrides: [ParameterKey: ParameterValue] = [:]) throws {
         let descriptions = hyperparameters
         self.optimizer = optimizer
-        var v: [ParameterKey: ParameterValue] = [
-            .learningRate: .double(0.001), .momentum: .double(0), .miniBatchSize: .int(8), .epochs: .int(1),
-            .shuffle: .bool(true), .seed: .int(0), .beta1: .double(0.9), .beta2: .double(0.999), .eps: .double(1e-8),
-            .weightDecay: .double(0),
-        ]
+        // Every key has a value: the run's own, then each optimizer's settings (this run's optimizer's last).
+        var v: [ParameterKey: ParameterValue] = [.miniBatchSize: .int(8), .epochs: .int(1), .shuffle: .bool(true), .seed: .int(0)]
+        for kind in OptimizerKind.all + [optimizer] {
+            for s in kind.optimizerType.settings { v[s.key] = s.defaultValue }
+        }
         for h in descriptions {
             if let key = ParameterKey(rawValue: h.key.rawValue) { v[key] = try Self.normalize(key, h.defaultValue) }
         }
@@ -143,20 +86,13 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     public var weightDecay: Double { values[.weightDecay]?.doubleValue ?? 0 }
 
     /// The SGD settings (learning rate, momentum, weight decay) as Float, for the optimizer kernels.
-    public var sgd: SGDHyperparameters {
-        SGDHyperparameters(learningRate: Float(learningRate), momentum: Float(momentum), weightDecay: Float(weightDecay))
-    }
+    public var sgd: SGDHyperparameters { SGD.hyperparameters(values) }
     /// The Adam settings (learning rate, betas, eps, weight decay) as Float, for the optimizer kernels.
-    public var adam: AdamHyperparameters {
-        AdamHyperparameters(learningRate: Float(learningRate), beta1: Float(beta1), beta2: Float(beta2),
-                            eps: Float(eps), weightDecay: Float(weightDecay))
-    }
+    public var adam: AdamHyperparameters { Adam.hyperparameters(values) }
 
     /// One line: the optimizer, then the settings that apply to it (`sgd: learningRate=0.01 momentum=0 ...`).
     public var description: String {
-        let keys: [ParameterKey] = optimizer == .sgd
-            ? [.learningRate, .momentum, .weightDecay, .miniBatchSize, .epochs, .shuffle, .seed]
-            : [.learningRate, .beta1, .beta2, .eps, .weightDecay, .miniBatchSize, .epochs, .shuffle, .seed]
+        let keys = optimizer.optimizerType.settings.map(\.key) + [.miniBatchSize, .epochs, .shuffle, .seed]
         return "\(optimizer): " + keys.map { "\($0)=\(values[$0]!)" }.joined(separator: " ")
     }
 }

@@ -178,18 +178,15 @@ extension UpdateParameters {
     init(reading r: ProtoReader) throws {
         lossLayers = try r.messages(1, "lossLayers").map(LossLayerSpec.init(reading:))
         optimizer = nil
-        if let o = try r.message(2, "optimizer"), let f = o.lastOf([10, 11]) {
-            let isSGD = f.number == 10
-            let m = try o.child(f, named: isSGD ? "sgdOptimizer" : "adamOptimizer")
-            var spec = OptimizerSpec(kind: isSGD ? .sgd : .adam,
+        if let o = try r.message(2, "optimizer"), let f = o.lastOf(OptimizerKind.coreMLFields),
+           let kind = OptimizerKind(coreMLField: f.number) {
+            let fields = kind.optimizerType.coreML
+            let m = try o.child(f, named: fields.name)
+            var spec = OptimizerSpec(kind: kind,
                                      learningRate: try m.message(1, "learningRate").map(DoubleParameter.init(reading:)),
                                      miniBatchSize: try m.message(2, "miniBatchSize").map(Int64Parameter.init(reading:)))
-            if isSGD {
-                spec.momentum = try m.message(3, "momentum").map(DoubleParameter.init(reading:))
-            } else {
-                spec.beta1 = try m.message(3, "beta1").map(DoubleParameter.init(reading:))
-                spec.beta2 = try m.message(4, "beta2").map(DoubleParameter.init(reading:))
-                spec.eps = try m.message(5, "eps").map(DoubleParameter.init(reading:))
+            for p in fields.parameters {
+                spec[p.key] = try m.message(p.field, p.key.rawValue).map(DoubleParameter.init(reading:))
             }
             optimizer = spec
         }

@@ -174,16 +174,12 @@ extension UpdateParameters {
         }
         if let o = optimizer {
             w.message(2) { m in
-                m.message(o.kind == .sgd ? 10 : 11) { p in
+                let fields = o.kind.optimizerType.coreML
+                m.message(fields.field) { p in
                     if let lr = o.learningRate { p.message(1, lr.encoded()) }
                     if let mb = o.miniBatchSize { p.message(2, mb.encoded()) }
-                    switch o.kind {
-                    case .sgd:
-                        if let v = o.momentum { p.message(3, v.encoded()) }
-                    case .adam:
-                        if let v = o.beta1 { p.message(3, v.encoded()) }
-                        if let v = o.beta2 { p.message(4, v.encoded()) }
-                        if let v = o.eps { p.message(5, v.encoded()) }
+                    for f in fields.parameters {
+                        if let v = o[f.key] { p.message(f.field, v.encoded()) }
                     }
                 }
             }

@@ -244,14 +244,8 @@ public extension UpdateParameters {
         if let o = optimizer {
             double(.learningRate, o.learningRate, fallback: nil)
             int(.miniBatchSize, o.miniBatchSize, fallback: nil)
-            switch o.kind {
-            case .sgd:
-                double(.momentum, o.momentum, fallback: 0)
-            case .adam:
-                double(.beta1, o.beta1, fallback: 0.9)
-                double(.beta2, o.beta2, fallback: 0.999)
-                double(.eps, o.eps, fallback: 1e-8)
-            }
+            let type = o.kind.optimizerType
+            for f in type.coreML.parameters { double(f.key, o[f.key], fallback: type.fallback(f.key)) }
         }
         int(.epochs, epochs, fallback: nil)
         out.append(Hyperparameter(key: .shuffle, defaultValue: .bool(shuffle?.defaultValue ?? true),
