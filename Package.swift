@@ -36,16 +36,44 @@ let package = Package(
         .plugin(name: "EmbedKernels", capability: .buildTool(), dependencies: ["embed-kernels"],
                 path: "Plugins/EmbedKernels"),
 
-        .target(name: "Updraft", dependencies: ["COpenCL", "CCLBlast", "COpenBLAS", "CImageIO", "CMPI"],
-                path: "Sources/Updraft", swiftSettings: strictConcurrency,
+        // The library, as targets in dependency order: each may import only the ones above it here (and
+        // the C modules it names), so a reach upward does not compile. ARCHITECTURE.md section 2 lists them.
+        // Names one target uses from another are `package`, not `public`: the product's API does not grow.
+        // Tensor, Support, the op descriptions and their Double references, raw protobuf fields.
+        // The plugin records the git revision here (Support/Version.swift).
+        .target(name: "UpdraftCore", path: "Sources/UpdraftCore", swiftSettings: strictConcurrency,
                 plugins: ["EmbedKernels"]),
+        // The Backend protocol, the CPU and OpenCL backends, the OpCase catalogue and gradient check.
+        // The plugin embeds Kernels/*.cl here. Hot loops stay inside this target.
+        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS"],
+                path: "Sources/UpdraftBackends", swiftSettings: strictConcurrency, plugins: ["EmbedKernels"]),
+        // The Core ML codec and typed spec, the network graph and shape inference, the optimizers.
+        .target(name: "UpdraftModel", dependencies: ["UpdraftBackends"], path: "Sources/UpdraftModel",
+                swiftSettings: strictConcurrency),
+        // The layer kinds (one type per kind), TrainingGraph, Workspace.
+        .target(name: "UpdraftLayers", dependencies: ["UpdraftModel"], path: "Sources/UpdraftLayers",
+                swiftSettings: strictConcurrency),
+        // Placement: compute units, devices, calibration, cost model, scheduler, the kernel tuner.
+        .target(name: "UpdraftPlacement", dependencies: ["UpdraftLayers"], path: "Sources/UpdraftPlacement",
+                swiftSettings: strictConcurrency),
+        // What is asked of a whole model: validator, report, fuzzing.
+        .target(name: "UpdraftChecks", dependencies: ["UpdraftPlacement"], path: "Sources/UpdraftChecks",
+                swiftSettings: strictConcurrency),
+        // Data, the executor and sessions, data-parallel training over MPI, reporting.
+        .target(name: "UpdraftTraining", dependencies: ["UpdraftChecks", "CImageIO", "CMPI"],
+                path: "Sources/UpdraftTraining", swiftSettings: strictConcurrency),
+        // The product: re-exports the targets above (`import Updraft` gives all of them), nothing else.
+        .target(name: "Updraft",
+                dependencies: ["UpdraftCore", "UpdraftBackends", "UpdraftModel", "UpdraftLayers",
+                               "UpdraftPlacement", "UpdraftChecks", "UpdraftTraining"],
+                path: "Sources/Updraft", swiftSettings: strictConcurrency),
         // The command-line parsing the two executables share; not part of the library's API.
         .target(name: "UpdraftCommandLine", path: "Sources/UpdraftCommandLine", swiftSettings: strictConcurrency),
         .executableTarget(name: "updraft", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Sources/updraft",
                           swiftSettings: strictConcurrency),
         .executableTarget(name: "updraft-bench", dependencies: ["Updraft", "UpdraftCommandLine"],
                           path: "Benchmarks/updraft-bench", swiftSettings: strictConcurrency),
-        .testTarget(name: "UpdraftTests", dependencies: ["Updraft", "UpdraftCommandLine"], path: "Tests/UpdraftTests",
+        .testTarget(name: "UpdraftTests", dependencies: ["Updraft", "UpdraftCommandLine", "CImageIO"], path: "Tests/UpdraftTests",
                     exclude: ["Fixtures"], swiftSettings: strictConcurrency),
     ],
     swiftLanguageModes: [.v5]

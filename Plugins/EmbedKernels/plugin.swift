@@ -4,6 +4,8 @@ import PackagePlugin
 /// Turns every file in the package's `Kernels/` folder into one generated Swift source holding the
 /// OpenCL C text as string constants, so that the `updraft` executable needs no source tree at run time;
 /// and records the git revision the library is built from (for `updraft --version`).
+/// Each goes to the one target that uses it: the kernels to UpdraftBackends (OpenCLContext,
+/// KernelTuningStore), the revision to UpdraftCore (Support/Version.swift).
 @main
 struct EmbedKernels: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
@@ -14,21 +16,26 @@ struct EmbedKernels: BuildToolPlugin {
         let output = context.pluginWorkDirectoryURL.appendingPathComponent("EmbeddedKernels.swift")
         let buildInfo = context.pluginWorkDirectoryURL.appendingPathComponent("EmbeddedBuildInfo.swift")
         let git = GitFiles(package: context.package.directoryURL)
-        return [
+        let kernelsCommand: Command =
             .buildCommand(
                 displayName: "Embedding \(inputs.count) OpenCL sources from Kernels/",
                 executable: try context.tool(named: "embed-kernels").url,
                 arguments: [output.path] + inputs.map(\.path),
                 inputFiles: inputs,
-                outputFiles: [output]),
-            // Re-run whenever HEAD moves: HEAD itself and the files its ref may live in are inputs.
+                outputFiles: [output])
+        // Re-run whenever HEAD moves: HEAD itself and the files its ref may live in are inputs.
+        let buildInfoCommand: Command =
             .buildCommand(
                 displayName: "Recording the git revision",
                 executable: try context.tool(named: "embed-kernels").url,
                 arguments: ["--build-info", buildInfo.path] + git.arguments,
                 inputFiles: git.inputs,
-                outputFiles: [buildInfo]),
-        ]
+                outputFiles: [buildInfo])
+        switch target.name {
+        case "UpdraftBackends": return [kernelsCommand]
+        case "UpdraftCore": return [buildInfoCommand]
+        default: return [kernelsCommand, buildInfoCommand]
+        }
     }
 }
 

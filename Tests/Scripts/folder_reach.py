@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Which folder of Sources/Updraft uses names declared top-level in which other folder.
+"""Which folder of the library uses names declared top-level in which other folder.
 
 Usage: python3 Tests/Scripts/folder_reach.py [--check] [ROOT] [TIERS]
-TIERS lists the folders lowest first, tiers separated by ';' and folders within a tier by ',' (a
-tier is a future SwiftPM target: its folders may use each other). With TIERS it prints only the
-reaches upward, a folder using a name declared in a later tier; with --check it exits 1 when there
-is any. ARCHITECTURE.md lists the tiers; `make layers-check` runs the check in `make test`.
+ROOT is Sources (folders are named with their target, `UpdraftCore/Tensor`). TIERS lists the folders
+lowest first, tiers separated by ';' and folders within a tier by ',' (a tier is a SwiftPM target: its
+folders may use each other; the compiler itself refuses a target importing a later one). With TIERS it
+reads only the targets TIERS names and prints only the reaches upward, a folder using a name declared
+in a later tier; with --check it exits 1 when there is any. ARCHITECTURE.md lists the tiers;
+`make layers-check` runs the check in `make test`. Names used only inside string interpolation and
+extension members are not seen (the compiler catches those across targets).
 """
 import os, re, sys, collections
 args = [a for a in sys.argv[1:] if a != '--check']
 check = '--check' in sys.argv[1:]
-root = args[0] if args else 'Sources/Updraft'
+root = args[0] if args else 'Sources'
 tiers = [t.split(',') for t in args[1].split(';')] if len(args) > 1 else None
 decl = re.compile(r'^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|final|indirect|nonisolated)\s+)*(struct|class|enum|protocol|actor|typealias|func|let|var)\s+([A-Za-z_]\w*)')
 def strip(src):
@@ -19,11 +22,13 @@ def strip(src):
     src = re.sub(r'"""(?:.|\n)*?"""', '""', src)
     src = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', src)
     return src
+targets = {f.split('/')[0] for tier in tiers for f in tier} if tiers else None
 folders = collections.defaultdict(list)
 for d, _, files in os.walk(root):
     for f in files:
-        if f.endswith('.swift'):
-            folders[os.path.relpath(d, root)].append(os.path.join(d, f))
+        rel = os.path.relpath(d, root)
+        if f.endswith('.swift') and (targets is None or rel.split('/')[0] in targets):
+            folders[rel].append(os.path.join(d, f))
 names = {}
 for folder, files in folders.items():
     for p in files:

@@ -7,7 +7,7 @@
        "ActivationParams.NonlinearityType": {...},
        "Model.Type": {...}}
 
-Updraft writes each of these numbers and names once (Sources/Updraft/CoreML/Spec/CoreMLTypes.swift);
+Updraft writes each of these numbers and names once (Sources/UpdraftModel/CoreML/Spec/CoreMLTypes.swift);
 the test checks that table case by case against what coremltools' compiled descriptors say.
 
 Run once (needs coremltools) and commit the output:  python3 Tests/Scripts/make_proto_types.py

@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// A MobileNetV3-style model as coremltools' converter writes it: ReLU6 as a clip layer, hardswish as
 /// x * sigmoidHard(x) through a multiply, a per-channel PReLU and a unary function, decoded from

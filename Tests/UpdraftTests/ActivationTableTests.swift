@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The activation table: codes written once and reaching the kernels, every function fused into the
 /// convolution and inner-product epilogues exactly as it runs on its own, backward from y alone where

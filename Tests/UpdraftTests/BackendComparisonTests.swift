@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 final class BackendComparisonTests: XCTestCase {
     func testReferenceBackendMatchesReferenceOnQuickCases() {

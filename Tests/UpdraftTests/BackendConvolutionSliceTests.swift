@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// Convolutions writing a channel slice of a wider output (what lets the executor skip a concat):
 /// the CPU and OpenCL backends against the reference backend's host-side default, on awkward shapes,

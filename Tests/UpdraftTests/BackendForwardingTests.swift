@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
 
 /// `ForwardingBackend`, the base of the wrappers that count, time or fail calls: every call goes
 /// through its hook on the way to the wrapped backend, training through it is the wrapped backend's

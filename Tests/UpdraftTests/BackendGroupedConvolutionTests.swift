@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The depthwise and grouped convolution fast paths (CPU and OpenCL) against the Double reference,
 /// forward and both gradients, on `[OpCase].groupedConvolution`'s awkward sizes.

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// `copyRows(..., toHalf:)`, the feature cache's fp16 storage: the CPU backend, the OpenCL kernels
 /// (vstore_half / vload_half, no cl_khr_fp16 needed) and the protocol's host default all round to

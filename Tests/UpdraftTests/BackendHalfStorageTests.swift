@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The half-storage forward kernels of the frozen prefix's fp16 option (Kernels/storage.h:
 /// convolution.cl and pooling.cl built with -D X_HALF / -D Y_HALF) against their CPU twin: the fp32

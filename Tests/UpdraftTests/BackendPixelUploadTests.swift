@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// `Backend.uploadPixels`, the image batch's trip to the device at a byte a sample: the OpenCL kernel
 /// (PoCL), the CPU twin and the protocol's host default against the Double reference, on awkward

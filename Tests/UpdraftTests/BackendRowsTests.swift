@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// Ranged upload/download and `copyRows` (the feature cache's gathers and scatters) on the CPU and
 /// OpenCL backends, against the host-side default implementations on `ReferenceBackend` (the

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// CPUBackend against the reference: the shared case lists (`BackendComparison`) under each convolution
 /// schedule and thread count, then sizes the shared lists do not reach (large enough that GEMMs and

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The CPU backend's Winograd F(2x2, 3x3) forward pass against the Double reference and against its
 /// own im2col path, on sizes that leave partial tiles (odd heights and widths), every padding, channel

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 import UpdraftCommandLine
-@testable import Updraft
+@testable import UpdraftCore
 
 /// The shared command-line layer: help on every subcommand, the version with its git revision.
 final class CommandLineTests: XCTestCase {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
 
 /// torchvision classifiers as coremltools converts them (Tests/Scripts/make_converted_fixtures.py),
 /// made updatable by coremltools, trained for a few steps on the CPU and on OpenCL (PoCL) and compared

@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftChecks
 
 /// Bad input gets a clear error, never a crash: truncations, random bytes, mutations, absurd
 /// sizes, missing weights, shape mismatches, unknown layer types.

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftChecks
 
 /// One SqueezeNet for all the tests that only read it (building one takes a moment in debug).
 enum BuiltSqueezeNet {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftChecks
 
 /// The coremltools-made fixtures (Tests/Scripts/make_fixtures.py) and what coremltools itself
 /// reads from them (Fixtures/expected.json), located next to this file.

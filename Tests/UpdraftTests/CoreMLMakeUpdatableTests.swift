@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// `CoreMLModel.makingUpdatable` and `updraft make-updatable`: coremltools' make_updatable and set_*
 /// in Swift. (Tests/Scripts/check_make_updatable.py compares the bytes' meaning with coremltools itself.)

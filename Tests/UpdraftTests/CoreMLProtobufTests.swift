@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
 
 /// The protobuf wire codec: scalars, lengths, packed and unpacked repeats, bounds checks, and
 /// byte-for-byte preservation of what it does not touch.

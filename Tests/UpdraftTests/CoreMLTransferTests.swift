@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
 
 /// Transfer learning between models (`CoreMLModel.copyWeights`, `SqueezeNet.Options.frozenWeightsFrom`,
 /// `updraft create --frozen-from`): the demo's second stage.

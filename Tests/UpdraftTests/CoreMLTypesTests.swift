@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
 
 /// The layer, activation and model type tables (CoreMLTypes.swift) against coremltools' compiled
 /// protos (Fixtures/coreml_proto_types.json, from Tests/Scripts/make_proto_types.py), and the layer

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftChecks
 
 /// The validator: Core ML's rules for updatable models as errors, and warnings where Core ML
 /// would refuse but Updraft can train.

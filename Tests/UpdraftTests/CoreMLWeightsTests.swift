@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
 
 /// Getting and setting a layer's weights and bias through CoreMLModel.
 final class CoreMLWeightsTests: XCTestCase {

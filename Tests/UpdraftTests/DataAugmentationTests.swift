@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 final class DataAugmentationTests: XCTestCase {
     /// [2, 2, 3]: two planes of 2 rows x 3 columns, values 0...11.

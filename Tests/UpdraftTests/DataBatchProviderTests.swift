@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 final class DataBatchProviderTests: XCTestCase {
     func testArrayProviderAndBatching() throws {

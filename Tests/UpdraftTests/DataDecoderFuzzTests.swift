@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 import CImageIO
 
 /// The decoders' half of the fuzz test (issue 13): mutated PNG, JPEG and .npy bytes through the

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 /// Issue 13, findings 6 and 7: decompression bombs are refused on their header, decode memory is
 /// bounded across threads, and only regular files are read (a FIFO never blocks).

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// The committed demo dataset (Tests/Data/digits, written by Tests/Scripts/make_digits.py).
 final class DataDigitsTests: XCTestCase {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 /// Files for the data tests: a fresh temporary folder per test case, removed afterwards.
 final class DataTestFolder {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 final class DataImageFolderTests: XCTestCase {
     private let gray1x1 = ImagePreprocessing(width: 1, height: 1, colorSpace: .grayscale)

@@ -1,7 +1,8 @@
 import CImageIO
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 /// PNG's two decoders: the fast path (chunks walked here, libdeflate, our unfiltering) must give
 /// libpng's pixels bit for bit on every file it takes, and leave every other file, damaged ones

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 final class DataPreprocessingTests: XCTestCase {
     private let gray2x2 = DecodedImage(width: 2, height: 2, channels: 1, pixels: [0, 100, 200, 40])

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 /// The resampler's two horizontal passes: the one sweeping an RGB pixel's taps once for all three
 /// channels must give exactly what the channel-at-a-time pass gives, and a plane repeated for gray

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftTraining
 
 /// Issue 14: image data streams (listing only at creation, decoding ahead of the trainer with
 /// bounded memory), a labels file is a data layout, and the feature cache stays exact.

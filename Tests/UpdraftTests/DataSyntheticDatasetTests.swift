@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftTraining
 
 /// `SyntheticImageDataset`: the seeded in-memory images behind `updraft-bench epochs`.
 final class DataSyntheticDatasetTests: XCTestCase {

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftTraining
 
 /// Updraft's preprocessing against torchvision's (PIL backend) on committed fixtures made by
 /// Tests/Scripts/make_torchvision_fixtures.py: stretch (triangle and area filters, down and up),

@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 final class ExecutorTests: XCTestCase {
     /// PyTorch's losses and updated weights for a few SGD / Adam steps, with gradients through

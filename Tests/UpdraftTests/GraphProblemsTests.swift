@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// Every problem of a model at once: `NetworkGraph(model:)`, the validator, `inspect`, `plan`,
 /// `train` and `UpdateTask` all give the same full list, unsupported layers grouped by type.

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
 
 /// Shape inference through the network graph, with the op specs' own rules.
 final class GraphShapeTests: XCTestCase {

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
 
 /// Connecting layers by blob names: ordering, cycles, missing and doubly-produced blobs.
 final class GraphTopologyTests: XCTestCase {

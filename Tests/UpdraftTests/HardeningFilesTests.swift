@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// Issue 13, findings 2, 3 and 8: the log appends and never replaces what is not a regular file
 /// (or the input model); a log that cannot be written is one warning; outputs are checked before

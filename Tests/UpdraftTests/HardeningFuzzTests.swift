@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftChecks
 
 /// The model half of issue 13's fuzz test: mutated models through the reader, the validator and
 /// the planner, with fixed seeds; no trap (the test process would die), no disagreement between

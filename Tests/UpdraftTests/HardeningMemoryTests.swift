@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// Issue 13, finding 5: training, evaluation and prediction check their memory footprint before
 /// the first batch and name the largest mini-batch that fits, instead of dying in the allocator.

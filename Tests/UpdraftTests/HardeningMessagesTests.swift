@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// Issue 13, finding 10: each message names the file or field and the way out (no Swift
 /// internals, no NSCocoaErrorDomain, no blame on an option nobody gave).

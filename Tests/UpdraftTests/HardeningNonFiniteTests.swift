@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// Issue 13, finding 4: a NaN or infinite loss or weight stops training with a named error (or
 /// skips the batch), the last finite state is kept, the validator reports non-finite weights, the

@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// Issue 13, finding 1: sizes from a model field or a command-line number never trap (integer
 /// overflow); they are named errors, and the validator runs the same checks as `plan`.

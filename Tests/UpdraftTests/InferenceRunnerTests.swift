@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// Evaluation and prediction keep going when their device fails: one warning, the batch again on the
 /// CPU, the same numbers as a CPU run.

@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// transpose / permute (a permuted copy), softmaxND and concatND on the logical N-D shape.
 final class LayoutAxisOpsTests: XCTestCase {

@@ -1,5 +1,11 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftPlacement
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// Logical N-D shapes, multi-array inputs of every rank, and the shape re-labelling layers
 /// (reshapeStatic, reshape, flattenTo2D, squeeze, expandDims, copy), which the executor runs as aliases.

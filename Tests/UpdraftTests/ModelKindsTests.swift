@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// The model-kind seam: which kind updates a model, and that the task, the validator, inspect and
 /// the run resolution go through it.

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// Convolution and inner product on OpenCL (implicit GEMM in Kernels/convolution.cl, SGEMM in
 /// gemm.cl) against the Double reference through `BackendComparison`: forward (bias, no bias, fused

@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
 
 /// The two GEMM engines (in-house tiled kernels, CLBlast) and the tuning that picks between them:
 /// every variant against the Double reference, and a tuned choice loaded from the calibration cache

@@ -1,5 +1,6 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The OpenCL SGEMM (Kernels/gemm.cl) against a plain Double loop, on sizes that are not multiples of
 /// any tile, every transpose, alpha/beta, bias and ReLU epilogues, strided batches, split-K, and every

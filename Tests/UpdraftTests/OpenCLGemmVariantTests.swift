@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftPlacement
 
 /// The in-house GEMM's k unroll (KUNROLL) and local staging (STAGE_LOCAL) knobs: every combination
 /// against the Double reference on awkward sizes, in the plain GEMM and in the convolution kernels

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The OpenCL element-wise, pooling, softmax/loss, concat and optimizer kernels on the shared test
 /// device (PoCL in CI), on small cases whose answers are worked out by hand or by a closed form.

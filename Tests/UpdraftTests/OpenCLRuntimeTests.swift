@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
 
 final class OpenCLRuntimeTests: XCTestCase {
     func testDevicesAreListed() throws {

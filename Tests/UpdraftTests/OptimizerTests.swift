@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// A test-only optimizer, registered nowhere but handed to the executor directly: plain SGD with no
 /// state, w -= learningRate * grad, stepped on the host. It shows that a new optimizer is one type

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
 
 /// Core ML's output-size and padding rules for convolution and pooling (see coreml-training.md):
 ///   valid: out = floor((in + before + after - kEff) / stride) + 1, kEff = (k - 1) * dilation + 1

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Updraft
+import Updraft
 
 /// The README's "From Swift" example, run as written (on a small SqueezeNet and a few bundled
 /// digits), and checked to be the README's text line for line.

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
 
 /// Small cases of every reference op, worked by hand (the arithmetic is in the comments).
 final class ReferenceOpsTests: XCTestCase {

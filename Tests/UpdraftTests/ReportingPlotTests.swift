@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftTraining
 
 /// The raster, the bitmap font and the history plot `updraft plot` draws.
 final class ReportingPlotTests: XCTestCase {

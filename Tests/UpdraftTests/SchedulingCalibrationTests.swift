@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftPlacement
 
 final class SchedulingCalibrationTests: XCTestCase {
     private var directory: URL!

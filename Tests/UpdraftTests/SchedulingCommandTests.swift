@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
 import UpdraftCommandLine
 
 /// `updraft plan` and `updraft devices` as a user runs them, in a subprocess. OCL_ICD_VENDORS pointed

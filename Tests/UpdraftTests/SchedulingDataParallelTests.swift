@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
 
 /// When the scheduler splits each mini-batch across devices, how it shares the batch, and how the
 /// replicas are opened.

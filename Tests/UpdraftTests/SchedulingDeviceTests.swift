@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftPlacement
 
 /// Device pins, the inventory's choice of devices, and turning plans into backends (with fallback).
 final class SchedulingDeviceTests: XCTestCase {

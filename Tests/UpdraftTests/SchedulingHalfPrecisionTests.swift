@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
 
 /// `updraft plan --frozen-fp16 / --feature-cache-fp16`: the plan shows what half storage would save
 /// only when asked, never on its own; the figures are SqueezeNet's at batch 64.

@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftPlacement
 
 /// Devices described by hand (no hardware needed), shared by the scheduling tests.
 enum DescribedDevices {

@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// Padding, upsample, LRN, L2 normalize and instance normalization as layers: the values the
 /// NeuralNetwork.proto documentation works out, reading and writing the messages, shape errors, and a

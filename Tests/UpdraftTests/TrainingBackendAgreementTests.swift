@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// The same SqueezeNet-shaped training (fire modules with concat, ceil-mode pools, conv10 + ReLU,
 /// global pooling, fullyconnected0, softmax cross-entropy) gives the same loss trajectory on the

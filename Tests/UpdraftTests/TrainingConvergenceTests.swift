@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// End to end: PNG class folders -> image preprocessing -> a small updatable Core ML model ->
 /// UpdateTask on the fast CPU backend -> over 90% validation accuracy on the bundled digits.

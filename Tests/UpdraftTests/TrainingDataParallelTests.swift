@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// Data-parallel training: slices of each mini-batch on several replicas, gradients combined on the
 /// host, one identical update on each, equal to one device's training within float tolerance.

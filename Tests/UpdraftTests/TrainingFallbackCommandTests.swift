@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// `updraft train` as a user runs it, in a subprocess, on a tiny image model and eight 16x16 images
 /// in a temporary folder: without OpenCL it trains on the CPU with a warning; with data parallelism

@@ -1,5 +1,7 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftTraining
 
 /// A device that fails mid-training (injected with `FailingBackend`) costs a one-line warning, never
 /// the run: training goes on from the last completed mini-batch on what is left, and ends where an

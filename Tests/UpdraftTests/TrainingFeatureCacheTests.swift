@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// The frozen-prefix feature cache: device memory first (on the backend that runs the tail), host
 /// memory past the device budget, recomputation past both, and the same training in every case.

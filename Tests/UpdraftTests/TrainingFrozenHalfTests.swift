@@ -1,5 +1,9 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// `UpdateConfiguration.frozenActivationsHalfPrecision` (`updraft train --frozen-fp16`): the frozen
 /// prefix's activations are stored as halves (half the bytes), training on the CPU twin, PoCL and the

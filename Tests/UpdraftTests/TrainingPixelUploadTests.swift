@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// Image folders train through pixel upload (8-bit staging rows, `Backend.uploadPixels` with the
 /// model's scaler on the device) with exactly the losses and weights of the float path it replaced

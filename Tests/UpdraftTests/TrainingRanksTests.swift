@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// `mpirun -np 2 updraft train` on localhost against the single-process run: the same losses and
 /// weights (to float rounding) on the CPU backend and on OpenCL (PoCL in CI); a killed or hung rank

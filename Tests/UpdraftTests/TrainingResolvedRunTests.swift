@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// Issue 22, item 4: one run request. `ResolvedRun.resolve` checks the hyperparameters, takes the
 /// resume point and schedules the devices once; `UpdateTask`, `updraft train`, `updraft plan` and

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// `updraft train` killed with SIGKILL mid-run and continued with `--resume` ends with the model of
 /// a run never interrupted, byte for byte, on the CPU backend and on OpenCL (PoCL).

@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// Exact resume: a run stopped after a checkpoint and resumed from it ends with the weights, losses
 /// and history of a run never interrupted, bit for bit; a checkpoint that does not belong to the

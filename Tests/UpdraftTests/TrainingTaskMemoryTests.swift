@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// A finished task releases everything it allocated, host and device: twenty tasks in one process
 /// end where the first left resident memory and the live OpenCL buffers (finding 11 of issue 13).

@@ -1,6 +1,8 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftTraining
 
 /// `for try await event in task.events` and `try await task.run()` beside Core ML's handlers.
 final class UpdateTaskAsyncTests: XCTestCase {

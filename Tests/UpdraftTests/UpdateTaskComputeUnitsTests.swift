@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftPlacement
+@testable import UpdraftTraining
 
 /// Library callers get the scheduler as the CLI does: `UpdateConfiguration.computeUnits` (Core ML's
 /// `MLModelConfiguration.computeUnits`), a typed device pin and data-parallel mode; `backends` stays an

@@ -1,5 +1,8 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// Core ML's update-task semantics, and where Updraft goes past them.
 final class UpdateTaskTests: XCTestCase {

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
 
 // Assertions and test data shared by the test files (one place, so every comparison means the same).
 

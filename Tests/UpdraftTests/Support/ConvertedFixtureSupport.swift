@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
 
 /// A torchvision model converted by coremltools and PyTorch's fine-tuning of it, written by
 /// Tests/Scripts/make_converted_fixtures.py into Fixtures/converted:

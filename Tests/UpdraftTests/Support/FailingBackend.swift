@@ -1,5 +1,6 @@
 import Foundation
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// Test-only failure injection: a `Backend` that passes every call to `inner` and fails the Nth call
 /// of one op (counting from 1 over the backend's life), like a device whose kernel does not build,

@@ -1,5 +1,7 @@
 import Foundation
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// Locates committed fixtures (Tests/UpdraftTests/Fixtures is excluded from the target's sources).
 enum Fixtures {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
 
 /// The OpenCL context tests run on: the first device (PoCL in CI). OpenCL tests must really run in CI,
 /// so a missing device fails them, unless UPDRAFT_ALLOW_NO_OPENCL=1 says this machine has none on purpose.

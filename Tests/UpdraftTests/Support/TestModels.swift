@@ -1,4 +1,4 @@
-@testable import Updraft
+@testable import UpdraftModel
 
 extension ModelBuilder {
     /// The head the layer-family tests end their models with: an inner product "fc" to 3 classes, a

@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
 
 /// One training run through `UpdateTask`, with what the multi-device and fallback tests compare.
 struct TrainingRun {

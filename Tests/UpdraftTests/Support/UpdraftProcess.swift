@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Updraft
+@testable import UpdraftPlacement
 
 /// What a run of the `updraft` executable printed, and how it ended.
 struct CommandRun { var status: Int32; var stdout: String; var stderr: String }

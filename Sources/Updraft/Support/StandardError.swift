@@ -1,5 +1,0 @@
-import Foundation
-
-enum FileHandleStandardError {
-    static func write(_ s: String) { FileHandle.standardError.write(s.data(using: .utf8)!) }
-}

@@ -1,0 +1,327 @@
+// Pooling, one (n, c) plane per work item, planes split over threads. x [N, C, H, W] -> y [N, C, Ho, Wo].
+// Window (oh, ow) covers rows oh*strideH - padTop ..< + kernelH and the matching columns; only its
+// in-image part takes part. Max: the first maximum in row-major window order (strictly greater
+// replaces), backward routes dy to it. Average: in-image sum / divisor, where the divisor counts the
+// in-image positions (excludePadding) or the positions inside the padded extent. An empty window
+// (padding >= kernel) yields 0 and passes no gradient.
+//
+// Max forward is separable and keeps that order exactly. Each input row first reduces its part of
+// every window column to two values: the window's first element in that row (`rowFirst[ih, ow]`) and
+// the first maximum of the row part's non-NaN values (`rowMax`, a scan from -infinity; -infinity when
+// there are none). Each output then scans, with "strictly greater replaces", from its window's very
+// first element through the `rowMax` of its rows, top to bottom. That picks the same element as one
+// row-major scan from the first element: a NaN first element stays, later NaNs never replace, and
+// among equal values (-0 and +0 included) the first in row-major order wins. Both passes are
+// branch-free SIMD: the vertical one over whole output rows, the horizontal one over the interior
+// columns (windows wholly inside the row) with stride-1, stride-2 or gathered vector loads; border
+// columns (clipped, ceil-mode or padded windows) take a scalar loop.
+import UpdraftCore
+
+extension CPUBackend {
+    func validate(_ g: PoolGeometry) throws {
+        try requireSizes(["batch": g.batch, "channels": g.channels, "input height": g.inHeight,
+                          "input width": g.inWidth, "output height": g.outHeight, "output width": g.outWidth,
+                          "top padding": g.padTop, "bottom padding": g.padBottom,
+                          "left padding": g.padLeft, "right padding": g.padRight], op: "pooling")
+        try requireSizes(["kernel height": g.kernelH, "kernel width": g.kernelW,
+                          "stride height": g.strideH, "stride width": g.strideW], positive: true, op: "pooling")
+    }
+
+    /// The in-image span [lo, hi) of each window along one axis and its average-pooling divisor
+    /// factor, as three rows of `outputs` integers in one allocation (read through raw pointers in the
+    /// hot loops), and the interior: the outputs [interiorLo, interiorHi) whose window lies wholly
+    /// inside the input. Freed by `deallocate`.
+    private struct PoolAxis {
+        let lo: UnsafeMutablePointer<Int>, hi: UnsafeMutablePointer<Int>, divisor: UnsafeMutablePointer<Int>
+        let interiorLo: Int, interiorHi: Int
+        /// Every input position lies in some window.
+        let coversInput: Bool
+
+        init(outputs: Int, input: Int, kernel: Int, stride: Int, padBefore: Int, padAfter: Int, excludePadding: Bool) {
+            lo = UnsafeMutablePointer<Int>.allocate(capacity: max(1, 3 * outputs))
+            hi = lo + outputs
+            divisor = hi + outputs
+            var first = outputs, last = 0, reach = 0, gapless = true
+            for o in 0..<outputs {
+                let start = o * stride - padBefore
+                let l = max(0, start), h = max(l, min(input, start + kernel))
+                lo[o] = l; hi[o] = h
+                if excludePadding {
+                    divisor[o] = h - l
+                } else {
+                    let pl = max(-padBefore, start), ph = max(pl, min(input + padAfter, start + kernel))
+                    divisor[o] = ph - pl
+                }
+                if start >= 0, start + kernel <= input { first = min(first, o); last = o + 1 }
+                if l < h {
+                    if l > reach { gapless = false }
+                    reach = max(reach, h)
+                }
+            }
+            interiorLo = first
+            interiorHi = max(first, last)
+            coversInput = gapless && reach == input
+        }
+
+        func deallocate() { lo.deallocate() }
+    }
+
+    private func axes(_ g: PoolGeometry) -> (rows: PoolAxis, cols: PoolAxis) {
+        (PoolAxis(outputs: g.outHeight, input: g.inHeight, kernel: g.kernelH, stride: g.strideH,
+                  padBefore: g.padTop, padAfter: g.padBottom, excludePadding: g.excludePadding),
+         PoolAxis(outputs: g.outWidth, input: g.inWidth, kernel: g.kernelW, stride: g.strideW,
+                  padBefore: g.padLeft, padAfter: g.padRight, excludePadding: g.excludePadding))
+    }
+
+    private func planeGrain(_ g: PoolGeometry) -> Int {
+        max(1, CPUParallel.elementGrain / max(1, g.outHeight * g.outWidth * g.kernelH * g.kernelW + g.inHeight * g.inWidth))
+    }
+
+    /// One (n, c) plane per work item; max is separable (rows, then columns) and keeps the first maximum in window order.
+    public func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+        try validate(g)
+        let x = try pointer(input, g.inputShape.count, "pooling input")
+        let y = try pointer(output, g.outputShape.count, "pooling output")
+        let (r, c) = axes(g)
+        defer { r.deallocate(); c.deallocate() }
+        if g.kind == .max {
+            maxPoolForward(g, x: x, y: y, rows: r, cols: c)
+        } else {
+            averagePoolForward(g, x: x, y: y, rows: r, cols: c)
+        }
+    }
+
+    // MARK: Max forward
+
+    /// `best` with each lane replaced by `v`'s where `v` is strictly greater (NaN never replaces, a NaN
+    /// `best` stays): one step of the row-major scan, four lanes at once (one maxps).
+    @inline(__always)
+    private static func fold(_ best: SIMD4<Float>, _ v: SIMD4<Float>) -> SIMD4<Float> {
+        best.replacing(with: v, where: v .> best)
+    }
+
+    private func maxPoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                rows r: PoolAxis, cols c: PoolAxis) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        let (kW, sw, padLeft) = (g.kernelW, g.strideW, g.padLeft)
+        let readEnd = UnsafePointer(x + g.inputShape.count)
+        // Rows some window reads (the windows' row spans are monotone).
+        let rowLo = Ho > 0 ? r.lo[0] : 0, rowHi = Ho > 0 ? max(rowLo, r.hi[Ho - 1]) : 0
+        parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            // rowMax and rowFirst, [H, Wo] each, for one plane.
+            let scratch = UnsafeMutablePointer<Float>.allocate(capacity: max(1, 2 * H * Wo))
+            defer { scratch.deallocate() }
+            let rowMax = scratch, rowFirst = scratch + H * Wo
+            for p in planes {
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
+                for ih in rowLo..<rowHi {
+                    Self.reduceRow(plane + ih * W, max: rowMax + ih * Wo, first: rowFirst + ih * Wo, outputs: Wo,
+                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft, readEnd: readEnd)
+                }
+                for oh in 0..<Ho {
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
+                    let dst = out + oh * Wo
+                    guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
+                    let first = UnsafePointer(rowFirst + r0 * Wo)
+                    // Four outputs at a time; a row whose width is not a multiple of 4 ends with a
+                    // block that overlaps the one before (the same outputs, recomputed).
+                    let threeRows = r1 - r0 == 3
+                    func block(_ ow: Int) {
+                        var acc = CPUKernels.load4(first + ow)
+                        if threeRows {
+                            // The common 3-row window, unrolled.
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + r0 * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 1) * Wo + ow))
+                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 2) * Wo + ow))
+                        } else {
+                            var ih = r0
+                            while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
+                        }
+                        CPUKernels.store4(acc, dst + ow)
+                    }
+                    if Wo >= 4 {
+                        var ow = 0
+                        while ow + 4 < Wo { block(ow); ow += 4 }
+                        block(Wo - 4)
+                    } else {
+                        for ow in 0..<Wo {
+                            var best = first[ow]
+                            var ih = r0
+                            while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
+                            dst[ow] = best
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// For each window column ow, the first element of `row`'s part of it (`first[ow]`) and the
+    /// first maximum of that part's non-NaN values (`max[ow]`, -infinity if none); both 0 for a
+    /// column window with no in-image position.
+    @inline(__always)
+    private static func reduceRow(_ row: UnsafePointer<Float>, max dst: UnsafeMutablePointer<Float>,
+                                  first: UnsafeMutablePointer<Float>, outputs Wo: Int, cols c: PoolAxis,
+                                  kernel kW: Int, stride sw: Int, padLeft: Int, readEnd: UnsafePointer<Float>) {
+        // Border windows: clipped to the row, scalar.
+        func scalar(_ ow: Int) {
+            let (c0, c1) = (c.lo[ow], c.hi[ow])
+            guard c0 < c1 else { dst[ow] = 0; first[ow] = 0; return }
+            var best = -Float.infinity
+            var iw = c0
+            while iw < c1 { let v = row[iw]; if v > best { best = v }; iw += 1 }
+            dst[ow] = best
+            first[ow] = row[c0]
+        }
+        let floor = SIMD4<Float>(repeating: -.infinity)
+        var ow = 0
+        while ow < c.interiorLo { scalar(ow); ow += 1 }
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time,
+        // the last block overlapping the one before when the interior is not a multiple of 4 wide
+        // (the same outputs, recomputed). `fits(o)`: block o reads only memory of the input buffer.
+        func blocks(_ fits: (Int) -> Bool, _ body: (_ ow: Int, _ p: UnsafePointer<Float>) -> Void) {
+            guard c.interiorHi - ow >= 4 else { return }
+            while ow < c.interiorHi {
+                let o = min(ow, c.interiorHi - 4)
+                guard fits(o) else { return }
+                body(o, row + sw * o - padLeft)
+                ow = o + 4
+            }
+        }
+        switch sw {
+        case 1:
+            blocks({ _ in true }) { o, p in
+                let v0 = CPUKernels.load4(p)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.load4(p + k)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        case 2 where kW == 3:
+            // The common 3x3/2 window, unrolled: taps 0 and 1 are the even and odd lanes of one
+            // 8-wide load, tap 2 the even lanes of another (reading 10 floats).
+            blocks({ row + 2 * $0 - padLeft + 10 <= readEnd }) { o, p in
+                let pair = CPUKernels.load8(p)
+                let v0 = pair.evenHalf
+                let acc = fold(fold(fold(floor, v0), pair.oddHalf), CPUKernels.loadEven4(p + 2))
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        case 2:
+            // 8-wide loads keep their even lanes; the odd lane past the last one must still be memory
+            // of the input buffer.
+            blocks({ row + 2 * $0 - padLeft + kW + 7 <= readEnd }) { o, p in
+                let v0 = CPUKernels.loadEven4(p)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.loadEven4(p + k)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        default:
+            blocks({ _ in true }) { o, p in
+                let v0 = CPUKernels.gather4(p, stride: sw)
+                var acc = fold(floor, v0)
+                for k in 1..<kW { acc = fold(acc, CPUKernels.gather4(p + k, stride: sw)) }
+                CPUKernels.store4(acc, dst + o)
+                CPUKernels.store4(v0, first + o)
+            }
+        }
+        while ow < Wo { scalar(ow); ow += 1 }
+    }
+
+    // MARK: Average forward
+
+    private func averagePoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
+                                    rows r: PoolAxis, cols c: PoolAxis) {
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            for p in planes {
+                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
+                for oh in 0..<Ho {
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
+                    for ow in 0..<Wo {
+                        let (c0, c1) = (c.lo[ow], c.hi[ow])
+                        guard r0 < r1, c0 < c1 else { out[oh * Wo + ow] = 0; continue }
+                        var sum: Float
+                        if c0 == 0, c1 == W {
+                            // Whole rows (global pooling): one contiguous run.
+                            sum = CPUKernels.sum(plane + r0 * W, (r1 - r0) * W)
+                        } else {
+                            sum = 0
+                            for ih in r0..<r1 { sum += CPUKernels.sum(plane + ih * W + c0, c1 - c0) }
+                        }
+                        out[oh * Wo + ow] = sum / Float(r.divisor[oh] * c.divisor[ow])
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Backward
+
+    /// The flat in-plane index of the first maximum of rows [r0, r1) x columns [c0, c1), a non-empty window.
+    @inline(__always)
+    private static func argMax(_ plane: UnsafeMutablePointer<Float>, width W: Int, _ r0: Int, _ r1: Int,
+                               _ c0: Int, _ c1: Int) -> Int {
+        var best = r0 &* W &+ c0
+        var bestValue = plane[best]
+        var ih = r0
+        while ih < r1 {
+            let row = ih &* W
+            var iw = c0
+            while iw < c1 {
+                let v = plane[row &+ iw]
+                if v > bestValue { best = row &+ iw; bestValue = v }
+                iw &+= 1
+            }
+            ih &+= 1
+        }
+        return best
+    }
+
+    /// Max recomputes its argmax from the input (the output is only size-checked) and routes dy there; average spreads dy over the window's divisor.
+    public func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                                outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
+        try validate(g)
+        let x = try pointer(input, g.inputShape.count, "pooling input")
+        _ = try pointer(output, g.outputShape.count, "pooling output")  // max recomputes its argmax from x
+        let dy = try pointer(outputGradient, g.outputShape.count, "pooling output gradient")
+        let dx = try pointer(inputGradient, g.inputShape.count, "pooling input gradient")
+        let (r, c) = axes(g)
+        defer { r.deallocate(); c.deallocate() }
+        let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
+        let isMax = g.kind == .max
+        // Average windows that never overlap write their share instead of adding it: the plane needs
+        // no zeroing first when they also cover it (global pooling: one fill per plane).
+        let disjoint = !isMax && g.strideH >= g.kernelH && g.strideW >= g.kernelW
+        let needsZero = !(disjoint && r.coversInput && c.coversInput)
+        parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
+            for p in planes {
+                let plane = x + p * H * W, grad = dx + p * H * W, d = dy + p * Ho * Wo
+                if needsZero { grad.update(repeating: 0, count: H * W) }
+                for oh in 0..<Ho {
+                    let (r0, r1) = (r.lo[oh], r.hi[oh])
+                    for ow in 0..<Wo {
+                        let (c0, c1) = (c.lo[ow], c.hi[ow])
+                        guard r0 < r1, c0 < c1 else { continue }
+                        if isMax {
+                            grad[Self.argMax(plane, width: W, r0, r1, c0, c1)] += d[oh * Wo + ow]
+                        } else {
+                            let share = d[oh * Wo + ow] / Float(r.divisor[oh] * c.divisor[ow])
+                            if disjoint, c0 == 0, c1 == W {
+                                (grad + r0 * W).update(repeating: share, count: (r1 - r0) * W)
+                            } else if disjoint {
+                                for ih in r0..<r1 { (grad + ih * W + c0).update(repeating: share, count: c1 - c0) }
+                            } else {
+                                for ih in r0..<r1 {
+                                    let row = grad + ih * W
+                                    for iw in c0..<c1 { row[iw] += share }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import UpdraftCore
+
+/// Convolution on OpenCL as implicit GEMM (Kernels/convolution.cl): the im2col matrix is read straight
+/// from the NCHW tensors by the GEMM's loaders, the batch is folded into the GEMM's columns (one launch
+/// per op, whatever the batch), groups run along the third grid dimension, and 1x1 stride-1 unpadded
+/// convolutions build a specialised (POINTWISE) program whose loaders are plain strided GEMM reads.
+///
+/// - forward: y[m, (n,p)] = w[m, :] . col[:, (n,p)] + b[m], then any fused activation in the same kernel.
+/// - backward data: dx[c, (n,h,w)] = the transposed convolution of dy, gathered (no scatter, no atomics).
+/// - backward weights: dw = dy . col^T, split along (n,p) into slices when few output tiles would run,
+///   the slices added in a fixed order; db by a two-stage tree reduction. Deterministic throughout.
+extension OpenCLBackend {
+    /// The slice form with the whole output (`channelOffset` 0, all channels).
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, epilogue: Activation?) throws {
+        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
+                               outputChannels: g.outChannels, epilogue: epilogue)
+    }
+
+    /// True: the kernels can write a convolution's channels into a slice of a wider (concatenated) output.
+    public var writesConvolutionSlices: Bool { true }
+
+    /// The kernel's output pointer moves to the slice's first channel and steps images by the wider
+    /// tensor's channel count.
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
+        _ = try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
+                                   outputChannels: outputChannels, epilogue: epilogue, storage: .none)
+    }
+
+    /// With half storage (`storage` not `.none`): the implicit-GEMM kernel built with `-D X_HALF` /
+    /// `-D Y_HALF` (Kernels/storage.h), never CLBlast; false for the direct grouped kernels (the
+    /// executor converts around them).
+    public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
+                                   storage: HalfStorage) throws -> Bool {
+        let (x, w, y) = (try cl(input), try cl(weights), try cl(output))
+        let b = try bias.map { try cl($0) }
+        let plane = g.outHeight * g.outWidth
+        if storage.output {
+            guard channelOffset >= 0, outputChannels >= g.outChannels, channelOffset <= outputChannels - g.outChannels else {
+                throw UpdraftError(.invalidArgument, "\(name): \(g.outChannels) output channels at channel \(channelOffset) do not fit in \(outputChannels)")
+            }
+        } else {
+            try checkChannelSlice(g, output: y, channelOffset: channelOffset, outputChannels: outputChannels)
+        }
+        let outputCount = g.batch * outputChannels * plane
+        try checkConvolution(g, "convolution forward", [
+            ("input", x, HalfStorage.floats(for: g.inputShape.count, half: storage.input)), ("weights", w, g.weightShape.count),
+            ("output", y, HalfStorage.floats(for: outputCount, half: storage.output))])
+        guard max(g.inputShape.count, outputCount) < Int(Int32.max) else {
+            throw UpdraftError(.unsupported, "\(name) convolution forward: more values than 32-bit indexing allows", hint: "use a smaller batch size")
+        }
+        try checkBias(g.hasBias, b, count: g.outChannels, "convolution forward")
+        // Depthwise and thin grouped convolutions: the direct kernel, then the activation as its own pass
+        // (over the whole output; a channel slice with an activation takes the GEMM path below).
+        if usesGroupedDirect(g), epilogue == nil || (channelOffset == 0 && outputChannels == g.outChannels) {
+            guard storage == .none else { return false }
+            try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels)
+            if let epilogue {
+                try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
+            }
+            return true
+        }
+        if g.outputShape.count == 0 { return true }
+        let shape = KernelShape(g, .convForward, fusedReLU: epilogue != nil)
+        let variant = tuning.variant(for: shape)
+        if storage == .none, variant?.engine == .clblast, try clblastConvolutionForward(
+            g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, epilogue: epilogue,
+            shape: shape) { return true }
+        let (activation, table) = try activationArguments(epilogue, channels: g.outChannels, placeholder: y)
+        let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
+        while true {
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
+            var defines = convDefines(g, mode: 0, tiling: tiling,
+                                      exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
+            if storage.input { defines["X_HALF"] = "1" }
+            if storage.output { defines["Y_HALF"] = "1" }
+            guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
+            try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1),
+                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g),
+                        global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
+                        local: tiling.workGroup + [1], defines: defines, holding: table)
+            return true
+        }
+    }
+
+    /// The transposed convolution of dy as an implicit GEMM that gathers (no scatter, no atomics); CLBlast for pointwise convolutions where tuning chose it; direct kernels for grouped convolutions with few channels per group.
+    public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
+                                        inputGradient: DeviceBuffer) throws {
+        let (dy, w, dx) = (try cl(outputGradient), try cl(weights), try cl(inputGradient))
+        try checkConvolution(g, "convolution backward data", [
+            ("output gradient", dy, g.outputShape.count), ("weights", w, g.weightShape.count),
+            ("input gradient", dx, g.inputShape.count)])
+        if g.inputShape.count == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardData(g, dy: dy, w: w, dx: dx) }
+        let shape = KernelShape(g, .convBackwardData)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionBackwardData(g, dy: dy, w: w, dx: dx, shape: shape) { return }
+        let rows = g.inChannels / g.groups, columns = g.batch * g.inHeight * g.inWidth
+        let depth = g.gemmM * g.kernelH * g.kernelW
+        while true {
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
+            let defines = convDefines(g, mode: 1, tiling: tiling,
+                                      exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
+            guard let k = try gemmKernel("convolution.cl", "conv_backward_data", tiling: tiling, defines: defines) else { continue }
+            try enqueue(k, [.buffer(dy), .int(0), .buffer(w), .buffer(dx), .int(0), .int(g.batch)] + convArguments(g),
+                        global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
+                        local: tiling.workGroup + [1], defines: defines)
+            return
+        }
+    }
+
+    /// dw = dy . col^T, split along (image, position) into slices added in a fixed order when few tiles would run (or one CLBlast GEMM per image where tuning chose it); db by a two-stage tree reduction. Deterministic.
+    public func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                                           weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
+        let (x, dy, dw) = (try cl(input), try cl(outputGradient), try cl(weightGradient))
+        let db = try biasGradient.map { try cl($0) }
+        try checkConvolution(g, "convolution backward weights", [
+            ("input", x, g.inputShape.count), ("output gradient", dy, g.outputShape.count),
+            ("weight gradient", dw, g.weightShape.count)])
+        try checkBias(g.hasBias, db, count: g.outChannels, "convolution backward weights")
+        // The bias reduction goes first: it and the split-K slices share the scratch buffer, in queue order.
+        if let db { try self.biasGradient(dy, images: g.batch, channels: g.outChannels, spatial: g.gemmN, into: db) }
+        let weightCount = g.weightShape.count
+        if weightCount == 0 { return }
+        if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
+        let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
+        let shape = KernelShape(g, .convBackwardWeights)
+        let variant = tuning.variant(for: shape)
+        if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape,
+                                                                              perImage: variant?.splits == 1) { return }
+        while true {
+            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
+            let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
+            let split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: weightCount, fixed: variant?.splits)
+            let exact = rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0
+                && split.chunk % tiling.tileK == 0
+            let defines = convDefines(g, mode: 2, tiling: tiling, exact: exact)
+            guard let k = try gemmKernel("convolution.cl", "conv_backward_weights", tiling: tiling, defines: defines) else { continue }
+            let out = split.splits > 1 ? try gemmWorkspace.scratch(count: split.splits * weightCount, context: context) : dw
+            try enqueue(k, [.buffer(x), .int(0), .buffer(dy), .int(0), .buffer(out), .int(0),
+                            .int(split.splits), .int(split.chunk), .int(g.batch)] + convArguments(g),
+                        global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups * split.splits),
+                        local: tiling.workGroup + [1], defines: defines)
+            if split.splits > 1 {
+                try sumSlabs(out, offset: 0, rows: 1, columns: weightCount, slabs: split.splits,
+                             into: dw, offset: 0, ld: weightCount)
+            }
+            return
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The kernel's geometry arguments (CONV_ARGS in convolution.cl), in order.
+    private func convArguments(_ g: ConvGeometry) -> [KernelArgument] {
+        [g.inChannels, g.inHeight, g.inWidth, g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW,
+         g.strideH, g.strideW, g.dilationH, g.dilationW, g.padTop, g.padLeft, g.groups].map { .int($0) }
+    }
+
+    private func convDefines(_ g: ConvGeometry, mode: Int, tiling: GemmTiling, exact: Bool) -> [String: String] {
+        let pointwise = g.kernelH == 1 && g.kernelW == 1 && g.strideH == 1 && g.strideW == 1
+            && g.padTop == 0 && g.padLeft == 0 && g.padBottom == 0 && g.padRight == 0
+        var d = tiling.defines
+        d["CONV_MODE"] = "\(mode)"
+        d["POINTWISE"] = pointwise ? "1" : "0"
+        d["GEMM_EXACT"] = exact ? "1" : "0"
+        return d
+    }
+
+    private func convGrid(_ t: GemmTiling, rows: Int, columns: Int, slabs: Int) -> [Int] {
+        [ceilDiv(columns, t.tileN) * t.workGroup[0], ceilDiv(rows, t.tileM) * t.workGroup[1], slabs]
+    }
+
+    /// Checks a (possibly hand-built) geometry and that each buffer holds what the op touches.
+    private func checkConvolution(_ g: ConvGeometry, _ op: String, _ buffers: [(String, OpenCLBuffer, Int)]) throws {
+        let positive = [g.inChannels, g.outChannels, g.kernelH, g.kernelW, g.strideH, g.strideW,
+                        g.dilationH, g.dilationW, g.groups]
+        let sizes = [g.batch, g.inHeight, g.inWidth, g.outHeight, g.outWidth, g.padTop, g.padLeft, g.padBottom, g.padRight]
+        guard positive.allSatisfy({ $0 >= 1 }), sizes.allSatisfy({ $0 >= 0 }),
+              g.inChannels % g.groups == 0, g.outChannels % g.groups == 0 else {
+            throw UpdraftError(.invalidArgument, "\(name) \(op): invalid geometry \(g)",
+                               hint: "build geometries with ConvolutionSpec.geometry(input:)")
+        }
+        for (what, buffer, need) in buffers {
+            guard buffer.count >= need else {
+                throw UpdraftError(.invalidArgument, "\(name) \(op): \(what) holds \(buffer.count) values, the op needs \(need)",
+                                   hint: "allocate buffers from the geometry's shapes")
+            }
+            guard need < Int(Int32.max) else {
+                throw UpdraftError(.unsupported, "\(name) \(op): \(what) has \(need) values, more than 32-bit indexing allows",
+                                   hint: "use a smaller batch size")
+            }
+        }
+    }
+
+    /// A bias buffer must come exactly when the geometry has a bias, and hold one value per channel.
+    func checkBias(_ hasBias: Bool, _ bias: OpenCLBuffer?, count: Int, _ op: String) throws {
+        if hasBias != (bias != nil) {
+            throw UpdraftError(.invalidArgument,
+                hasBias ? "\(name) \(op): the geometry has a bias but no bias buffer was passed"
+                        : "\(name) \(op): the geometry has no bias but a bias buffer was passed")
+        }
+        if let bias, bias.count < count {
+            throw UpdraftError(.invalidArgument, "\(name) \(op): bias holds \(bias.count) values, needs \(count)")
+        }
+    }
+}
+
+@inline(__always) private func ceilDiv(_ a: Int, _ b: Int) -> Int { (a + b - 1) / b }

@@ -1,0 +1,124 @@
+// Broadcasting binary ops and reductions in the verification tools: case rows, finite-difference
+// problems and backend comparisons (the backward of a broadcasting op through
+// `Backend.broadcastBinaryBackward`, as the executor runs it).
+import UpdraftCore
+
+extension OpCase {
+    static func broadcast(_ op: BinaryOp, _ a: [Int], _ b: [Int]) -> OpCase {
+        // The lists hold only shapes that broadcast; a wrong one shows as a failed row naming it.
+        let g = (try? BroadcastGeometry(op: op, a: a, b: b)) ?? BroadcastGeometry.invalid(op, a, b)
+        return OpCase(.broadcast(g))
+    }
+    static func reduction(_ kind: ReductionKind, _ input: [Int], _ output: [Int], scale: Double = 1,
+                          values: InputValues = .uniform) -> OpCase {
+        OpCase(.reduction(ReductionGeometry(kind: kind, inputDims: input, outputDims: output, scale: scale)), values: values)
+    }
+    static func mean(_ input: [Int], _ output: [Int]) -> OpCase {
+        OpCase(.reduction(.mean(inputDims: input, outputDims: output)))
+    }
+}
+
+extension BroadcastGeometry {
+    /// A geometry that fails every check (for a case list entry whose shapes do not broadcast).
+    static func invalid(_ op: BinaryOp, _ a: [Int], _ b: [Int]) -> BroadcastGeometry {
+        var g = try! BroadcastGeometry(op: op, a: [1], b: [1])
+        g.aDims = a; g.bDims = b; g.outputDims = []
+        return g
+    }
+}
+
+extension Array where Element == OpCase {
+    /// Squeeze-and-excitation's [N, C, 1, 1] over [N, C, H, W], both operands broadcast, ranks that
+    /// differ (numpy's right alignment), every op; sums, means and a max over inner, outer and all axes.
+    static var broadcastGradientCheck: [OpCase] {
+        [
+            .broadcast(.add, [3, 4, 2, 3], [1, 4, 1, 1]),
+            .broadcast(.subtract, [2, 3, 1, 4], [2, 1, 5, 1]),
+            .broadcast(.multiply, [1, 5, 3, 3], [1, 5, 1, 1]),
+            .broadcast(.multiply, [4], [2, 3, 4]),
+            .broadcast(.divide, [3, 2, 3], [3]),
+            .reduction(.sum, [3, 4, 2, 3], [3, 1, 1, 3]),
+            .mean([1, 5, 3, 3], [1, 5, 1, 1]),
+            .reduction(.max, [2, 3, 4, 5], [2, 1, 4, 1]),
+            .reduction(.sum, [2, 3, 2], [1, 1, 1], scale: -0.5),
+        ]
+    }
+
+    static var broadcastQuick: [OpCase] {
+        [
+            .broadcast(.multiply, [3, 7, 5, 5], [3, 7, 1, 1]),
+            .broadcast(.divide, [3, 7, 5, 5], [1, 7, 1, 5]),
+            .mean([3, 7, 5, 5], [3, 7, 1, 1]),
+            .reduction(.max, [3, 7, 5, 5], [3, 1, 5, 5]),
+        ]
+    }
+
+    static var broadcastFull: [OpCase] {
+        [
+            .broadcast(.multiply, [3, 33, 7, 7], [3, 33, 1, 1]),
+            .broadcast(.add, [1, 65, 1, 1], [1, 65, 31, 33]),
+            .broadcast(.divide, [3, 1, 31, 33], [3, 7, 1, 1]),
+            .broadcast(.subtract, [2, 1, 3, 1, 5, 1], [1, 4, 1, 2, 1, 3]),
+            .broadcast(.multiply, [63], [3, 65, 63]),
+            .broadcast(.add, [1], [1]),
+            .mean([3, 65, 7, 7], [3, 65, 1, 1]),
+            .reduction(.sum, [1, 7, 31, 33], [1, 1, 31, 1]),
+            .reduction(.max, [3, 33, 7, 7], [3, 33, 1, 1], values: .coarse),  // ties: the first maximum
+            .reduction(.max, [1, 7, 65, 63], [1, 7, 1, 63]),
+            .reduction(.sum, [2, 3, 1, 4, 5, 2], [2, 1, 1, 4, 1, 2], scale: 0.25),
+            .reduction(.sum, [3, 1000], [3, 1000]),
+        ]
+    }
+}
+
+extension GradientCheck {
+    static func broadcastProblem(_ g: BroadcastGeometry, rng: inout SplitMix64) -> Problem {
+        let a = uniform(g.aCount, -1...1, &rng)
+        // a divisor stays away from zero
+        let b = g.op == .divide ? awayFromZero(g.bCount, &rng).map { $0 + ($0 < 0 ? -0.5 : 0.5) } : uniform(g.bCount, -1...1, &rng)
+        return Problem(inputs: [Input("a", a), Input("b", b)], forward: { v in
+            try Reference.broadcastBinary(g, v[0], v[1])
+        }, backward: { v, dy in
+            let (da, db) = try Reference.broadcastBinaryBackward(g, v[0], v[1], outputGradient: dy)
+            return [da, db]
+        })
+    }
+
+    static func reductionProblem(_ g: ReductionGeometry, rng: inout SplitMix64) throws -> Problem {
+        try g.validate()
+        let x = g.kind == .max ? distinct(g.inputCount, &rng) : uniform(g.inputCount, -1...1, &rng)
+        return Problem(inputs: [Input("x", x)], forward: { v in try Reference.reduce(g, input: v[0]) },
+                       backward: { v, dy in [try Reference.reduceBackward(g, input: v[0], outputGradient: dy)] })
+    }
+}
+
+extension ComparisonSession {
+    mutating func compareBroadcast(_ g: BroadcastGeometry) throws {
+        let a = values(g.aCount)
+        let b = g.op == .divide ? values(g.bCount).map { $0 + ($0 < 0 ? -0.5 : 0.5) } : values(g.bCount)
+        let dy = values(g.outputCount)
+        let ab = try upload(a), bb = try upload(b), y = try output(g.outputCount)
+        try backend.broadcastBinary(g, ab, bb, output: y)
+        let yRef = try Reference.broadcastBinary(g, a.map(Double.init), b.map(Double.init))
+        try record("y", y, yRef)
+
+        let da = try output(g.aCount), db = try output(g.bCount)
+        let backend = self.backend
+        try backend.broadcastBinaryBackward(g, a: ab, b: bb, output: try upload(yRef.map(Float.init)), outputGradient: try upload(dy),
+                                            aGradient: da, bGradient: db, makeScratch: { try backend.makeBuffer(count: $0) })
+        let (daRef, dbRef) = try Reference.broadcastBinaryBackward(g, a.map(Double.init), b.map(Double.init),
+                                                                   outputGradient: dy.map(Double.init))
+        try record("da", da, daRef)
+        try record("db", db, dbRef)
+    }
+
+    mutating func compareReduction(_ g: ReductionGeometry) throws {
+        let x = values(g.inputCount), dy = values(g.outputCount)
+        let xb = try upload(x), y = try output(g.outputCount)
+        try backend.reduce(g, input: xb, output: y)
+        try record("y", y, try Reference.reduce(g, input: x.map(Double.init)))
+        let dx = try output(g.inputCount)
+        try backend.reduceBackward(g, input: xb, outputGradient: try upload(dy), inputGradient: dx)
+        try record("dx", dx, try Reference.reduceBackward(g, input: x.map(Double.init), outputGradient: dy.map(Double.init)))
+    }
+}

@@ -1,0 +1,40 @@
+import UpdraftCore
+import UpdraftModel
+
+/// Inner product on the flattened input: one GEMM forward, one for each gradient (`Backend.innerProduct*`).
+enum InnerProductLayer: LayerKind {
+    static let acceptsEpilogue = true
+
+    static func forward(_ c: ForwardCall) throws {
+        let p = c.parameters
+        try c.backend.innerProductForward(try c.layer.innerProductGeometry(batch: c.batch)!, input: c.inputs[0], weights: p.weights!,
+                                          bias: p.bias, output: c.output, epilogue: c.epilogue)
+    }
+
+    static func backward(_ c: BackwardCall) throws {
+        let g = try c.layer.innerProductGeometry(batch: c.batch)!
+        try c.weightedBackward(parameters: { dw, db in
+            try c.backend.innerProductBackwardWeights(g, input: try c.input(0), outputGradient: c.outputGradient,
+                                                      weightGradient: dw, biasGradient: db)
+        }, input: { dx in
+            try c.backend.innerProductBackwardData(g, outputGradient: c.outputGradient, weights: c.parameters.weights!, inputGradient: dx)
+        })
+    }
+
+    static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
+                     backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
+        var w = LayerWork()
+        guard let g = try layer.innerProductGeometry(batch: batch) else { return w }
+        let macs = Double(g.batch) * Double(g.inputChannels) * Double(g.outputChannels)
+        let x = g.batch * g.inputChannels, y = g.batch * g.outputChannels, wc = g.inputChannels * g.outputChannels
+        w.forward = [KernelWork(g.forwardCost, isMatrix: true)]
+        // InnerProductGeometry.backwardCost is both gradients together; each is half its FLOPs.
+        if backwardData { w.backwardData = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(y, wc, x)), isMatrix: true)] }
+        if backwardWeights {
+            w.backwardWeights = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(x, y, wc, g.hasBias ? g.outputChannels : 0)),
+                                            isMatrix: true)]
+            w.optimizer = optimizer.optimizerType.stepWork(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0])
+        }
+        return w
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import UpdraftCore
+
+/// A device the user named (`--device`, or the `UPDRAFT_DEVICE` environment variable): the whole
+/// model then runs there, whatever the scheduler would have chosen.
+///
+/// Accepted spellings: "cpu" (or "host") for the host CPU backend; an OpenCL device's index (the `#`
+/// column of `updraft devices`); or a case-insensitive part of an OpenCL device's name, which must
+/// pick out one device (a full name that matches exactly wins over partial matches).
+public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
+    /// The host CPU backend ("cpu" or "host").
+    case host
+    /// An OpenCL device, by its index in `updraft devices` (the `#` column).
+    case openCL(index: Int)
+
+    /// The environment variable read when no `--device` or `preferredDevice` is given.
+    public static let environmentVariable = "UPDRAFT_DEVICE"
+
+    /// "cpu" or "opencl:N", the device's `DeviceProfile.identifier`.
+    public var description: String {
+        switch self {
+        case .host: return "cpu"
+        case let .openCL(i): return "opencl:\(i)"
+        }
+    }
+
+    /// Whether a profile describes the pinned device.
+    public func matches(_ profile: DeviceProfile) -> Bool {
+        switch self {
+        case .host: return profile.isHost
+        case let .openCL(i): return profile.openCLIndex == i
+        }
+    }
+
+    /// The requested pin text and where it came from: the option wins over the environment.
+    public static func request(option: String?,
+                               environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> (text: String, source: String)? {
+        if let option, !option.isEmpty { return (option, "--device") }
+        if let env = environment[environmentVariable], !env.trimmingCharacters(in: .whitespaces).isEmpty {
+            return (env, environmentVariable)
+        }
+        return nil
+    }
+
+    /// Resolves `text` against the OpenCL devices present (index and name each).
+    /// - Parameters:
+    ///   - openCLProblem: why there are no OpenCL devices, for the error message.
+    ///   - source: where the text came from ("--device", "UPDRAFT_DEVICE"), for the error message.
+    public static func resolve(_ text: String, openCLDevices: [(index: Int, name: String)],
+                               openCLProblem: String? = nil, source: String = "--device") throws -> DevicePin {
+        let wanted = text.trimmingCharacters(in: .whitespaces)
+        let lower = wanted.lowercased()
+        if lower == "cpu" || lower == "host" { return .host }
+        func unknown(_ what: String) -> UpdraftError {
+            var listed = ["cpu (the host CPU backend)"] + openCLDevices.map { "\($0.index) (\($0.name))" }
+            if openCLDevices.isEmpty { listed.append("no OpenCL devices" + (openCLProblem.map { ": \($0)" } ?? "")) }
+            return UpdraftError(.invalidArgument, "\(source) \(what); the devices are: \(listed.joined(separator: ", "))",
+                                hint: "pass an index or a part of a name from `updraft devices`, or cpu")
+        }
+        if let index = Int(wanted) {
+            guard openCLDevices.contains(where: { $0.index == index }) else {
+                throw unknown("names OpenCL device #\(index), which does not exist")
+            }
+            return .openCL(index: index)
+        }
+        guard !lower.isEmpty else { throw unknown("is empty") }
+        let exact = openCLDevices.filter { $0.name.lowercased() == lower }
+        if exact.count == 1 { return .openCL(index: exact[0].index) }
+        let matches = openCLDevices.filter { $0.name.lowercased().contains(lower) }
+        if matches.count == 1 { return .openCL(index: matches[0].index) }
+        if matches.isEmpty { throw unknown("'\(wanted)' matches no device") }
+        throw UpdraftError(.invalidArgument,
+            "\(source) '\(wanted)' matches \(matches.count) devices: "
+                + matches.map { "\($0.index) (\($0.name))" }.joined(separator: ", "),
+            hint: "pass the device's index instead")
+    }
+
+    /// Resolves `text` against described devices (the host profile answers to "cpu").
+    public static func resolve(_ text: String, among devices: [DeviceProfile], source: String = "--device") throws -> DevicePin {
+        let openCL = devices.compactMap { d in d.openCLIndex.map { (index: $0, name: d.name) } }
+        let pin = try resolve(text, openCLDevices: openCL, source: source)
+        if pin == .host, !devices.contains(where: \.isHost) {
+            throw UpdraftError(.invalidArgument, "\(source) asks for the host CPU, which is not among the devices")
+        }
+        return pin
+    }
+}

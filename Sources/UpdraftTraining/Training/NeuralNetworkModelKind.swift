@@ -1,0 +1,34 @@
+import Foundation
+import UpdraftCore
+import UpdraftModel
+import UpdraftChecks
+
+/// The neural network kind (Model's neuralNetwork, neuralNetworkClassifier and neuralNetworkRegressor):
+/// checked by `ModelValidator`, shown by `ModelReport`, resolved by `ResolvedRun.resolve` and trained by a
+/// `TrainingSession` (mini-batches, epochs, an optimizer) on the executor.
+enum NeuralNetworkModelKind: UpdatableModelKind {
+    static let name = "neural network"
+    static let modelTypes: [CoreMLModelType] = [.neuralNetwork, .neuralNetworkClassifier, .neuralNetworkRegressor]
+
+    static func validate(_ model: CoreMLModel) -> [ModelFinding] { ModelValidator.validate(model) }
+
+    static func report(_ model: CoreMLModel, file: String?) -> ModelReport { ModelReport(model: model, file: file) }
+
+    static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
+                        environment: [String: String]) throws -> ResolvedRun {
+        try ResolvedRun.resolve(model: model, configuration: configuration, environment: environment)
+    }
+
+    static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
+        try TrainingSession(task: task, run: run)
+    }
+}
+
+/// A network's training run, as an update task drives it.
+extension TrainingSession: UpdateSession {
+    var featureCacheStatistics: FeatureCacheStatistics? { cache?.statistics }
+
+    func currentModel(updating original: CoreMLModel) throws -> CoreMLModel { try executor.exportModel(into: original) }
+
+    func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) { try executor.weights(ofLayer: name) }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import UpdraftCore
+import UpdraftModel
+import UpdraftPlacement
+
+/// A training run resolved from a model and an `UpdateConfiguration`, once: the hyperparameters
+/// (the model's defaults with the configuration's overrides, or a checkpoint's), validated here and
+/// nowhere else; the checkpoint the run continues; where it runs (the scheduler's plan and opened
+/// backends, or the backends the configuration gives); and a report of what was chosen.
+///
+/// `UpdateTask(run:trainingData:handlers:)` trains it as resolved; `UpdateTask(model:...)`
+/// resolves its configuration the same way when it starts. `updraft train` and
+/// `updraft-bench epochs` resolve through `resolve`, `updraft plan` through the placement it
+/// calls (`Scheduler.place`), so every caller gets the same plan for the same settings.
+public struct ResolvedRun {
+    /// The model the run trains.
+    public let model: CoreMLModel
+    /// The model's network.
+    public let graph: NetworkGraph
+    /// The hyperparameters in force at the start, checked against what the model allows.
+    public let parameters: TrainingParameters
+    /// The configuration the run trains with: the one given, with `backends` (and `dataParallel`,
+    /// when mini-batches are split across devices) set to where the run was scheduled. Settings
+    /// that do not decide the plan (augmentation, checkpoints, the feature cache, ...) may still be
+    /// changed before a task is made from the run; `parameters`, `resumeFrom`, `backends` and
+    /// `dataParallel` were resolved and are read from here as they are.
+    public var configuration: UpdateConfiguration
+    /// The scheduler's plan and opened backends; nil when the configuration gave the backends.
+    public let schedule: MachineSchedule?
+
+    /// The checkpoint the run continues (`configuration.resumeFrom`); nil for a new run.
+    public var resume: TrainingCheckpoint? { configuration.resumeFrom }
+    /// One line each: devices left out, OpenCL missing, fallbacks taken while scheduling. Print
+    /// them; nothing here did, and a task made from this run does not repeat them.
+    public var warnings: [String] { schedule?.warnings ?? [] }
+
+    /// Where the run trains: "cpu", "opencl:<name>", "<prefix> (frozen prefix) + <tail> (trainable
+    /// tail)", or "data parallel: <a> (n) + <b> (m)".
+    public var description: String {
+        if let schedule { return schedule.description }
+        if let dp = configuration.dataParallel, !dp.replicas.isEmpty {
+            let shares = dp.shares ?? dp.replicas.map { _ in 1 }
+            return "data parallel: " + zip(dp.replicas, shares).map { "\($0.name) (\(Int($1)))" }.joined(separator: " + ")
+        }
+        guard let (prefix, tail) = configuration.backends else { return "reference" }
+        return prefix === tail ? tail.name : "\(prefix.name) (frozen prefix) + \(tail.name) (trainable tail)"
+    }
+
+    /// What was resolved, for people: the parameters, the device, the resume point, then the
+    /// scheduler's plan (its `text()`) or a line saying the configuration gave the backends.
+    public var report: String {
+        var s = "parameters: \(parameters)\n"
+        s += "device: \(description)\n"
+        if let resume { s += "resuming at \(resume.position.description) of \(resume.parameters.epochs) epochs\n" }
+        for w in warnings { s += "warning: \(w)\n" }
+        s += schedule.map { "\n" + $0.plan.text() } ?? "backends given by the configuration (not scheduled)\n"
+        return s
+    }
+
+    /// Resolves a run of `model` with `configuration`:
+    /// 1. the hyperparameters: `configuration.parameters` over the model's defaults
+    ///    (`TrainingParameters(optimizer:hyperparameters:overrides:)`), or over the checkpoint's when
+    ///    `resumeFrom` is set (`TrainingCheckpoint.resumedParameters`), each value checked once against
+    ///    what the model allows, and the mini-batch size against what the network can hold;
+    /// 2. where it runs: the configuration's `backends` or `dataParallel` when either is set (the
+    ///    expert override, not scheduled); otherwise `Scheduler.schedule(graph:batchSize:configuration:)`
+    ///    within `computeUnits`, `deviceOption`/`preferredDevice` and `dataParallelMode` (`environment`
+    ///    supplies `UPDRAFT_DEVICE`, `UPDRAFT_DATA_PARALLEL` and the calibration cache), its backends
+    ///    opened; a resumed run scheduled on as many replicas as its checkpoint's splits its
+    ///    mini-batches by the checkpoint's shares.
+    ///
+    /// Whether the checkpoint belongs to the model and the training data is checked when training
+    /// starts, where the data is at hand.
+    /// - Throws: for a model without an optimizer, a hyperparameter the model does not allow (named,
+    ///   with its allowed values), a mini-batch the network cannot hold, or a device pin that names no device.
+    public static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
+                               environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ResolvedRun {
+        let graph = try NetworkGraph(model: model)
+        guard let optimizer = graph.updateParameters?.optimizer?.kind else {
+            throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
+                               hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
+        }
+        let overrides = configuration.parameters
+        let parameters = try configuration.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
+            ?? TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters, overrides: overrides)
+        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
+                                      source: overrides[.miniBatchSize] == nil ? "the model's default miniBatchSize" : "miniBatchSize")
+        var config = configuration
+        var schedule: MachineSchedule?
+        if config.backends == nil && config.dataParallel == nil {
+            let chosen = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize, configuration: config,
+                                                environment: environment)
+            config.backends = (chosen.backends.prefix, chosen.backends.tail)
+            if chosen.backends.isDataParallel {
+                let replicas = chosen.backends.replicas
+                let resumed = config.resumeFrom?.dataParallelShares.flatMap { $0.count == replicas.count ? $0 : nil }
+                config.dataParallel = DataParallelism(replicas: replicas, shares: resumed ?? chosen.backends.shares)
+            }
+            schedule = chosen
+        }
+        return ResolvedRun(model: model, graph: graph, parameters: parameters, configuration: config, schedule: schedule)
+    }
+}
+
+/// The settings that shape a run besides its hyperparameters, which a resumed run must keep as its
+/// checkpoint had them (`TrainingCheckpoint` records them; a run that differs is refused).
+public enum ResumedSetting: CaseIterable, Hashable, Sendable {
+    /// `augmentation`: flips, crop and seed.
+    case augmentation
+    /// `shortLastBatch`.
+    case shortLastBatch
+    /// `frozenActivationsHalfPrecision`.
+    case frozenActivationsHalfPrecision
+    /// `checkpointEvery` and `checkpointEveryMiniBatches` (not checked: a resumed run may change them).
+    case checkpointSchedule
+}
+
+extension UpdateConfiguration {
+    /// Continues `checkpoint`'s run: sets `resumeFrom`, and takes from the checkpoint every setting
+    /// that shapes the run except those in `own`, which stay as this configuration has them (and
+    /// are refused when training starts if they differ from the checkpoint's, the schedule aside).
+    /// `UpdateTask(resumingFrom:)` keeps its own checkpoint schedule when it sets one; `updraft
+    /// train --resume` keeps the settings its command line gives.
+    public mutating func resume(from checkpoint: TrainingCheckpoint, keeping own: Set<ResumedSetting> = []) {
+        resumeFrom = checkpoint
+        if !own.contains(.augmentation) { augmentation = checkpoint.augmentation }
+        if !own.contains(.shortLastBatch) { shortLastBatch = checkpoint.shortLastBatch }
+        if !own.contains(.frozenActivationsHalfPrecision) { frozenActivationsHalfPrecision = checkpoint.frozenActivationsHalfPrecision }
+        if !own.contains(.checkpointSchedule) {
+            checkpointEvery = checkpoint.checkpointEvery
+            checkpointEveryMiniBatches = checkpoint.checkpointEveryMiniBatches
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import UpdraftModel
+import UpdraftPlacement
+
+/// The scheduler's entry points for an `UpdateConfiguration` (what `ResolvedRun.resolve`, `updraft plan`
+/// and `InferenceRunner` call): its compute units, device and data-parallel mode passed to the
+/// placement walk in Scheduling/, which knows nothing of training configurations.
+extension Scheduler {
+    /// As `place`, within a configuration's compute units, device (`deviceOption`, else
+    /// `preferredDevice`) and data-parallel mode.
+    public static func place(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
+        try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
+                  deviceOption: configuration.deviceOption ?? configuration.preferredDevice?.optionText,
+                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode)
+    }
+
+    /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, device
+    /// and data-parallel mode, and opens the backends: what `ResolvedRun.resolve` does when the
+    /// configuration gives no backends.
+    public static func schedule(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
+                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MachineSchedule {
+        let (plan, warnings) = try place(graph: graph, batchSize: batchSize, configuration: configuration, environment: environment)
+        let backends = try Scheduler.backends(for: plan)
+        return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
+    }
+}
