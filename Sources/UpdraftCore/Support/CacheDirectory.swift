@@ -34,9 +34,7 @@ package struct CacheFile<Entry: Codable> {
     var what: String
 
     package init(url: URL, format: Int, what: String) {
-        self.url = url
-        self.format = format
-        self.what = what
+        self.url = url; self.format = format; self.what = what
     }
 
     private struct Contents: Codable {

@@ -68,10 +68,7 @@ package struct LayerParameterBuffers {
     package var shift: DeviceBuffer?
 
     package init(weights: DeviceBuffer? = nil, bias: DeviceBuffer? = nil, scale: DeviceBuffer? = nil, shift: DeviceBuffer? = nil) {
-        self.weights = weights
-        self.bias = bias
-        self.scale = scale
-        self.shift = shift
+        self.weights = weights; self.bias = bias; self.scale = scale; self.shift = shift
     }
 }
 
@@ -101,13 +98,8 @@ package struct ForwardCall {
     let backend: Backend
 
     package init(executor: LayerContext, layer: GraphLayer, inputs: [DeviceBuffer], output: DeviceBuffer, epilogue: Activation?, batch: Int, backend: Backend) {
-        self.executor = executor
-        self.layer = layer
-        self.inputs = inputs
-        self.output = output
-        self.epilogue = epilogue
-        self.batch = batch
-        self.backend = backend
+        self.executor = executor; self.layer = layer; self.inputs = inputs; self.output = output
+        self.epilogue = epilogue; self.batch = batch; self.backend = backend
     }
 
     /// The layer's parameters on its device (weights, bias; channel scale and shift).
@@ -129,12 +121,8 @@ package struct BackwardCall {
     let wantsInput: [Bool]
 
     package init(executor: LayerContext, layer: GraphLayer, ws: Workspace, backend: Backend, outputGradient: DeviceBuffer, wantsInput: [Bool]) {
-        self.executor = executor
-        self.layer = layer
-        self.ws = ws
-        self.backend = backend
-        self.outputGradient = outputGradient
-        self.wantsInput = wantsInput
+        self.executor = executor; self.layer = layer; self.ws = ws; self.backend = backend
+        self.outputGradient = outputGradient; self.wantsInput = wantsInput
     }
 
     var batch: Int { ws.batch }

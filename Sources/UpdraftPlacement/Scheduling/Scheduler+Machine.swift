@@ -12,9 +12,7 @@ public struct MachineSchedule {
     public var warnings: [String]
 
     package init(plan: ExecutionPlan, backends: ResolvedBackends, warnings: [String]) {
-        self.plan = plan
-        self.backends = backends
-        self.warnings = warnings
+        self.plan = plan; self.backends = backends; self.warnings = warnings
     }
 
     /// "cpu", "opencl:<name>", "<prefix> (frozen prefix) + <tail> (trainable tail)", or

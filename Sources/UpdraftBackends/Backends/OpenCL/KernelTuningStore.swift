@@ -46,11 +46,8 @@ public struct KernelTuningMeasurement: Codable, Sendable, Equatable {
     public var candidates: Int
 
     package init(shape: String, tableSeconds: Double? = nil, bestSeconds: Double, clblastSeconds: Double? = nil, candidates: Int) {
-        self.shape = shape
-        self.tableSeconds = tableSeconds
-        self.bestSeconds = bestSeconds
-        self.clblastSeconds = clblastSeconds
-        self.candidates = candidates
+        self.shape = shape; self.tableSeconds = tableSeconds; self.bestSeconds = bestSeconds
+        self.clblastSeconds = clblastSeconds; self.candidates = candidates
     }
 }
 
