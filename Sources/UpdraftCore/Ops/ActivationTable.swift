@@ -73,7 +73,9 @@ public enum ActivationKind: Int32, CaseIterable, Sendable {
     public var flops: Int { isTranscendental ? 8 : 2 }
 
     /// y = f(x).
-    @inline(__always)
+    // @inlinable: the CPU backend's loops (another target) call this per element and rely on it being
+    // inlined and specialised for each function.
+    @inlinable @inline(__always)
     public func forward(_ x: Float, _ p: ActivationScalars) -> Float {
         switch self {
         case .linear: return p.a * x + p.b
@@ -102,7 +104,7 @@ public enum ActivationKind: Int32, CaseIterable, Sendable {
 
     /// dy/dx from `v`, which is y when `fromOutput` (as `Activation.backwardReadsOutput` says) and x
     /// otherwise; dx = dy * derivative.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func derivative(_ v: Float, _ p: ActivationScalars, fromOutput: Bool) -> Float {
         switch self {
         case .linear: return p.a
@@ -137,6 +139,6 @@ public enum ActivationKind: Int32, CaseIterable, Sendable {
     }
 
     /// log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|).
-    @inline(__always)
+    @usableFromInline @inline(__always)
     static func softplus(_ x: Float) -> Float { Swift.max(x, 0) + Foundation.log1p(Foundation.exp(-Swift.abs(x))) }
 }
