@@ -45,11 +45,6 @@ public enum CostModel {
                                backwardWeights: backwardWeights)
     }
 
-    /// One fused optimizer kernel per parameter tensor: SGD reads parameter, gradient and velocity
-    /// and writes two of them; Adam reads four and writes three.
-    static func optimizerSteps(parameterCounts: [Int], _ optimizer: OptimizerKind) -> [KernelWork] {
-        optimizer.optimizerType.stepWork(parameterCounts: parameterCounts)
-    }
 
     /// The loss kernel for a batch: fused softmax + cross-entropy on the logits, or mean squared error.
     static func lossWork(_ loss: GraphLoss, batch: Int) -> KernelWork {

@@ -72,7 +72,7 @@ public struct KernelTuner {
     public struct Report {
         /// The calibration-cache entry to store: winning variants and measurements by shape class.
         public var entry: KernelTuningEntry
-        /// The calibration-cache key of the entry (`DeviceCalibration.tuningKey`: device, driver and kernel source hash).
+        /// The calibration-cache key of the entry (`KernelTuningStore.key`: device, driver and kernel source hash).
         public var key: String
         /// One outcome per problem searched, largest problem first.
         public var outcomes: [Outcome]
@@ -227,9 +227,9 @@ public struct KernelTuner {
                                                         candidates: o.timed)
         }
         let entry = KernelTuningEntry(variants: variants, measurements: measurements, device: "\(info.platformName): \(info.name)",
-                                      driverVersion: info.driverVersion, kernelSourceHash: DeviceCalibration.kernelSourceHash,
+                                      driverVersion: info.driverVersion, kernelSourceHash: KernelTuningStore.kernelSourceHash,
                                       space: space.rawValue)
-        return Report(entry: entry, key: DeviceCalibration.tuningKey(info), outcomes: outcomes, seconds: elapsed(), skipped: skipped)
+        return Report(entry: entry, key: KernelTuningStore.key(info), outcomes: outcomes, seconds: elapsed(), skipped: skipped)
     }
 
     /// Tunes `problems` and stores the result in `cache`, replacing the device's previous tuning.
