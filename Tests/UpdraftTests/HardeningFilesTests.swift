@@ -8,15 +8,7 @@ import XCTest
 /// (or the input model); a log that cannot be written is one warning; outputs are checked before
 /// training; a failed checkpoint is a warning; writes leave no temporary file behind; SIGTERM and
 /// SIGHUP save the model like Ctrl-C.
-final class HardeningFilesTests: XCTestCase {
-    private var folder: URL!
-
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-files-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
-
+final class HardeningFilesTests: FolderTestCase {
     func testLogAppendsAndRefusesWhatIsNotARegularFile() throws {
         let url = folder.appendingPathComponent("run.jsonl")
         try Data("{\"event\":\"earlier\"}\n".utf8).write(to: url)

@@ -4,15 +4,7 @@ import XCTest
 
 /// Issue 13, finding 10: each message names the file or field and the way out (no Swift
 /// internals, no NSCocoaErrorDomain, no blame on an option nobody gave).
-final class HardeningMessagesTests: XCTestCase {
-    private var folder: URL!
-
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-messages-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
-
+final class HardeningMessagesTests: FolderTestCase {
     private var classifier: CoreMLModel { get throws { try CoreMLModel(contentsOf: Fixtures.url("dense_sgd_classifier.mlmodel")) } }
 
     /// `{'descr': '<f4', 'fortran_order': False, 'shape': SHAPE, }` and `count` float32 zeros.

@@ -8,8 +8,7 @@ import XCTest
 /// Issue 13, finding 1: sizes from a model field or a command-line number never trap (integer
 /// overflow); they are named errors, and the validator runs the same checks as `plan`.
 final class HardeningSizeTests: XCTestCase {
-    private static let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-sizes-\(UUID().uuidString)", isDirectory: true)
+    private static let folder = temporaryFolder("updraft-sizes")
     override class func tearDown() { try? FileManager.default.removeItem(at: folder) }
 
     /// A small convolutional image classifier (16x16 RGB, labels "no" and "yes") whose default

@@ -7,10 +7,6 @@ import XCTest
 
 /// transpose / permute (a permuted copy), softmaxND and concatND on the logical N-D shape.
 final class LayoutAxisOpsTests: XCTestCase {
-    private func input(_ shape: [Int]) -> FeatureDescription {
-        FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: shape, dataType: .float32)))
-    }
-
     func testSimplifiedGeometryMergesAxesAndDropsOnes() {
         let g = TransposeGeometry(batch: 2, dims: [2, 1, 3, 4, 5], perm: [0, 3, 4, 1, 2]).simplified
         XCTAssertEqual(g.dims, [2, 3, 20])
@@ -27,7 +23,7 @@ final class LayoutAxisOpsTests: XCTestCase {
     }
 
     func testShapeInferenceOfAxisOps() throws {
-        var b = try ModelBuilder(input: input([1, 4, 3, 2]))
+        var b = try ModelBuilder(input: .floatArray([1, 4, 3, 2]))
         try b.transpose("t", axes: [0, 3, 1, 2])
         XCTAssertEqual(b.logicalShapes["t"], LogicalShape([1, 2, 4, 3], batchAxis: 0))
         XCTAssertEqual(b.shapes["t"], [1, 2, 4, 3])
@@ -69,7 +65,7 @@ final class LayoutAxisOpsTests: XCTestCase {
 
     /// softmaxND over the last axis of [1, K] is the channel softmax, so it feeds the fused cross-entropy.
     func testSoftmaxNDFeedingTheLossUsesTheFusedPath() throws {
-        var b = try ModelBuilder(input: input([1, 6]))
+        var b = try ModelBuilder(input: .floatArray([1, 6]))
         try b.innerProduct("fc", outputChannels: 3)
         try b.softmax("probs")
         try b.makeClassifier(labels: .int64([0, 1, 2]), probabilities: "probs")
@@ -87,7 +83,7 @@ final class LayoutAxisOpsTests: XCTestCase {
     /// A model with every axis op between two updatable layers: the same training on the reference,
     /// the CPU and OpenCL.
     private func axisModel() throws -> CoreMLModel {
-        var b = try ModelBuilder(input: input([1, 3, 5, 7]), seed: 4)
+        var b = try ModelBuilder(input: .floatArray([1, 3, 5, 7]), seed: 4)
         try b.convolution("conv", outputChannels: 4, kernel: (3, 3), padding: .same(.bottomRightHeavy))
         try b.transpose("t", axes: [0, 2, 3, 1])                 // [1, 5, 7, 4]
         try b.softmaxND("sm", axis: 2)                            // over the 7

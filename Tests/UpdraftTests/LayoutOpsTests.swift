@@ -10,10 +10,6 @@ import XCTest
 /// Logical N-D shapes, multi-array inputs of every rank, and the shape re-labelling layers
 /// (reshapeStatic, reshape, flattenTo2D, squeeze, expandDims, copy), which the executor runs as aliases.
 final class LayoutShapeTests: XCTestCase {
-    private func input(_ shape: [Int]) -> FeatureDescription {
-        FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: shape, dataType: .float32)))
-    }
-
     func testMultiArrayInputsOfEveryRank() throws {
         let cases: [([Int], [Int], Int?)] = [
             ([7], [1, 7, 1, 1], nil),
@@ -24,19 +20,19 @@ final class LayoutShapeTests: XCTestCase {
             ([1, 2, 3, 5, 6], [1, 2, 3, 30], 0),
         ]
         for (declared, canonical, batchAxis) in cases {
-            let b = try ModelBuilder(input: input(declared))
+            let b = try ModelBuilder(input: .floatArray(declared))
             XCTAssertEqual(b.shapes["x"], Shape(canonical), "\(declared)")
             XCTAssertEqual(b.logicalShapes["x"], LogicalShape(declared, batchAxis: batchAxis), "\(declared)")
         }
         for bad in [[3, 7], [2, 3, 5, 6], [1, 2, 3, 4, 5, 6], [3, 1, 2, 4, 5]] {
-            XCTAssertThrowsError(try ModelBuilder(input: input(bad))) { e in
+            XCTAssertThrowsError(try ModelBuilder(input: .floatArray(bad))) { e in
                 XCTAssertTrue("\(e)".contains("\(bad)"), "\(e)")
             }
         }
     }
 
     func testShapeInferenceOfTheReshapeFamily() throws {
-        var b = try ModelBuilder(input: input([1, 4, 3, 2]))
+        var b = try ModelBuilder(input: .floatArray([1, 4, 3, 2]))
         try b.reshapeStatic("flat", targetShape: [1, -1])
         XCTAssertEqual(b.logicalShapes["flat"], LogicalShape([1, 24], batchAxis: 0))
         XCTAssertEqual(b.shapes["flat"], [1, 24, 1, 1])
@@ -74,7 +70,7 @@ final class LayoutShapeTests: XCTestCase {
 
     func testLayoutMistakesAreNamedErrors() throws {
         func expect(_ params: LayoutLayerParams, on shape: [Int] = [1, 4, 3, 2], _ words: [String]) throws {
-            var b = try ModelBuilder(input: input(shape))
+            var b = try ModelBuilder(input: .floatArray(shape))
             XCTAssertThrowsError(try b.layout("bad", params)) { e in
                 let s = "\(e)"
                 XCTAssertTrue(s.contains("layer 'bad'"), s)

@@ -9,10 +9,8 @@ import UpdraftCommandLine
 /// a CPU plan and a warning, never a failure.
 final class SchedulingCommandTests: XCTestCase {
     /// One calibration cache for the class: the host is measured once.
-    private static let cacheDirectory = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-cli-cache-\(UUID().uuidString)", isDirectory: true)
-    private static let emptyVendors = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-no-icd-\(UUID().uuidString)", isDirectory: true)
+    private static let cacheDirectory = temporaryFolder("updraft-cli-cache")
+    private static let emptyVendors = temporaryFolder("updraft-no-icd")
 
     override class func tearDown() {
         try? FileManager.default.removeItem(at: cacheDirectory)

@@ -1,52 +1,34 @@
 import XCTest
-@testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftPlacement
-@testable import UpdraftTraining
 
 /// `updraft train` as a user runs it, in a subprocess, on a tiny image model and eight 16x16 images
 /// in a temporary folder: without OpenCL it trains on the CPU with a warning; with data parallelism
 /// forced it trains to the CPU's result, falling back with a warning if an OpenCL device fails.
 final class TrainingFallbackCommandTests: XCTestCase {
-    private static let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-train-fallback-\(UUID().uuidString)", isDirectory: true)
-    private static var data: URL { folder.appendingPathComponent("data") }
-    private static var emptyVendors: URL { folder.appendingPathComponent("no-icd") }
-    private static var cache: URL { folder.appendingPathComponent("cache") }
-    private var model: String { Fixtures.url("conv_image_classifier.mlmodel").path }
+    private static let files = CommandTestFiles("updraft-train-fallback")
 
     override class func setUp() {
-        let fm = FileManager.default
-        try? fm.createDirectory(at: emptyVendors, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(at: files.noOpenCL, withIntermediateDirectories: true)
         // Four dark and four bright images with some noise: the model's classes are "no" and "yes".
-        var rng = SplitMix64(seed: 21)
-        for (label, base) in [("no", 40), ("yes", 200)] {
-            let dir = data.appendingPathComponent(label)
-            try? fm.createDirectory(at: dir, withIntermediateDirectories: true)
-            for i in 0..<4 {
-                let pixels = (0..<16 * 16 * 3).map { _ in UInt8(clamping: base + Int(rng.next() % 50)) }
-                if let png = try? ImageEncoder.png(width: 16, height: 16, colorType: .rgb, samples: pixels) {
-                    _ = fm.createFile(atPath: dir.appendingPathComponent("\(i).png").path, contents: Data(png))
-                }
-            }
-        }
+        writeNoisyImageFolder(files.data, perLabel: 4, seed: 21)
     }
 
-    override class func tearDown() { try? FileManager.default.removeItem(at: folder) }
+    override class func tearDown() { files.remove() }
 
     typealias Run = CommandRun
 
     /// Runs the `updraft` built next to this test bundle.
     private func updraft(_ arguments: [String], environment extra: [String: String] = [:],
                          file: StaticString = #filePath, line: UInt = #line) throws -> Run {
-        return try runUpdraft(arguments, cacheDirectory: Self.cache, environment: extra, file: file, line: line)
+        return try runUpdraft(arguments, cacheDirectory: Self.files.cache, environment: extra, file: file, line: line)
     }
 
     /// Trains one epoch in batches of 4 and returns the run and the trained weights of conv and dense.
     private func train(_ name: String, _ extra: [String], environment: [String: String] = [:],
                        file: StaticString = #filePath, line: UInt = #line) throws -> (Run, [Float]) {
-        let out = Self.folder.appendingPathComponent("\(name).mlmodel")
-        let run = try updraft(["train", model, "--train", Self.data.path, "--epochs", "1", "--batch-size", "4",
+        let out = Self.files.file("\(name).mlmodel")
+        let run = try updraft(["train", Self.files.model, "--train", Self.files.data.path, "--epochs", "1", "--batch-size", "4",
                                "--learning-rate", "0.1", "--out", out.path] + extra, environment: environment)
         XCTAssertEqual(run.status, 0, "\(name): \(run.stderr)", file: file, line: line)
         guard run.status == 0 else { return (run, []) }
@@ -66,7 +48,7 @@ final class TrainingFallbackCommandTests: XCTestCase {
     }
 
     func testWithoutOpenCLTrainingRunsOnTheCPUWithAWarning() throws {
-        let noOpenCL = ["OCL_ICD_VENDORS": Self.emptyVendors.path]
+        let noOpenCL = ["OCL_ICD_VENDORS": Self.files.noOpenCL.path]
         let (run, weights) = try train("no-opencl", [], environment: noOpenCL)
         XCTAssertTrue(run.stdout.contains("device: cpu;"), run.stdout)
         let warnings = run.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }
@@ -80,7 +62,7 @@ final class TrainingFallbackCommandTests: XCTestCase {
         let (_, cpu) = try train("cpu-only", ["--compute-units", "cpuOnly"])
         assertClose(weights, cpu, 0, "no OpenCL vs cpuOnly")
         assertClose(forcedWeights, cpu, 0, "no OpenCL, forced data parallel vs cpuOnly")
-        let original = try CoreMLModel(contentsOf: URL(fileURLWithPath: model))
+        let original = try CoreMLModel(contentsOf: URL(fileURLWithPath: Self.files.model))
         var before: [Float] = []
         for layer in ["conv", "dense"] { before += try original.weights(ofLayer: layer).data + (try original.bias(ofLayer: layer)?.data ?? []) }
         XCTAssertEqual(before.count, cpu.count)

@@ -1,5 +1,4 @@
 import XCTest
-@testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftPlacement
 @testable import UpdraftTraining
@@ -8,29 +7,14 @@ import XCTest
 /// weights (to float rounding) on the CPU backend and on OpenCL (PoCL in CI); a killed or hung rank
 /// ends the others with a named error, the last checkpoint intact.
 final class TrainingRanksTests: XCTestCase {
-    private static let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-ranks-\(UUID().uuidString)", isDirectory: true)
-    private static var data: URL { folder.appendingPathComponent("data") }
-    private static var cache: URL { folder.appendingPathComponent("cache") }
-    private var model: String { Fixtures.url("conv_image_classifier.mlmodel").path }
+    private static let files = CommandTestFiles("updraft-ranks")
 
     override class func setUp() {
-        let fm = FileManager.default
         // Ten dark and ten bright noisy images ("no" and "yes"): 20 examples, 5 batches of 4.
-        var rng = SplitMix64(seed: 16)
-        for (label, base) in [("no", 40), ("yes", 200)] {
-            let dir = data.appendingPathComponent(label)
-            try? fm.createDirectory(at: dir, withIntermediateDirectories: true)
-            for i in 0..<10 {
-                let pixels = (0..<16 * 16 * 3).map { _ in UInt8(clamping: base + Int(rng.next() % 50)) }
-                if let png = try? ImageEncoder.png(width: 16, height: 16, colorType: .rgb, samples: pixels) {
-                    _ = fm.createFile(atPath: dir.appendingPathComponent("\(i).png").path, contents: Data(png))
-                }
-            }
-        }
+        writeNoisyImageFolder(files.data, perLabel: 10, seed: 16)
     }
 
-    override class func tearDown() { try? FileManager.default.removeItem(at: folder) }
+    override class func tearDown() { files.remove() }
 
     private func start(_ executable: URL, _ arguments: [String]) throws -> (Process, Pipe, Pipe) {
         let process = Process()
@@ -38,7 +22,7 @@ final class TrainingRanksTests: XCTestCase {
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for key in [DevicePin.environmentVariable, DataParallelMode.environmentVariable] { env.removeValue(forKey: key) }
-        env[CalibrationCache.directoryVariable] = Self.cache.path
+        env[CalibrationCache.directoryVariable] = Self.files.cache.path
         process.environment = env
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
@@ -59,20 +43,20 @@ final class TrainingRanksTests: XCTestCase {
     }
 
     private func trainArguments(_ name: String, epochs: Int = 10, batch: Int = 4, _ extra: [String]) -> [String] {
-        ["train", model, "--train", Self.data.path, "--epochs", "\(epochs)", "--batch-size", "\(batch)",
-         "--learning-rate", "0.1", "--out", Self.folder.appendingPathComponent("\(name).mlmodel").path,
-         "--log", Self.folder.appendingPathComponent("\(name).jsonl").path] + extra
+        ["train", Self.files.model, "--train", Self.files.data.path, "--epochs", "\(epochs)", "--batch-size", "\(batch)",
+         "--learning-rate", "0.1", "--out", Self.files.file("\(name).mlmodel").path,
+         "--log", Self.files.file("\(name).jsonl").path] + extra
     }
 
     /// Mini-batch losses from the log and the trained conv and dense parameters.
     private func outcome(_ name: String) throws -> (losses: [Double], weights: [Float]) {
-        let log = try String(contentsOf: Self.folder.appendingPathComponent("\(name).jsonl"), encoding: .utf8)
+        let log = try String(contentsOf: Self.files.file("\(name).jsonl"), encoding: .utf8)
         var losses: [Double] = []
         for line in log.split(separator: "\n") {
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
             if object?["event"] as? String == "miniBatchEnd", let l = object?["loss"] as? Double { losses.append(l) }
         }
-        let trained = try CoreMLModel(contentsOf: Self.folder.appendingPathComponent("\(name).mlmodel"))
+        let trained = try CoreMLModel(contentsOf: Self.files.file("\(name).mlmodel"))
         var weights: [Float] = []
         for layer in ["conv", "dense"] {
             weights += try trained.weights(ofLayer: layer).data + (try trained.bias(ofLayer: layer)?.data ?? [])
@@ -102,7 +86,7 @@ final class TrainingRanksTests: XCTestCase {
         let worst = zip(a.weights, b.weights).map { abs($0 - $1) }.max() ?? .infinity
         XCTAssertLessThanOrEqual(worst, 1e-5, "weights differ by \(worst)")
         // Training moved the weights: the comparison is not between two copies of the initial model.
-        let initial = try CoreMLModel(contentsOf: URL(fileURLWithPath: model))
+        let initial = try CoreMLModel(contentsOf: URL(fileURLWithPath: Self.files.model))
         let before = try initial.weights(ofLayer: "dense").data
         XCTAssertGreaterThan(zip(before, b.weights.suffix(from: b.weights.count - 514)).map { abs($0 - $1) }.max() ?? 0, 1e-3)
     }
@@ -128,7 +112,7 @@ final class TrainingRanksTests: XCTestCase {
     /// --ranks/--link-gbps give the same lines as a projection.
     func testPlanShowsEveryRankAndTheGradientExchange() throws {
         let mpirun = try MPITestSupport.mpirun()
-        let planArgs = ["plan", model, "--batch-size", "8", "--compute-units", "cpuOnly"]
+        let planArgs = ["plan", Self.files.model, "--batch-size", "8", "--compute-units", "cpuOnly"]
         let run = finish(try start(mpirun, try MPITestSupport.arguments(ranks: 2, planArgs)))
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stdout.contains("Ranks: 2; global batch 8, up to 4 examples per rank"), run.stdout)
@@ -152,7 +136,7 @@ final class TrainingRanksTests: XCTestCase {
         let options = ["--compute-units", "cpuOnly"]
         let one = finish(try start(try MPITestSupport.updraftBinary(), trainArguments("resume-whole", options)))
         XCTAssertEqual(one.status, 0, one.stderr)
-        let checkpoint = Self.folder.appendingPathComponent("resume-killed.mlmodel")
+        let checkpoint = Self.files.file("resume-killed.mlmodel")
         let run = try start(mpirun, try MPITestSupport.arguments(ranks: 2, environment: ["UPDRAFT_PAUSE_AFTER_MINI_BATCH": "21"],
             trainArguments("resume-killed", options + ["--checkpoint-every-batches", "10"])))
         let resumeState = TrainingCheckpoint.url(forModel: checkpoint)
@@ -161,7 +145,7 @@ final class TrainingRanksTests: XCTestCase {
         while !paused, Date() < deadline, run.0.isRunning {
             Thread.sleep(forTimeInterval: 0.1)
             // Rank 0 logs each mini-batch after its checkpoint is due; the 21st line means it paused.
-            let log = (try? String(contentsOf: Self.folder.appendingPathComponent("resume-killed.jsonl"), encoding: .utf8)) ?? ""
+            let log = (try? String(contentsOf: Self.files.file("resume-killed.jsonl"), encoding: .utf8)) ?? ""
             paused = log.components(separatedBy: "\"miniBatchEnd\"").count - 1 >= 21
                 && FileManager.default.fileExists(atPath: resumeState.path)
         }
@@ -171,15 +155,15 @@ final class TrainingRanksTests: XCTestCase {
         XCTAssertTrue(paused, "both ranks paused after mini-batch 21 with a checkpoint on disk")
         let fm = FileManager.default
         for name in ["resume-1", "resume-2"] {
-            for (from, to) in [(checkpoint, Self.folder.appendingPathComponent("\(name).mlmodel")),
-                               (resumeState, TrainingCheckpoint.url(forModel: Self.folder.appendingPathComponent("\(name).mlmodel")))] {
+            for (from, to) in [(checkpoint, Self.files.file("\(name).mlmodel")),
+                               (resumeState, TrainingCheckpoint.url(forModel: Self.files.file("\(name).mlmodel")))] {
                 try? fm.removeItem(at: to)
                 try fm.copyItem(at: from, to: to)
             }
         }
         func resumeArguments(_ name: String) -> [String] {
-            ["train", "--resume", Self.folder.appendingPathComponent("\(name).mlmodel").path, "--train", Self.data.path,
-             "--log", Self.folder.appendingPathComponent("\(name).jsonl").path] + options
+            ["train", "--resume", Self.files.file("\(name).mlmodel").path, "--train", Self.files.data.path,
+             "--log", Self.files.file("\(name).jsonl").path] + options
         }
         let alone = finish(try start(try MPITestSupport.updraftBinary(), resumeArguments("resume-1")))
         XCTAssertEqual(alone.status, 0, alone.stderr)
@@ -204,7 +188,7 @@ final class TrainingRanksTests: XCTestCase {
     func testAKilledRankEndsTheOtherWithANamedError() throws {
         let mpirun = try MPITestSupport.mpirun()
         let name = "killed"
-        let checkpoint = Self.folder.appendingPathComponent("\(name).mlmodel")
+        let checkpoint = Self.files.file("\(name).mlmodel")
         let run = try start(mpirun, try MPITestSupport.arguments(ranks: 2, trainArguments(
             name, epochs: 50, batch: 1, ["--compute-units", "cpuOnly", "--checkpoint-every", "1"])))
         // Wait for the first checkpoint (and a step or more after it), then kill rank 1.
@@ -236,7 +220,7 @@ final class TrainingRanksTests: XCTestCase {
     func testAHungRankEndsTheOtherAfterTheTimeLimit() throws {
         let mpirun = try MPITestSupport.mpirun()
         let name = "hung"
-        let checkpoint = Self.folder.appendingPathComponent("\(name).mlmodel")
+        let checkpoint = Self.files.file("\(name).mlmodel")
         let run = try start(mpirun, try MPITestSupport.arguments(ranks: 2, environment: [MPIWorld.timeoutVariable: "2"], trainArguments(
             name, epochs: 50, batch: 1, ["--compute-units", "cpuOnly", "--checkpoint-every", "1"])))
         let deadline = Date().addingTimeInterval(60)

@@ -10,8 +10,7 @@ import XCTest
 /// resume point and schedules the devices once; `UpdateTask`, `updraft train`, `updraft plan` and
 /// `updraft-bench epochs` use what it resolved.
 final class TrainingResolvedRunTests: XCTestCase {
-    private static let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("updraft-resolved-\(UUID().uuidString)", isDirectory: true)
+    private static let folder = temporaryFolder("updraft-resolved")
     private static var cache: URL { folder.appendingPathComponent("cache") }
     override class func tearDown() { try? FileManager.default.removeItem(at: folder) }
 

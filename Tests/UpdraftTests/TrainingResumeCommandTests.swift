@@ -5,17 +5,11 @@ import XCTest
 
 /// `updraft train` killed with SIGKILL mid-run and continued with `--resume` ends with the model of
 /// a run never interrupted, byte for byte, on the CPU backend and on OpenCL (PoCL).
-final class TrainingResumeCommandTests: XCTestCase {
+final class TrainingResumeCommandTests: FolderTestCase {
     static let digits = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Data/digits/train", isDirectory: true)
-    var folder: URL!
 
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-resume-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
 
-    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
 
     /// 8x8 grayscale digits: a frozen 3x3 convolution (so the feature cache is in play), then a 1x1
     /// convolution and a dense head that train with SGD and momentum; 3 epochs, shuffled.

@@ -8,16 +8,7 @@ import XCTest
 /// Exact resume: a run stopped after a checkpoint and resumed from it ends with the weights, losses
 /// and history of a run never interrupted, bit for bit; a checkpoint that does not belong to the
 /// model or data, or a run that would change its shape, is refused with a named error.
-final class TrainingResumeTests: XCTestCase {
-    var folder: URL!
-
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-resume-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
-
+final class TrainingResumeTests: FolderTestCase {
     /// What a run produced: every mini-batch's loss, the history (without timings) and the weights.
     struct Outcome: Equatable {
         var losses: [Double] = []

@@ -29,3 +29,10 @@ extension ModelBuilder {
         return r
     }
 }
+
+extension FeatureDescription {
+    /// A float32 multi-array input "x" of `shape` (the layout tests' models).
+    static func floatArray(_ shape: [Int]) -> FeatureDescription {
+        FeatureDescription(name: "x", type: .multiArray(ArrayFeatureType(shape: shape, dataType: .float32)))
+    }
+}
