@@ -24,14 +24,6 @@ func computeConfiguration(_ args: ParsedArguments, dataParallel: Bool, into conf
     config.dataParallelMode = dataParallel ? try dataParallelMode(args) : .off
 }
 
-/// Where evaluation and prediction run: the scheduler's choice (calibrated devices, the cost model,
-/// pins, fallback) for these options, through the call `InferenceRunner` makes when given no backends.
-func chooseBackends(_ args: ParsedArguments, graph: NetworkGraph, batchSize: Int) throws -> MachineSchedule {
-    var config = UpdateConfiguration()
-    try computeConfiguration(args, dataParallel: false, into: &config)
-    return try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: config)
-}
-
 /// `--compute-units`, read by the library's parser (any case); a bad value is a usage error.
 func computeUnits(_ args: ParsedArguments) throws -> ComputeUnits {
     try usage("--compute-units") { try args.value("compute-units").map(ComputeUnits.init(parsing:)) } ?? .default

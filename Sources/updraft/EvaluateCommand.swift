@@ -15,7 +15,6 @@ let evaluateCommand = CLICommand(CommandSpec(
 )) { args in
     guard let dataPath = args.value("data") else { throw UsageError("--data DIR is required") }
     let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
-    let graph = try NetworkGraph(model: model)
     var dataOptions = try imageDataOptions(args, input: model.inputImage.map { ($0.width, $0.height) })
     dataOptions.skipUnreadable = args.flag("skip-unreadable")
     let data = try ModelDataset(model: model, path: URL(fileURLWithPath: dataPath), options: dataOptions)
@@ -24,19 +23,20 @@ let evaluateCommand = CLICommand(CommandSpec(
     guard requested > 0 else { throw UsageError("--batch-size must be at least 1, got \(requested)") }
     // A batch never holds more examples than there are.
     let batch = min(requested, max(1, data.provider.count))
-    try SizeLimits.checkBatchSize(batch, graph: graph, source: "--batch-size")
-    let choice = try chooseBackends(args, graph: graph, batchSize: batch)
-    choice.warnings.forEach { printError("warning: \($0)") }
-    let runner = try InferenceRunner(graph: graph, prefix: choice.backends.prefix, tail: choice.backends.tail,
-                                     warn: { printError("warning: \($0)") })
-    try runner.checkMemory(batchSize: batch, work: .evaluation)
+    // The model's kind runs it, where the scheduler places it within --compute-units / --device.
+    var config = UpdateConfiguration()
+    try computeConfiguration(args, dataParallel: false, into: &config)
+    let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: batch, batchSource: "--batch-size",
+                                             warn: { printError("warning: \($0)") })
+    try predictor.checkMemory(batchSize: batch, work: .evaluation)
     let provider = data.provider
-    guard let labels = graph.classLabels?.asStrings else {
+    let batches = stride(from: 0, to: provider.count, by: batch).map { $0..<min($0 + batch, provider.count) }
+    func position(_ range: Range<Int>) -> String { "examples \(range.lowerBound + 1)-\(range.upperBound)" }
+    guard let labels = predictor.classLabels else {
         // A regressor: the loss is all there is.
         var sum = 0.0, n = 0
-        for start in stride(from: 0, to: provider.count, by: batch) {
-            let b = try provider.batch(at: start..<min(start + batch, provider.count))
-            let r = try runner.run(position: "examples \(start + 1)-\(start + b.targets.count)") { try $0.evaluate(b) }
+        for range in batches {
+            let r = try predictor.loss(provider, range: range, position: position(range))
             sum += r.loss * Double(r.count); n += r.count
         }
         let loss = sum / Double(max(1, n))
@@ -45,20 +45,8 @@ let evaluateCommand = CLICommand(CommandSpec(
     }
     var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
     var lossSum = 0.0, correct = 0
-    // Images go to the device as 8-bit samples (scaled there), other data as float tensors.
-    let pixels = (provider as? PixelBatchProvider).flatMap { $0.writesPixels ? $0 : nil }
-    for start in stride(from: 0, to: provider.count, by: batch) {
-        let range = start..<min(start + batch, provider.count)
-        let probabilities: Tensor, targets: [TrainingExample.Target]
-        if let pixels {
-            let b = try pixels.pixelBatch(at: range)
-            targets = b.targets
-            probabilities = try runner.run(position: "examples \(start + 1)-\(range.upperBound)") { try $0.predict(b) }
-        } else {
-            let b = try provider.batch(at: range)
-            targets = b.targets
-            probabilities = try runner.run(position: "examples \(start + 1)-\(range.upperBound)") { try $0.predict(b.inputs) }
-        }
+    for range in batches {
+        let (probabilities, targets) = try predictor.classify(provider, range: range, position: position(range))
         let classes = probabilities.shape.itemCount
         for (i, target) in targets.enumerated() {
             guard case let .classIndex(truth) = target, truth < classes else { continue }
@@ -73,12 +61,12 @@ let evaluateCommand = CLICommand(CommandSpec(
     let loss = lossSum / Double(max(1, n)), accuracy = Double(correct) / Double(max(1, n))
     if args.flag("json") {
         let obj: [String: Any] = ["examples": n, "loss": loss, "accuracy": accuracy, "labels": labels, "confusion": confusion,
-                                  "device": runner.deviceName]
+                                  "device": predictor.deviceName]
         print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
         return 0
     }
     print("examples: \(n) (\(data.summary))")
-    print("device: \(runner.deviceName)")
+    print("device: \(predictor.deviceName)")
     print(String(format: "loss: %.4f\naccuracy: %.2f%% (%d of %d)", loss, accuracy * 100, correct, n))
     print("\nconfusion matrix (rows: true label, columns: predicted):")
     var rows = [["true\\pred"] + labels]

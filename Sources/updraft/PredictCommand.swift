@@ -10,12 +10,8 @@ let predictCommand = CLICommand(CommandSpec(
               OptionSpec("json", help: "print JSON Lines, one object per image")] + imageDataOptionSpecs + computeOptions
 )) { args in
     let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))
-    let graph = try NetworkGraph(model: model)
     guard let image = model.inputImage else {
         throw UpdraftError(.unsupported, "predict takes images, and this model's input is not an image")
-    }
-    guard let labels = graph.classLabels?.asStrings else {
-        throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")
     }
     let top = try args.int("top") ?? 5
     let dataOptions = try imageDataOptions(args, input: (image.width, image.height))
@@ -24,17 +20,20 @@ let predictCommand = CLICommand(CommandSpec(
     pre.filter = dataOptions.filter
     pre.dctScaling = dataOptions.dctScaling
     try pre.validate()
-    let choice = try chooseBackends(args, graph: graph, batchSize: 1)
-    choice.warnings.forEach { printError("warning: \($0)") }
-    let runner = try InferenceRunner(graph: graph, prefix: choice.backends.prefix, tail: choice.backends.tail,
-                                     warn: { printError("warning: \($0)") })
-    try runner.checkMemory(batchSize: 1, work: .prediction)
+    // The model's kind runs it, where the scheduler places it within --compute-units / --device.
+    var config = UpdateConfiguration()
+    try computeConfiguration(args, dataParallel: false, into: &config)
+    let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: 1, warn: { printError("warning: \($0)") })
+    guard let labels = predictor.classLabels else {
+        throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")
+    }
+    try predictor.checkMemory(batchSize: 1, work: .prediction)
     var failures = 0
     for path in args.positionals.dropFirst() {
         do {
             let decoded = try DecodedImage(contentsOfFile: path, limits: dataOptions.limits, atLeast: pre.decodeAtLeast)
             let input = pre.tensor(from: decoded)
-            let probabilities = try runner.run(position: path) { try $0.predict(input.reshaped(Shape([1] + input.shape.dims))) }
+            let probabilities = try predictor.classify(input, position: path)
             let ranked = probabilities.data.enumerated().sorted { $0.element > $1.element }.prefix(max(1, top))
             if args.flag("json") {
                 let obj: [String: Any] = ["image": path, "top": ranked.map { ["label": labels[$0.offset], "probability": Double($0.element)] }]

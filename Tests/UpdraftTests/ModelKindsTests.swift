@@ -1,10 +1,12 @@
 import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftChecks
 @testable import UpdraftTraining
 
-/// The model-kind seam: which kind updates a model, and that the task, the validator, inspect and
-/// the run resolution go through it.
+/// The model-kind seam: which kind updates a model, and that the task, the validator, inspect,
+/// the run resolution and forward work (evaluate, predict) go through it.
 final class ModelKindsTests: XCTestCase {
     func testEachModelTypeHasAtMostOneKind() {
         var seen: [CoreMLModelType: String] = [:]
@@ -60,5 +62,81 @@ final class ModelKindsTests: XCTestCase {
         XCTAssertNil(directTask.run().error)
         XCTAssertEqual(task.history.epochs.map(\.lossValue), directTask.history.epochs.map(\.lossValue))
         XCTAssertEqual(try task.currentModel().serializedBytes(), try directTask.currentModel().serializedBytes())
+    }
+
+    /// A network's predictor, made by its kind within cpuOnly, gives what `InferenceRunner` on the
+    /// CPU backend gives: the same probabilities (image tensors and one input alone) and loss.
+    func testPredictionGoesThroughTheKind() throws {
+        let model = try CoreMLModel(contentsOf: Fixtures.url("conv_image_classifier.mlmodel"))
+        let data = try ArrayBatchProvider(examples: (0..<5).map {
+            TrainingExample(input: Tensor(shape: [3, 16, 16], uniformIn: 0...255, seed: UInt64($0)), target: .classIndex($0 % 2))
+        })
+        var config = UpdateConfiguration()
+        config.computeUnits = .cpuOnly
+        let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: 5, warn: { XCTFail("no warning: \($0)") })
+        XCTAssertTrue(predictor is NeuralNetworkPredictor)
+        XCTAssertEqual(predictor.deviceName, "cpu")
+        XCTAssertEqual(predictor.classLabels, ["no", "yes"])
+        XCTAssertNoThrow(try predictor.checkMemory(batchSize: 5, work: .evaluation))
+
+        let runner = try InferenceRunner(graph: try NetworkGraph(model: model), prefix: CPUBackend(), tail: CPUBackend(),
+                                         warn: { XCTFail("no warning: \($0)") })
+        let batch = try data.batch(at: 0..<5)
+        let (probabilities, targets) = try predictor.classify(data, range: 0..<5, position: "examples 1-5")
+        XCTAssertEqual(probabilities, try runner.run(position: "") { try $0.predict(batch.inputs) })
+        XCTAssertEqual(targets, batch.targets)
+        XCTAssertEqual(probabilities.shape.dims, [5, 2, 1, 1])
+        let one = try predictor.classify(try data.example(at: 3).input, position: "example 4")
+        XCTAssertEqual(one.data, Array(probabilities.data[6..<8]))
+        let loss = try predictor.loss(data, range: 1..<4, position: "examples 2-4")
+        XCTAssertEqual(loss.count, 3)
+        XCTAssertEqual(loss.loss, try runner.run(position: "") { try $0.evaluate(try data.batch(at: 1..<4)) }.loss)
+
+        // The batch the network cannot hold is refused by the kind, naming what set it.
+        XCTAssertThrowsError(try ModelKinds.predictor(model: model, configuration: config, batchSize: 0, batchSource: "--batch-size",
+                                                      warn: { _ in })) { error in
+            XCTAssertTrue("\(error)".contains("--batch-size"), "\(error)")
+        }
+    }
+
+    /// `updraft evaluate` and `updraft predict`, which run through the kind's predictor, agree with
+    /// each other on the same images: evaluate's accuracy is the share of images whose predicted
+    /// top label is their folder's, and its confusion matrix counts the same predictions.
+    func testEvaluateAndPredictCommandsAgree() throws {
+        let files = CommandTestFiles("updraft-kinds-cli")
+        defer { files.remove() }
+        writeNoisyImageFolder(files.data, perLabel: 3, seed: 5)
+        let evaluate = try runUpdraft(["evaluate", files.model, "--data", files.data.path, "--batch-size", "4",
+                                       "--compute-units", "cpuOnly", "--json"], cacheDirectory: files.cache)
+        XCTAssertEqual(evaluate.status, 0, evaluate.stderr)
+        let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(evaluate.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(summary["examples"] as? Int, 6)
+        XCTAssertEqual(summary["device"] as? String, "cpu")
+        let confusion = try XCTUnwrap(summary["confusion"] as? [[Int]])
+
+        var images: [(label: Int, path: String)] = []
+        for (label, name) in ["no", "yes"].enumerated() {
+            for i in 0..<3 { images.append((label, files.data.appendingPathComponent("\(name)/\(i).png").path)) }
+        }
+        let predict = try runUpdraft(["predict", files.model] + images.map(\.path) + ["--top", "2", "--compute-units", "cpuOnly", "--json"],
+                                     cacheDirectory: files.cache)
+        XCTAssertEqual(predict.status, 0, predict.stderr)
+        let lines = predict.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.count, images.count)
+        var counted = [[0, 0], [0, 0]]
+        for (line, image) in zip(lines, images) {
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            XCTAssertEqual(object["image"] as? String, image.path)
+            let top = try XCTUnwrap(object["top"] as? [[String: Any]])
+            XCTAssertEqual(top.count, 2)
+            let probabilities = top.compactMap { $0["probability"] as? Double }
+            XCTAssertEqual(probabilities.reduce(0, +), 1, accuracy: 1e-5)
+            XCTAssertGreaterThanOrEqual(probabilities[0], probabilities[1])
+            let predicted = ["no", "yes"].firstIndex(of: top[0]["label"] as? String ?? "")!
+            counted[image.label][predicted] += 1
+        }
+        XCTAssertEqual(confusion, counted)
+        let accuracy = try XCTUnwrap(summary["accuracy"] as? Double)
+        XCTAssertEqual(accuracy, Double(counted[0][0] + counted[1][1]) / 6, accuracy: 1e-12)
     }
 }

@@ -5,10 +5,10 @@ import UpdraftChecks
 
 /// One kind of Core ML model Updraft can update. Core ML updates three: neural networks,
 /// k-nearest-neighbours classifiers and pipelines. A kind says how a model of it is checked,
-/// described, resolved into a run and trained; `UpdateTask` and the command line's `train`, `inspect`
-/// and validation ask the model's kind (`ModelKinds.kind(of:)`) instead of assuming a network, so a
-/// new kind is one conforming type and a row in `ModelKinds.all`, with no `if` on the model type
-/// elsewhere. The neural network is the one kind so far (`NeuralNetworkModelKind`).
+/// described, resolved into a run, trained and run forward; `UpdateTask` and the command line's
+/// `train`, `inspect`, `evaluate`, `predict` and validation ask the model's kind
+/// (`ModelKinds.kind(of:)`) instead of assuming a network, so a new kind is one conforming type
+/// and a row in `ModelKinds.all`, with no `if` on the model type elsewhere. The neural network is the one kind so far (`NeuralNetworkModelKind`).
 ///
 /// Reading stays in the model tier: `ModelSpec` decodes the Model oneof cases (CoreMLTypes.swift
 /// names them all) and refuses the ones no kind reads yet.
@@ -26,6 +26,10 @@ protocol UpdatableModelKind: Sendable {
                         environment: [String: String]) throws -> ResolvedRun
     /// The session that carries out a task's run (allocating what it runs on).
     static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession
+    /// Forward work on `model` (evaluation, prediction) within `configuration`'s compute units and
+    /// device, for passes of `batchSize` examples (`batchSource` names what set it, for errors).
+    static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
+                              environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor
 }
 
 /// What an `UpdateTask` drives while its run goes on, whatever the model kind.
@@ -81,5 +85,17 @@ public enum ModelKinds {
     public static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ResolvedRun {
         try kind(of: model).resolve(model: model, configuration: configuration, environment: environment)
+    }
+
+    /// Forward work on `model` through its kind, placed within `configuration`'s compute units and
+    /// device (`computeUnits`, `deviceOption`/`preferredDevice`; one device, no data parallelism) for
+    /// passes of `batchSize` examples; the scheduler's warnings go to `warn` first, then any fallback's.
+    /// - Parameter batchSource: what set `batchSize` ("--batch-size"), named when the model cannot hold it.
+    public static func predictor(model: CoreMLModel, configuration: UpdateConfiguration = UpdateConfiguration(),
+                                 batchSize: Int, batchSource: String = "the batch size",
+                                 environment: [String: String] = ProcessInfo.processInfo.environment,
+                                 warn: @escaping (String) -> Void) throws -> any ModelPredictor {
+        try kind(of: model).makePredictor(model: model, configuration: configuration, batchSize: batchSize, batchSource: batchSource,
+                                          environment: environment, warn: warn)
     }
 }

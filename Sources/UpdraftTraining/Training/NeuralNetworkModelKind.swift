@@ -22,6 +22,12 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
     static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
         try TrainingSession(task: task, run: run)
     }
+
+    static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
+                              environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
+        try NeuralNetworkPredictor(model: model, configuration: configuration, batchSize: batchSize, batchSource: batchSource,
+                                   environment: environment, warn: warn)
+    }
 }
 
 /// A network's training run, as an update task drives it.

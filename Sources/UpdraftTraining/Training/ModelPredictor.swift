@@ -1,0 +1,72 @@
+import Foundation
+import UpdraftCore
+import UpdraftModel
+import UpdraftPlacement
+
+/// Forward work on a model of any kind: what `updraft evaluate` and `updraft predict` run, made by
+/// the model's kind (`ModelKinds.predictor`). A network's predictor runs its graph forward on the
+/// device the scheduler picks, with training's fallback when the device fails
+/// (`NeuralNetworkPredictor`, over `InferenceRunner`).
+public protocol ModelPredictor: AnyObject {
+    /// Where the work runs now ("cpu", "opencl:…").
+    var deviceName: String { get }
+    /// A classifier's class labels, in the order of its probabilities; nil when the model is not a classifier.
+    var classLabels: [String]? { get }
+    /// Throws a named error when passes of `batchSize` examples would not fit the device's memory
+    /// or the host's, saying the largest batch that fits.
+    func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws
+    /// The class probabilities `[n, classes]` of the examples `range` of `data`, and their targets.
+    /// - Parameter position: where the work stands, for a fallback warning ("examples 1-32").
+    func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
+        -> (probabilities: Tensor, targets: [TrainingExample.Target])
+    /// The class probabilities of one preprocessed input (the model input's shape, no batch axis).
+    func classify(_ input: Tensor, position: String) throws -> Tensor
+    /// The mean loss over the examples `range` of `data` and how many there were (how a model that
+    /// is not a classifier is evaluated).
+    func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int)
+}
+
+/// A network run forward: the graph on the devices the scheduler picks within the configuration's
+/// compute units (or its pinned device), one device for the whole pass.
+final class NeuralNetworkPredictor: ModelPredictor {
+    let runner: InferenceRunner
+    let classLabels: [String]?
+
+    /// - Parameter batchSource: what set `batchSize`, for the error when the network cannot hold it ("--batch-size").
+    init(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
+         environment: [String: String], warn: @escaping (String) -> Void) throws {
+        let graph = try NetworkGraph(model: model)
+        try SizeLimits.checkBatchSize(batchSize, graph: graph, source: batchSource)
+        var config = configuration
+        config.dataParallelMode = .off
+        let schedule = try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: config, environment: environment)
+        schedule.warnings.forEach(warn)
+        runner = try InferenceRunner(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)
+        classLabels = graph.classLabels?.asStrings
+    }
+
+    var deviceName: String { runner.deviceName }
+
+    func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws { try runner.checkMemory(batchSize: batchSize, work: work) }
+
+    func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
+        -> (probabilities: Tensor, targets: [TrainingExample.Target]) {
+        // Images go to the device as 8-bit samples (scaled there), other data as float tensors.
+        if let pixels = data as? PixelBatchProvider, pixels.writesPixels {
+            let b = try pixels.pixelBatch(at: range)
+            return (try runner.run(position: position) { try $0.predict(b) }, b.targets)
+        }
+        let b = try data.batch(at: range)
+        return (try runner.run(position: position) { try $0.predict(b.inputs) }, b.targets)
+    }
+
+    func classify(_ input: Tensor, position: String) throws -> Tensor {
+        try runner.run(position: position) { try $0.predict(input.reshaped(Shape([1] + input.shape.dims))) }
+    }
+
+    func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int) {
+        let b = try data.batch(at: range)
+        let r = try runner.run(position: position) { try $0.evaluate(b) }
+        return (r.loss, r.count)
+    }
+}
