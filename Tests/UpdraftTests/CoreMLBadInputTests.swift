@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftTraining
 
 /// Bad input gets a clear error, never a crash: truncations, random bytes, mutations, absurd
 /// sizes, missing weights, shape mismatches, unknown layer types.
@@ -145,9 +146,14 @@ final class CoreMLBadInputTests: XCTestCase {
     }
 
     func testOtherModelTypesAreRefusedByName() {
-        // Model { specificationVersion: 4, kNearestNeighborsClassifier (404): {} }
-        assertErrorMentions(try CoreMLModel(serializedBytes: [0x08, 0x04, 0xA2, 0x19, 0x00]),
-                     containing: ["kNearestNeighborsClassifier", "404", "neural networks"])
+        // Model { specificationVersion: 4, treeEnsembleClassifier (402): {} }
+        assertErrorMentions(try CoreMLModel(serializedBytes: [0x08, 0x04, 0x92, 0x19, 0x00]),
+                     containing: ["treeEnsembleClassifier", "402", "neural networks"])
+        // Model { specificationVersion: 4, kNearestNeighborsClassifier (404): {} } reads (a k-NN is a
+        // kind Updraft reads), and its validator names what the empty message lacks.
+        let knn = try? CoreMLModel(serializedBytes: [0x08, 0x04, 0xA2, 0x19, 0x00])
+        let findings = knn.map { ModelKinds.validate($0).map(\.message) } ?? []
+        XCTAssertTrue(findings.contains { $0.contains("numberOfDimensions is 0") }, "\(findings)")
         assertErrorMentions(try CoreMLModel(serializedBytes: [0x08, 0x04, 0xB2, 0x1F, 0x00]), containing: ["mlProgram"])
     }
 

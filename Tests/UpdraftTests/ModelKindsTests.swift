@@ -16,7 +16,8 @@ final class ModelKindsTests: XCTestCase {
                 seen[type] = kind.name
             }
         }
-        XCTAssertEqual(Set(ModelKinds.modelTypeNames), ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor"])
+        XCTAssertEqual(Set(ModelKinds.modelTypeNames), ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor",
+                                                         "kNearestNeighborsClassifier", "pipeline", "pipelineClassifier", "pipelineRegressor"])
     }
 
     func testNetworksOfEveryCaseAreTheNetworkKind() throws {
@@ -25,9 +26,10 @@ final class ModelKindsTests: XCTestCase {
             XCTAssertEqual(model.spec.modelType, model.kind.modelType, name)
             XCTAssertTrue(ModelKinds.kind(of: model) == NeuralNetworkModelKind.self, name)
         }
-        // Core ML's other updatable kinds have no kind yet: the k-NN and pipeline issue adds them.
-        XCTAssertNil(ModelKinds.kind(for: .kNearestNeighborsClassifier))
-        XCTAssertNil(ModelKinds.kind(for: .pipelineClassifier))
+        // Core ML's other updatable kinds are kinds of their own.
+        XCTAssertTrue(ModelKinds.kind(for: .kNearestNeighborsClassifier) == KNearestNeighborsModelKind.self)
+        XCTAssertTrue(ModelKinds.kind(for: .pipelineClassifier) == PipelineModelKind.self)
+        XCTAssertNil(ModelKinds.kind(for: .treeEnsembleClassifier))
     }
 
     func testValidationAndInspectGoThroughTheKind() throws {

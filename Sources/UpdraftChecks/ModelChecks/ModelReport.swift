@@ -126,6 +126,12 @@ public struct ModelReport: Encodable, Sendable {
     public var uncheckedLayers: [String]
     /// One sentence explaining `uncheckedLayers`; nil when there are none.
     public var uncheckedNote: String?
+    /// What a model that is not a network holds, a line each (a k-NN's samples, labels, k, weighting,
+    /// index); empty for a network.
+    public var details: [String] = []
+    /// A pipeline's models in the order they run, each reported by its own kind (`file` holds its
+    /// name in the pipeline); empty for other models.
+    public var models: [ModelReport] = []
 
     /// Builds the report: reads the model, builds its graph for shapes and execution order, and runs `ModelValidator`.
     /// Never throws; problems become `findings`. `file` is only shown.
@@ -136,18 +142,9 @@ public struct ModelReport: Encodable, Sendable {
         specificationVersion = Int(spec.specificationVersion)
         isUpdatable = spec.isUpdatable
         shortDescription = spec.description.metadata.shortDescription
-        func feature(_ f: FeatureDescription) -> Feature {
-            var shape: [Int]? = nil
-            switch f.type {
-            case let .image(i): shape = [i.colorSpace.channels ?? 0, i.height, i.width]
-            case let .multiArray(a): shape = a.shape
-            default: break
-            }
-            return Feature(name: f.name, type: f.type.description, shape: shape)
-        }
-        inputs = spec.description.inputs.map(feature)
-        outputs = spec.description.outputs.map(feature)
-        trainingInputs = spec.description.trainingInputs.map(feature)
+        inputs = spec.description.inputs.map(Self.feature)
+        outputs = spec.description.outputs.map(Self.feature)
+        trainingInputs = spec.description.trainingInputs.map(Self.feature)
         classLabels = spec.network.classLabels?.asStrings
 
         let (partial, problems) = NetworkGraph.checked(model)
@@ -194,13 +191,20 @@ public struct ModelReport: Encodable, Sendable {
             }
             return p
         }
-        findings = ModelValidator.validate(model).map {
-            Finding(severity: $0.severity.rawValue, message: $0.message, layer: $0.layer, hint: $0.hint,
-                    layers: $0.layers.count > 1 ? $0.layers : nil)
-        }
+        findings = ModelValidator.validate(model).map(Finding.init)
     }
 
     static func typeDescription(_ l: LayerSpec) -> String { l.typeDescription }
+
+    static func feature(_ f: FeatureDescription) -> Feature {
+        var shape: [Int]? = nil
+        switch f.type {
+        case let .image(i): shape = [i.colorSpace.channels ?? 0, i.height, i.width]
+        case let .multiArray(a): shape = a.shape
+        default: break
+        }
+        return Feature(name: f.name, type: f.type.description, shape: shape)
+    }
 
     // MARK: Text
 
@@ -235,31 +239,38 @@ public struct ModelReport: Encodable, Sendable {
             let shown = labels.prefix(10).joined(separator: ", ") + (labels.count > 10 ? ", …" : "")
             line("class labels: \(labels.count) (\(shown))")
         }
-        let updatableCount = layers.filter(\.updatable).count
-        line("layers: \(layers.count), \(grouped(totalParameters)) parameters, \(updatableCount) updatable")
-        let nameWidth = min(32, max(6, (layers.map(\.name.count).max() ?? 0) + 2))
-        let typeWidth = max(6, (layers.map(\.type.count).max() ?? 0) + 2)
-        line("  " + padLeft("#", 3) + "  " + pad("name", nameWidth) + pad("type", typeWidth) + pad("output", 14)
-             + padLeft("params", 10) + "  updatable")
-        for l in layers {
-            // One example's dimensions as the model sees them ([C, H, W] for 4-D blobs; [K] for vectors).
-            let example = l.logicalShape.map { d in l.batchAxis.map { Array(d[($0 + 1)...]) } ?? d } ?? l.outputShape
-            let shape = example.map { d in
-                d.count > 1 && d.dropFirst().allSatisfy({ $0 == 1 }) ? "\(d[0])" : d.map(String.init).joined(separator: "x")
-            } ?? "?"
-            var row = "  " + padLeft(String(l.index), 3) + "  " + pad(l.name, nameWidth) + pad(l.type, typeWidth) + pad(shape, 14)
-            row += padLeft(l.parameters > 0 ? grouped(l.parameters) : "-", 10)
-            if l.updatable { row += "  yes" }
-            if let e = l.weightEncoding, e != "float32" { row += "  (weights \(e))" }
-            line(row)
+        if details.isEmpty && models.isEmpty {
+            let updatableCount = layers.filter(\.updatable).count
+            line("layers: \(layers.count), \(grouped(totalParameters)) parameters, \(updatableCount) updatable")
+            let nameWidth = min(32, max(6, (layers.map(\.name.count).max() ?? 0) + 2))
+            let typeWidth = max(6, (layers.map(\.type.count).max() ?? 0) + 2)
+            line("  " + padLeft("#", 3) + "  " + pad("name", nameWidth) + pad("type", typeWidth) + pad("output", 14)
+                 + padLeft("params", 10) + "  updatable")
+            for l in layers {
+                // One example's dimensions as the model sees them ([C, H, W] for 4-D blobs; [K] for vectors).
+                let example = l.logicalShape.map { d in l.batchAxis.map { Array(d[($0 + 1)...]) } ?? d } ?? l.outputShape
+                let shape = example.map { d in
+                    d.count > 1 && d.dropFirst().allSatisfy({ $0 == 1 }) ? "\(d[0])" : d.map(String.init).joined(separator: "x")
+                } ?? "?"
+                var row = "  " + padLeft(String(l.index), 3) + "  " + pad(l.name, nameWidth) + pad(l.type, typeWidth) + pad(shape, 14)
+                row += padLeft(l.parameters > 0 ? grouped(l.parameters) : "-", 10)
+                if l.updatable { row += "  yes" }
+                if let e = l.weightEncoding, e != "float32" { row += "  (weights \(e))" }
+                line(row)
+            }
+            if let l = loss {
+                line("loss: \(l.name): \(l.kind) on '\(l.input)', target '\(l.target)'"
+                     + (l.targetFeature.map { $0 != l.target ? " (training input '\($0)')" : "" } ?? " (not among the training inputs)"))
+            } else {
+                line("loss: none")
+            }
+            line("optimizer: \(optimizer ?? "none")")
         }
-        if let l = loss {
-            line("loss: \(l.name): \(l.kind) on '\(l.input)', target '\(l.target)'"
-                 + (l.targetFeature.map { $0 != l.target ? " (training input '\($0)')" : "" } ?? " (not among the training inputs)"))
-        } else {
-            line("loss: none")
+        for d in details { line(d) }
+        for m in models {
+            line("model \(m.file ?? "?"):")
+            for l in m.text().split(separator: "\n").dropFirst() { line("  " + l) }
         }
-        line("optimizer: \(optimizer ?? "none")")
         if !hyperparameters.isEmpty {
             line("hyperparameters:")
             let width = (hyperparameters.map(\.name.count).max() ?? 0) + 2

@@ -54,7 +54,9 @@ public enum ModelValidator {
     }
 
     /// Every finding for `model`, errors and warnings in check order; empty when the model is valid and trainable. Never throws.
-    public static func validate(_ model: CoreMLModel) -> [ValidationFinding] {
+    /// - Parameter forUpdate: false checks only that the model runs (a pipeline's frozen feature
+    ///   extractor): a model with nothing updatable is then no error.
+    public static func validate(_ model: CoreMLModel, forUpdate: Bool = true) -> [ValidationFinding] {
         var findings: [ValidationFinding] = []
         func error(_ m: String, layer: String? = nil, hint: String? = nil) { findings.append(ValidationFinding(.error, m, layer: layer, hint: hint)) }
         func warning(_ m: String, layer: String? = nil) { findings.append(ValidationFinding(.warning, m, layer: layer)) }
@@ -129,6 +131,7 @@ public enum ModelValidator {
             + " --out OUT (CoreMLModel.makingUpdatable); layers that can be updatable: "
             + (candidates.isEmpty ? "none" : candidates.prefix(12).joined(separator: ", ") + (candidates.count > 12 ? ", …" : ""))
         guard spec.isUpdatable || spec.network.updateParameters != nil || layers.contains(where: \.isUpdatable) else {
+            guard forUpdate else { return findings }
             error("the model is not updatable (isUpdatable is false and it has no update parameters)", hint: makeUpdatable)
             return findings
         }

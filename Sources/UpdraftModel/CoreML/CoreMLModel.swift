@@ -45,6 +45,22 @@ public struct CoreMLModel: Sendable {
         self.spec = spec
     }
 
+    init(message: ProtoMessage, spec: ModelSpec) { self.message = message; self.spec = spec }
+
+    /// A pipeline's models, in the order they run, each with its bytes exactly as stored here (so a
+    /// model written from one is the file's own); empty for a model that is not a pipeline.
+    /// - Throws: `ProtobufError` when a model's bytes do not parse (they did when this model was read).
+    public func pipelineModels() throws -> [CoreMLModel] {
+        guard case let .pipeline(p) = spec.body, let outer = message.last(p.kind.modelType.rawValue) else { return [] }
+        var pipeline = try ProtoMessage(parsing: outer.payload, path: "Model.\(p.kind.rawValue)")
+        if p.kind != .plain {
+            pipeline = try ProtoMessage(parsing: pipeline.last(1)?.payload ?? [], path: "Model.\(p.kind.rawValue).pipeline")
+        }
+        return try zip(pipeline.all(1), p.models).enumerated().map { i, pair in
+            CoreMLModel(message: try ProtoMessage(parsing: pair.0.payload, path: "Model.pipeline.models[\(i)]"), spec: pair.1)
+        }
+    }
+
     // MARK: Writing
 
     /// The Model protobuf bytes, as `write(to:)` would store them.
@@ -77,7 +93,7 @@ public struct CoreMLModel: Sendable {
     /// The layer named `name`, or nil when the network has none.
     public func layer(named name: String) -> LayerSpec? { spec.network.layer(named: name) }
     /// A classifier's class labels (string or int64); nil for other networks.
-    public var classLabels: ClassLabels? { spec.network.classLabels }
+    public var classLabels: ClassLabels? { spec.classLabels }
 
     /// The prediction input: the first input feature (Updraft trains single-input networks).
     public var inputFeature: FeatureDescription? { spec.description.inputs.first }

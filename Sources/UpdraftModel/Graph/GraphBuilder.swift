@@ -7,6 +7,10 @@ extension NetworkGraph {
     /// missing or mismatched weights, blobs nobody produces, cycles; a single problem is thrown as
     /// the layer reported it.
     public init(model: CoreMLModel) throws {
+        guard model.spec.neuralNetwork != nil else {
+            throw UpdraftError(.unsupported, "this model is a \(model.spec.modelType.name), not a neural network: it has no layers to run",
+                               hint: "run it through its model kind (UpdateTask, ModelKinds.predictor, `updraft inspect`)")
+        }
         var problems = GraphProblems()
         self.init(model: model, problems: &problems)
         if !problems.isEmpty { throw problems.error }

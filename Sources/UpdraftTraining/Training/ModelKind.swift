@@ -17,8 +17,8 @@ protocol UpdatableModelKind: Sendable {
     static var name: String { get }
     /// The Model oneof cases a model of this kind is stored as.
     static var modelTypes: [CoreMLModelType] { get }
-    /// Every problem that keeps `model` from being updated or run, all at once.
-    static func validate(_ model: CoreMLModel) -> [ModelFinding]
+    /// Every problem that keeps `model` from being updated (`forUpdate`) or run, all at once.
+    static func validate(_ model: CoreMLModel, forUpdate: Bool) -> [ModelFinding]
     /// What `updraft inspect` shows of `model`.
     static func report(_ model: CoreMLModel, file: String?) -> ModelReport
     /// A run of `configuration` on `model`, resolved once: hyperparameters, resume point, devices.
@@ -60,7 +60,7 @@ typealias ModelFinding = ValidationFinding
 /// The model kinds Updraft updates, and which kind a model is.
 public enum ModelKinds {
     /// Every kind, in the order their model types are matched.
-    static let all: [any UpdatableModelKind.Type] = [NeuralNetworkModelKind.self]
+    static let all: [any UpdatableModelKind.Type] = [NeuralNetworkModelKind.self, KNearestNeighborsModelKind.self, PipelineModelKind.self]
 
     /// The kind that updates models stored as `type`; nil when Updraft has none.
     static func kind(for type: CoreMLModelType) -> (any UpdatableModelKind.Type)? {
@@ -76,7 +76,10 @@ public enum ModelKinds {
     public static var modelTypeNames: [String] { all.flatMap { $0.modelTypes.map(\.name) } }
 
     /// Every problem that keeps `model` from being updated or run, all at once, as its kind checks it.
-    public static func validate(_ model: CoreMLModel) -> [ValidationFinding] { kind(of: model).validate(model) }
+    public static func validate(_ model: CoreMLModel) -> [ValidationFinding] { kind(of: model).validate(model, forUpdate: true) }
+
+    /// Every problem that keeps `model` from being run, and from being updated when `forUpdate`.
+    public static func validate(_ model: CoreMLModel, forUpdate: Bool) -> [ValidationFinding] { kind(of: model).validate(model, forUpdate: forUpdate) }
 
     /// What `updraft inspect` shows of `model` (`file`: the path it was read from, for the header).
     public static func report(_ model: CoreMLModel, file: String? = nil) -> ModelReport { kind(of: model).report(model, file: file) }

@@ -10,7 +10,7 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
     static let name = "neural network"
     static let modelTypes: [CoreMLModelType] = [.neuralNetwork, .neuralNetworkClassifier, .neuralNetworkRegressor]
 
-    static func validate(_ model: CoreMLModel) -> [ModelFinding] { ModelValidator.validate(model) }
+    static func validate(_ model: CoreMLModel, forUpdate: Bool) -> [ModelFinding] { ModelValidator.validate(model, forUpdate: forUpdate) }
 
     static func report(_ model: CoreMLModel, file: String?) -> ModelReport { ModelReport(model: model, file: file) }
 

@@ -132,25 +132,3 @@ public struct NeuralNetworkSpec: Hashable, Sendable {
     /// The first layer named `name`, or nil.
     public func layer(named name: String) -> LayerSpec? { layers.first { $0.name == name } }
 }
-
-/// The parts of Model that Updraft understands. Everything else in the file is kept as bytes by
-/// `CoreMLModel` and written back unchanged.
-public struct ModelSpec: Hashable, Sendable {
-    /// Model.specificationVersion: the Core ML spec version the file targets (4 or later for updatable models).
-    public var specificationVersion: Int32
-    /// Model.description: inputs, outputs, training inputs and metadata.
-    public var description: ModelDescription
-    /// Model.isUpdatable: whether Core ML may train the model on device.
-    public var isUpdatable: Bool
-    /// The model's neural network (whichever of the three cases it is).
-    public var network: NeuralNetworkSpec
-
-    /// The Model oneof case the model is stored as (the kind of model: `ModelKinds` picks the kind that updates it).
-    public var modelType: CoreMLModelType { network.kind.modelType }
-
-    /// A model spec; see `CoreMLModel.init(spec:)` to encode it.
-    public init(specificationVersion: Int32, description: ModelDescription, isUpdatable: Bool, network: NeuralNetworkSpec) {
-        self.specificationVersion = specificationVersion; self.description = description
-        self.isUpdatable = isUpdatable; self.network = network
-    }
-}

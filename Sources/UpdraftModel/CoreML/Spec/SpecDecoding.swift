@@ -5,7 +5,7 @@ import UpdraftCore
 /// (see /work/shared/reference/coreml-training.md). Wire-level problems throw `ProtobufError`
 /// (byte offset, message path, expectation); values that make no sense throw `UpdraftError`.
 extension ModelSpec {
-    /// Reads a Model message. Only neural networks are accepted.
+    /// Reads a Model message: a neural network, a k-NN classifier or a pipeline (whose models are read the same way).
     init(reading r: ProtoReader) throws {
         specificationVersion = try r.int32(1, "specificationVersion") ?? 0
         description = try ModelDescription(reading: r.messageOrEmpty(2, "description"))
@@ -14,19 +14,22 @@ extension ModelSpec {
             throw UpdraftError(.invalidModel, "the model holds no model type (no neural network or other model in it)",
                                hint: "is this a Core ML .mlmodel file?")
         }
-        let kind: NeuralNetworkKind
-        switch CoreMLModelType(rawValue: typeField.number) {
-        case .neuralNetworkClassifier?: kind = .classifier
-        case .neuralNetworkRegressor?: kind = .regressor
-        case .neuralNetwork?: kind = .plain
+        let type = CoreMLModelType(rawValue: typeField.number)
+        let body = try r.child(typeField, named: type?.name ?? "field \(typeField.number)")
+        switch type {
+        case .neuralNetworkClassifier?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .classifier))
+        case .neuralNetworkRegressor?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .regressor))
+        case .neuralNetwork?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .plain))
+        case .kNearestNeighborsClassifier?: self.body = .kNearestNeighbors(try KNearestNeighborsSpec(reading: body))
+        case .pipelineClassifier?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .classifier))
+        case .pipelineRegressor?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .regressor))
+        case .pipeline?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .plain))
         default:
             let name = CoreMLModelType.name(ofField: typeField.number)
             throw UpdraftError(.unsupported,
-                "this model is a \(name) (Model field \(typeField.number)); Updraft trains neural networks only",
-                hint: "Updraft reads neuralNetwork, neuralNetworkClassifier and neuralNetworkRegressor models")
+                "this model is a \(name) (Model field \(typeField.number)); Updraft reads neural networks, k-nearest-neighbors classifiers and pipelines of them",
+                hint: "Updraft reads neuralNetwork, neuralNetworkClassifier, neuralNetworkRegressor, kNearestNeighborsClassifier, pipeline, pipelineClassifier and pipelineRegressor models")
         }
-        let net = try r.child(typeField, named: kind.rawValue)
-        network = try NeuralNetworkSpec(reading: net, kind: kind)
     }
 }
 

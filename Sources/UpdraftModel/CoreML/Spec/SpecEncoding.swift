@@ -44,7 +44,11 @@ extension ModelSpec {
         w.int32(1, specificationVersion)
         w.message(2, description.encoded())
         w.bool(10, isUpdatable)
-        w.message(network.kind.fieldNumber, network.encoded())
+        switch body {
+        case let .neuralNetwork(n): w.message(n.kind.fieldNumber, n.encoded())
+        case let .kNearestNeighbors(k): w.message(CoreMLModelType.kNearestNeighborsClassifier.rawValue, k.encoded())
+        case let .pipeline(p): w.message(p.kind.modelType.rawValue, p.encoded())
+        }
         return w.message
     }
 }

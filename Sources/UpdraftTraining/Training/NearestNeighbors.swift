@@ -1,0 +1,176 @@
+import Foundation
+import UpdraftCore
+import UpdraftModel
+import UpdraftPlacement
+
+/// Exact k-nearest-neighbors search and voting over a k-NN classifier's samples, on the host.
+///
+/// The rules, where Core ML documents none (the README's "k-NN" section states them):
+/// - distances are squared Euclidean (the model's only distance), accumulated in Double; the
+///   neighbours are the k samples of smallest distance, a tie broken by the lower sample index;
+///   k larger than the number of samples takes them all; an empty index predicts the default label
+///   with probability 1;
+/// - uniform weighting gives each neighbour one vote; inverse-distance weighting gives it
+///   1 / Euclidean distance (scikit-learn's `weights="distance"`), and when some neighbours are at
+///   distance 0 only they vote, one vote each;
+/// - a label's probability is its votes over all votes; the predicted label is the most probable,
+///   a tie going to the label whose nearest neighbour is nearest.
+public struct NearestNeighbors: Sendable {
+    /// One neighbour of a query.
+    public struct Neighbor: Hashable, Sendable {
+        /// The sample's index in the model.
+        public var sample: Int
+        /// Its label's index in `labels`.
+        public var label: Int
+        /// The squared Euclidean distance to the query.
+        public var squaredDistance: Double
+    }
+
+    /// The answer for one query.
+    public struct Answer: Sendable {
+        /// Per label of `labels`, the share of the votes (summing to 1).
+        public var probabilities: [Double]
+        /// The predicted label's index in `labels`.
+        public var label: Int
+        /// The neighbours that voted, nearest first (empty for an empty index).
+        public var neighbors: [Neighbor]
+    }
+
+    /// The labels answers are given in (`KNearestNeighborsSpec.distinctClassLabels`).
+    public let labels: ClassLabels
+    /// Each sample's dimension.
+    public let dimension: Int
+    /// How many samples are stored.
+    public let count: Int
+    /// k.
+    public let k: Int
+    /// The model's weighting.
+    public let weighting: KNearestNeighborsSpec.Weighting
+    private let samples: [Float]
+    private let sampleLabels: [Int]
+    private let defaultLabel: Int
+
+    /// The search over `spec`'s samples with `k` neighbours (the model's default when nil).
+    /// - Throws: `.invalidModel` when the model has no labels, no k, or samples that do not match its
+    ///   dimension or label count (what `KNearestNeighborsValidator` reports).
+    public init(_ spec: KNearestNeighborsSpec, k: Int? = nil) throws {
+        guard let labels = spec.distinctClassLabels else {
+            throw UpdraftError(.invalidModel, "the k-NN has neither samples' labels nor a default label", hint: "`updraft inspect` lists what it lacks")
+        }
+        let sampleLabels = spec.labels?.asStrings ?? []
+        guard sampleLabels.count == spec.samples.count, spec.samples.allSatisfy({ $0.count == Int(spec.dimension) }) else {
+            throw UpdraftError(.invalidModel, "the k-NN's \(spec.samples.count) samples and \(sampleLabels.count) labels do not match each other or its dimension \(spec.dimension)",
+                               hint: "`updraft inspect` lists the problems")
+        }
+        let chosen = k ?? spec.numberOfNeighbors.map { Int(clamping: $0.defaultValue) } ?? 0
+        guard chosen >= 1 else { throw UpdraftError(.invalidModel, "the k-NN's numberOfNeighbors is \(chosen); it must be at least 1") }
+        let text = labels.asStrings
+        let index = Dictionary(text.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        self.labels = labels
+        dimension = Int(spec.dimension)
+        count = spec.samples.count
+        self.k = chosen
+        weighting = spec.weighting ?? .uniform
+        samples = spec.samples.flatMap { $0 }
+        self.sampleLabels = sampleLabels.map { index[$0]! }
+        defaultLabel = spec.defaultLabel.flatMap { index[$0.text] } ?? 0
+    }
+
+    /// The k nearest samples to `query` (`dimension` values), nearest first.
+    public func neighbors(of query: ArraySlice<Float>) -> [Neighbor] {
+        precondition(query.count == dimension, "a query of \(query.count) values for \(dimension)-dimensional samples")
+        var best: [Neighbor] = []
+        best.reserveCapacity(k + 1)
+        let q = Array(query)
+        samples.withUnsafeBufferPointer { x in
+            for s in 0..<count {
+                var d = 0.0
+                let base = s * dimension
+                for j in 0..<dimension {
+                    let t = Double(q[j]) - Double(x[base + j])
+                    d += t * t
+                }
+                // Keep the k smallest, ties to the lower index (samples arrive in index order).
+                if best.count == k, let last = best.last, !(d < last.squaredDistance) { continue }
+                let n = Neighbor(sample: s, label: sampleLabels[s], squaredDistance: d)
+                let at = best.firstIndex { d < $0.squaredDistance } ?? best.count
+                best.insert(n, at: at)
+                if best.count > k { best.removeLast() }
+            }
+        }
+        return best
+    }
+
+    /// The vote of `query`'s neighbours.
+    public func answer(_ query: ArraySlice<Float>) -> Answer {
+        let near = neighbors(of: query)
+        var votes = [Double](repeating: 0, count: labels.count)
+        guard !near.isEmpty else {
+            votes[defaultLabel] = 1
+            return Answer(probabilities: votes, label: defaultLabel, neighbors: [])
+        }
+        let exact = near.filter { $0.squaredDistance == 0 }
+        for n in exact.isEmpty ? near : exact {
+            votes[n.label] += weighting == .inverseDistance && exact.isEmpty ? 1 / n.squaredDistance.squareRoot() : 1
+        }
+        let total = votes.reduce(0, +)
+        let probabilities = votes.map { $0 / total }
+        let top = probabilities.max()!
+        // Among the most probable labels, the one with the nearest neighbour (neighbours are nearest first).
+        let label = near.first { probabilities[$0.label] == top }!.label
+        return Answer(probabilities: probabilities, label: label, neighbors: near)
+    }
+}
+
+/// A k-NN classifier run forward on the host: each example's input flattened to the model's
+/// dimension, answered by `NearestNeighbors`.
+final class NearestNeighborsPredictor: ModelPredictor {
+    let search: NearestNeighbors
+    var deviceName: String { "cpu" }
+    var classLabels: [String]? { search.labels.asStrings }
+
+    init(model: CoreMLModel, k: Int? = nil) throws {
+        guard case let .kNearestNeighbors(spec) = model.spec.body else {
+            throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
+        }
+        search = try NearestNeighbors(spec, k: k)
+    }
+
+    func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {}
+
+    /// The probabilities `[n, labels]` of the `n` examples of `inputs` (each `dimension` values).
+    func probabilities(_ inputs: Tensor) throws -> Tensor {
+        let d = search.dimension
+        let n = inputs.shape.dims.first ?? 0
+        guard n * d == inputs.count else {
+            throw UpdraftError(.invalidArgument, "the k-NN takes vectors of \(d) values; the inputs \(inputs.shape) hold \(inputs.count / max(n, 1)) per example",
+                               hint: "give inputs of the model's input shape")
+        }
+        var out: [Float] = []
+        out.reserveCapacity(n * search.labels.count)
+        for i in 0..<n { out += search.answer(inputs.data[i * d..<(i + 1) * d]).probabilities.map(Float.init) }
+        return Tensor(shape: Shape([n, search.labels.count]), data: out)
+    }
+
+    func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
+        -> (probabilities: Tensor, targets: [TrainingExample.Target]) {
+        let b = try data.batch(at: range)
+        return (try probabilities(b.inputs), b.targets)
+    }
+
+    func classify(_ input: Tensor, position: String) throws -> Tensor {
+        try probabilities(input.reshaped(Shape([1, input.count])))
+    }
+
+    /// The mean cross-entropy of the votes against the examples' labels (a label no vote went to costs -log 1e-12).
+    func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int) {
+        let (p, targets) = try classify(data, range: range, position: position)
+        let classes = search.labels.count
+        var sum = 0.0
+        for (i, t) in targets.enumerated() {
+            guard case let .classIndex(c) = t, c < classes else { continue }
+            sum -= log(max(Double(p.data[i * classes + c]), 1e-12))
+        }
+        return (sum / Double(max(1, targets.count)), targets.count)
+    }
+}
