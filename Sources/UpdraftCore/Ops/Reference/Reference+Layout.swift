@@ -1,9 +1,12 @@
-// Layout ops: the permuted copy (transpose / permute).
+// Layout ops: each op's direct definition, and the strided copy the backends compose the ones that
+// move values from.
 //
 // Transpose: x [N, d_0, ..., d_{R-1}] -> y [N, d_perm[0], ..., d_perm[R-1]]; for every output
 // multi-index (n, o_0, ..., o_{R-1}): y[n, o] = x[n, i] with i_perm[k] = o_k. Backward is the
 // inverse permutation of dy (TransposeGeometry.inverse). softmaxND and concatND are the softmax and
-// concat references on (outer, axis, inner) geometries (Ops/Layout.swift).
+// concat references on (outer, axis, inner) geometries (Ops/Layout.swift). `layoutForward` /
+// `layoutBackward` take any LayoutOp to its definition here; the backends run the same ops as
+// strided copies (LayoutOp.execution), so a comparison with these checks the copies' geometry.
 
 extension Reference {
     /// x [N, dims] -> y [N, outputDims]: y's axis k is x's axis perm[k].
@@ -31,5 +34,52 @@ extension Reference {
     /// dy [N, outputDims] -> dx [N, dims]: the inverse permutation.
     public static func transposeBackward(_ g: TransposeGeometry, outputGradient dy: [Double]) throws -> [Double] {
         try transpose(g.inverse, input: dy)
+    }
+
+    /// The strided copy (Ops/Layout.swift `StridedCopy`): writes the box of `source` into its view of
+    /// `destination`, leaving the rest of `destination` as it is.
+    public static func stridedCopy(_ g: StridedCopy, source x: [Double], into y: inout [Double]) throws {
+        try g.validate("reference strided copy")
+        for (what, have, need) in [("source", x.count, g.sourceExtent), ("destination", y.count, g.destinationExtent)] where have < need {
+            throw UpdraftError(.invalidArgument, "reference: strided copy \(what) has \(have) values, its view of \(g.dims) reaches \(need)",
+                               hint: "check the shapes passed with the geometry")
+        }
+        var index = [Int](repeating: 0, count: g.dims.count)
+        for _ in 0..<g.count {
+            var src = g.source.offset, dst = g.destination.offset
+            for k in index.indices { src += index[k] * g.source.strides[k]; dst += index[k] * g.destination.strides[k] }
+            y[dst] = x[src]
+            var k = index.count - 1
+            while k >= 0 {
+                index[k] += 1
+                if index[k] < g.dims[k] { break }
+                index[k] = 0
+                k -= 1
+            }
+        }
+    }
+
+    /// The forward pass of a layout op for `batch` examples, from its definition (an alias returns its input).
+    public static func layoutForward(_ op: LayoutOp, batch: Int, inputs: [[Double]]) throws -> [Double] {
+        switch op {
+        case .alias: return inputs[0]
+        case let .transpose(g, _): return try transpose(g.withBatch(batch), input: inputs[0])
+        case .softmaxND: return try softmaxForward(op.softmaxGeometry(batch: batch)!, input: inputs[0])
+        case let .concatND(outer, channels, inner):
+            return try concatForward(inputs, channels: channels, batch: batch * outer, spatial: inner)
+        }
+    }
+
+    /// Every input's gradient of a layout op for `batch` examples, given its inputs and the output's gradient.
+    public static func layoutBackward(_ op: LayoutOp, batch: Int, inputs: [[Double]], outputGradient dy: [Double]) throws -> [[Double]] {
+        switch op {
+        case .alias: return [dy]
+        case let .transpose(g, _): return [try transposeBackward(g.withBatch(batch), outputGradient: dy)]
+        case .softmaxND:
+            let g = op.softmaxGeometry(batch: batch)!
+            return [try softmaxBackward(g, output: softmaxForward(g, input: inputs[0]), outputGradient: dy)]
+        case let .concatND(outer, channels, inner):
+            return try concatBackward(dy, channels: channels, batch: batch * outer, spatial: inner)
+        }
     }
 }
