@@ -2,7 +2,7 @@
 /// example, so an op that only re-labels the shape is free: the executor gives its output the
 /// input's buffer (and its input gradient the output gradient's buffer). The others work on one
 /// example's dimensions, the batch outermost:
-/// - transpose / permute and concatND move values without arithmetic: each is a list of strided
+/// - transpose / permute, concatND and constantPad move values without arithmetic: each is a list of strided
 ///   copies (`execution(batch:)`: input i into its view of the output, `StridedCopy`), and its
 ///   backward is the same copies reversed (input i's gradient is its view of the output gradient).
 ///   A new op that only moves values is one more case here with its copies, shape rule and
@@ -19,14 +19,17 @@ public enum LayoutOp: Hashable, Sendable {
     case softmaxND(outer: Int, axis: Int, inner: Int)
     /// Concatenation of (outer, channels[i], inner) inputs along the middle, per example.
     case concatND(outer: Int, channels: [Int], inner: Int)
+    /// One example's `dims` padded with `before[k]` values before and `after[k]` after on axis k, each `value`.
+    case constantPad(dims: [Int], before: [Int], after: [Int], value: Float)
 
-    /// The layer type's name for an alias or transpose (e.g. "reshapeStatic", "permute"), else "softmaxND" or "concatND".
+    /// The layer type's name for an alias or transpose (e.g. "reshapeStatic", "permute"), else "softmaxND", "concatND", "constantPad".
     public var name: String {
         switch self {
         case let .alias(kind): return kind
         case let .transpose(_, kind): return kind
         case .softmaxND: return "softmaxND"
         case .concatND: return "concatND"
+        case .constantPad: return "constantPad"
         }
     }
 
@@ -51,6 +54,8 @@ public enum LayoutOp: Hashable, Sendable {
         case let .softmaxND(outer, axis, inner): return ([batch * outer * axis * inner], batch * outer * axis * inner)
         case let .concatND(outer, channels, inner):
             return (channels.map { batch * outer * $0 * inner }, batch * outer * channels.reduce(0, +) * inner)
+        case let .constantPad(dims, before, after, _):
+            return ([batch * dims.reduce(1, *)], batch * dims.indices.map { dims[$0] + before[$0] + after[$0] }.reduce(1, *))
         }
     }
 
@@ -70,6 +75,13 @@ public enum LayoutOp: Hashable, Sendable {
                 return StridedCopy(dims: [batch * outer, c, inner], source: .contiguous([batch * outer, c, inner]),
                                    destination: .init(offset: first * inner, strides: [total * inner, inner, 1]))
             }))
+        case let .constantPad(dims, before, after, value):
+            // The input into the output's interior: the output's strides, offset by `before`; the border is `value`.
+            let out = StridedCopy.View.contiguous([batch] + dims.indices.map { dims[$0] + before[$0] + after[$0] })
+            let offset = zip(before, out.strides.dropFirst()).reduce(0) { $0 + $1.0 * $1.1 }
+            return .copies(LayoutCopies(parts: [StridedCopy(dims: [batch] + dims, source: .contiguous([batch] + dims),
+                                                            destination: .init(offset: offset, strides: out.strides))],
+                                        fill: value))
         }
     }
 
@@ -77,7 +89,7 @@ public enum LayoutOp: Hashable, Sendable {
     public func forwardCost(count: Int) -> OpCost {
         switch self {
         case .alias: return .zero
-        case .transpose, .concatND: return OpCost(flops: 0, bytes: f32Bytes(count, count))
+        case .transpose, .concatND, .constantPad: return OpCost(flops: 0, bytes: f32Bytes(count, count))
         case .softmaxND: return OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count))
         }
     }
@@ -86,7 +98,7 @@ public enum LayoutOp: Hashable, Sendable {
     public func backwardCost(count: Int) -> OpCost {
         switch self {
         case .alias: return .zero
-        case .transpose, .concatND: return OpCost(flops: 0, bytes: f32Bytes(count, count))
+        case .transpose, .concatND, .constantPad: return OpCost(flops: 0, bytes: f32Bytes(count, count))
         case .softmaxND: return OpCost(flops: Double(4 * count), bytes: f32Bytes(count, count, count))
         }
     }
@@ -124,8 +136,8 @@ public struct LayoutCopies: Hashable, Sendable {
 /// Elements of the destination outside its view keep their values; the destination view must not
 /// reach an element twice (the parallel backends write each element from one place). The layout
 /// ops that move values are instances (`LayoutOp.execution`): transpose (the source view permuted),
-/// concatND (each input into its slice of the output along the axis), and their backward passes
-/// (`reversed`). `simplified` gives the backends the fewest axes that describe the same copy.
+/// concatND (each input into its slice of the output along the axis), constantPad (the input into
+/// the output's interior, the border filled first), and their backward passes (`reversed`). `simplified` gives the backends the fewest axes that describe the same copy.
 public struct StridedCopy: Hashable, Sendable {
     /// Where the box lies in a buffer: the element of index 0 and the step of each axis.
     public struct View: Hashable, Sendable {

@@ -70,6 +70,12 @@ extension OpCase {
         return OpCase(.layout(op, batch: batch), name: "n\(batch) \(dims) axis \(axis) sizes \(sizes)")
     }
 
+    /// constantPad of `batch` examples of `dims`, `before[k]` / `after[k]` values of `value` on axis k.
+    public static func constantPad(batch: Int, _ dims: [Int], before: [Int], after: [Int], value: Float) -> OpCase {
+        OpCase(.layout(.constantPad(dims: dims, before: before, after: after, value: value), batch: batch),
+               name: "n\(batch) \(dims) pad \(before)/\(after) value \(value)")
+    }
+
     /// The layout cases of each list (appended to `.gradientCheck`, `.quick` and `.full`).
     static var layoutGradientCheck: [OpCase] {
         [.transpose(batch: 2, [3, 4], perm: [1, 0]),
@@ -77,13 +83,17 @@ extension OpCase {
          .transpose(batch: 3, [2, 1, 3, 2, 2], perm: [0, 2, 1, 4, 3]),
          .softmaxND(batch: 2, [3, 4, 2], axis: 1),
          .concatND(batch: 2, [2, 3, 2], axis: 2, sizes: [2, 1, 3]),
-         .concatND(batch: 3, [2, 3, 2], axis: 1, sizes: [1, 2])]
+         .concatND(batch: 3, [2, 3, 2], axis: 1, sizes: [1, 2]),
+         .constantPad(batch: 2, [3, 4], before: [1, 0], after: [2, 1], value: 0.5),
+         .constantPad(batch: 1, [2, 3, 2], before: [0, 2, 0], after: [0, 0, 0], value: 0),
+         .constantPad(batch: 3, [5], before: [2], after: [1], value: -1)]
     }
 
     static var layoutQuick: [OpCase] {
         [.transpose(batch: 3, [7, 5, 3], perm: [2, 0, 1]),
          .softmaxND(batch: 3, [5, 7, 3], axis: 1),
-         .concatND(batch: 3, [3, 5, 7], axis: 1, sizes: [2, 5])]
+         .concatND(batch: 3, [3, 5, 7], axis: 1, sizes: [2, 5]),
+         .constantPad(batch: 3, [5, 7, 3], before: [1, 0, 2], after: [0, 3, 1], value: 0.25)]
     }
 
     static var layoutFull: [OpCase] {
@@ -99,6 +109,10 @@ extension OpCase {
          .softmaxND(batch: 2, [3, 5, 63], axis: 2),
          .concatND(batch: 3, [5, 7, 33], axis: 2, sizes: [1, 31, 33]),
          .concatND(batch: 1, [65, 3], axis: 0, sizes: [63, 1, 1]),
-         .concatND(batch: 1, [4, 5], axis: 1, sizes: [1, 1, 1])]
+         .concatND(batch: 1, [4, 5], axis: 1, sizes: [1, 1, 1]),
+         .constantPad(batch: 3, [7, 33, 5], before: [0, 1, 0], after: [0, 31, 0], value: 0),
+         .constantPad(batch: 1, [65, 63], before: [1, 2], after: [0, 1], value: -2),
+         .constantPad(batch: 2, [2, 3, 2, 3, 2], before: [1, 0, 1, 0, 1], after: [0, 1, 0, 1, 0], value: 1),
+         .constantPad(batch: 1, [1, 33], before: [0, 0], after: [0, 0], value: 3)]
     }
 }

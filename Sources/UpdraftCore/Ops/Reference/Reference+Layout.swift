@@ -3,7 +3,9 @@
 //
 // Transpose: x [N, d_0, ..., d_{R-1}] -> y [N, d_perm[0], ..., d_perm[R-1]]; for every output
 // multi-index (n, o_0, ..., o_{R-1}): y[n, o] = x[n, i] with i_perm[k] = o_k. Backward is the
-// inverse permutation of dy (TransposeGeometry.inverse). softmaxND and concatND are the softmax and
+// inverse permutation of dy (TransposeGeometry.inverse). constantPad: y [N, d_k + before_k + after_k]
+// holds x where before <= o < before + d on every axis and the value elsewhere; dx is dy's interior.
+// softmaxND and concatND are the softmax and
 // concat references on (outer, axis, inner) geometries (Ops/Layout.swift). `layoutForward` /
 // `layoutBackward` take any LayoutOp to its definition here; the backends run the same ops as
 // strided copies (LayoutOp.execution), so a comparison with these checks the copies' geometry.
@@ -34,6 +36,54 @@ extension Reference {
     /// dy [N, outputDims] -> dx [N, dims]: the inverse permutation.
     public static func transposeBackward(_ g: TransposeGeometry, outputGradient dy: [Double]) throws -> [Double] {
         try transpose(g.inverse, input: dy)
+    }
+
+    /// x [N, dims] -> y [N, dims + before + after]: y[n, o] = x[n, o - before] inside, `value` on the border.
+    public static func constantPad(batch: Int, dims: [Int], before: [Int], after: [Int], value: Double,
+                                   input x: [Double]) throws -> [Double] {
+        try requireSizes([("batch", batch)] + dims.map { ("size", $0) } + (before + after).map { ("padding", $0) }, op: "constantPad")
+        let count = dims.reduce(1, *)
+        try require(x, count: batch * count, "constantPad input")
+        let out = dims.indices.map { dims[$0] + before[$0] + after[$0] }
+        var y: [Double] = []
+        y.reserveCapacity(batch * out.reduce(1, *))
+        var o = [Int](repeating: 0, count: out.count)
+        for n in 0..<batch {
+            for flat in 0..<out.reduce(1, *) {
+                var r = flat
+                for k in stride(from: out.count - 1, through: 0, by: -1) { o[k] = r % out[k]; r /= out[k] }
+                var src = 0, inside = true
+                for k in o.indices {
+                    let i = o[k] - before[k]
+                    if i < 0 || i >= dims[k] { inside = false; break }
+                    src = src * dims[k] + i
+                }
+                y.append(inside ? x[n * count + src] : value)
+            }
+        }
+        return y
+    }
+
+    /// dy [N, dims + before + after] -> dx [N, dims]: dx[n, i] = dy[n, i + before] (the border has no input).
+    public static func constantPadBackward(batch: Int, dims: [Int], before: [Int], after: [Int],
+                                           outputGradient dy: [Double]) throws -> [Double] {
+        try requireSizes([("batch", batch)] + dims.map { ("size", $0) } + (before + after).map { ("padding", $0) }, op: "constantPad backward")
+        let out = dims.indices.map { dims[$0] + before[$0] + after[$0] }
+        let outCount = out.reduce(1, *)
+        try require(dy, count: batch * outCount, "constantPad output gradient")
+        var dx: [Double] = []
+        dx.reserveCapacity(batch * dims.reduce(1, *))
+        var i = [Int](repeating: 0, count: dims.count)
+        for n in 0..<batch {
+            for flat in 0..<dims.reduce(1, *) {
+                var r = flat
+                for k in stride(from: dims.count - 1, through: 0, by: -1) { i[k] = r % dims[k]; r /= dims[k] }
+                var src = 0
+                for k in i.indices { src = src * out[k] + i[k] + before[k] }
+                dx.append(dy[n * outCount + src])
+            }
+        }
+        return dx
     }
 
     /// The strided copy (Ops/Layout.swift `StridedCopy`): writes the box of `source` into its view of
@@ -67,6 +117,8 @@ extension Reference {
         case .softmaxND: return try softmaxForward(op.softmaxGeometry(batch: batch)!, input: inputs[0])
         case let .concatND(outer, channels, inner):
             return try concatForward(inputs, channels: channels, batch: batch * outer, spatial: inner)
+        case let .constantPad(dims, before, after, value):
+            return try constantPad(batch: batch, dims: dims, before: before, after: after, value: Double(value), input: inputs[0])
         }
     }
 
@@ -80,6 +132,8 @@ extension Reference {
             return [try softmaxBackward(g, output: softmaxForward(g, input: inputs[0]), outputGradient: dy)]
         case let .concatND(outer, channels, inner):
             return try concatBackward(dy, channels: channels, batch: batch * outer, spatial: inner)
+        case let .constantPad(dims, before, after, _):
+            return [try constantPadBackward(batch: batch, dims: dims, before: before, after: after, outputGradient: dy)]
         }
     }
 }
