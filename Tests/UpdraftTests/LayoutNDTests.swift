@@ -71,6 +71,53 @@ final class LayoutNDTests: XCTestCase {
         }
     }
 
+    // MARK: concatND interleave
+
+    func testInterleaveShapeRules() throws {
+        var b = try ModelBuilder(input: input([1, 2, 3, 4]))
+        try b.layout("same", .copy, inputs: ["x"])
+        try b.layout("cat", .concatND(axis: -2, interleave: true), inputs: ["x", "same", "x"])
+        XCTAssertEqual(b.logicalShapes["cat"], LogicalShape([1, 2, 9, 4], batchAxis: 0))
+        var c = b
+        try c.transpose("t", axes: [0, 1, 3, 2], input: "x")          // [1, 2, 4, 3]
+        XCTAssertThrowsError(try c.layout("bad", .concatND(axis: 1, interleave: true), inputs: ["x", "t"])) { e in
+            for w in ["'bad'", "interleave needs inputs of one shape", "'t' is [1(batch), 2, 4, 3]"] {
+                XCTAssertTrue("\(e)".contains(w), "\(e) lacks '\(w)'")
+            }
+        }
+        XCTAssertThrowsError(try c.layout("batch", .concatND(axis: 0, interleave: true), inputs: ["x", "x"])) { e in
+            XCTAssertTrue("\(e)".contains("mixes examples"), "\(e)")
+        }
+        let graph = try NetworkGraph(model: try b.build())
+        XCTAssertEqual(graph.layer(named: "cat")!.op, .layout(.concatND(outer: 2, channels: [3, 3, 3], inner: 4, interleave: true)))
+        XCTAssertEqual(graph.layer(named: "cat")!.outputShape, [1, 2, 9, 4])
+    }
+
+    func testInterleaveDefinitionAndCopies() throws {
+        // The proto's example: (3, 2) and (3, 2) along axis 0 alternate rows.
+        let a: [Double] = [1, 2, 3, 4, 5, 6], b: [Double] = [7, 8, 9, 10, 11, 12]
+        let op = LayoutOp.concatND(outer: 1, channels: [3, 3], inner: 2, interleave: true)
+        let y = try Reference.layoutForward(op, batch: 1, inputs: [a, b])
+        XCTAssertEqual(y, [1, 2, 7, 8, 3, 4, 9, 10, 5, 6, 11, 12])
+        XCTAssertEqual(try Reference.layoutBackward(op, batch: 1, inputs: [a, b], outputGradient: y), [a, b])
+        XCTAssertThrowsError(try Reference.layoutForward(.concatND(outer: 1, channels: [3, 2], inner: 2, interleave: true),
+                                                         batch: 1, inputs: [a, [1, 2, 3, 4]]))
+        // Two examples on every backend, and the gradient split back.
+        let a2 = a + a.map { -$0 }, b2 = b + b.map { -$0 }
+        let expected = try Reference.layoutForward(op, batch: 2, inputs: [a2, b2])
+        for backend: Backend in [ReferenceBackend(), CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())] {
+            let out = try backend.makeBuffer(count: 24)
+            try backend.layoutForward(op, batch: 2, inputs: [try backend.makeBuffer(a2.map(Float.init)), try backend.makeBuffer(b2.map(Float.init))],
+                                      output: out)
+            XCTAssertEqual(try backend.download(out).map(Double.init), expected, backend.name)
+            let da = try backend.makeBuffer(count: 12), db = try backend.makeBuffer(count: 12)
+            try backend.layoutBackward(op, batch: 2, output: nil, outputGradient: out, inputGradients: [da, nil])
+            XCTAssertEqual(try backend.download(da).map(Double.init), a2, backend.name)
+            try backend.layoutBackward(op, batch: 2, output: nil, outputGradient: out, inputGradients: [nil, db])
+            XCTAssertEqual(try backend.download(db).map(Double.init), b2, backend.name)
+        }
+    }
+
     // MARK: Models built with coremltools (make_ndlayout_fixtures.py)
 
     private struct Fixture: Decodable {
@@ -142,5 +189,17 @@ final class LayoutNDTests: XCTestCase {
         XCTAssertEqual(graph.logicalShape(of: "pad_out"), LogicalShape([1, 3, 6, 7], batchAxis: 0))
         XCTAssertEqual(graph.logicalShape(of: "pad_to_size_out"), LogicalShape([1, 3, 8, 9], batchAxis: 0))
         try check("constant_pad")
+    }
+
+    func testInterleavedConcatModelRunsAndTrainsLikeNumpy() throws {
+        let (fixture, model, _) = try load("concat_interleave")
+        XCTAssertEqual(fixture.layers, ["convolution", "convolution", "activation", "concatND", "reshapeStatic", "innerProduct", "softmax"])
+        XCTAssertEqual(model.layer(named: "interleave")?.params, .layout(.concatND(axis: -2, interleave: true)))
+        XCTAssertEqual(CoreMLModel(spec: model.spec).serializedBytes(), model.serializedBytes(),
+                       "the typed spec encodes to coremltools' bytes")
+        let graph = try NetworkGraph(model: model)
+        XCTAssertEqual(graph.layer(named: "interleave")?.op, .layout(.concatND(outer: 3, channels: [3, 3, 3], inner: 4, interleave: true)))
+        XCTAssertEqual(graph.logicalShape(of: "cat"), LogicalShape([1, 3, 9, 4], batchAxis: 0))
+        try check("concat_interleave")
     }
 }

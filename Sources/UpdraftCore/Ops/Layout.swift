@@ -2,9 +2,10 @@
 /// example, so an op that only re-labels the shape is free: the executor gives its output the
 /// input's buffer (and its input gradient the output gradient's buffer). The others work on one
 /// example's dimensions, the batch outermost:
-/// - transpose / permute, concatND and constantPad move values without arithmetic: each is a list of strided
-///   copies (`execution(batch:)`: input i into its view of the output, `StridedCopy`), and its
-///   backward is the same copies reversed (input i's gradient is its view of the output gradient).
+/// - transpose / permute, concatND (interleaved or not) and constantPad move values without
+///   arithmetic: each is a list of strided copies (`execution(batch:)`: input i into its view of the
+///   output, `StridedCopy`), and its backward is the same copies reversed (input i's gradient is its
+///   view of the output gradient).
 ///   A new op that only moves values is one more case here with its copies, shape rule and
 ///   reference; the backends run any strided copy (Backend.stridedCopy).
 /// - softmaxND: softmax over one axis, i.e. over the middle of (outer, axis, inner): the softmax
@@ -17,8 +18,9 @@ public enum LayoutOp: Hashable, Sendable {
     case transpose(TransposeGeometry, kind: String)
     /// Softmax over the middle of one example's (outer, axis, inner).
     case softmaxND(outer: Int, axis: Int, inner: Int)
-    /// Concatenation of (outer, channels[i], inner) inputs along the middle, per example.
-    case concatND(outer: Int, channels: [Int], inner: Int)
+    /// Concatenation of (outer, channels[i], inner) inputs along the middle, per example; with
+    /// `interleave` (every channels[i] the same C) the K inputs alternate: output c * K + k is input k's c.
+    case concatND(outer: Int, channels: [Int], inner: Int, interleave: Bool = false)
     /// One example's `dims` padded with `before[k]` values before and `after[k]` after on axis k, each `value`.
     case constantPad(dims: [Int], before: [Int], after: [Int], value: Float)
 
@@ -52,7 +54,7 @@ public enum LayoutOp: Hashable, Sendable {
         case .alias: return nil
         case let .transpose(g, _): return ([batch * g.exampleCount], batch * g.exampleCount)
         case let .softmaxND(outer, axis, inner): return ([batch * outer * axis * inner], batch * outer * axis * inner)
-        case let .concatND(outer, channels, inner):
+        case let .concatND(outer, channels, inner, _):
             return (channels.map { batch * outer * $0 * inner }, batch * outer * channels.reduce(0, +) * inner)
         case let .constantPad(dims, before, after, _):
             return ([batch * dims.reduce(1, *)], batch * dims.indices.map { dims[$0] + before[$0] + after[$0] }.reduce(1, *))
@@ -66,7 +68,14 @@ public enum LayoutOp: Hashable, Sendable {
         case .alias: return .alias
         case .softmaxND: return .softmax(softmaxGeometry(batch: batch)!)
         case let .transpose(g, _): return .copies(LayoutCopies(parts: [g.withBatch(batch).stridedCopy]))
-        case let .concatND(outer, channels, inner):
+        case let .concatND(outer, channels, inner, true):
+            // Input k: [N * outer, C, inner] into channels k, K + k, 2K + k, … of [N * outer, K * C, inner].
+            let k = channels.count, total = channels.reduce(0, +)
+            return .copies(LayoutCopies(parts: channels.indices.map { i in
+                StridedCopy(dims: [batch * outer, channels[i], inner], source: .contiguous([batch * outer, channels[i], inner]),
+                            destination: .init(offset: i * inner, strides: [total * inner, k * inner, 1]))
+            }))
+        case let .concatND(outer, channels, inner, false):
             // Input i: [N * outer, channels[i], inner] into channels offset[i]..< of [N * outer, total, inner].
             let total = channels.reduce(0, +)
             var first = 0
@@ -136,8 +145,9 @@ public struct LayoutCopies: Hashable, Sendable {
 /// Elements of the destination outside its view keep their values; the destination view must not
 /// reach an element twice (the parallel backends write each element from one place). The layout
 /// ops that move values are instances (`LayoutOp.execution`): transpose (the source view permuted),
-/// concatND (each input into its slice of the output along the axis), constantPad (the input into
-/// the output's interior, the border filled first), and their backward passes (`reversed`). `simplified` gives the backends the fewest axes that describe the same copy.
+/// concatND (each input into its slice of the output along the axis; interleaved, into every K-th
+/// slice), constantPad (the input into the output's interior, the border filled first), and their
+/// backward passes (`reversed`). `simplified` gives the backends the fewest axes for the same copy.
 public struct StridedCopy: Hashable, Sendable {
     /// Where the box lies in a buffer: the element of index 0 and the step of each axis.
     public struct View: Hashable, Sendable {

@@ -242,8 +242,8 @@ extension ShapeInference {
                     try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
 
         case let .concatND(axis, interleave):
-            if interleave {
-                throw fail("interleave is set; Updraft concatenates whole blocks", kind: .unsupported)
+            if interleave, let (blob, s) = zip(layer.inputs, logical).first(where: { $0.1 != x }) {
+                throw fail("interleave needs inputs of one shape, but '\(layer.inputs[0])' is \(x) and '\(blob)' is \(s)")
             }
             let a = try x.axis(axis, "layer '\(layer.name)' (\(kind)) axis")
             var channels: [Int] = []
@@ -259,7 +259,7 @@ extension ShapeInference {
             dims[a] = channels.reduce(0, +)
             let out = LogicalShape(dims, batchAxis: x.batchAxis)
             _ = try LayerShapes.checkedShape(dims, "layer '\(layer.name)' (\(kind)) output")
-            return (.layout(.concatND(outer: outer, channels: channels, inner: inner)),
+            return (.layout(.concatND(outer: outer, channels: channels, inner: inner, interleave: interleave)),
                     try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
         }
     }

@@ -64,10 +64,12 @@ extension OpCase {
         return OpCase(.softmax(g), name: "ND n\(batch) \(dims) axis \(axis) → [\(g.batch), \(g.channels), \(g.spatial)]")
     }
 
-    /// concatND of inputs that differ only along `axis` (sizes `sizes`; `dims[axis]` is not read), as the executor runs it.
-    public static func concatND(batch: Int, _ dims: [Int], axis: Int, sizes: [Int]) -> OpCase {
-        let op = LayoutOp.concatND(outer: dims[..<axis].reduce(1, *), channels: sizes, inner: dims[(axis + 1)...].reduce(1, *))
-        return OpCase(.layout(op, batch: batch), name: "n\(batch) \(dims) axis \(axis) sizes \(sizes)")
+    /// concatND of inputs that differ only along `axis` (sizes `sizes`; `dims[axis]` is not read), as the
+    /// executor runs it; with `interleave` (equal sizes) the inputs alternate along the axis.
+    public static func concatND(batch: Int, _ dims: [Int], axis: Int, sizes: [Int], interleave: Bool = false) -> OpCase {
+        let op = LayoutOp.concatND(outer: dims[..<axis].reduce(1, *), channels: sizes, inner: dims[(axis + 1)...].reduce(1, *),
+                                   interleave: interleave)
+        return OpCase(.layout(op, batch: batch), name: "n\(batch) \(dims) axis \(axis) sizes \(sizes)" + (interleave ? " interleave" : ""))
     }
 
     /// constantPad of `batch` examples of `dims`, `before[k]` / `after[k]` values of `value` on axis k.
@@ -86,14 +88,17 @@ extension OpCase {
          .concatND(batch: 3, [2, 3, 2], axis: 1, sizes: [1, 2]),
          .constantPad(batch: 2, [3, 4], before: [1, 0], after: [2, 1], value: 0.5),
          .constantPad(batch: 1, [2, 3, 2], before: [0, 2, 0], after: [0, 0, 0], value: 0),
-         .constantPad(batch: 3, [5], before: [2], after: [1], value: -1)]
+         .constantPad(batch: 3, [5], before: [2], after: [1], value: -1),
+         .concatND(batch: 2, [2, 3, 2], axis: 1, sizes: [3, 3], interleave: true),
+         .concatND(batch: 1, [3, 2], axis: 0, sizes: [2, 2, 2], interleave: true)]
     }
 
     static var layoutQuick: [OpCase] {
         [.transpose(batch: 3, [7, 5, 3], perm: [2, 0, 1]),
          .softmaxND(batch: 3, [5, 7, 3], axis: 1),
          .concatND(batch: 3, [3, 5, 7], axis: 1, sizes: [2, 5]),
-         .constantPad(batch: 3, [5, 7, 3], before: [1, 0, 2], after: [0, 3, 1], value: 0.25)]
+         .constantPad(batch: 3, [5, 7, 3], before: [1, 0, 2], after: [0, 3, 1], value: 0.25),
+         .concatND(batch: 3, [3, 5, 7], axis: 2, sizes: [7, 7], interleave: true)]
     }
 
     static var layoutFull: [OpCase] {
@@ -113,6 +118,9 @@ extension OpCase {
          .constantPad(batch: 3, [7, 33, 5], before: [0, 1, 0], after: [0, 31, 0], value: 0),
          .constantPad(batch: 1, [65, 63], before: [1, 2], after: [0, 1], value: -2),
          .constantPad(batch: 2, [2, 3, 2, 3, 2], before: [1, 0, 1, 0, 1], after: [0, 1, 0, 1, 0], value: 1),
-         .constantPad(batch: 1, [1, 33], before: [0, 0], after: [0, 0], value: 3)]
+         .constantPad(batch: 1, [1, 33], before: [0, 0], after: [0, 0], value: 3),
+         .concatND(batch: 3, [5, 7, 33], axis: 1, sizes: [7, 7, 7], interleave: true),
+         .concatND(batch: 1, [65, 3], axis: 1, sizes: [3, 3], interleave: true),
+         .concatND(batch: 2, [31, 1], axis: 0, sizes: [31, 31, 31, 31], interleave: true)]
     }
 }

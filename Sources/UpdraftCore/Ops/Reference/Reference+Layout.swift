@@ -5,7 +5,8 @@
 // multi-index (n, o_0, ..., o_{R-1}): y[n, o] = x[n, i] with i_perm[k] = o_k. Backward is the
 // inverse permutation of dy (TransposeGeometry.inverse). constantPad: y [N, d_k + before_k + after_k]
 // holds x where before <= o < before + d on every axis and the value elsewhere; dx is dy's interior.
-// softmaxND and concatND are the softmax and
+// concatND with interleave: K inputs [N, C, S] -> y [N, K * C, S], y[n, c * K + k, s] = x_k[n, c, s];
+// dx_k is every K-th channel of dy from k. softmaxND and concatND are the softmax and
 // concat references on (outer, axis, inner) geometries (Ops/Layout.swift). `layoutForward` /
 // `layoutBackward` take any LayoutOp to its definition here; the backends run the same ops as
 // strided copies (LayoutOp.execution), so a comparison with these checks the copies' geometry.
@@ -86,6 +87,39 @@ extension Reference {
         return dx
     }
 
+    /// K inputs [N, C, S] -> y [N, K * C, S] with y[n, c * K + k, s] = x_k[n, c, s] (concatND interleave).
+    public static func concatInterleaved(_ inputs: [[Double]], channels C: Int, batch N: Int, spatial S: Int) throws -> [Double] {
+        try requireSizes([("inputs", inputs.count), ("channels", C), ("batch", N), ("spatial size", S)], op: "interleaved concat")
+        for (k, x) in inputs.enumerated() { try require(x, count: N * C * S, "interleaved concat input \(k)") }
+        let K = inputs.count
+        var y = [Double](repeating: 0, count: N * K * C * S)
+        for n in 0..<N {
+            for c in 0..<C {
+                for k in 0..<K {
+                    for s in 0..<S { y[(n * K * C + c * K + k) * S + s] = inputs[k][(n * C + c) * S + s] }
+                }
+            }
+        }
+        return y
+    }
+
+    /// dy [N, K * C, S] -> K gradients [N, C, S]: dx_k[n, c, s] = dy[n, c * K + k, s].
+    public static func concatInterleavedBackward(_ dy: [Double], inputs K: Int, channels C: Int, batch N: Int, spatial S: Int) throws -> [[Double]] {
+        try requireSizes([("inputs", K), ("channels", C), ("batch", N), ("spatial size", S)], op: "interleaved concat backward")
+        try require(dy, count: N * K * C * S, "interleaved concat output gradient")
+        return (0..<K).map { k in
+            var dx: [Double] = []
+            dx.reserveCapacity(N * C * S)
+            for n in 0..<N {
+                for c in 0..<C {
+                    let row: Int = n * K * C + c * K + k
+                    dx += dy[(row * S)..<((row + 1) * S)]
+                }
+            }
+            return dx
+        }
+    }
+
     /// The strided copy (Ops/Layout.swift `StridedCopy`): writes the box of `source` into its view of
     /// `destination`, leaving the rest of `destination` as it is.
     public static func stridedCopy(_ g: StridedCopy, source x: [Double], into y: inout [Double]) throws {
@@ -115,7 +149,12 @@ extension Reference {
         case .alias: return inputs[0]
         case let .transpose(g, _): return try transpose(g.withBatch(batch), input: inputs[0])
         case .softmaxND: return try softmaxForward(op.softmaxGeometry(batch: batch)!, input: inputs[0])
-        case let .concatND(outer, channels, inner):
+        case let .concatND(outer, channels, inner, true):
+            guard Set(channels).count <= 1 else {
+                throw UpdraftError(.invalidArgument, "reference interleaved concat: the inputs' sizes \(channels) along the axis differ")
+            }
+            return try concatInterleaved(inputs, channels: channels.first ?? 0, batch: batch * outer, spatial: inner)
+        case let .concatND(outer, channels, inner, false):
             return try concatForward(inputs, channels: channels, batch: batch * outer, spatial: inner)
         case let .constantPad(dims, before, after, value):
             return try constantPad(batch: batch, dims: dims, before: before, after: after, value: Double(value), input: inputs[0])
@@ -130,7 +169,12 @@ extension Reference {
         case .softmaxND:
             let g = op.softmaxGeometry(batch: batch)!
             return [try softmaxBackward(g, output: softmaxForward(g, input: inputs[0]), outputGradient: dy)]
-        case let .concatND(outer, channels, inner):
+        case let .concatND(outer, channels, inner, true):
+            guard Set(channels).count <= 1 else {
+                throw UpdraftError(.invalidArgument, "reference interleaved concat backward: the inputs' sizes \(channels) along the axis differ")
+            }
+            return try concatInterleavedBackward(dy, inputs: channels.count, channels: channels.first ?? 0, batch: batch * outer, spatial: inner)
+        case let .concatND(outer, channels, inner, false):
             return try concatBackward(dy, channels: channels, batch: batch * outer, spatial: inner)
         case let .constantPad(dims, before, after, _):
             return [try constantPadBackward(batch: batch, dims: dims, before: before, after: after, outputGradient: dy)]
