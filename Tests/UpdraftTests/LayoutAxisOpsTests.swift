@@ -57,7 +57,7 @@ final class LayoutAxisOpsTests: XCTestCase {
         expect(.softmaxND(axis: 0), ["mixes examples"])
         expect(.softmaxND(axis: 4), ["axis 4", "outside"])
         expect(.concatND(axis: 1, interleave: false), inputs: ["x", "t"], ["must match except along axis 1"])
-        expect(.concatND(axis: 1, interleave: true), inputs: ["x", "x"], ["interleave"])
+        expect(.concatND(axis: 2, interleave: true), inputs: ["t", "cat"], ["interleave"])
         expect(.concatND(axis: 0, interleave: false), inputs: ["x", "x"], ["mixes examples"])
         expect(.permute(axes: [1, 0, 2, 3]), ["before the batch axis"])
         expect(.permute(axes: [0, 1, 2]), ["not a permutation"])

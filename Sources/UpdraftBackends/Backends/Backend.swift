@@ -126,8 +126,10 @@ public protocol Backend: AnyObject {
     func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
                         inputGradients: [DeviceBuffer]) throws
 
-    /// Permuted copy of `g.batch` examples (transpose / permute; Ops/Layout.swift): y's axis k is x's axis g.perm[k].
-    func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    /// The strided copy (Ops/Layout.swift): the box `g.dims` from its view of `source` into its view of
+    /// `destination`, the rest of `destination` untouched. The layout ops that move values (transpose,
+    /// concatND, …) run as these (`layoutForward` / `layoutBackward`, Backend+Layout.swift).
+    func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws
 
     // MARK: Softmax over channels and the losses
     func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws

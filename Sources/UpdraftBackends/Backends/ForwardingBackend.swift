@@ -19,8 +19,8 @@ public struct BackendCall {
         case activationForward, activationBackward, poolingForward, poolingBackward, concatForward, concatBackward
         /// Convolution (slice form) and pooling forward with half-precision activations (`HalfStorage`).
         case convolutionHalfForward, poolingHalfForward
-        /// Transpose, softmax forward and backward, and the two losses.
-        case transpose, softmaxForward, softmaxBackward, softmaxCrossEntropy, meanSquaredError
+        /// The strided copy (the layout ops that move values), softmax forward and backward, and the two losses.
+        case stridedCopy, softmaxForward, softmaxBackward, softmaxCrossEntropy, meanSquaredError
         /// Per-channel scale and shift (and its gradient), element-wise arithmetic, and the spatial ops (padding, upsampling, LRN, L2 normalization) forward and backward.
         case channelAffine, channelAffineBackward, elementwise, spatialForward, spatialBackward
         /// Broadcasting arithmetic, reductions and their gradient, and the SGD and Adam update steps.
@@ -229,9 +229,9 @@ open class ForwardingBackend: Backend {
             try inner.concatBackward(outputGradient, channels: channels, batch: batch, spatial: spatial, inputGradients: inputGradients)
         }
     }
-    /// Passes `Backend.transpose` to `inner` through `intercept(_:_:)` as `.transpose`.
-    open func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try intercept(BackendCall(.transpose)) { try inner.transpose(g, input: input, output: output) }
+    /// Passes `Backend.stridedCopy` to `inner` through `intercept(_:_:)` as `.stridedCopy`.
+    open func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws {
+        try intercept(BackendCall(.stridedCopy, { "\(g.dims)" })) { try inner.stridedCopy(g, from: source, to: destination) }
     }
 
     // MARK: Softmax and losses

@@ -13,6 +13,9 @@ extension ShapeInference {
         switch params {
         case .concatND: break
         case .reshapeLike: guard logical.count == 2 else { throw fail("has \(logical.count) inputs; expected 2 (the tensor, and the tensor whose shape it takes)") }
+        case .constantPad where logical.count == 2:
+            throw fail("takes its padAmounts from the second input '\(layer.inputs[1])'; Updraft runs constantPad with padAmounts in the layer's parameters",
+                       hint: "convert with the padding known when the model is built", kind: .unsupported)
         default: guard logical.count == 1 else { throw fail("has \(logical.count) inputs; expected 1") }
         }
         let kind = layer.typeName
@@ -205,9 +208,42 @@ extension ShapeInference {
             }
             return (.layout(.softmaxND(outer: outer, axis: length, inner: inner)), x.canonical, x)
 
+        case let .constantPad(value, amounts, toSize):
+            // Pair p of padAmounts pads axis rank - pairs + p (every axis when there are rank pairs).
+            guard !amounts.isEmpty, amounts.count % 2 == 0 else {
+                throw fail("padAmounts \(amounts) has \(amounts.count) values; expected a before and an after amount per padded axis")
+            }
+            let pairs = amounts.count / 2
+            guard pairs <= x.rank else {
+                throw fail("padAmounts \(amounts) has \(pairs) pairs but input '\(layer.inputs[0])' has rank \(x.rank) (shape \(x.dims))")
+            }
+            var before = [Int](repeating: 0, count: x.rank), after = before
+            for p in 0..<pairs {
+                let a = x.rank - pairs + p
+                var (b, e) = (amounts[2 * p], amounts[2 * p + 1])
+                if toSize {
+                    guard b == 0 || e == 0 else {
+                        throw fail("padToGivenOutputSizeMode is set and both padAmounts of axis \(a) (\(b), \(e)) are non-zero; only one may be (the axis's output size, padded on that side)")
+                    }
+                    (b, e) = (max(0, b - x.dims[a]), max(0, e - x.dims[a]))
+                }
+                before[a] = b; after[a] = e
+            }
+            if let batch = x.batchAxis, let a = (0...batch).first(where: { before[$0] + after[$0] > 0 }) {
+                throw fail("pads axis \(a) of \(x), which is the batch axis \(batch) or before it; each example is padded on its own",
+                           hint: "pad only the axes after the batch axis", kind: .unsupported)
+            }
+            let dims = x.dims.indices.map { x.dims[$0] + before[$0] + after[$0] }
+            if dims == x.dims { return try alias(x) }
+            let out = LogicalShape(dims, batchAxis: x.batchAxis)
+            _ = try LayerShapes.checkedShape(dims, "layer '\(layer.name)' (\(kind)) output")
+            let first = x.batchAxis.map { $0 + 1 } ?? 0
+            return (.layout(.constantPad(dims: x.exampleDims, before: Array(before[first...]), after: Array(after[first...]), value: value)),
+                    try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
+
         case let .concatND(axis, interleave):
-            if interleave {
-                throw fail("interleave is set; Updraft concatenates whole blocks", kind: .unsupported)
+            if interleave, let (blob, s) = zip(layer.inputs, logical).first(where: { $0.1 != x }) {
+                throw fail("interleave needs inputs of one shape, but '\(layer.inputs[0])' is \(x) and '\(blob)' is \(s)")
             }
             let a = try x.axis(axis, "layer '\(layer.name)' (\(kind)) axis")
             var channels: [Int] = []
@@ -223,7 +259,7 @@ extension ShapeInference {
             dims[a] = channels.reduce(0, +)
             let out = LogicalShape(dims, batchAxis: x.batchAxis)
             _ = try LayerShapes.checkedShape(dims, "layer '\(layer.name)' (\(kind)) output")
-            return (.layout(.concatND(outer: outer, channels: channels, inner: inner)),
+            return (.layout(.concatND(outer: outer, channels: channels, inner: inner, interleave: interleave)),
                     try LayerShapes.checkedShape(out.canonical.dims, "layer '\(layer.name)' (\(kind)) output"), out)
         }
     }

@@ -1,10 +1,13 @@
-// The reference backend's layout ops: Reference.transpose on Double.
+// The reference backend's layout ops: Reference.stridedCopy on Double.
 import UpdraftCore
 
 extension ReferenceBackend {
-    /// Runs `Reference.transpose` on the input widened to Double, then rounds to float32 (an exact permutation).
-    public func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        let x = try read(input, count: g.count, "transpose input")
-        try write(try Reference.transpose(g, input: x), to: output, "transpose output")
+    /// Runs `Reference.stridedCopy` on the buffers widened to Double, then rounds to float32 (an exact copy).
+    public func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws {
+        try g.validate("\(name) strided copy")
+        let x = try read(source, count: g.sourceExtent, "strided copy source")
+        var y = try read(destination, count: g.destinationExtent, "strided copy destination")
+        try Reference.stridedCopy(g, source: x, into: &y)
+        try write(y, to: destination, "strided copy destination")
     }
 }

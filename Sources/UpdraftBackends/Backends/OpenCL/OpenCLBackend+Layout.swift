@@ -1,29 +1,29 @@
-// Layout ops on OpenCL (Kernels/layout.cl): the permuted copy (transpose / permute). The geometry is
-// simplified (size-1 axes dropped, runs merged) and padded to the kernel's 6 axes; an identity
-// permutation is a plain copy.
+// Layout ops on OpenCL (Kernels/layout.cl): the strided copy every layout op that moves values runs
+// as (transpose, concatND, …; Backend+Layout.swift). The geometry is simplified (size-1 axes
+// dropped, axes in the destination's order, runs merged) and padded to the kernel's 7 axes.
 import UpdraftCore
 
 extension OpenCLBackend {
-    /// Simplifies the permutation and pads it to layout.cl's six axes; an identity permutation is a plain buffer copy.
-    public func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try g.validate("\(name) transpose")
-        try requireSizes([("batch", g.batch)], total: g.count, op: "transpose")
-        let x = try operand(input, holds: g.count, "transpose input")
-        let y = try operand(output, holds: g.count, "transpose output")
+    /// Simplifies the copy and pads it to layout.cl's seven axes.
+    public func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws {
+        try g.validate("\(name) strided copy")
+        try requireSizes([], total: max(g.count, g.sourceExtent, g.destinationExtent), op: "strided copy")
+        let x = try operand(source, holds: g.sourceExtent, "strided copy source")
+        let y = try operand(destination, holds: g.destinationExtent, "strided copy destination")
         guard g.count > 0 else { return }
         let s = g.simplified
         let rank = s.dims.count
-        guard rank <= TransposeGeometry.maxRank else {
-            throw UpdraftError(.unsupported, "\(name) transpose: \(rank) axes after merging (\(g.dims), perm \(g.perm)); the kernel takes \(TransposeGeometry.maxRank)",
-                               hint: "reshape to fewer axes before the transpose")
+        guard rank <= StridedCopy.maxRank else {
+            throw UpdraftError(.unsupported, "\(name) strided copy: \(rank) axes after merging (\(g.dims)); the kernel takes \(StridedCopy.maxRank)",
+                               hint: "reshape to fewer axes before the layer")
         }
-        let inStrides = s.inputStrides
-        let pad = TransposeGeometry.maxRank - rank
-        let dims = [Int](repeating: 1, count: pad) + s.outputDims
-        let strides = [Int](repeating: 0, count: pad) + s.perm.map { inStrides[$0] }
-        let k = try opsKernel("layout.cl", "transpose")
-        try k.setArguments([.buffer(x), .buffer(y), .int(g.count), .int(s.exampleCount)]
-                           + dims.map { .int($0) } + strides.map { .int($0) })
+        let pad = StridedCopy.maxRank - rank
+        let dims = [Int](repeating: 1, count: pad) + s.dims
+        let from = [Int](repeating: 0, count: pad) + s.source.strides
+        let to = [Int](repeating: 0, count: pad) + s.destination.strides
+        let k = try opsKernel("layout.cl", "strided_copy")
+        try k.setArguments([.buffer(x), .buffer(y), .int(g.count), .int(s.source.offset), .int(s.destination.offset)]
+                           + (dims + from + to).map { .int($0) })
         try launchElementwise(k, count: g.count)
     }
 }

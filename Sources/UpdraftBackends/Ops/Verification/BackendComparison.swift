@@ -116,7 +116,7 @@ extension ComparisonSession {
         case let .spatial(op, input): try compareSpatial(try op.geometry(input: input))
         case let .broadcast(g): try compareBroadcast(g)
         case let .reduction(g): try compareReduction(g)
-        case let .transpose(g): try compareTranspose(g)
+        case let .layout(op, batch): try compareLayout(op, batch: batch)
         }
     }
 

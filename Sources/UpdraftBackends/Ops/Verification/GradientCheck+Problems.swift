@@ -107,7 +107,7 @@ extension GradientCheck {
                 [try Reference.channelAffineBackward(shape, outputGradient: dy, scale: v[1]), nil, nil]
             })
 
-        case let .transpose(g): return try transposeProblem(g, rng: &rng)
+        case let .layout(op, batch): return try layoutProblem(op, batch: batch, rng: &rng)
 
         case let .elementwise(op, count):
             return Problem(inputs: [Input("a", uniform(count, -1...1, &rng)), Input("b", uniform(count, -1...1, &rng))],

@@ -41,8 +41,9 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
         case broadcast(BroadcastGeometry)
         /// A reduction to a shape (forward and backward).
         case reduction(ReductionGeometry)
-        /// Permuted copy (transpose / permute), backward the inverse permutation.
-        case transpose(TransposeGeometry)
+        /// A layout op on `batch` examples (transpose, concatND, …; Verification+Layout.swift): the
+        /// backend's composition (`Backend.layoutForward` / `layoutBackward`) against the op's definition.
+        case layout(LayoutOp, batch: Int)
     }
 
     /// How the tools draw the case's data.
@@ -106,7 +107,7 @@ extension OpCase.Kind {
         case let .spatial(op, _): return op.familyName
         case .broadcast: return "broadcast"
         case .reduction: return "reduce"
-        case .transpose: return "transpose"
+        case let .layout(op, _): return op.name
         }
     }
 
@@ -161,7 +162,7 @@ extension OpCase.Kind {
         case let .reduction(g):
             let kind = g.kind == .max ? "max" : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
             return "\(kind) \(g.inputDims) → \(g.outputDims)"
-        case let .transpose(g): return "n\(g.batch) \(g.dims) perm \(g.perm)"
+        case let .layout(op, batch): return "n\(batch) \(op)"
         }
     }
 }

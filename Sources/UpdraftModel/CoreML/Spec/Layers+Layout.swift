@@ -2,7 +2,7 @@ import UpdraftCore
 
 /// The layout layers: ones that re-label a tensor's shape (reshapeStatic, reshape, flattenTo2D,
 /// squeeze, expandDims, copy) and ones that move data along axes of the logical N-D shape
-/// (transpose, permute, softmaxND, concatND). Field numbers from coremltools' NeuralNetwork.proto.
+/// (transpose, permute, softmaxND, concatND, constantPad). Field numbers from coremltools' NeuralNetwork.proto.
 public enum LayoutLayerParams: Hashable, Sendable {
     /// ReshapeStaticLayerParams.targetShape (1): the output's N-D shape.
     case reshapeStatic(targetShape: [Int])
@@ -29,11 +29,15 @@ public enum LayoutLayerParams: Hashable, Sendable {
     case softmaxND(axis: Int)
     /// ConcatNDLayerParams: axis (1), interleave (2).
     case concatND(axis: Int, interleave: Bool)
+    /// ConstantPaddingLayerParams: value (1); padAmounts (2), a before and an after amount per axis,
+    /// pair i for axis i (fewer pairs than axes pad the last axes); padToGivenOutputSizeMode (3): the
+    /// non-zero amount of each pair is the axis's output size instead, padded on that side.
+    case constantPad(value: Float, padAmounts: [Int], padToGivenOutputSizeMode: Bool)
 
     /// The NeuralNetworkLayer types read as layout layers.
     static let layerTypes: [NeuralNetworkLayerType] = [
         .reshape, .permute, .copy, .softmaxND, .concatND, .transpose, .squeeze, .expandDims, .flattenTo2D,
-        .reshapeLike, .reshapeStatic, .rankPreservingReshape,
+        .reshapeLike, .reshapeStatic, .rankPreservingReshape, .constantPad,
     ]
 
     /// The NeuralNetworkLayer type of this layout layer (e.g. transpose, reshapeStatic).
@@ -51,6 +55,7 @@ public enum LayoutLayerParams: Hashable, Sendable {
         case .reshapeStatic: return .reshapeStatic
         case .reshapeLike: return .reshapeLike
         case .rankPreservingReshape: return .rankPreservingReshape
+        case .constantPad: return .constantPad
         }
     }
 
@@ -73,6 +78,9 @@ public enum LayoutLayerParams: Hashable, Sendable {
         case .flattenTo2D: self = .flattenTo2D(axis: try int(1, "axis"))
         case .reshapeLike: self = .reshapeLike
         case .rankPreservingReshape: self = .rankPreservingReshape(targetShape: try ints(1, "targetShape"))
+        case .constantPad:
+            self = .constantPad(value: try p.float(1, "value") ?? 0, padAmounts: try p.sizes(2, "padAmounts"),
+                                padToGivenOutputSizeMode: try p.bool(3, "padToGivenOutputSizeMode") ?? false)
         default: self = .reshapeStatic(targetShape: try ints(1, "targetShape"))
         }
     }
@@ -91,6 +99,7 @@ public enum LayoutLayerParams: Hashable, Sendable {
         case let .transpose(axes), let .permute(axes): w.sizes(1, axes)
         case let .softmaxND(axis): w.int64(1, Int64(axis))
         case let .concatND(axis, interleave): w.int64(1, Int64(axis)); w.bool(2, interleave)
+        case let .constantPad(value, amounts, toSize): w.float(1, value); w.sizes(2, amounts); w.bool(3, toSize)
         }
         return w.message
     }
