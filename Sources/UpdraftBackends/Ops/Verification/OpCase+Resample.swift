@@ -1,0 +1,40 @@
+// The resampling ops' rows (Ops/Resample.swift), merged into the spatial lists and so into
+// `.gradientCheck`, `.quick` and `.full`; their problem and comparison are the spatial ones.
+import UpdraftCore
+
+extension OpCase {
+    static func upsample(_ mode: UpsampleSpec.Mode, _ input: Shape, _ scaleH: Int, _ scaleW: Int) -> OpCase {
+        OpCase(.spatial(.upsample(UpsampleSpec(scaleH: scaleH, scaleW: scaleW, mode: mode)), input: input))
+    }
+}
+
+extension Array where Element == OpCase {
+    /// Small shapes: nearest and the three bilinear grids (one on a size-1 axis).
+    static var resampleGradientCheck: [OpCase] {
+        [
+            .upsample(.nearest, [3, 2, 3, 4], 2, 3),
+            .upsample(.bilinear(.default), [1, 2, 3, 4], 2, 2),
+            .upsample(.bilinear(.alignCornersTrue), [1, 2, 3, 5], 2, 3),
+            .upsample(.bilinear(.alignCornersFalse), [3, 1, 4, 3], 3, 2),
+            .upsample(.bilinear(.alignCornersFalse), [1, 1, 1, 3], 2, 2),
+        ]
+    }
+
+    static var resampleQuick: [OpCase] {
+        [
+            .upsample(.bilinear(.alignCornersFalse), [3, 3, 5, 6], 2, 2),
+        ]
+    }
+
+    /// Awkward sizes (1, 7, 31, 32, 33, 63, 65), batch 1 and 3, every grid.
+    static var resampleFull: [OpCase] {
+        [
+            .upsample(.nearest, [3, 33, 7, 7], 2, 2),
+            .upsample(.nearest, [1, 7, 31, 33], 3, 1),
+            .upsample(.bilinear(.default), [1, 31, 15, 17], 2, 2),
+            .upsample(.bilinear(.alignCornersTrue), [3, 7, 33, 31], 2, 2),
+            .upsample(.bilinear(.alignCornersFalse), [1, 7, 32, 33], 2, 3),
+            .upsample(.bilinear(.alignCornersFalse), [1, 3, 1, 1], 4, 4),
+        ]
+    }
+}

@@ -1,0 +1,166 @@
+/// Resampling (upsample, and the layers that resize by a grid) as one geometry: per axis an input
+/// size, an output size and a grid — the rule that takes output index o to a source coordinate in
+/// the input. Output o then reads the two input positions around the coordinate, i0 = floor(g) and
+/// i1 = min(i0 + 1, X - 1), with weights 1 - f and f (f = g - i0): its taps. Nearest neighbour is
+/// the grid whose coordinates are whole, read with one tap.
+///
+/// The reference (Reference+Resample.swift), the CPU loops (CPUBackend+Resample.swift) and the
+/// OpenCL kernels (Kernels/resample.cl, fed the taps as small tables) read nothing but the taps, so
+/// a new resampling layer is a `ResampleOp` case here (its output size and grids), its Core ML
+/// codec and its shape rule. Backward is the transpose: dy goes back to the taps with the same weights.
+
+/// How output index o of an axis becomes a source coordinate g in the input, for an axis of X input
+/// and N output samples (NeuralNetwork.proto, UpsampleLayerParams.LinearUpsampleMode). Every grid
+/// is clamped to [0, X - 1].
+public enum ResampleGrid: Hashable, Sendable {
+    /// Nearest neighbour by a whole factor: g = floor(o * X / N) (UpsampleLayerParams NN).
+    case nearest
+    /// spacing = (X - X/N) / (N - 1), g = o * spacing (UpsampleLayerParams DEFAULT).
+    case upsample
+    /// spacing = (X - 1) / (N - 1), g = o * spacing; 0 when N = 1 (ALIGN_CORNERS_TRUE, PyTorch's align_corners=True).
+    case alignCorners
+    /// spacing = X / N, g = (o + 0.5) * spacing - 0.5 (ALIGN_CORNERS_FALSE, PyTorch's align_corners=False).
+    case halfPixel
+
+    /// g = a * o + b before clamping, on an axis of `inSize` inputs sampled `outSize` times.
+    public func line(inSize: Int, outSize: Int) -> (a: Double, b: Double) {
+        let xin = Double(inSize), xout = Double(outSize)
+        switch self {
+        case .nearest: return outSize > 0 ? (xin / xout, 0) : (0, 0)
+        case .upsample: return outSize > 1 ? ((xin - xin / xout) / (xout - 1), 0) : (0, 0)
+        case .alignCorners: return outSize > 1 ? ((xin - 1) / (xout - 1), 0) : (0, 0)
+        case .halfPixel:
+            let spacing = outSize > 0 ? xin / xout : 0
+            return (spacing, 0.5 * spacing - 0.5)
+        }
+    }
+}
+
+/// Where one output position reads an axis of the input: i0 with weight 1 - f and i1 with weight f.
+public struct ResampleTap: Hashable, Sendable {
+    /// The input position at or below the source coordinate, and the one after it (clamped to the axis).
+    public var i0: Int, i1: Int
+    /// The weight of `i1` (0 ≤ f < 1); `i0` has 1 - f.
+    public var f: Double
+
+    public init(i0: Int, i1: Int, f: Double) { self.i0 = i0; self.i1 = i1; self.f = f }
+}
+
+/// One axis of a resampling: `outSize` samples of `inSize` inputs on `grid`.
+public struct ResampleAxis: Hashable, Sendable {
+    public var inSize: Int, outSize: Int
+    public var grid: ResampleGrid
+
+    public init(inSize: Int, outSize: Int, grid: ResampleGrid) { self.inSize = inSize; self.outSize = outSize; self.grid = grid }
+
+    /// The taps of output positions 0 ..< outSize.
+    public func taps() -> [ResampleTap] { (0..<max(outSize, 0)).map(tap) }
+
+    /// The taps of output position `o`.
+    public func tap(_ o: Int) -> ResampleTap {
+        if grid == .nearest {
+            let i = min(o * inSize / max(outSize, 1), max(inSize - 1, 0))
+            return ResampleTap(i0: i, i1: i, f: 0)
+        }
+        let (a, b) = grid.line(inSize: inSize, outSize: outSize)
+        let g = min(Double(inSize - 1), max(0, Double(o) * a + b))
+        let i0 = Int(g.rounded(.down))
+        return ResampleTap(i0: i0, i1: min(i0 + 1, inSize - 1), f: g - Double(i0))
+    }
+}
+
+/// Every output row's and column's taps: one table shared by every example.
+public struct ResampleTable: Hashable, Sendable {
+    /// Per table, the taps of each output row (height) and each output column (width).
+    public var rows: [[ResampleTap]], columns: [[ResampleTap]]
+
+    public init(rows: [[ResampleTap]], columns: [[ResampleTap]]) { self.rows = rows; self.columns = columns }
+
+    /// Tables held: 1 when every example reads the same positions.
+    public var count: Int { rows.count }
+    /// The table example `n` reads.
+    public func index(ofExample n: Int) -> Int { count == 1 ? 0 : n }
+}
+
+/// The resampling layers, each a constructor of the one geometry: its output size and its grids.
+public enum ResampleOp: Hashable, Sendable {
+    /// UpsampleLayerParams with whole scaling factors: nearest or one of the bilinear grids.
+    case upsample(UpsampleSpec)
+
+    /// The family name, as `--op` filters and gradcheck rows show it.
+    public var familyName: String {
+        switch self {
+        case .upsample: return "upsample"
+        }
+    }
+
+    /// The parameters in a few words, for case names.
+    public func summary(_ input: Shape) -> String {
+        switch self {
+        case let .upsample(u):
+            let mode: String
+            switch u.mode {
+            case .nearest: mode = "nearest"
+            case .bilinear(.default): mode = "bilinear"
+            case .bilinear(.alignCornersTrue): mode = "bilinear align-corners"
+            case .bilinear(.alignCornersFalse): mode = "bilinear half-pixel"
+            }
+            return "\(mode) \(input) x\(u.scaleH)x\(u.scaleW)"
+        }
+    }
+
+    /// The grids of the height and width axes.
+    public var grids: (height: ResampleGrid, width: ResampleGrid) {
+        switch self {
+        case let .upsample(u):
+            switch u.mode {
+            case .nearest: return (.nearest, .nearest)
+            case let .bilinear(m): return (m.grid, m.grid)
+            }
+        }
+    }
+
+    /// Output height and width for an input [N, C, H, W] (already checked to be rank 4, non-negative).
+    func outputSize(_ input: Shape) throws -> (h: Int, w: Int) {
+        switch self {
+        case let .upsample(u):
+            guard u.scaleH >= 1, u.scaleW >= 1, u.scaleH <= Shape.maxDimension, u.scaleW <= Shape.maxDimension else {
+                throw UpdraftError(.invalidArgument, "upsample scaling factor [\(u.scaleH), \(u.scaleW)] must be at least 1")
+            }
+            let (h, o1) = input.h.multipliedReportingOverflow(by: u.scaleH)
+            let (w, o2) = input.w.multipliedReportingOverflow(by: u.scaleW)
+            guard !o1, !o2 else { throw UpdraftError(.invalidArgument, "upsample output of \(input) is too large") }
+            return (h, w)
+        }
+    }
+
+    /// The taps every example reads, for an input [N, C, H, W] resampled to `output`; throws when the
+    /// op cannot give them.
+    func table(input: Shape, output: Shape) throws -> ResampleTable {
+        let (gh, gw) = grids
+        return ResampleTable(rows: [ResampleAxis(inSize: input.h, outSize: output.h, grid: gh).taps()],
+                             columns: [ResampleAxis(inSize: input.w, outSize: output.w, grid: gw).taps()])
+    }
+}
+
+extension LinearUpsampleMode {
+    /// The grid of this mode.
+    public var grid: ResampleGrid {
+        switch self {
+        case .default: return .upsample
+        case .alignCornersTrue: return .alignCorners
+        case .alignCornersFalse: return .halfPixel
+        }
+    }
+}
+
+extension SpatialGeometry {
+    /// The taps of a resampling (what the reference, the CPU and OpenCL read); throws for another
+    /// spatial op, or when the op cannot give them.
+    public func resampleTable() throws -> ResampleTable {
+        guard case let .resampling(r) = op else {
+            throw UpdraftError(.invalidArgument, "\(op.familyName) is not a resampling: it has no taps")
+        }
+        return try r.table(input: inputShape, output: outputShape)
+    }
+}

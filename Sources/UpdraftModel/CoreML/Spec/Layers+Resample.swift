@@ -1,0 +1,75 @@
+import UpdraftCore
+
+/// The resampling layers' parameter messages (NeuralNetwork.proto field numbers in comments), read
+/// and written: one case per Core ML layer type, each with its decoder and encoder side by side.
+/// Adding a resampling layer type: a case here, its entry in `layerTypes`, `layerType`, the reader
+/// and the encoder; `LayerTable.swift` and `ShapeInference`'s dispatch read them from here.
+public enum ResampleLayerParams: Hashable, Sendable {
+    /// UpsampleLayerParams (field 210).
+    case upsample(UpsampleLayerParams)
+
+    /// The NeuralNetworkLayer types read as resampling layers.
+    static let layerTypes: [NeuralNetworkLayerType] = [.upsample]
+
+    /// Their proto names, as the "Updraft runs …" hint lists them.
+    static var typeNames: String { layerTypes.map { NeuralNetworkLayerType.name(ofField: $0.rawValue) }.joined(separator: ", ") }
+
+    /// The NeuralNetworkLayer type of this layer.
+    public var layerType: NeuralNetworkLayerType {
+        switch self {
+        case .upsample: return .upsample
+        }
+    }
+
+    /// Reads the parameter message of layer type `type` (one of `layerTypes`).
+    init(reading r: ProtoReader, type: NeuralNetworkLayerType) throws {
+        switch type {
+        default: self = .upsample(try UpsampleLayerParams(reading: r))
+        }
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        switch self {
+        case let .upsample(u): u.encoded(into: &w)
+        }
+    }
+}
+
+extension LayerParams {
+    /// UpsampleLayerParams (field 210): nearest-neighbour or bilinear upsampling by per-axis scale factors.
+    public static func upsample(_ params: UpsampleLayerParams) -> LayerParams { .resampling(.upsample(params)) }
+}
+
+/// UpsampleLayerParams.
+public struct UpsampleLayerParams: Hashable, Sendable {
+    /// scalingFactor (1), [H, W]; empty reads as [1, 1].
+    public var scalingFactor: [Int]
+    /// fractionalScalingFactor (7), [H, W].
+    public var fractionalScalingFactor: [Float]
+    /// mode (5): NN = 0, BILINEAR = 1.
+    public var mode: Int32
+    /// linearUpsampleMode (6): DEFAULT = 0, ALIGN_CORNERS_TRUE = 1, ALIGN_CORNERS_FALSE = 2.
+    public var linearUpsampleMode: Int32
+
+    /// An upsample layer; `mode` NN 0 or BILINEAR 1, fractional factors and linear mode default to none/DEFAULT.
+    public init(scalingFactor: [Int], fractionalScalingFactor: [Float] = [], mode: Int32, linearUpsampleMode: Int32 = 0) {
+        self.scalingFactor = scalingFactor; self.fractionalScalingFactor = fractionalScalingFactor
+        self.mode = mode; self.linearUpsampleMode = linearUpsampleMode
+    }
+}
+
+extension UpsampleLayerParams {
+    init(reading r: ProtoReader) throws {
+        scalingFactor = try r.sizes(1, "scalingFactor")
+        fractionalScalingFactor = try r.floats(7, "fractionalScalingFactor")
+        mode = try r.int32(5, "mode") ?? 0
+        linearUpsampleMode = try r.int32(6, "linearUpsampleMode") ?? 0
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.sizes(1, scalingFactor)
+        w.int32(5, mode)
+        w.int32(6, linearUpsampleMode)
+        w.floats(7, fractionalScalingFactor)
+    }
+}

@@ -1,0 +1,46 @@
+import UpdraftCore
+
+/// Shape inference of the resampling layers (Layers+Resample.swift): the Core ML parameters become a
+/// `ResampleOp` (Ops/Resample.swift), whose geometry gives the output shape. Errors name the layer,
+/// its type, the field and the way out.
+extension ShapeInference {
+    static func resampleLayer(_ params: ResampleLayerParams, _ layer: LayerSpec, inputShapes: [Shape], logical: [LogicalShape])
+        throws -> (op: LayerOp, output: Shape, logical: LogicalShape?) {
+        func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
+            UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
+        }
+        guard inputShapes.count == 1 else { throw fail("has \(inputShapes.count) inputs; expected 1") }
+        let input = inputShapes[0]
+        let op: ResampleOp
+        switch params {
+        case let .upsample(u):
+            if !u.fractionalScalingFactor.isEmpty {
+                let integral = u.fractionalScalingFactor.allSatisfy { $0 >= 1 && $0 == $0.rounded() }
+                guard u.scalingFactor.isEmpty, integral, u.fractionalScalingFactor.count == 2 else {
+                    throw fail("fractionalScalingFactor \(u.fractionalScalingFactor) is not supported; Updraft upsamples by whole factors",
+                               hint: "convert with an integer scale factor (or a resize to a multiple of the input size)", kind: .unsupported)
+                }
+            }
+            let factors = u.scalingFactor.isEmpty
+                ? (u.fractionalScalingFactor.isEmpty ? [1, 1] : u.fractionalScalingFactor.map { Int($0) }) : u.scalingFactor
+            guard factors.count == 2 else { throw fail("scalingFactor lists \(factors.count) values; expected 2 (height, width)") }
+            let mode: UpsampleSpec.Mode
+            switch u.mode {
+            case 0: mode = .nearest
+            case 1:
+                guard let linear = LinearUpsampleMode(rawValue: Int(u.linearUpsampleMode)) else {
+                    throw fail("linearUpsampleMode \(u.linearUpsampleMode) is not DEFAULT (0), ALIGN_CORNERS_TRUE (1) or ALIGN_CORNERS_FALSE (2)")
+                }
+                mode = .bilinear(linear)
+            default: throw fail("mode \(u.mode) is not NN (0) or BILINEAR (1)")
+            }
+            op = .upsample(UpsampleSpec(scaleH: factors[0], scaleW: factors[1], mode: mode))
+        }
+        do {
+            let g = try SpatialOp.resampling(op).geometry(input: input)
+            return (.spatial(.resampling(op)), g.outputShape, nil)
+        } catch let e as UpdraftError {
+            throw fail("\(e.message) (input '\(layer.inputs[0])' has shape \(input))", hint: e.hint)
+        }
+    }
+}
