@@ -82,15 +82,43 @@ public struct ResampleTable: Hashable, Sendable {
     public func index(ofExample n: Int) -> Int { count == 1 ? 0 : n }
 }
 
+/// An upsample layer with fractional scaling factors (UpsampleLayerParams.fractionalScalingFactor):
+/// bilinear on the ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE grid (Core ML takes no other), the
+/// output floor(H * scaleH) x floor(W * scaleW), the grid's spacing from those sizes (Xin / Xout,
+/// not 1 / scale, as NeuralNetwork.proto writes it).
+public struct FractionalUpsampleSpec: Hashable, Sendable {
+    /// Positive factors for height and width, as stored (float32).
+    public var scaleH: Float, scaleW: Float
+    /// `.alignCornersTrue` or `.alignCornersFalse`.
+    public var mode: LinearUpsampleMode
+
+    public init(scaleH: Float, scaleW: Float, mode: LinearUpsampleMode) { self.scaleH = scaleH; self.scaleW = scaleW; self.mode = mode }
+
+    /// floor(size * scale), computed in Double from the float32 factor (as coremltools infers it).
+    func outputSize(_ size: Int, _ scale: Float, axis: String) throws -> Int {
+        guard scale.isFinite, scale > 0, Double(scale) <= Double(Shape.maxDimension) else {
+            throw UpdraftError(.invalidArgument, "upsample fractional scaling factor \(scale) (\(axis)) must be positive")
+        }
+        let out = Int((Double(size) * Double(scale)).rounded(.down))
+        guard size == 0 || out > 0 else {
+            throw UpdraftError(.invalidArgument, "upsample by \(scale) leaves nothing of the \(axis) \(size): floor(\(size) x \(scale)) is 0",
+                               hint: "use a factor of at least 1 / \(size)")
+        }
+        return out
+    }
+}
+
 /// The resampling layers, each a constructor of the one geometry: its output size and its grids.
 public enum ResampleOp: Hashable, Sendable {
     /// UpsampleLayerParams with whole scaling factors: nearest or one of the bilinear grids.
     case upsample(UpsampleSpec)
+    /// UpsampleLayerParams with fractional scaling factors: bilinear, align-corners or half-pixel.
+    case fractionalUpsample(FractionalUpsampleSpec)
 
     /// The family name, as `--op` filters and gradcheck rows show it.
     public var familyName: String {
         switch self {
-        case .upsample: return "upsample"
+        case .upsample, .fractionalUpsample: return "upsample"
         }
     }
 
@@ -106,6 +134,8 @@ public enum ResampleOp: Hashable, Sendable {
             case .bilinear(.alignCornersFalse): mode = "bilinear half-pixel"
             }
             return "\(mode) \(input) x\(u.scaleH)x\(u.scaleW)"
+        case let .fractionalUpsample(u):
+            return "bilinear \(u.mode == .alignCornersTrue ? "align-corners" : "half-pixel") \(input) x\(u.scaleH)x\(u.scaleW)"
         }
     }
 
@@ -117,6 +147,7 @@ public enum ResampleOp: Hashable, Sendable {
             case .nearest: return (.nearest, .nearest)
             case let .bilinear(m): return (m.grid, m.grid)
             }
+        case let .fractionalUpsample(u): return (u.mode.grid, u.mode.grid)
         }
     }
 
@@ -131,6 +162,12 @@ public enum ResampleOp: Hashable, Sendable {
             let (w, o2) = input.w.multipliedReportingOverflow(by: u.scaleW)
             guard !o1, !o2 else { throw UpdraftError(.invalidArgument, "upsample output of \(input) is too large") }
             return (h, w)
+        case let .fractionalUpsample(u):
+            guard u.mode != .default else {
+                throw UpdraftError(.invalidArgument, "fractional upsampling runs on the ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE grid, not DEFAULT",
+                                   hint: "set linearUpsampleMode to ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE, or use whole scaling factors")
+            }
+            return (try u.outputSize(input.h, u.scaleH, axis: "height"), try u.outputSize(input.w, u.scaleW, axis: "width"))
         }
     }
 

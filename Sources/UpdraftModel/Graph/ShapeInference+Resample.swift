@@ -14,16 +14,6 @@ extension ShapeInference {
         let op: ResampleOp
         switch params {
         case let .upsample(u):
-            if !u.fractionalScalingFactor.isEmpty {
-                let integral = u.fractionalScalingFactor.allSatisfy { $0 >= 1 && $0 == $0.rounded() }
-                guard u.scalingFactor.isEmpty, integral, u.fractionalScalingFactor.count == 2 else {
-                    throw fail("fractionalScalingFactor \(u.fractionalScalingFactor) is not supported; Updraft upsamples by whole factors",
-                               hint: "convert with an integer scale factor (or a resize to a multiple of the input size)", kind: .unsupported)
-                }
-            }
-            let factors = u.scalingFactor.isEmpty
-                ? (u.fractionalScalingFactor.isEmpty ? [1, 1] : u.fractionalScalingFactor.map { Int($0) }) : u.scalingFactor
-            guard factors.count == 2 else { throw fail("scalingFactor lists \(factors.count) values; expected 2 (height, width)") }
             let mode: UpsampleSpec.Mode
             switch u.mode {
             case 0: mode = .nearest
@@ -34,7 +24,24 @@ extension ShapeInference {
                 mode = .bilinear(linear)
             default: throw fail("mode \(u.mode) is not NN (0) or BILINEAR (1)")
             }
-            op = .upsample(UpsampleSpec(scaleH: factors[0], scaleW: factors[1], mode: mode))
+            let fractional = u.fractionalScalingFactor
+            // Whole fractional factors (2.0) upsample as whole factors, in every mode.
+            if !fractional.isEmpty, !(u.scalingFactor.isEmpty && fractional.count == 2 && fractional.allSatisfy { $0 >= 1 && $0 == $0.rounded() }) {
+                guard u.scalingFactor.isEmpty else {
+                    throw fail("sets both scalingFactor \(u.scalingFactor) and fractionalScalingFactor \(fractional); Core ML takes one of them")
+                }
+                guard fractional.count == 2 else { throw fail("fractionalScalingFactor lists \(fractional.count) values; expected 2 (height, width)") }
+                guard case let .bilinear(linear) = mode, linear != .default else {
+                    throw fail("fractionalScalingFactor \(fractional) is not supported with \(u.mode == 0 ? "mode NN" : "linearUpsampleMode DEFAULT"); Core ML upsamples by fractional factors only with BILINEAR on the ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE grid",
+                               hint: "set linearUpsampleMode ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE (coremltools' add_upsample does for fractional factors)",
+                               kind: .unsupported)
+                }
+                op = .fractionalUpsample(FractionalUpsampleSpec(scaleH: fractional[0], scaleW: fractional[1], mode: linear))
+            } else {
+                let factors = u.scalingFactor.isEmpty ? (fractional.isEmpty ? [1, 1] : fractional.map { Int($0) }) : u.scalingFactor
+                guard factors.count == 2 else { throw fail("scalingFactor lists \(factors.count) values; expected 2 (height, width)") }
+                op = .upsample(UpsampleSpec(scaleH: factors[0], scaleW: factors[1], mode: mode))
+            }
         }
         do {
             let g = try SpatialOp.resampling(op).geometry(input: input)

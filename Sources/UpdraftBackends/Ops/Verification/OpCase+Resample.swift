@@ -6,10 +6,14 @@ extension OpCase {
     static func upsample(_ mode: UpsampleSpec.Mode, _ input: Shape, _ scaleH: Int, _ scaleW: Int) -> OpCase {
         OpCase(.spatial(.upsample(UpsampleSpec(scaleH: scaleH, scaleW: scaleW, mode: mode)), input: input))
     }
+    static func upsample(_ mode: LinearUpsampleMode, _ input: Shape, _ scaleH: Float, _ scaleW: Float) -> OpCase {
+        OpCase(.spatial(.resampling(.fractionalUpsample(FractionalUpsampleSpec(scaleH: scaleH, scaleW: scaleW, mode: mode))), input: input))
+    }
 }
 
 extension Array where Element == OpCase {
-    /// Small shapes: nearest and the three bilinear grids (one on a size-1 axis).
+    /// Small shapes: nearest and the three bilinear grids (one on a size-1 axis); fractional factors
+    /// up and down on both grids Core ML takes them on.
     static var resampleGradientCheck: [OpCase] {
         [
             .upsample(.nearest, [3, 2, 3, 4], 2, 3),
@@ -17,12 +21,16 @@ extension Array where Element == OpCase {
             .upsample(.bilinear(.alignCornersTrue), [1, 2, 3, 5], 2, 3),
             .upsample(.bilinear(.alignCornersFalse), [3, 1, 4, 3], 3, 2),
             .upsample(.bilinear(.alignCornersFalse), [1, 1, 1, 3], 2, 2),
+            .upsample(.alignCornersFalse, [1, 2, 3, 2], 1.5, 2.6),
+            .upsample(.alignCornersTrue, [3, 1, 4, 3], 0.75, 1.7),
+            .upsample(.alignCornersTrue, [1, 2, 1, 4], 2.5, 1.25),
         ]
     }
 
     static var resampleQuick: [OpCase] {
         [
             .upsample(.bilinear(.alignCornersFalse), [3, 3, 5, 6], 2, 2),
+            .upsample(.alignCornersFalse, [3, 3, 5, 6], 1.5, 1.3),
         ]
     }
 
@@ -35,6 +43,9 @@ extension Array where Element == OpCase {
             .upsample(.bilinear(.alignCornersTrue), [3, 7, 33, 31], 2, 2),
             .upsample(.bilinear(.alignCornersFalse), [1, 7, 32, 33], 2, 3),
             .upsample(.bilinear(.alignCornersFalse), [1, 3, 1, 1], 4, 4),
+            .upsample(.alignCornersFalse, [1, 7, 31, 33], 2.3, 1.7),
+            .upsample(.alignCornersTrue, [3, 5, 33, 32], 0.5, 1.5),
+            .upsample(.alignCornersTrue, [1, 3, 1, 1], 3.5, 1.5),
         ]
     }
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Makes Tests/UpdraftTests/Fixtures/resample: small updatable models built with coremltools'
+NeuralNetworkBuilder holding the resampling layers, and the values they must give, computed here with
+numpy from NeuralNetwork.proto's formulas (written from the proto's text, not from Updraft's code).
+
+Each model: input x [2, 6, 7] -> a 1x1 convolution "mix" (updatable, so the gradient comes back
+through every resampling layer after it) -> the layers under test -> flatten -> inner product "fc"
+(frozen) -> softmax "probs", categorical cross-entropy, SGD. Each JSON holds a batch of inputs, their
+labels, and per example the values of every resampling layer's output and of "probs".
+
+- upsample_fractional: upsample by fractionalScalingFactor (1.5, 2.6) on ALIGN_CORNERS_FALSE, then
+  (0.75, 1.4) on ALIGN_CORNERS_TRUE.
+
+Run once (needs coremltools and numpy; no torch) and commit the output:
+    python3 Tests/Scripts/make_resample_fixtures.py
+"""
+import contextlib
+import io
+import json
+import os
+
+import numpy as np
+
+with contextlib.redirect_stderr(io.StringIO()):  # coremltools warns about missing macOS-only parts
+    import coremltools
+    from coremltools.models import datatypes
+    from coremltools.models.neural_network import NeuralNetworkBuilder, SgdParams
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "UpdraftTests", "Fixtures", "resample")
+C, H, W, MIXED, CLASSES, BATCH = 2, 6, 7, 3, 3, 4
+rng = np.random.RandomState(2212)
+
+
+def rand(*shape, scale=0.5):
+    return rng.uniform(-scale, scale, size=shape).astype(np.float32)
+
+
+# ---- NeuralNetwork.proto's grids, one axis at a time: N output samples of an axis of X inputs ----
+
+def upsample_grid(mode, x, n):
+    """UpsampleLayerParams.LinearUpsampleMode, as the proto writes it."""
+    if mode == "ALIGN_CORNERS_TRUE":
+        spacing = (x - 1) / (n - 1) if n > 1 else 0.0
+        grid = np.arange(n) * spacing
+    elif mode == "ALIGN_CORNERS_FALSE":
+        spacing = x / n
+        grid = np.arange(n) * spacing + 0.5 * spacing - 0.5
+    else:  # DEFAULT
+        spacing = (x - x / n) / (n - 1) if n > 1 else 0.0
+        grid = np.arange(n) * spacing
+    return np.minimum(x - 1, np.maximum(0, grid))
+
+
+def interpolation_matrix(grid, x):
+    """M [N, X]: output o reads floor(g) with 1 - f and the next input (clamped) with f."""
+    m = np.zeros((len(grid), x))
+    for o, g in enumerate(grid):
+        i0 = int(np.floor(g))
+        i1 = min(i0 + 1, x - 1)
+        f = g - i0
+        m[o, i0] += 1 - f
+        m[o, i1] += f
+    return m
+
+
+def bilinear(planes, grid_h, grid_w):
+    """planes [C, H, W] sampled at rows grid_h and columns grid_w."""
+    mh = interpolation_matrix(grid_h, planes.shape[1])
+    mw = interpolation_matrix(grid_w, planes.shape[2])
+    return np.einsum("oh,chw,pw->cop", mh, planes, mw)
+
+
+def fractional_size(x, scale):
+    """floor(X * factor), the factor as Core ML stores it (float32)."""
+    return int(np.floor(x * float(np.float32(scale))))
+
+
+# ---- the models ----
+
+def head(b, top, shape):
+    """top [C', H', W'] -> flatten -> fc (frozen) -> softmax "probs"; the loss and SGD."""
+    count = int(np.prod(shape))
+    fc_w, fc_b = rand(CLASSES, count, scale=0.2), rand(CLASSES)
+    b.add_flatten("flatten", mode=0, input_name=top, output_name="flat")
+    b.add_inner_product("fc", W=fc_w, b=fc_b, input_channels=count, output_channels=CLASSES, has_bias=True,
+                        input_name="flat", output_name="logits")
+    b.add_softmax("softmax", "logits", "probs")
+    b.make_updatable(["mix"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        b.set_categorical_cross_entropy_loss(name="loss", input="probs")
+    b.set_sgd_optimizer(SgdParams(lr=0.5, batch=BATCH))
+    b.set_epochs(3)
+    return fc_w, fc_b
+
+
+def start(name):
+    """The builder with x -> mix (1x1 convolution, 2 -> 3 channels), and numpy's mix."""
+    b = NeuralNetworkBuilder([("x", datatypes.Array(C, H, W))], [("probs", datatypes.Array(CLASSES))])
+    b.spec.description.metadata.shortDescription = f"Updraft fixture: {name}"
+    w, bias = rand(1, 1, C, MIXED, scale=1.0), rand(MIXED)
+    b.add_convolution("mix", kernel_channels=C, output_channels=MIXED, height=1, width=1, stride_height=1,
+                      stride_width=1, border_mode="valid", groups=1, W=w, b=bias, has_bias=True,
+                      input_name="x", output_name="mix")
+    return b, lambda x: np.einsum("co,chw->ohw", w[0, 0], x) + bias[:, None, None]
+
+
+def upsample_fractional():
+    b, mix = start("upsample_fractional")
+    b.add_upsample("upHalf", 1.5, 2.6, "mix", "upHalf", mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_FALSE")
+    b.add_upsample("upCorners", 0.75, 1.4, "upHalf", "upCorners", mode="BILINEAR",
+                   linear_upsample_mode="ALIGN_CORNERS_TRUE")
+    h1, w1 = fractional_size(H, 1.5), fractional_size(W, 2.6)
+    h2, w2 = fractional_size(h1, 0.75), fractional_size(w1, 1.4)
+
+    def forward(x):
+        m = mix(x)
+        half = bilinear(m, upsample_grid("ALIGN_CORNERS_FALSE", H, h1), upsample_grid("ALIGN_CORNERS_FALSE", W, w1))
+        corners = bilinear(half, upsample_grid("ALIGN_CORNERS_TRUE", h1, h2), upsample_grid("ALIGN_CORNERS_TRUE", w1, w2))
+        return {"upHalf": half, "upCorners": corners}
+    return b, forward, "upCorners", (MIXED, h2, w2)
+
+
+def write(name, make):
+    b, forward, top, shape = make()
+    fc_w, fc_b = head(b, top, shape)
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, name + ".mlmodel")
+    coremltools.utils.save_spec(b.spec, path)
+    inputs = rand(BATCH, C, H, W, scale=1.0)
+    labels = [i % CLASSES for i in range(BATCH)]
+    blobs = {}
+    for x in inputs:
+        values = forward(x.astype(np.float64))
+        logits = fc_w.astype(np.float64) @ values[top].reshape(-1) + fc_b
+        e = np.exp(logits - logits.max())
+        values["probs"] = e / e.sum()
+        for k, v in values.items():
+            entry = blobs.setdefault(k, {"shape": list(v.shape), "values": []})
+            entry["values"] += [float(f"{t:.9g}") for t in v.reshape(-1)]
+    golden = {"model": name + ".mlmodel", "coremltools": coremltools.__version__,
+              "layers": [[l.name, l.WhichOneof("layer")] for l in b.spec.neuralNetwork.layers],
+              "inputShape": [C, H, W], "inputs": [float(t) for t in inputs.reshape(-1)], "labels": labels,
+              "blobs": blobs}
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes): " + ", ".join(f"{k} {v['shape']}" for k, v in blobs.items()))
+
+
+if __name__ == "__main__":
+    write("upsample_fractional", upsample_fractional)

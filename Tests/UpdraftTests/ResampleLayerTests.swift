@@ -1,0 +1,129 @@
+import Foundation
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
+
+/// The resampling layers (Ops/Resample.swift): values Core ML itself gave (coremltools' own tests of
+/// the runtime), shape rules and errors, and the models of Tests/Scripts/make_resample_fixtures.py
+/// (built with coremltools, their values computed with numpy from NeuralNetwork.proto) read, run
+/// forward to numpy's values, written back byte for byte and trained through on every backend.
+final class ResampleLayerTests: XCTestCase {
+    /// y of the reference for `op` on `x` of `shape`, checked against the CPU's.
+    func forward(_ op: ResampleOp, _ x: [Double], _ shape: Shape) throws -> [Double] {
+        let g = try SpatialOp.resampling(op).geometry(input: shape)
+        let cpu = CPUBackend(threads: 2)
+        let y = try cpu.makeBuffer(count: g.outputShape.count)
+        try cpu.spatialForward(g, input: try cpu.makeBuffer(x.map(Float.init)), output: y)
+        let reference = try Reference.spatialForward(g, input: x)
+        for (a, b) in zip(try cpu.download(y), reference) { XCTAssertEqual(Double(a), b, accuracy: 1e-6, "\(op): CPU vs reference") }
+        return reference
+    }
+
+    func assertClose(_ a: [Double], _ b: [Double], _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(a.count, b.count, what, file: file, line: line)
+        for (i, (x, y)) in zip(a, b).enumerated() { XCTAssertEqual(x, y, accuracy: 1e-6, "\(what)[\(i)]: \(a) vs \(b)", file: file, line: line) }
+    }
+
+    // MARK: Upsample by fractional factors
+
+    /// coremltools' test of Core ML's upsample_bilinear (NN upsample with fractionalScalingFactor):
+    /// [0, 1] by 2.6 with align_corners=False gives 5 values, the spacing 2/5 (Xin / Xout, not 1 / 2.6).
+    func testFractionalUpsampleGivesCoreMLsValues() throws {
+        let halfPixel = FractionalUpsampleSpec(scaleH: 1, scaleW: 2.6, mode: .alignCornersFalse)
+        assertClose(try forward(.fractionalUpsample(halfPixel), [0, 1], [1, 1, 1, 2]), [0, 0.1, 0.5, 0.9, 1], "half-pixel x2.6")
+        let corners = FractionalUpsampleSpec(scaleH: 1, scaleW: 2.5, mode: .alignCornersTrue)
+        assertClose(try forward(.fractionalUpsample(corners), [0, 1], [1, 1, 1, 2]), [0, 0.25, 0.5, 0.75, 1], "align-corners x2.5")
+        // Down: floor(4 x 0.75) = 3 rows on [0, 3]: spacing 1.5.
+        let down = FractionalUpsampleSpec(scaleH: 0.75, scaleW: 1, mode: .alignCornersTrue)
+        assertClose(try forward(.fractionalUpsample(down), [0, 10, 20, 30], [1, 1, 4, 1]), [0, 15, 30], "align-corners x0.75")
+    }
+
+    func testFractionalUpsampleReadsAndRefusesAsCoreMLDoes() throws {
+        let input = FeatureDescription(name: "x", type: .multiArray(.init(shape: [2, 3, 4], dataType: .float32)))
+        func layer(_ params: UpsampleLayerParams) throws -> GraphLayer {
+            var b = try ModelBuilder(input: input)
+            try b.add(LayerSpec(name: "up", inputs: ["x"], outputs: ["y"], params: .upsample(params)))
+            return try XCTUnwrap(try NetworkGraph(model: b.build()).layer(named: "up"))
+        }
+        func error(_ params: UpsampleLayerParams) throws -> String {
+            do { _ = try layer(params) } catch let e as UpdraftError { return "\(e.message) \(e.hint ?? "")" }
+            XCTFail("\(params) was accepted")
+            return ""
+        }
+        let up = try layer(UpsampleLayerParams(scalingFactor: [], fractionalScalingFactor: [1.5, 2.6], mode: 1, linearUpsampleMode: 2))
+        XCTAssertEqual(up.outputShape, [1, 2, 4, 10], "floor(3 x 1.5), floor(4 x 2.6)")
+        XCTAssertEqual(up.op, .spatial(.resampling(.fractionalUpsample(FractionalUpsampleSpec(scaleH: 1.5, scaleW: 2.6, mode: .alignCornersFalse)))))
+        // Whole fractional factors are whole factors, as before.
+        let whole = try layer(UpsampleLayerParams(scalingFactor: [], fractionalScalingFactor: [2, 1], mode: 0))
+        XCTAssertEqual(whole.op, .spatial(.upsample(UpsampleSpec(scaleH: 2, scaleW: 1, mode: .nearest))))
+
+        let nearest = try error(UpsampleLayerParams(scalingFactor: [], fractionalScalingFactor: [1.5, 1.5], mode: 0))
+        XCTAssertTrue(nearest.contains("not supported with mode NN") && nearest.contains("ALIGN_CORNERS_FALSE"), nearest)
+        let both = try error(UpsampleLayerParams(scalingFactor: [2, 2], fractionalScalingFactor: [1.5, 1.5], mode: 1, linearUpsampleMode: 1))
+        XCTAssertTrue(both.contains("sets both scalingFactor [2, 2] and fractionalScalingFactor"), both)
+        let tiny = try error(UpsampleLayerParams(scalingFactor: [], fractionalScalingFactor: [0.2, 1.5], mode: 1, linearUpsampleMode: 1))
+        XCTAssertTrue(tiny.contains("floor(3 x 0.2) is 0") && tiny.contains("layer 'up' (upsample)"), tiny)
+        let negative = try error(UpsampleLayerParams(scalingFactor: [], fractionalScalingFactor: [-1.5, 1.5], mode: 1, linearUpsampleMode: 1))
+        XCTAssertTrue(negative.contains("must be positive"), negative)
+    }
+
+    func testFractionalUpsampleFixture() throws {
+        try assertFixture("upsample_fractional", layers: ["upHalf", "upCorners"], types: ["upsample"])
+    }
+
+    // MARK: The fixtures
+
+    struct Golden: Decodable {
+        struct Blob: Decodable { var shape: [Int]; var values: [Double] }
+        var model: String; var layers: [[String]]; var inputShape: [Int]; var inputs: [Float]; var labels: [Int]
+        var blobs: [String: Blob]
+    }
+
+    static let folder = Fixtures.url("resample")
+
+    /// Reads fixture `name`: its resampling `layers` decode as `types`, encode to the bytes coremltools
+    /// wrote, and the model writes back byte for byte; every blob of the JSON comes out of the
+    /// reference, the CPU and OpenCL as numpy computed it; and the model trains alike on the three, its
+    /// first convolution (before the resampling layers) moving.
+    func assertFixture(_ name: String, layers: [String], types: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        let golden = try JSONDecoder().decode(Golden.self, from: Data(contentsOf: Self.folder.appendingPathComponent(name + ".json")))
+        let bytes = [UInt8](try Data(contentsOf: Self.folder.appendingPathComponent(golden.model)))
+        let model = try CoreMLModel(serializedBytes: bytes)
+        XCTAssertEqual(model.serializedBytes(), bytes, "\(name) writes back byte for byte", file: file, line: line)
+
+        // Each resampling layer's parameters, encoded from the typed spec, are coremltools' bytes.
+        let raw = try ProtoMessage(parsing: bytes)
+        let network = try ProtoMessage(parsing: try XCTUnwrap(raw.last(500), file: file, line: line).payload)
+        for (i, field) in network.all(1).enumerated() {
+            let layerMessage = try ProtoMessage(parsing: field.payload)
+            let spec = model.layers[i]
+            guard layers.contains(spec.name) else { continue }
+            XCTAssertTrue(types.contains(spec.typeName), "\(spec.name) is \(spec.typeName)", file: file, line: line)
+            let stored = try XCTUnwrap(layerMessage.last(spec.params.typeField), file: file, line: line)
+            XCTAssertEqual(spec.params.encoded().serialized(), Array(stored.payload), "\(spec.name): typed encoding", file: file, line: line)
+        }
+
+        let graph = try NetworkGraph(model: model)
+        let perExample = golden.inputShape.reduce(1, *), n = golden.labels.count
+        let x = Tensor(shape: Shape([n] + golden.inputShape), data: golden.inputs)
+        for backend in [ReferenceBackend() as Backend, CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())] {
+            let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: backend)
+            for (blob, expected) in golden.blobs {
+                let got = try executor.predict(x, blob: blob)
+                XCTAssertEqual(got.shape.itemCount, expected.shape.reduce(1, *), "\(backend.name) \(blob) shape \(got.shape)", file: file, line: line)
+                XCTAssertEqual(got.data.count, expected.values.count, "\(backend.name) \(blob)", file: file, line: line)
+                let worst = zip(got.data, expected.values).map { abs(Double($0) - $1) / max(1, abs($1)) }.max() ?? 0
+                XCTAssertLessThan(worst, 2e-5, "\(backend.name): \(blob) differs from numpy by \(worst)", file: file, line: line)
+            }
+        }
+
+        let examples = (0..<n).map { i in
+            TrainingExample(input: Tensor(shape: Shape(golden.inputShape), data: Array(golden.inputs[i * perExample..<(i + 1) * perExample])),
+                            target: .classIndex(golden.labels[i]))
+        }
+        try assertTrainsAlikeOnEveryBackend(model, try ArrayBatchProvider(examples: examples), steps: 3, firstLayer: "mix",
+                                            through: layers.joined(separator: ", "), file: file, line: line)
+    }
+}
