@@ -10,6 +10,8 @@ labels, and per example the values of every resampling layer's output and of "pr
 
 - upsample_fractional: upsample by fractionalScalingFactor (1.5, 2.6) on ALIGN_CORNERS_FALSE, then
   (0.75, 1.4) on ALIGN_CORNERS_TRUE.
+- resize_bilinear: resizeBilinear in each SamplingMode in turn, to 9x5 (STRICT_ALIGN_ENDPOINTS_MODE),
+  1x11 (ALIGN_ENDPOINTS_MODE: one row, the middle one), 7x8 (UPSAMPLE_MODE), 5x6 (ROI_ALIGN_MODE).
 
 Run once (needs coremltools and numpy; no torch) and commit the output:
     python3 Tests/Scripts/make_resample_fixtures.py
@@ -48,6 +50,20 @@ def upsample_grid(mode, x, n):
     else:  # DEFAULT
         spacing = (x - x / n) / (n - 1) if n > 1 else 0.0
         grid = np.arange(n) * spacing
+    return np.minimum(x - 1, np.maximum(0, grid))
+
+
+def sampling_grid(mode, x, n):
+    """SamplingMode.Method: numpy.linspace(start, end, N) on [0, X - 1], kept inside it."""
+    if mode == "STRICT_ALIGN_ENDPOINTS_MODE":
+        grid = np.linspace(0, x - 1, n)
+    elif mode == "ALIGN_ENDPOINTS_MODE":
+        grid = np.array([(x - 1) / 2]) if n == 1 else np.linspace(0, x - 1, n)
+    elif mode == "UPSAMPLE_MODE":
+        grid = np.linspace(0, x - x / n, n)
+    else:  # ROI_ALIGN_MODE
+        spacing = max(1, x - 1) / n
+        grid = np.linspace(0.5 * spacing, 0.5 * spacing + (n - 1) * spacing, n)
     return np.minimum(x - 1, np.maximum(0, grid))
 
 
@@ -120,6 +136,24 @@ def upsample_fractional():
     return b, forward, "upCorners", (MIXED, h2, w2)
 
 
+def resize_bilinear():
+    b, mix = start("resize_bilinear")
+    steps = [("rStrict", "STRICT_ALIGN_ENDPOINTS_MODE", 9, 5), ("rAlign", "ALIGN_ENDPOINTS_MODE", 1, 11),
+             ("rUpsample", "UPSAMPLE_MODE", 7, 8), ("rRoi", "ROI_ALIGN_MODE", 5, 6)]
+    previous = "mix"
+    for name, mode, h, w in steps:
+        b.add_resize_bilinear(name, previous, name, target_height=h, target_width=w, mode=mode)
+        previous = name
+
+    def forward(x):
+        values, top = {}, mix(x)
+        for name, mode, h, w in steps:
+            top = bilinear(top, sampling_grid(mode, top.shape[1], h), sampling_grid(mode, top.shape[2], w))
+            values[name] = top
+        return values
+    return b, forward, "rRoi", (MIXED, 5, 6)
+
+
 def write(name, make):
     b, forward, top, shape = make()
     fc_w, fc_b = head(b, top, shape)
@@ -149,3 +183,4 @@ def write(name, make):
 
 if __name__ == "__main__":
     write("upsample_fractional", upsample_fractional)
+    write("resize_bilinear", resize_bilinear)

@@ -73,6 +73,61 @@ final class ResampleLayerTests: XCTestCase {
         try assertFixture("upsample_fractional", layers: ["upHalf", "upCorners"], types: ["upsample"])
     }
 
+    // MARK: resizeBilinear
+
+    /// coremltools' test of Core ML's resize_bilinear: [0, 1] to 5 samples in three SamplingModes
+    /// (STRICT_ALIGN_CORNERS, DEFAULT and OFFSET_CORNERS map to STRICT_ALIGN_ENDPOINTS_MODE, UPSAMPLE_MODE
+    /// and ROI_ALIGN_MODE), and ALIGN_ENDPOINTS_MODE's one sample in the middle.
+    func testResizeBilinearGivesCoreMLsValues() throws {
+        func resize(_ mode: SamplingMode, _ x: [Double], to width: Int) throws -> [Double] {
+            try forward(.resizeBilinear(ResizeSpec(height: 1, width: width, mode: mode)), x, [1, 1, 1, x.count])
+        }
+        assertClose(try resize(.strictAlignEndpoints, [0, 1], to: 5), [0, 0.25, 0.5, 0.75, 1], "STRICT_ALIGN_ENDPOINTS_MODE")
+        assertClose(try resize(.upsample, [0, 1], to: 5), [0, 0.4, 0.8, 1, 1], "UPSAMPLE_MODE")
+        assertClose(try resize(.roiAlign, [0, 1], to: 5), [0.1, 0.3, 0.5, 0.7, 0.9], "ROI_ALIGN_MODE")
+        assertClose(try resize(.alignEndpoints, [0, 1], to: 5), [0, 0.25, 0.5, 0.75, 1], "ALIGN_ENDPOINTS_MODE")
+        assertClose(try resize(.alignEndpoints, [0, 2, 4, 6], to: 1), [3], "ALIGN_ENDPOINTS_MODE, one sample: the middle")
+        assertClose(try resize(.strictAlignEndpoints, [0, 2, 4, 6], to: 1), [0], "STRICT_ALIGN_ENDPOINTS_MODE, one sample: the start")
+        // Down in ROI_ALIGN_MODE: spacing 3 / 2, samples at 0.75 and 2.25.
+        assertClose(try resize(.roiAlign, [0, 2, 4, 6], to: 2), [1.5, 4.5], "ROI_ALIGN_MODE down")
+    }
+
+    func testResizeBilinearReadsWritesAndRefuses() throws {
+        let input = FeatureDescription(name: "x", type: .multiArray(.init(shape: [2, 3, 4], dataType: .float32)))
+        func build(_ params: ResizeBilinearLayerParams) throws -> CoreMLModel {
+            var b = try ModelBuilder(input: input)
+            try b.add(LayerSpec(name: "resize", inputs: ["x"], outputs: ["y"], params: .resampling(.resizeBilinear(params))))
+            return try b.build()
+        }
+        // No SamplingMode message: STRICT_ALIGN_ENDPOINTS_MODE, and written back without one.
+        let bare = try build(ResizeBilinearLayerParams(targetSize: [5, 2], samplingMethod: nil))
+        let reread = try CoreMLModel(serializedBytes: bare.serializedBytes())
+        XCTAssertEqual(reread.layer(named: "resize")?.params, .resampling(.resizeBilinear(ResizeBilinearLayerParams(targetSize: [5, 2], samplingMethod: nil))))
+        let layer = try XCTUnwrap(try NetworkGraph(model: reread).layer(named: "resize"))
+        XCTAssertEqual(layer.outputShape, [1, 2, 5, 2])
+        XCTAssertEqual(layer.op, .spatial(.resampling(.resizeBilinear(ResizeSpec(height: 5, width: 2, mode: .strictAlignEndpoints)))))
+        // Default target size [1, 1]; an explicit mode 0 keeps its (empty) message.
+        let unset = try XCTUnwrap(try NetworkGraph(model: build(ResizeBilinearLayerParams(targetSize: [], samplingMethod: 0))).layer(named: "resize"))
+        XCTAssertEqual(unset.outputShape, [1, 2, 1, 1])
+        XCTAssertEqual(ResizeBilinearLayerParams(targetSize: [], samplingMethod: 0).encodedBytes, [0x12, 0x00])
+
+        func error(_ params: ResizeBilinearLayerParams) throws -> String {
+            do { _ = try build(params) } catch let e as UpdraftError { return "\(e.message) \(e.hint ?? "")" }
+            XCTFail("\(params) was accepted")
+            return ""
+        }
+        let zero = try error(ResizeBilinearLayerParams(targetSize: [0, 4], samplingMethod: 1))
+        XCTAssertTrue(zero.contains("layer 'resize' (resizeBilinear)") && zero.contains("target size [0, 4] must be at least 1"), zero)
+        let three = try error(ResizeBilinearLayerParams(targetSize: [2, 2, 2], samplingMethod: 1))
+        XCTAssertTrue(three.contains("targetSize lists 3 values"), three)
+        let mode = try error(ResizeBilinearLayerParams(targetSize: [2, 2], samplingMethod: 9))
+        XCTAssertTrue(mode.contains("samplingMethod 9"), mode)
+    }
+
+    func testResizeBilinearFixture() throws {
+        try assertFixture("resize_bilinear", layers: ["rStrict", "rAlign", "rUpsample", "rRoi"], types: ["resizeBilinear"])
+    }
+
     // MARK: The fixtures
 
     struct Golden: Decodable {
@@ -126,4 +181,9 @@ final class ResampleLayerTests: XCTestCase {
         try assertTrainsAlikeOnEveryBackend(model, try ArrayBatchProvider(examples: examples), steps: 3, firstLayer: "mix",
                                             through: layers.joined(separator: ", "), file: file, line: line)
     }
+}
+
+extension ResizeBilinearLayerParams {
+    /// The parameter message's bytes as Updraft writes them.
+    var encodedBytes: [UInt8] { LayerParams.resampling(.resizeBilinear(self)).encoded().serialized() }
 }

@@ -21,6 +21,10 @@ public enum ResampleGrid: Hashable, Sendable {
     case alignCorners
     /// spacing = X / N, g = (o + 0.5) * spacing - 0.5 (ALIGN_CORNERS_FALSE, PyTorch's align_corners=False).
     case halfPixel
+    /// As `alignCorners`, but one sample sits in the middle, (X - 1) / 2 (SamplingMode ALIGN_ENDPOINTS_MODE).
+    case alignEndpoints
+    /// spacing = max(1, X - 1) / N, g = (o + 0.5) * spacing (SamplingMode ROI_ALIGN_MODE).
+    case roiAlign
 
     /// g = a * o + b before clamping, on an axis of `inSize` inputs sampled `outSize` times.
     public func line(inSize: Int, outSize: Int) -> (a: Double, b: Double) {
@@ -32,8 +36,56 @@ public enum ResampleGrid: Hashable, Sendable {
         case .halfPixel:
             let spacing = outSize > 0 ? xin / xout : 0
             return (spacing, 0.5 * spacing - 0.5)
+        case .alignEndpoints: return outSize > 1 ? ((xin - 1) / (xout - 1), 0) : (0, (xin - 1) / 2)
+        case .roiAlign:
+            let spacing = outSize > 0 ? max(1, xin - 1) / xout : 0
+            return (spacing, 0.5 * spacing)
         }
     }
+}
+
+/// SamplingMode.Method: how resizeBilinear and cropResize place N samples on an interval [0, X - 1]
+/// (numpy.linspace(start, end, N), clamped to X - 1), and the grid each is.
+public enum SamplingMode: Int, Hashable, Sendable, CaseIterable {
+    /// start = 0, end = X - 1.
+    case strictAlignEndpoints = 0
+    /// start = 0, end = X - 1; N = 1: start = end = (X - 1) / 2.
+    case alignEndpoints = 1
+    /// start = 0, end = X - X / N (upsample's DEFAULT grid).
+    case upsample = 2
+    /// spacing = max(1, X - 1) / N, start = spacing / 2, end = start + (N - 1) * spacing.
+    case roiAlign = 3
+
+    /// The grid of this mode.
+    public var grid: ResampleGrid {
+        switch self {
+        case .strictAlignEndpoints: return .alignCorners
+        case .alignEndpoints: return .alignEndpoints
+        case .upsample: return .upsample
+        case .roiAlign: return .roiAlign
+        }
+    }
+
+    /// NeuralNetwork.proto's name.
+    public var name: String {
+        switch self {
+        case .strictAlignEndpoints: return "STRICT_ALIGN_ENDPOINTS_MODE"
+        case .alignEndpoints: return "ALIGN_ENDPOINTS_MODE"
+        case .upsample: return "UPSAMPLE_MODE"
+        case .roiAlign: return "ROI_ALIGN_MODE"
+        }
+    }
+}
+
+/// A resizeBilinear layer (ResizeBilinearLayerParams): every plane resampled to `height` x `width`
+/// on the grid of `mode`, on both axes.
+public struct ResizeSpec: Hashable, Sendable {
+    /// targetSize: the output's height and width, at least 1.
+    public var height: Int, width: Int
+    /// The sampling mode of both axes.
+    public var mode: SamplingMode
+
+    public init(height: Int, width: Int, mode: SamplingMode) { self.height = height; self.width = width; self.mode = mode }
 }
 
 /// Where one output position reads an axis of the input: i0 with weight 1 - f and i1 with weight f.
@@ -114,11 +166,14 @@ public enum ResampleOp: Hashable, Sendable {
     case upsample(UpsampleSpec)
     /// UpsampleLayerParams with fractional scaling factors: bilinear, align-corners or half-pixel.
     case fractionalUpsample(FractionalUpsampleSpec)
+    /// ResizeBilinearLayerParams: bilinear to a target size on a SamplingMode grid.
+    case resizeBilinear(ResizeSpec)
 
     /// The family name, as `--op` filters and gradcheck rows show it.
     public var familyName: String {
         switch self {
         case .upsample, .fractionalUpsample: return "upsample"
+        case .resizeBilinear: return "resizeBilinear"
         }
     }
 
@@ -136,6 +191,7 @@ public enum ResampleOp: Hashable, Sendable {
             return "\(mode) \(input) x\(u.scaleH)x\(u.scaleW)"
         case let .fractionalUpsample(u):
             return "bilinear \(u.mode == .alignCornersTrue ? "align-corners" : "half-pixel") \(input) x\(u.scaleH)x\(u.scaleW)"
+        case let .resizeBilinear(r): return "\(r.mode.name) \(input) → \(r.height)x\(r.width)"
         }
     }
 
@@ -148,6 +204,7 @@ public enum ResampleOp: Hashable, Sendable {
             case let .bilinear(m): return (m.grid, m.grid)
             }
         case let .fractionalUpsample(u): return (u.mode.grid, u.mode.grid)
+        case let .resizeBilinear(r): return (r.mode.grid, r.mode.grid)
         }
     }
 
@@ -168,6 +225,14 @@ public enum ResampleOp: Hashable, Sendable {
                                    hint: "set linearUpsampleMode to ALIGN_CORNERS_TRUE or ALIGN_CORNERS_FALSE, or use whole scaling factors")
             }
             return (try u.outputSize(input.h, u.scaleH, axis: "height"), try u.outputSize(input.w, u.scaleW, axis: "width"))
+        case let .resizeBilinear(r):
+            guard r.height >= 1, r.width >= 1, r.height <= Shape.maxDimension, r.width <= Shape.maxDimension else {
+                throw UpdraftError(.invalidArgument, "resizeBilinear target size [\(r.height), \(r.width)] must be at least 1 and at most \(Shape.maxDimension)")
+            }
+            guard input.h > 0, input.w > 0 else {
+                throw UpdraftError(.invalidArgument, "resizeBilinear of an empty plane \(input) has nothing to sample")
+            }
+            return (r.height, r.width)
         }
     }
 

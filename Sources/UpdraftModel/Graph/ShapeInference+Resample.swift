@@ -11,6 +11,12 @@ extension ShapeInference {
         }
         guard inputShapes.count == 1 else { throw fail("has \(inputShapes.count) inputs; expected 1") }
         let input = inputShapes[0]
+        func samplingMode(_ method: Int32) throws -> SamplingMode {
+            guard let mode = SamplingMode(rawValue: Int(method)) else {
+                throw fail("samplingMethod \(method) is not one of SamplingMode's (0 STRICT_ALIGN_ENDPOINTS_MODE … 3 ROI_ALIGN_MODE)")
+            }
+            return mode
+        }
         let op: ResampleOp
         switch params {
         case let .upsample(u):
@@ -42,6 +48,10 @@ extension ShapeInference {
                 guard factors.count == 2 else { throw fail("scalingFactor lists \(factors.count) values; expected 2 (height, width)") }
                 op = .upsample(UpsampleSpec(scaleH: factors[0], scaleW: factors[1], mode: mode))
             }
+        case let .resizeBilinear(p):
+            let size = p.targetSize.isEmpty ? [1, 1] : p.targetSize
+            guard size.count == 2 else { throw fail("targetSize lists \(size.count) values; expected 2 (height, width)") }
+            op = .resizeBilinear(ResizeSpec(height: size[0], width: size[1], mode: try samplingMode(p.samplingMethod ?? 0)))
         }
         do {
             let g = try SpatialOp.resampling(op).geometry(input: input)

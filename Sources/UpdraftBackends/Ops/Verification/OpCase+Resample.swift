@@ -9,11 +9,15 @@ extension OpCase {
     static func upsample(_ mode: LinearUpsampleMode, _ input: Shape, _ scaleH: Float, _ scaleW: Float) -> OpCase {
         OpCase(.spatial(.resampling(.fractionalUpsample(FractionalUpsampleSpec(scaleH: scaleH, scaleW: scaleW, mode: mode))), input: input))
     }
+    static func resize(_ mode: SamplingMode, _ input: Shape, _ height: Int, _ width: Int) -> OpCase {
+        OpCase(.spatial(.resampling(.resizeBilinear(ResizeSpec(height: height, width: width, mode: mode))), input: input))
+    }
 }
 
 extension Array where Element == OpCase {
     /// Small shapes: nearest and the three bilinear grids (one on a size-1 axis); fractional factors
-    /// up and down on both grids Core ML takes them on.
+    /// up and down on both grids Core ML takes them on; resizeBilinear in every SamplingMode, up, down
+    /// and to one sample (ALIGN_ENDPOINTS_MODE's middle).
     static var resampleGradientCheck: [OpCase] {
         [
             .upsample(.nearest, [3, 2, 3, 4], 2, 3),
@@ -24,6 +28,11 @@ extension Array where Element == OpCase {
             .upsample(.alignCornersFalse, [1, 2, 3, 2], 1.5, 2.6),
             .upsample(.alignCornersTrue, [3, 1, 4, 3], 0.75, 1.7),
             .upsample(.alignCornersTrue, [1, 2, 1, 4], 2.5, 1.25),
+            .resize(.strictAlignEndpoints, [3, 2, 4, 3], 5, 2),
+            .resize(.alignEndpoints, [1, 2, 3, 5], 1, 7),
+            .resize(.upsample, [1, 3, 4, 4], 7, 3),
+            .resize(.roiAlign, [3, 1, 5, 2], 3, 4),
+            .resize(.roiAlign, [1, 2, 1, 3], 2, 1),
         ]
     }
 
@@ -31,6 +40,7 @@ extension Array where Element == OpCase {
         [
             .upsample(.bilinear(.alignCornersFalse), [3, 3, 5, 6], 2, 2),
             .upsample(.alignCornersFalse, [3, 3, 5, 6], 1.5, 1.3),
+            .resize(.roiAlign, [3, 3, 5, 6], 8, 4),
         ]
     }
 
@@ -46,6 +56,11 @@ extension Array where Element == OpCase {
             .upsample(.alignCornersFalse, [1, 7, 31, 33], 2.3, 1.7),
             .upsample(.alignCornersTrue, [3, 5, 33, 32], 0.5, 1.5),
             .upsample(.alignCornersTrue, [1, 3, 1, 1], 3.5, 1.5),
+            .resize(.strictAlignEndpoints, [3, 7, 31, 33], 65, 7),
+            .resize(.alignEndpoints, [1, 33, 7, 32], 1, 63),
+            .resize(.upsample, [1, 7, 33, 31], 32, 65),
+            .resize(.roiAlign, [3, 5, 63, 65], 7, 7),
+            .resize(.roiAlign, [1, 3, 1, 1], 3, 2),
         ]
     }
 }

@@ -7,9 +7,11 @@ import UpdraftCore
 public enum ResampleLayerParams: Hashable, Sendable {
     /// UpsampleLayerParams (field 210).
     case upsample(UpsampleLayerParams)
+    /// ResizeBilinearLayerParams (field 211).
+    case resizeBilinear(ResizeBilinearLayerParams)
 
     /// The NeuralNetworkLayer types read as resampling layers.
-    static let layerTypes: [NeuralNetworkLayerType] = [.upsample]
+    static let layerTypes: [NeuralNetworkLayerType] = [.upsample, .resizeBilinear]
 
     /// Their proto names, as the "Updraft runs …" hint lists them.
     static var typeNames: String { layerTypes.map { NeuralNetworkLayerType.name(ofField: $0.rawValue) }.joined(separator: ", ") }
@@ -18,12 +20,14 @@ public enum ResampleLayerParams: Hashable, Sendable {
     public var layerType: NeuralNetworkLayerType {
         switch self {
         case .upsample: return .upsample
+        case .resizeBilinear: return .resizeBilinear
         }
     }
 
     /// Reads the parameter message of layer type `type` (one of `layerTypes`).
     init(reading r: ProtoReader, type: NeuralNetworkLayerType) throws {
         switch type {
+        case .resizeBilinear: self = .resizeBilinear(try ResizeBilinearLayerParams(reading: r))
         default: self = .upsample(try UpsampleLayerParams(reading: r))
         }
     }
@@ -31,6 +35,7 @@ public enum ResampleLayerParams: Hashable, Sendable {
     func encoded(into w: inout MessageWriter) {
         switch self {
         case let .upsample(u): u.encoded(into: &w)
+        case let .resizeBilinear(p): p.encoded(into: &w)
         }
     }
 }
@@ -71,5 +76,29 @@ extension UpsampleLayerParams {
         w.int32(5, mode)
         w.int32(6, linearUpsampleMode)
         w.floats(7, fractionalScalingFactor)
+    }
+}
+
+/// ResizeBilinearLayerParams.
+public struct ResizeBilinearLayerParams: Hashable, Sendable {
+    /// targetSize (1), [H_out, W_out]; empty reads as [1, 1].
+    public var targetSize: [Int]
+    /// mode (2): SamplingMode.samplingMethod (1), STRICT_ALIGN_ENDPOINTS_MODE 0 … ROI_ALIGN_MODE 3;
+    /// nil when the file has no SamplingMode message (read as 0).
+    public var samplingMethod: Int32?
+
+    /// A resizeBilinear layer to `targetSize` with SamplingMode `samplingMethod` (nil: no mode message).
+    public init(targetSize: [Int], samplingMethod: Int32?) { self.targetSize = targetSize; self.samplingMethod = samplingMethod }
+}
+
+extension ResizeBilinearLayerParams {
+    init(reading r: ProtoReader) throws {
+        targetSize = try r.sizes(1, "targetSize")
+        samplingMethod = try r.message(2, "mode").map { try $0.int32(1, "samplingMethod") ?? 0 }
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.sizes(1, targetSize)
+        if let method = samplingMethod { w.message(2) { $0.int32(1, method) } }
     }
 }
