@@ -128,6 +128,125 @@ final class ResampleLayerTests: XCTestCase {
         try assertFixture("resize_bilinear", layers: ["rStrict", "rAlign", "rUpsample", "rRoi"], types: ["resizeBilinear"])
     }
 
+    // MARK: cropResize
+
+    /// coremltools' test of Core ML's crop_resize (sampling ALIGN_CORNERS, i.e. ALIGN_ENDPOINTS_MODE) on
+    /// 1...16 as 4x4: a box [1, 1, 2, 2] to 2x2, 4x4 and 1x1 (the box's middle), the normalized box
+    /// [0, 0, 1/3, 1/3] with batch index 0, and the reversed box [2, 2, 1, 1].
+    func testCropResizeGivesCoreMLsValues() throws {
+        let x = (1...16).map(Double.init)
+        func crop(_ box: [Float], _ size: Int, normalized: Bool = false) throws -> [Double] {
+            let spec = CropResizeSpec(height: size, width: size, mode: .alignEndpoints, coordinates: .cornersHeightFirst,
+                                      normalized: normalized, boxLength: box.count, boxes: [box])
+            return try forward(.cropResize(spec), x, [1, 1, 4, 4])
+        }
+        assertClose(try crop([1, 1, 2, 2], 2), [6, 7, 10, 11], "2x2")
+        assertClose(try crop([1, 1, 2, 2], 4), [6, 19.0 / 3, 20.0 / 3, 7, 22.0 / 3, 23.0 / 3, 8, 25.0 / 3,
+                                                26.0 / 3, 9, 28.0 / 3, 29.0 / 3, 10, 31.0 / 3, 32.0 / 3, 11], "4x4")
+        assertClose(try crop([1, 1, 2, 2], 1), [8.5], "1x1")
+        assertClose(try crop([0, 0, 0, 1.0 / 3, 1.0 / 3], 2, normalized: true), [1, 2, 5, 6], "normalized, batch index 0")
+        assertClose(try crop([2, 2, 1, 1], 2), [11, 10, 7, 6], "reversed")
+    }
+
+    /// Each example its own box; the other box layouts and the spatial scale land on the same window.
+    func testCropResizeBoxLayoutsAndExamples() throws {
+        let x = (0..<32).map(Double.init)  // two examples of 4x4
+        func crop(_ coordinates: BoxCoordinates, _ boxes: [[Float]], scale: Float = 1) throws -> [Double] {
+            let spec = CropResizeSpec(height: 2, width: 3, mode: .strictAlignEndpoints, coordinates: coordinates,
+                                      spatialScale: scale, boxes: boxes)
+            return try forward(.cropResize(spec), x, [2, 1, 4, 4])
+        }
+        // Rows 1...3, columns 0...2 of example 0; rows 0...2, columns 1...3 of example 1.
+        let expected: [Double] = [4, 5, 6, 12, 13, 14, 17, 18, 19, 25, 26, 27]
+        assertClose(try crop(.cornersHeightFirst, [[1, 0, 3, 2], [0, 1, 2, 3]]), expected, "corners, height first")
+        assertClose(try crop(.cornersWidthFirst, [[0, 1, 2, 3], [1, 0, 3, 2]]), expected, "corners, width first")
+        assertClose(try crop(.centerSizeHeightFirst, [[2, 1, 2, 2], [1, 2, 2, 2]]), expected, "centre and size, height first")
+        assertClose(try crop(.centerSizeWidthFirst, [[2, 4, 4, 4], [4, 2, 4, 4]], scale: 0.5), expected, "width first, scaled")
+        XCTAssertThrowsError(try SpatialOp.resampling(.cropResize(CropResizeSpec(height: 2, width: 2, mode: .roiAlign,
+            coordinates: .cornersHeightFirst, boxLength: 5, boxes: [[1, 0, 0, 1, 1]]))).geometry(input: [1, 1, 4, 4])) { e in
+            XCTAssertTrue("\(e)".contains("batch index 1.0") && "\(e)".contains("must be 0"), "\(e)")
+        }
+    }
+
+    func testCropResizeReadsAndRefuses() throws {
+        let input = FeatureDescription(name: "x", type: .multiArray(.init(shape: [2, 5, 6], dataType: .float32)))
+        func params(size: [Int] = [3, 4], box: Int32? = 1, scale: Float = 1) -> LayerParams {
+            .resampling(.cropResize(CropResizeLayerParams(targetSize: size, normalizedCoordinates: true, samplingMethod: 3,
+                                                          boxMode: box, spatialScale: scale)))
+        }
+        func build(_ crop: LayerParams, boxes: LoadConstantLayerParams) throws -> ModelBuilder {
+            var b = try ModelBuilder(input: input)
+            try b.add(LayerSpec(name: "boxes", inputs: [], outputs: ["boxes"], params: .loadConstant(boxes)))
+            try b.add(LayerSpec(name: "crop", inputs: ["x", "boxes"], outputs: ["crop"], params: crop))
+            return b
+        }
+        let one = LoadConstantLayerParams(shape: [4, 1, 1], data: WeightParams(values: [0.1, 0.2, 0.6, 0.9]), isND: false)
+        let model = try build(params(), boxes: one).build()
+        let reread = try CoreMLModel(serializedBytes: model.serializedBytes())
+        XCTAssertEqual(reread.layer(named: "crop")?.params, params())
+        let graph = try NetworkGraph(model: reread)
+        let crop = try XCTUnwrap(graph.layer(named: "crop"))
+        XCTAssertEqual(crop.outputShape, [1, 2, 3, 4])
+        XCTAssertEqual(crop.outputLogicalShape, LogicalShape([1, 1, 2, 3, 4], batchAxis: 1), "rank 5, as Core ML's")
+        XCTAssertEqual(crop.op, .spatial(.resampling(.cropResize(CropResizeSpec(height: 3, width: 4, mode: .roiAlign,
+                                                                                coordinates: .cornersWidthFirst, normalized: true)))))
+        // The box is read when the layer runs, the same for every example of the batch.
+        let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: CPUBackend())
+        let x = Tensor(shape: [2, 2, 5, 6], uniformIn: -1...1, seed: 4)
+        let y = try executor.predict(x, blob: "crop")
+        let spec = CropResizeSpec(height: 3, width: 4, mode: .roiAlign, coordinates: .cornersWidthFirst, normalized: true,
+                                  boxes: [[0.1, 0.2, 0.6, 0.9], [0.1, 0.2, 0.6, 0.9]])
+        let expected = try Reference.spatialForward(try SpatialOp.resampling(.cropResize(spec)).geometry(input: [2, 2, 5, 6]),
+                                                    input: x.data.map(Double.init))
+        XCTAssertLessThan(zip(y.data, expected).map { abs(Double($0) - $1) }.max()!, 1e-6)
+
+        func error(_ crop: LayerParams, boxes: LoadConstantLayerParams = one) throws -> String {
+            do { _ = try build(crop, boxes: boxes) } catch let e as UpdraftError { return "\(e.message) \(e.hint ?? "")" }
+            XCTFail("\(crop) was accepted")
+            return ""
+        }
+        let two = LoadConstantLayerParams(shape: [2, 1, 4, 1, 1], data: WeightParams(values: [0, 0, 1, 1, 0, 0, 1, 1]), isND: true)
+        let several = try error(params(), boxes: two)
+        XCTAssertTrue(several.contains("layer 'crop' (cropResize): reads 2 boxes") && several.contains("one cropResize layer per box"), several)
+        let six = LoadConstantLayerParams(shape: [6, 1, 1], data: WeightParams(values: [0, 0, 1, 1, 0, 0]), isND: false)
+        XCTAssertTrue(try error(params(), boxes: six).contains("one box of 4 values, or 5"))
+        XCTAssertTrue(try error(params(box: 7)).contains("boxMode 7"))
+        XCTAssertTrue(try error(params(scale: 0)).contains("spatialScale 0.0 must be positive"))
+        XCTAssertTrue(try error(params(size: [0, 2])).contains("target size [0, 2]"))
+        var b = try ModelBuilder(input: input)
+        XCTAssertThrowsError(try b.add(LayerSpec(name: "crop", inputs: ["x"], outputs: ["crop"], params: params()))) { e in
+            XCTAssertTrue("\(e)".contains("has 1 inputs; expected 2"), "\(e)")
+        }
+
+        // A batch index other than 0 is refused when the layer reads it.
+        let indexed = LoadConstantLayerParams(shape: [5, 1, 1], data: WeightParams(values: [1, 0.1, 0.2, 0.6, 0.9]), isND: false)
+        let wrongIndex = try NetworkGraph(model: build(params(), boxes: indexed).build())
+        XCTAssertThrowsError(try Executor(training: .inference(graph: wrongIndex), optimizer: .sgd, backend: CPUBackend())
+            .predict(x, blob: "crop")) { e in
+            XCTAssertTrue("\(e)".contains("layer 'crop' (cropResize), boxes 'boxes'") && "\(e)".contains("batch index 1.0"), "\(e)")
+        }
+    }
+
+    /// Boxes computed from a trained convolution would need a gradient cropResize does not give: the
+    /// first training step says so.
+    func testCropResizeRefusesToTrainItsBoxes() throws {
+        var b = try ModelBuilder(input: FeatureDescription(name: "x", type: .multiArray(.init(shape: [2, 5, 6], dataType: .float32))), seed: 3)
+        try b.convolution("conv", outputChannels: 2, kernel: (1, 1))
+        try b.innerProduct("boxFc", input: "conv", outputChannels: 4)
+        try b.add(LayerSpec(name: "crop", inputs: ["conv", "boxFc"], outputs: ["crop"],
+                            params: .resampling(.cropResize(CropResizeLayerParams(targetSize: [2, 2], samplingMethod: 0, boxMode: 0,
+                                                                                  spatialScale: 1)))))
+        let model = try b.buildLayerTestClassifier()
+        let examples = (0..<3).map { TrainingExample(input: Tensor(shape: [2, 5, 6], uniformIn: -1...1, seed: UInt64($0)), target: .classIndex($0)) }
+        let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: examples)) { $0.backends = (CPUBackend(), CPUBackend()) }
+        XCTAssertEqual(run.state, .failed)
+        XCTAssertTrue("\(run.error.map { "\($0)" } ?? "")".contains("its boxes 'boxFc' come from trained layers"), "\(String(describing: run.error))")
+    }
+
+    func testCropResizeFixture() throws {
+        try assertFixture("crop_resize", layers: ["cStrict", "cAlign", "cUpsample", "cRoi", "cReversed"], types: ["cropResize"])
+    }
+
     // MARK: The fixtures
 
     struct Golden: Decodable {

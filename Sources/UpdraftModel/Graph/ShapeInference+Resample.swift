@@ -2,15 +2,18 @@ import UpdraftCore
 
 /// Shape inference of the resampling layers (Layers+Resample.swift): the Core ML parameters become a
 /// `ResampleOp` (Ops/Resample.swift), whose geometry gives the output shape. Errors name the layer,
-/// its type, the field and the way out.
+/// its type, the field and the way out. cropResize reads two inputs, the image and its boxes (one box
+/// per example, the values read when the layer runs; see `CropResizeSpec`).
 extension ShapeInference {
     static func resampleLayer(_ params: ResampleLayerParams, _ layer: LayerSpec, inputShapes: [Shape], logical: [LogicalShape])
         throws -> (op: LayerOp, output: Shape, logical: LogicalShape?) {
         func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
             UpdraftError(kind, "layer '\(layer.name)' (\(layer.typeName)): \(message)", hint: hint)
         }
-        guard inputShapes.count == 1 else { throw fail("has \(inputShapes.count) inputs; expected 1") }
+        let inputCount: Int = { if case .cropResize = params { return 2 } else { return 1 } }()
+        guard inputShapes.count == inputCount else { throw fail("has \(inputShapes.count) inputs; expected \(inputCount)") }
         let input = inputShapes[0]
+        var outputLogical: LogicalShape? = nil
         func samplingMode(_ method: Int32) throws -> SamplingMode {
             guard let mode = SamplingMode(rawValue: Int(method)) else {
                 throw fail("samplingMethod \(method) is not one of SamplingMode's (0 STRICT_ALIGN_ENDPOINTS_MODE … 3 ROI_ALIGN_MODE)")
@@ -52,10 +55,32 @@ extension ShapeInference {
             let size = p.targetSize.isEmpty ? [1, 1] : p.targetSize
             guard size.count == 2 else { throw fail("targetSize lists \(size.count) values; expected 2 (height, width)") }
             op = .resizeBilinear(ResizeSpec(height: size[0], width: size[1], mode: try samplingMode(p.samplingMethod ?? 0)))
+        case let .cropResize(p):
+            let size = p.targetSize.isEmpty ? [1, 1] : p.targetSize
+            guard size.count == 2 else { throw fail("targetSize lists \(size.count) values; expected 2 (height, width)") }
+            guard let coordinates = BoxCoordinates(rawValue: Int(p.boxMode ?? 0)) else {
+                throw fail("boxMode \(p.boxMode ?? 0) is not one of BoxCoordinatesMode's (0 CORNERS_HEIGHT_FIRST … 3 CENTER_SIZE_WIDTH_FIRST)")
+            }
+            let (image, boxes) = (logical[0], logical[1])
+            guard image.exampleDims.count <= 3 else {
+                throw fail("its image '\(layer.inputs[0])' is \(image); cropResize reads [1, Batch, C, H, W]")
+            }
+            let boxDims = boxes.dims
+            if boxDims.count == 5, boxDims[0] > 1 {
+                throw fail("reads \(boxDims[0]) boxes ('\(layer.inputs[1])' is \(boxes)); Updraft runs one box per example, as the crops of several would be a batch inside each example",
+                           hint: "use one cropResize layer per box (boxes [1, 1, 4, 1, 1]) and concatenate their outputs", kind: .unsupported)
+            }
+            guard [4, 5].contains(boxes.count), boxDims.filter({ $0 != 1 }).count == 1 else {
+                throw fail("its boxes '\(layer.inputs[1])' are \(boxes); cropResize reads one box of 4 values, or 5 with the batch index first ([1, 1, 4, 1, 1] or [1, 1, 5, 1, 1])")
+            }
+            op = .cropResize(CropResizeSpec(height: size[0], width: size[1], mode: try samplingMode(p.samplingMethod ?? 0),
+                                            coordinates: coordinates, normalized: p.normalizedCoordinates,
+                                            spatialScale: p.spatialScale, boxLength: boxes.count))
+            outputLogical = LogicalShape([1, 1, input.c, size[0], size[1]], batchAxis: 1)
         }
         do {
             let g = try SpatialOp.resampling(op).geometry(input: input)
-            return (.spatial(.resampling(op)), g.outputShape, nil)
+            return (.spatial(.resampling(op)), g.outputShape, outputLogical)
         } catch let e as UpdraftError {
             throw fail("\(e.message) (input '\(layer.inputs[0])' has shape \(input))", hint: e.hint)
         }

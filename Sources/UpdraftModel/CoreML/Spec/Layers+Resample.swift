@@ -9,9 +9,11 @@ public enum ResampleLayerParams: Hashable, Sendable {
     case upsample(UpsampleLayerParams)
     /// ResizeBilinearLayerParams (field 211).
     case resizeBilinear(ResizeBilinearLayerParams)
+    /// CropResizeLayerParams (field 212).
+    case cropResize(CropResizeLayerParams)
 
     /// The NeuralNetworkLayer types read as resampling layers.
-    static let layerTypes: [NeuralNetworkLayerType] = [.upsample, .resizeBilinear]
+    static let layerTypes: [NeuralNetworkLayerType] = [.upsample, .resizeBilinear, .cropResize]
 
     /// Their proto names, as the "Updraft runs …" hint lists them.
     static var typeNames: String { layerTypes.map { NeuralNetworkLayerType.name(ofField: $0.rawValue) }.joined(separator: ", ") }
@@ -21,6 +23,7 @@ public enum ResampleLayerParams: Hashable, Sendable {
         switch self {
         case .upsample: return .upsample
         case .resizeBilinear: return .resizeBilinear
+        case .cropResize: return .cropResize
         }
     }
 
@@ -28,6 +31,7 @@ public enum ResampleLayerParams: Hashable, Sendable {
     init(reading r: ProtoReader, type: NeuralNetworkLayerType) throws {
         switch type {
         case .resizeBilinear: self = .resizeBilinear(try ResizeBilinearLayerParams(reading: r))
+        case .cropResize: self = .cropResize(try CropResizeLayerParams(reading: r))
         default: self = .upsample(try UpsampleLayerParams(reading: r))
         }
     }
@@ -36,6 +40,7 @@ public enum ResampleLayerParams: Hashable, Sendable {
         switch self {
         case let .upsample(u): u.encoded(into: &w)
         case let .resizeBilinear(p): p.encoded(into: &w)
+        case let .cropResize(p): p.encoded(into: &w)
         }
     }
 }
@@ -100,5 +105,43 @@ extension ResizeBilinearLayerParams {
     func encoded(into w: inout MessageWriter) {
         w.sizes(1, targetSize)
         if let method = samplingMethod { w.message(2) { $0.int32(1, method) } }
+    }
+}
+
+/// CropResizeLayerParams.
+public struct CropResizeLayerParams: Hashable, Sendable {
+    /// targetSize (1), [H_out, W_out]; empty reads as [1, 1].
+    public var targetSize: [Int]
+    /// normalizedCoordinates (2): boxes in [0, 1], scaled by (H_in - 1) and (W_in - 1).
+    public var normalizedCoordinates: Bool
+    /// mode (3): SamplingMode.samplingMethod (1); nil when the file has no SamplingMode message (read as 0).
+    public var samplingMethod: Int32?
+    /// boxIndicesMode (4): BoxCoordinatesMode.boxMode (1), CORNERS_HEIGHT_FIRST 0 … CENTER_SIZE_WIDTH_FIRST 3;
+    /// nil when the file has no BoxCoordinatesMode message (read as 0).
+    public var boxMode: Int32?
+    /// spatialScale (5): multiplies the box coordinates.
+    public var spatialScale: Float
+
+    public init(targetSize: [Int], normalizedCoordinates: Bool = false, samplingMethod: Int32?, boxMode: Int32?, spatialScale: Float) {
+        self.targetSize = targetSize; self.normalizedCoordinates = normalizedCoordinates
+        self.samplingMethod = samplingMethod; self.boxMode = boxMode; self.spatialScale = spatialScale
+    }
+}
+
+extension CropResizeLayerParams {
+    init(reading r: ProtoReader) throws {
+        targetSize = try r.sizes(1, "targetSize")
+        normalizedCoordinates = try r.bool(2, "normalizedCoordinates") ?? false
+        samplingMethod = try r.message(3, "mode").map { try $0.int32(1, "samplingMethod") ?? 0 }
+        boxMode = try r.message(4, "boxIndicesMode").map { try $0.int32(1, "boxMode") ?? 0 }
+        spatialScale = try r.float(5, "spatialScale") ?? 0
+    }
+
+    func encoded(into w: inout MessageWriter) {
+        w.sizes(1, targetSize)
+        w.bool(2, normalizedCoordinates)
+        if let method = samplingMethod { w.message(3) { $0.int32(1, method) } }
+        if let mode = boxMode { w.message(4) { $0.int32(1, mode) } }
+        w.float(5, spatialScale)
     }
 }
