@@ -70,14 +70,7 @@ public enum SamplingMode: Int, Hashable, Sendable, CaseIterable {
     }
 
     /// NeuralNetwork.proto's name.
-    public var name: String {
-        switch self {
-        case .strictAlignEndpoints: return "STRICT_ALIGN_ENDPOINTS_MODE"
-        case .alignEndpoints: return "ALIGN_ENDPOINTS_MODE"
-        case .upsample: return "UPSAMPLE_MODE"
-        case .roiAlign: return "ROI_ALIGN_MODE"
-        }
-    }
+    public var name: String { ["STRICT_ALIGN_ENDPOINTS_MODE", "ALIGN_ENDPOINTS_MODE", "UPSAMPLE_MODE", "ROI_ALIGN_MODE"][rawValue] }
 }
 
 /// A resizeBilinear layer (ResizeBilinearLayerParams): every plane resampled to `height` x `width`
@@ -181,12 +174,7 @@ public enum BoxCoordinates: Int, Hashable, Sendable, CaseIterable {
 
     /// NeuralNetwork.proto's name.
     public var name: String {
-        switch self {
-        case .cornersHeightFirst: return "CORNERS_HEIGHT_FIRST"
-        case .cornersWidthFirst: return "CORNERS_WIDTH_FIRST"
-        case .centerSizeHeightFirst: return "CENTER_SIZE_HEIGHT_FIRST"
-        case .centerSizeWidthFirst: return "CENTER_SIZE_WIDTH_FIRST"
-        }
+        ["CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"][rawValue]
     }
 
     /// The box's (start, end) along the height and the width, from its four values.

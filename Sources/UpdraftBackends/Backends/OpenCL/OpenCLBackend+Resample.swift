@@ -6,36 +6,30 @@ import UpdraftCore
 // that read it with their weights (the taps transposed on the host), and gathers.
 extension OpenCLBackend {
     func resampleForward(_ g: SpatialGeometry, _ x: OpenCLBuffer, _ y: OpenCLBuffer) throws {
-        let count = g.outputShape.count
-        guard count > 0 else { return }
-        let table = try g.resampleTable()
-        var taps = [Int32](), weights = [Float]()
-        for t in 0..<table.count {
-            for tap in table.rows[t] + table.columns[t] {
-                taps += [Int32(tap.i0), Int32(tap.i1)]
-                weights.append(Float(tap.f))
+        try launchResample("resample_forward", g, x, y, count: g.outputShape.count) { rows, columns, ints, floats in
+            for tap in rows + columns {
+                ints += [Int32(tap.i0), Int32(tap.i1)]
+                floats.append(Float(tap.f))
             }
         }
-        try launchResample("resample_forward", g, table, x, y, ints: taps, floats: weights, count: count)
     }
 
     func resampleBackward(_ g: SpatialGeometry, _ dy: OpenCLBuffer, _ dx: OpenCLBuffer) throws {
-        let count = g.inputShape.count
-        guard count > 0 else { return }
-        let table = try g.resampleTable()
-        var readers = [Int32](), weights = [Float]()
-        for t in 0..<table.count {
-            let rows = Self.readers(of: table.rows[t], inSize: g.inHeight)
-            let columns = Self.readers(of: table.columns[t], inSize: g.inWidth)
-            readers += rows.offsets + columns.offsets + rows.outputs + columns.outputs
-            weights += rows.weights + columns.weights
+        try launchResample("resample_backward", g, dy, dx, count: g.inputShape.count) { rows, columns, ints, floats in
+            let r = Self.readers(of: rows, inSize: g.inHeight), c = Self.readers(of: columns, inSize: g.inWidth)
+            ints += r.offsets + c.offsets + r.outputs + c.outputs
+            floats += r.weights + c.weights
         }
-        try launchResample("resample_backward", g, table, dy, dx, ints: readers, floats: weights, count: count)
     }
 
-    /// One work-item per element of `count`, the tables made as buffers and held until it finishes.
-    private func launchResample(_ name: String, _ g: SpatialGeometry, _ table: ResampleTable, _ source: OpenCLBuffer,
-                                _ destination: OpenCLBuffer, ints: [Int32], floats: [Float], count: Int) throws {
+    /// One work-item per element of `count`; `append` writes each table's ints and floats (from its row
+    /// and column taps), which go to the device as buffers held until the kernel finishes.
+    private func launchResample(_ name: String, _ g: SpatialGeometry, _ source: OpenCLBuffer, _ destination: OpenCLBuffer,
+                                count: Int, append: ([ResampleTap], [ResampleTap], inout [Int32], inout [Float]) -> Void) throws {
+        guard count > 0 else { return }
+        let table = try g.resampleTable()
+        var ints = [Int32](), floats = [Float]()
+        for t in 0..<table.count { append(table.rows[t], table.columns[t], &ints, &floats) }
         let k = try opsKernel("resample.cl", name)
         try inFlight.releaseFinished(context: context)
         let intTable = try context.makeIntBuffer(ints)
