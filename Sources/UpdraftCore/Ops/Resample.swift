@@ -122,7 +122,8 @@ public struct ResampleAxis: Hashable, Sendable {
     }
 }
 
-/// Every output row's and column's taps: one table shared by every example.
+/// Every output row's and column's taps: one table shared by every example, or one per example
+/// (cropResize, whose boxes differ from example to example).
 public struct ResampleTable: Hashable, Sendable {
     /// Per table, the taps of each output row (height) and each output column (width).
     public var rows: [[ResampleTap]], columns: [[ResampleTap]]
