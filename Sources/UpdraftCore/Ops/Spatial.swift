@@ -1,6 +1,6 @@
-/// The 4-D ops that move or rescale values within each example without weights: padding, upsampling,
-/// local response normalization, L2 normalization and instance normalization (the statistics part;
-/// its frozen gamma and beta run as a channel affine). They share one pair of `Backend` entry points
+/// The 4-D ops that move or rescale values within each example without weights: padding, resampling
+/// (upsample; Ops/Resample.swift), local response normalization, L2 normalization and instance
+/// normalization (the statistics part; its frozen gamma and beta run as a channel affine). They share one pair of `Backend` entry points
 /// (`spatialForward` / `spatialBackward`), one geometry type and one verification case kind.
 ///
 /// Every op reads x [N, C, H, W] and writes y [N, C, Ho, Wo]; its backward gets x, y and dy and writes
@@ -40,7 +40,7 @@ public enum LinearUpsampleMode: Int, Hashable, Sendable {
     case alignCornersFalse = 2
 }
 
-/// An upsample layer with integer scaling factors.
+/// An upsample layer with integer scaling factors (a `ResampleOp`).
 public struct UpsampleSpec: Hashable, Sendable {
     /// How output values are computed from the input grid (UpsampleLayerParams.mode).
     public enum Mode: Hashable, Sendable {
@@ -78,8 +78,8 @@ public struct LRNSpec: Hashable, Sendable {
 public enum SpatialOp: Hashable, Sendable {
     /// Constant, reflection or replication padding around every plane (PaddingLayerParams).
     case padding(PaddingSpec)
-    /// Nearest or bilinear upsampling by integer factors (UpsampleLayerParams).
-    case upsample(UpsampleSpec)
+    /// Upsampling and the other resampling layers: taps on a grid per axis (Ops/Resample.swift).
+    case resampling(ResampleOp)
     /// Local response normalization across channels (LRNLayerParams).
     case lrn(LRNSpec)
     /// y = x / sqrt(sum of x² over the example's C*H*W values + epsilon).
@@ -88,11 +88,14 @@ public enum SpatialOp: Hashable, Sendable {
     /// (n, c) plane. Gamma and beta are not part of it.
     case instanceNormalization(epsilon: Float)
 
+    /// Nearest or bilinear upsampling by integer factors (UpsampleLayerParams), a resampling.
+    public static func upsample(_ spec: UpsampleSpec) -> SpatialOp { .resampling(.upsample(spec)) }
+
     /// The family name, as `--op` filters and gradcheck rows show it.
     public var familyName: String {
         switch self {
         case .padding: return "padding"
-        case .upsample: return "upsample"
+        case let .resampling(r): return r.familyName
         case .lrn: return "lrn"
         case .l2Normalize: return "l2normalize"
         case .instanceNormalization: return "instanceNormalization"
@@ -125,13 +128,8 @@ public enum SpatialOp: Hashable, Sendable {
                 throw UpdraftError(.invalidArgument, "\(p.mode) padding of an empty plane \(input) has nothing to repeat")
             }
             out = Shape([input.n, input.c, input.h + p.top + p.bottom, input.w + p.left + p.right])
-        case let .upsample(u):
-            guard u.scaleH >= 1, u.scaleW >= 1, u.scaleH <= Shape.maxDimension, u.scaleW <= Shape.maxDimension else {
-                throw UpdraftError(.invalidArgument, "upsample scaling factor [\(u.scaleH), \(u.scaleW)] must be at least 1")
-            }
-            let (h, o1) = input.h.multipliedReportingOverflow(by: u.scaleH)
-            let (w, o2) = input.w.multipliedReportingOverflow(by: u.scaleW)
-            guard !o1, !o2 else { throw UpdraftError(.invalidArgument, "upsample output of \(input) is too large") }
+        case let .resampling(r):
+            let (h, w) = try r.outputSize(input)
             out = Shape([input.n, input.c, h, w])
         case let .lrn(l):
             guard l.localSize >= 1, l.localSize <= Shape.maxDimension else {
@@ -157,7 +155,7 @@ public struct SpatialGeometry: Hashable, Sendable {
     public var op: SpatialOp
     /// x `[N, C, H, W]`.
     public var inputShape: Shape
-    /// y `[N, C, Ho, Wo]` (the input's size except for padding and upsample).
+    /// y `[N, C, Ho, Wo]` (the input's size except for padding and resampling).
     public var outputShape: Shape
 
     /// Images N.
@@ -173,13 +171,13 @@ public struct SpatialGeometry: Hashable, Sendable {
     /// Output width Wo.
     public var outWidth: Int { outputShape.w }
 
-    /// Forward pass estimate per op (padding and nearest upsample are pure copies; normalizations read x more than once).
+    /// Forward pass estimate per op (padding and nearest resampling are pure copies; normalizations read x more than once).
     public var forwardCost: OpCost {
         let x = inputShape.count, y = outputShape.count
         switch op {
         case .padding: return OpCost(flops: 0, bytes: f32Bytes(x, y))
-        case let .upsample(u):
-            return OpCost(flops: u.mode == .nearest ? 0 : Double(y) * 6, bytes: f32Bytes(x, y))
+        case let .resampling(r):
+            return OpCost(flops: r.grids == (.nearest, .nearest) ? 0 : Double(y) * 6, bytes: f32Bytes(x, y))
         case let .lrn(l): return OpCost(flops: Double(x) * Double(2 * l.localSize + 4), bytes: f32Bytes(x, y))
         case .l2Normalize: return OpCost(flops: Double(3 * x), bytes: f32Bytes(x, x, y))
         case .instanceNormalization: return OpCost(flops: Double(5 * x), bytes: f32Bytes(x, x, x, y))
@@ -191,22 +189,10 @@ public struct SpatialGeometry: Hashable, Sendable {
         let x = inputShape.count, y = outputShape.count
         switch op {
         case .padding: return OpCost(flops: Double(y), bytes: f32Bytes(y, x))
-        case let .upsample(u): return OpCost(flops: Double(y) * (u.mode == .nearest ? 1 : 8), bytes: f32Bytes(y, x))
+        case let .resampling(r): return OpCost(flops: Double(y) * (r.grids == (.nearest, .nearest) ? 1 : 8), bytes: f32Bytes(y, x))
         case let .lrn(l): return OpCost(flops: Double(x) * Double(2 * l.localSize * l.localSize + 8), bytes: f32Bytes(x, y, x))
         case .l2Normalize: return OpCost(flops: Double(6 * x), bytes: f32Bytes(x, x, y, x))
         case .instanceNormalization: return OpCost(flops: Double(9 * x), bytes: f32Bytes(x, x, y, y, x))
-        }
-    }
-
-    /// Upsample's sampling grid along one axis: grid[o] = clamp(o * a + b, 0, inSize - 1).
-    public static func linearGrid(_ mode: LinearUpsampleMode, inSize: Int, outSize: Int) -> (a: Double, b: Double) {
-        let xin = Double(inSize), xout = Double(outSize)
-        switch mode {
-        case .default: return outSize > 1 ? ((xin - xin / xout) / (xout - 1), 0) : (0, 0)
-        case .alignCornersTrue: return outSize > 1 ? ((xin - 1) / (xout - 1), 0) : (0, 0)
-        case .alignCornersFalse:
-            let spacing = outSize > 0 ? xin / xout : 0
-            return (spacing, 0.5 * spacing - 0.5)
         }
     }
 

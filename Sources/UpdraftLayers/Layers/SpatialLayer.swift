@@ -1,12 +1,26 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
-/// The spatial layers (padding, upsample, LRN, L2 normalize: `Backend.spatial*` with the op's
-/// geometry) and instance normalization, which runs the plane statistics (`Backend.spatialForward`)
-/// and then its frozen gamma and beta as a channel affine.
+/// The spatial layers (padding, the resampling layers, LRN, L2 normalize: `Backend.spatial*` with the
+/// op's geometry) and instance normalization, which runs the plane statistics (`Backend.spatialForward`)
+/// and then its frozen gamma and beta as a channel affine. cropResize reads its boxes from its second
+/// input into the geometry before it runs, and passes them no gradient.
 enum SpatialLayer: LayerKind {
+    /// The layer's geometry for the batch, with cropResize's boxes read from `boxes` (its second input).
+    static func geometry(_ layer: GraphLayer, batch: Int, boxes: () throws -> DeviceBuffer, on backend: Backend) throws -> SpatialGeometry? {
+        guard let g = try layer.spatialGeometry(batch: batch) else { return nil }
+        guard case let .resampling(.cropResize(spec)) = g.op else { return g }
+        let values = try backend.download(try boxes(), offset: 0, count: batch * spec.boxLength)
+        do {
+            return try SpatialOp.resampling(.cropResize(spec.reading(boxes: values, batch: batch))).geometry(input: g.inputShape)
+        } catch let e as UpdraftError {
+            throw UpdraftError(e.kind, "layer '\(layer.name)' (cropResize), boxes '\(layer.inputs[1])': \(e.message)", hint: e.hint)
+        }
+    }
+
     static func forward(_ c: ForwardCall) throws {
-        guard let g = try c.layer.spatialGeometry(batch: c.batch) else { return }
+        guard let g = try geometry(c.layer, batch: c.batch, boxes: { c.inputs[1] }, on: c.backend) else { return }
         guard case .instanceNormalization = c.layer.op else {
             return try c.backend.spatialForward(g, input: c.inputs[0], output: c.output)
         }
@@ -20,7 +34,13 @@ enum SpatialLayer: LayerKind {
     }
 
     static func backward(_ c: BackwardCall) throws {
-        guard c.wantsInput[0], let y = c.output, let g = try c.layer.spatialGeometry(batch: c.batch) else { return }
+        if c.wantsInput.count > 1, c.wantsInput[1] {
+            throw UpdraftError(.unsupported,
+                "layer '\(c.layer.name)' (\(c.layer.op.name)): its boxes '\(c.layer.inputs[1])' come from trained layers, but cropResize passes no gradient to its boxes",
+                hint: "feed the boxes from a constant or from layers that do not train")
+        }
+        guard c.wantsInput[0], let y = c.output,
+              let g = try geometry(c.layer, batch: c.batch, boxes: { try c.value(ofInput: 1) }, on: c.backend) else { return }
         let dx = try c.newInputGradient(0)
         let x = try c.input(0), dy = c.outputGradient
         if case .instanceNormalization = c.layer.op {

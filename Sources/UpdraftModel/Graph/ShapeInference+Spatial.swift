@@ -1,6 +1,6 @@
 import UpdraftCore
 
-/// Shape inference of the spatial layers: padding, upsample, LRN, L2 normalize, and batchnorm that
+/// Shape inference of the spatial layers: padding, LRN, L2 normalize, and batchnorm that
 /// computes its statistics per instance. Errors name the layer, its type, the field and the way out.
 extension ShapeInference {
     static func spatialLayer(_ layer: LayerSpec, inputShapes: [Shape]) throws -> (op: LayerOp, output: Shape) {
@@ -16,28 +16,6 @@ extension ShapeInference {
                 throw fail("sets no padding type", hint: "set one of constant, reflection or replication in PaddingLayerParams")
             }
             op = .padding(PaddingSpec(mode: mode, top: p.top, bottom: p.bottom, left: p.left, right: p.right))
-        case let .upsample(u):
-            if !u.fractionalScalingFactor.isEmpty {
-                let integral = u.fractionalScalingFactor.allSatisfy { $0 >= 1 && $0 == $0.rounded() }
-                guard u.scalingFactor.isEmpty, integral, u.fractionalScalingFactor.count == 2 else {
-                    throw fail("fractionalScalingFactor \(u.fractionalScalingFactor) is not supported; Updraft upsamples by whole factors",
-                               hint: "convert with an integer scale factor (or a resize to a multiple of the input size)", kind: .unsupported)
-                }
-            }
-            let factors = u.scalingFactor.isEmpty
-                ? (u.fractionalScalingFactor.isEmpty ? [1, 1] : u.fractionalScalingFactor.map { Int($0) }) : u.scalingFactor
-            guard factors.count == 2 else { throw fail("scalingFactor lists \(factors.count) values; expected 2 (height, width)") }
-            let mode: UpsampleSpec.Mode
-            switch u.mode {
-            case 0: mode = .nearest
-            case 1:
-                guard let linear = LinearUpsampleMode(rawValue: Int(u.linearUpsampleMode)) else {
-                    throw fail("linearUpsampleMode \(u.linearUpsampleMode) is not DEFAULT (0), ALIGN_CORNERS_TRUE (1) or ALIGN_CORNERS_FALSE (2)")
-                }
-                mode = .bilinear(linear)
-            default: throw fail("mode \(u.mode) is not NN (0) or BILINEAR (1)")
-            }
-            op = .upsample(UpsampleSpec(scaleH: factors[0], scaleW: factors[1], mode: mode))
         case let .lrn(l):
             op = .lrn(LRNSpec(alpha: l.alpha, beta: l.beta, k: l.k == 0 ? 1 : l.k, localSize: l.localSize))
         case let .l2normalize(epsilon):

@@ -216,8 +216,9 @@ enum ShapeInference {
             op = isAdd ? .add : .multiply
             output = input
 
-        case .padding, .upsample, .lrn, .l2normalize:
+        case .padding, .lrn, .l2normalize:
             (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
+        case let .resampling(r): (op, output, outputLogical) = try resampleLayer(r, layer, inputShapes: inputShapes, logical: logical)
 
         case .broadcastable, .loadConstant, .reduce, .reduceND:
             (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
@@ -226,7 +227,7 @@ enum ShapeInference {
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, upsample, lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
         }
 
         // Every shape that leaves here is positive and of sane size.

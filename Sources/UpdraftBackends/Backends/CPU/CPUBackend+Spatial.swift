@@ -1,11 +1,12 @@
 import Foundation
 import UpdraftCore
 
-// The spatial ops on the CPU: padding and upsampling one (n, c) plane per work item (backward passes
-// zero the plane and scatter into it, so no two threads write one element); LRN by planes of window
-// sums; L2 normalization per example and instance normalization per plane, with sums kept in Double.
+// The spatial ops on the CPU: padding one (n, c) plane per work item (backward passes zero the plane
+// and scatter into it, so no two threads write one element), resampling likewise
+// (CPUBackend+Resample.swift); LRN by planes of window sums; L2 normalization per example and
+// instance normalization per plane, with sums kept in Double.
 extension CPUBackend {
-    private func spatialGrain(_ planeSize: Int) -> Int { max(1, CPUParallel.elementGrain / max(1, planeSize)) }
+    func spatialGrain(_ planeSize: Int) -> Int { max(1, CPUParallel.elementGrain / max(1, planeSize)) }
 
     /// One (n, c) plane per work item for padding, upsampling and LRN; normalizations keep their sums in Double.
     public func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
@@ -32,23 +33,8 @@ extension CPUBackend {
                     }
                 }
             }
-        case let .upsample(u):
-            let rows = taps(u, inSize: H, outSize: Ho, scale: u.scaleH), cols = taps(u, inSize: W, outSize: Wo, scale: u.scaleW)
-            parallelChunks(planes, grain: spatialGrain(Ho * Wo)) { range in
-                for plane in range {
-                    let src = x + plane * H * W, dst = y + plane * Ho * Wo
-                    for oh in 0..<Ho {
-                        let r0 = src + rows.i0[oh] * W, r1 = src + rows.i1[oh] * W, fh = rows.f[oh]
-                        let row = dst + oh * Wo
-                        for ow in 0..<Wo {
-                            let (c0, c1, fw) = (cols.i0[ow], cols.i1[ow], cols.f[ow])
-                            let top = r0[c0] + fw * (r0[c1] - r0[c0])
-                            let bottom = r1[c0] + fw * (r1[c1] - r1[c0])
-                            row[ow] = top + fh * (bottom - top)
-                        }
-                    }
-                }
-            }
+        case .resampling:
+            try resampleForward(g, x, y)
         case let .lrn(l):
             let S = H * W, C = g.channels
             let a = l.alpha / Float(l.localSize), beta = l.beta
@@ -106,24 +92,8 @@ extension CPUBackend {
                     }
                 }
             }
-        case let .upsample(u):
-            let rows = taps(u, inSize: H, outSize: Ho, scale: u.scaleH), cols = taps(u, inSize: W, outSize: Wo, scale: u.scaleW)
-            parallelChunks(planes, grain: spatialGrain(Ho * Wo)) { range in
-                for plane in range {
-                    let d = dx + plane * H * W, src = dy + plane * Ho * Wo
-                    d.update(repeating: 0, count: H * W)
-                    for oh in 0..<Ho {
-                        let r0 = d + rows.i0[oh] * W, r1 = d + rows.i1[oh] * W, fh = rows.f[oh]
-                        let row = src + oh * Wo
-                        for ow in 0..<Wo {
-                            let (c0, c1, fw) = (cols.i0[ow], cols.i1[ow], cols.f[ow])
-                            let top = (1 - fh) * row[ow], bottom = fh * row[ow]
-                            r0[c0] += (1 - fw) * top; r0[c1] += fw * top
-                            r1[c0] += (1 - fw) * bottom; r1[c1] += fw * bottom
-                        }
-                    }
-                }
-            }
+        case .resampling:
+            try resampleBackward(g, dy, dx)
         case let .lrn(l):
             // t[c] = dy[c] x[c] s[c]^(-beta-1) for every element first, then each dx gathers its window.
             let S = H * W, C = g.channels
@@ -188,17 +158,6 @@ extension CPUBackend {
                 }
             }
         }
-    }
-
-    /// Per output position along an axis: the two input positions read and the weight of the second.
-    private func taps(_ u: UpsampleSpec, inSize: Int, outSize: Int, scale: Int) -> (i0: [Int], i1: [Int], f: [Float]) {
-        var i0 = [Int](), i1 = [Int](), f = [Float]()
-        i0.reserveCapacity(outSize); i1.reserveCapacity(outSize); f.reserveCapacity(outSize)
-        for o in 0..<outSize {
-            let t = Reference.upsampleTaps(u, o: o, inSize: inSize, outSize: outSize, scale: scale)
-            i0.append(t.i0); i1.append(t.i1); f.append(Float(t.f))
-        }
-        return (i0, i1, f)
     }
 }
 

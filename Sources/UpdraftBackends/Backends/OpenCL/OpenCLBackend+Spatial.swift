@@ -1,10 +1,11 @@
-// The spatial ops on OpenCL: padding (Kernels/padding.cl), upsampling (Kernels/upsample.cl), LRN, L2
-// and instance normalization (Kernels/normalization.cl). Element-wise kernels for the first three,
-// one work-group per example (L2) or per plane (instance normalization) for the reductions.
+// The spatial ops on OpenCL: padding (Kernels/padding.cl), resampling (OpenCLBackend+Resample.swift,
+// Kernels/resample.cl), LRN, L2 and instance normalization (Kernels/normalization.cl). Element-wise
+// kernels for the first three, one work-group per example (L2) or per plane (instance normalization)
+// for the reductions.
 import UpdraftCore
 
 extension OpenCLBackend {
-    /// Padding and upsampling one work-item per element; LRN element-wise; L2 normalization one work-group per example, instance normalization one per plane.
+    /// Padding and resampling one work-item per element; LRN element-wise; L2 normalization one work-group per example, instance normalization one per plane.
     public func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let op = g.op.familyName
         try requireSizes(g.inputShape.dims.map { ("input dimension", $0) } + g.outputShape.dims.map { ("output dimension", $0) },
@@ -19,10 +20,8 @@ extension OpenCLBackend {
             try k.setArguments([.buffer(x), .buffer(y), .int(g.inHeight), .int(g.inWidth), .int(g.outHeight), .int(g.outWidth),
                                 .int(p.top), .int(p.left), .int(mode), .float(value), .int(count)])
             try launchElementwise(k, count: count)
-        case let .upsample(u):
-            let k = try opsKernel("upsample.cl", "upsample_forward")
-            try k.setArguments([.buffer(x), .buffer(y)] + upsampleArguments(g, u) + [.int(count)])
-            try launchElementwise(k, count: count)
+        case .resampling:
+            try resampleForward(g, x, y)
         case let .lrn(l):
             let k = try opsKernel("normalization.cl", "lrn_forward")
             try k.setArguments([.buffer(x), .buffer(y)] + lrnArguments(g, l) + [.int(count)])
@@ -39,7 +38,7 @@ extension OpenCLBackend {
         }
     }
 
-    /// Padding, upsampling and LRN gather one work-item per input element (no atomics); L2 normalization
+    /// Padding, resampling and LRN gather one work-item per input element (no atomics); L2 normalization
     /// runs one work-group per example, instance normalization one per plane. `output` is only size-checked.
     public func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
                                 inputGradient: DeviceBuffer) throws {
@@ -58,10 +57,8 @@ extension OpenCLBackend {
             try k.setArguments([.buffer(dy), .buffer(dx), .int(g.inHeight), .int(g.inWidth), .int(g.outHeight), .int(g.outWidth),
                                 .int(p.top), .int(p.bottom), .int(p.left), .int(p.right), .int(mode), .int(count)])
             try launchElementwise(k, count: count)
-        case let .upsample(u):
-            let k = try opsKernel("upsample.cl", "upsample_backward")
-            try k.setArguments([.buffer(dy), .buffer(dx)] + upsampleArguments(g, u) + [.int(count)])
-            try launchElementwise(k, count: count)
+        case .resampling:
+            try resampleBackward(g, dy, dx)
         case let .lrn(l):
             let k = try opsKernel("normalization.cl", "lrn_backward")
             try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx)] + lrnArguments(g, l) + [.int(count)])
@@ -85,19 +82,6 @@ extension OpenCLBackend {
         case .reflection: return (1, 0)
         case .replication: return (2, 0)
         }
-    }
-
-    /// upsample.cl's H, W, Ho, Wo, sH, sW, mode, aH, bH, aW, bW.
-    private func upsampleArguments(_ g: SpatialGeometry, _ u: UpsampleSpec) -> [KernelArgument] {
-        var mode = 0
-        var (gh, gw) = ((a: 0.0, b: 0.0), (a: 0.0, b: 0.0))
-        if case let .bilinear(m) = u.mode {
-            mode = 1
-            gh = SpatialGeometry.linearGrid(m, inSize: g.inHeight, outSize: g.outHeight)
-            gw = SpatialGeometry.linearGrid(m, inSize: g.inWidth, outSize: g.outWidth)
-        }
-        return [.int(g.inHeight), .int(g.inWidth), .int(g.outHeight), .int(g.outWidth), .int(u.scaleH), .int(u.scaleW),
-                .int(mode), .float(Float(gh.a)), .float(Float(gh.b)), .float(Float(gw.a)), .float(Float(gw.b))]
     }
 
     /// normalization.cl's C, S, size, before, k, alpha / size, beta for LRN.

@@ -14,15 +14,7 @@ extension SpatialOp {
             case .replication: mode = "replication"
             }
             return "\(mode) \(input) pad \(p.top)/\(p.bottom)/\(p.left)/\(p.right)"
-        case let .upsample(u):
-            let mode: String
-            switch u.mode {
-            case .nearest: mode = "nearest"
-            case .bilinear(.default): mode = "bilinear"
-            case .bilinear(.alignCornersTrue): mode = "bilinear align-corners"
-            case .bilinear(.alignCornersFalse): mode = "bilinear half-pixel"
-            }
-            return "\(mode) \(input) x\(u.scaleH)x\(u.scaleW)"
+        case let .resampling(r): return r.summary(input)
         case let .lrn(l): return "\(input) size \(l.localSize) alpha \(l.alpha) beta \(l.beta) k \(l.k)"
         case let .l2Normalize(eps): return "\(input) eps \(eps)"
         case let .instanceNormalization(eps): return "\(input) eps \(eps)"
@@ -33,9 +25,6 @@ extension SpatialOp {
 extension OpCase {
     static func padding(_ mode: PaddingMode, _ input: Shape, _ top: Int, _ bottom: Int, _ left: Int, _ right: Int) -> OpCase {
         OpCase(.spatial(.padding(PaddingSpec(mode: mode, top: top, bottom: bottom, left: left, right: right)), input: input))
-    }
-    static func upsample(_ mode: UpsampleSpec.Mode, _ input: Shape, _ scaleH: Int, _ scaleW: Int) -> OpCase {
-        OpCase(.spatial(.upsample(UpsampleSpec(scaleH: scaleH, scaleW: scaleW, mode: mode)), input: input))
     }
     static func lrn(_ input: Shape, size: Int, alpha: Float, beta: Float, k: Float) -> OpCase {
         OpCase(.spatial(.lrn(LRNSpec(alpha: alpha, beta: beta, k: k, localSize: size)), input: input))
@@ -49,18 +38,14 @@ extension OpCase {
 }
 
 extension Array where Element == OpCase {
-    /// Small shapes: every padding mode with asymmetric amounts, nearest and the three bilinear grids
-    /// (one on a size-1 axis), LRN with odd, even and size-1 windows, L2 and instance normalization.
+    /// Small shapes: every padding mode with asymmetric amounts, the resampling rows
+    /// (OpCase+Resample.swift), LRN with odd, even and size-1 windows, L2 and instance normalization.
     static var spatialGradientCheck: [OpCase] {
         [
             .padding(.constant(0.5), [3, 2, 4, 5], 1, 2, 0, 3),
             .padding(.reflection, [1, 2, 5, 4], 2, 1, 3, 1),
             .padding(.replication, [1, 2, 3, 4], 2, 3, 1, 4),
-            .upsample(.nearest, [3, 2, 3, 4], 2, 3),
-            .upsample(.bilinear(.default), [1, 2, 3, 4], 2, 2),
-            .upsample(.bilinear(.alignCornersTrue), [1, 2, 3, 5], 2, 3),
-            .upsample(.bilinear(.alignCornersFalse), [3, 1, 4, 3], 3, 2),
-            .upsample(.bilinear(.alignCornersFalse), [1, 1, 1, 3], 2, 2),
+        ] + [OpCase].resampleGradientCheck + [
             .lrn([3, 5, 2, 3], size: 3, alpha: 0.5, beta: 0.75, k: 1),
             .lrn([1, 6, 2, 2], size: 4, alpha: 1, beta: 0.6, k: 2),
             .lrn([1, 3, 2, 1], size: 1, alpha: 0.3, beta: 0.5, k: 1),
@@ -74,7 +59,7 @@ extension Array where Element == OpCase {
     static var spatialQuick: [OpCase] {
         [
             .padding(.reflection, [3, 3, 7, 7], 2, 1, 3, 1),
-            .upsample(.bilinear(.alignCornersFalse), [3, 3, 5, 6], 2, 2),
+        ] + [OpCase].resampleQuick + [
             .lrn([3, 7, 5, 5], size: 5, alpha: 0.5, beta: 0.75, k: 1),
             .l2Normalize([3, 7, 5, 5]),
             .instanceNormalization([3, 7, 5, 5]),
@@ -88,12 +73,7 @@ extension Array where Element == OpCase {
             .padding(.reflection, [1, 33, 32, 33], 3, 3, 3, 3),
             .padding(.replication, [1, 7, 65, 63], 1, 0, 0, 2),
             .padding(.reflection, [3, 1, 2, 1], 1, 1, 0, 0),
-            .upsample(.nearest, [3, 33, 7, 7], 2, 2),
-            .upsample(.nearest, [1, 7, 31, 33], 3, 1),
-            .upsample(.bilinear(.default), [1, 31, 15, 17], 2, 2),
-            .upsample(.bilinear(.alignCornersTrue), [3, 7, 33, 31], 2, 2),
-            .upsample(.bilinear(.alignCornersFalse), [1, 7, 32, 33], 2, 3),
-            .upsample(.bilinear(.alignCornersFalse), [1, 3, 1, 1], 4, 4),
+        ] + [OpCase].resampleFull + [
             .lrn([3, 33, 7, 7], size: 5, alpha: 0.5, beta: 0.75, k: 1),
             .lrn([1, 65, 5, 3], size: 4, alpha: 0.3, beta: 0.5, k: 1.5),
             .lrn([1, 7, 31, 31], size: 5, alpha: 1e-4, beta: 0.75, k: 2),

@@ -21,7 +21,6 @@ extension LayerParams {
             .softmax: { _ in .softmax },
             .lrn: { .lrn(try LRNLayerParams(reading: $0)) },
             .padding: { .padding(try PaddingLayerParams(reading: $0)) },
-            .upsample: { .upsample(try UpsampleLayerParams(reading: $0)) },
             .unary: { .unary(try UnaryFunctionLayerParams(reading: $0)) },
             .add: { .add(alpha: try $0.float(1, "alpha") ?? 0) },
             .multiply: { .multiply(alpha: try $0.float(1, "alpha") ?? 0) },
@@ -37,6 +36,9 @@ extension LayerParams {
         }
         for kind in [ReduceNDLayerParams.Kind.sum, .mean, .max] {
             table[kind.layerType] = { .reduceND(try ReduceNDLayerParams(reading: $0, kind: kind)) }
+        }
+        for type in ResampleLayerParams.layerTypes {
+            table[type] = { .resampling(try ResampleLayerParams(reading: $0, type: type)) }
         }
         for type in LayoutLayerParams.layerTypes {
             table[type] = { .layout(try LayoutLayerParams(reading: $0, type: type)) }
@@ -63,7 +65,7 @@ extension LayerParams {
         case .l2normalize: return .l2normalize
         case .lrn: return .lrn
         case .padding: return .padding
-        case .upsample: return .upsample
+        case let .resampling(r): return r.layerType
         case let .broadcastable(op): return op.broadcastableLayerType
         case let .loadConstant(c): return c.isND ? .loadConstantND : .loadConstant
         case .reduce: return .reduce
@@ -110,7 +112,7 @@ extension LayerParams {
         case let .clip(minVal, maxVal): w.float(1, minVal); w.float(2, maxVal)
         case let .unary(u): u.encoded(into: &w)
         case let .padding(p): p.encoded(into: &w)
-        case let .upsample(u): u.encoded(into: &w)
+        case let .resampling(r): r.encoded(into: &w)
         case let .lrn(l): l.encoded(into: &w)
         case let .l2normalize(epsilon): w.float(1, epsilon)
         case let .loadConstant(c): c.encoded(into: &w)

@@ -1,7 +1,7 @@
 import UpdraftCore
 
 /// The parameter messages of the spatial layers (NeuralNetwork.proto field numbers in comments):
-/// padding (200), upsample (210), lrn (180) and l2normalize (170), read and written.
+/// padding (200), lrn (180) and l2normalize (170), read and written (upsample: Layers+Resample.swift).
 /// PaddingLayerParams. `mode` is nil when the file sets no PaddingType.
 public struct PaddingLayerParams: Hashable, Sendable {
     /// constant (1) with value (1), reflection (2), replication (3).
@@ -12,24 +12,6 @@ public struct PaddingLayerParams: Hashable, Sendable {
     /// A padding layer with `mode` (nil: none stored) and the four edge sizes in pixels.
     public init(mode: PaddingMode?, top: Int, bottom: Int, left: Int, right: Int) {
         self.mode = mode; self.top = top; self.bottom = bottom; self.left = left; self.right = right
-    }
-}
-
-/// UpsampleLayerParams.
-public struct UpsampleLayerParams: Hashable, Sendable {
-    /// scalingFactor (1), [H, W]; empty reads as [1, 1].
-    public var scalingFactor: [Int]
-    /// fractionalScalingFactor (7), [H, W].
-    public var fractionalScalingFactor: [Float]
-    /// mode (5): NN = 0, BILINEAR = 1.
-    public var mode: Int32
-    /// linearUpsampleMode (6): DEFAULT = 0, ALIGN_CORNERS_TRUE = 1, ALIGN_CORNERS_FALSE = 2.
-    public var linearUpsampleMode: Int32
-
-    /// An upsample layer; `mode` NN 0 or BILINEAR 1, fractional factors and linear mode default to none/DEFAULT.
-    public init(scalingFactor: [Int], fractionalScalingFactor: [Float] = [], mode: Int32, linearUpsampleMode: Int32 = 0) {
-        self.scalingFactor = scalingFactor; self.fractionalScalingFactor = fractionalScalingFactor
-        self.mode = mode; self.linearUpsampleMode = linearUpsampleMode
     }
 }
 
@@ -67,22 +49,6 @@ extension PaddingLayerParams {
         case nil: break
         }
         w.message(10, borderAmounts(top: top, bottom: bottom, left: left, right: right))
-    }
-}
-
-extension UpsampleLayerParams {
-    init(reading r: ProtoReader) throws {
-        scalingFactor = try r.sizes(1, "scalingFactor")
-        fractionalScalingFactor = try r.floats(7, "fractionalScalingFactor")
-        mode = try r.int32(5, "mode") ?? 0
-        linearUpsampleMode = try r.int32(6, "linearUpsampleMode") ?? 0
-    }
-
-    func encoded(into w: inout MessageWriter) {
-        w.sizes(1, scalingFactor)
-        w.int32(5, mode)
-        w.int32(6, linearUpsampleMode)
-        w.floats(7, fractionalScalingFactor)
     }
 }
 

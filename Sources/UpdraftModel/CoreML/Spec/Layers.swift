@@ -282,8 +282,8 @@ public enum LayerParams: Hashable, Sendable {
     case unary(UnaryFunctionLayerParams)
     /// PaddingLayerParams (field 200): constant, reflection or replication padding of the spatial axes.
     case padding(PaddingLayerParams)
-    /// UpsampleLayerParams (field 210): nearest-neighbour or bilinear upsampling by per-axis scale factors.
-    case upsample(UpsampleLayerParams)
+    /// The resampling layers (Layers+Resample.swift): upsample (field 210).
+    case resampling(ResampleLayerParams)
     /// LRNLayerParams (field 180): local response normalization across channels (alpha, beta, k, localSize).
     case lrn(LRNLayerParams)
     /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
