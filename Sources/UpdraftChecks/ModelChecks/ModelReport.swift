@@ -136,16 +136,11 @@ public struct ModelReport: Encodable, Sendable {
     /// Builds the report: reads the model, builds its graph for shapes and execution order, and runs `ModelValidator`.
     /// Never throws; problems become `findings`. `file` is only shown.
     public init(model: CoreMLModel, file: String? = nil) {
-        self.file = file
         let spec = model.spec
+        // The features and the model's flags as for every kind, then the network's parts.
+        self.init(model: model, file: file, details: [], classLabels: spec.network.classLabels?.asStrings,
+                  hyperparameters: [], findings: [])
         kind = spec.network.kind.rawValue
-        specificationVersion = Int(spec.specificationVersion)
-        isUpdatable = spec.isUpdatable
-        shortDescription = spec.description.metadata.shortDescription
-        inputs = spec.description.inputs.map(Self.feature)
-        outputs = spec.description.outputs.map(Self.feature)
-        trainingInputs = spec.description.trainingInputs.map(Self.feature)
-        classLabels = spec.network.classLabels?.asStrings
 
         let (partial, problems) = NetworkGraph.checked(model)
         let graph = problems.isEmpty ? partial : nil
