@@ -163,10 +163,6 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
             XCTAssertEqual((error as? UpdraftError)?.kind, .unsupported)
             XCTAssertTrue("\(error)".contains("k-nearest-neighbors classifier"), "\(error)")
         }
-        XCTAssertThrowsError(try ModelKinds.predictor(model: try CoreMLModel(contentsOf: Fixtures.url("knn/pipeline_embedding_knn.mlmodel")),
-                                                      batchSize: 1, warn: { _ in })) { error in
-            XCTAssertEqual((error as? UpdraftError)?.kind, .unsupported)
-        }
         XCTAssertEqual(ModelKinds.report(model).kind, "kNearestNeighborsClassifier")
     }
 

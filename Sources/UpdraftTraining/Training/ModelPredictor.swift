@@ -51,13 +51,20 @@ final class NeuralNetworkPredictor: ModelPredictor {
 
     func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
         -> (probabilities: Tensor, targets: [TrainingExample.Target]) {
+        let (p, targets) = try outputs(data, range: range, blob: nil, position: position)
+        return (p, targets)
+    }
+
+    /// The blob `blob` (nil: the network's output) `[n, ...]` of the examples `range` of `data`, and their targets.
+    func outputs(_ data: BatchProvider, range: Range<Int>, blob: String?, position: String) throws
+        -> (outputs: Tensor, targets: [TrainingExample.Target]) {
         // Images go to the device as 8-bit samples (scaled there), other data as float tensors.
         if let pixels = data as? PixelBatchProvider, pixels.writesPixels {
             let b = try pixels.pixelBatch(at: range)
-            return (try runner.run(position: position) { try $0.predict(b) }, b.targets)
+            return (try runner.run(position: position) { try $0.predict(b, blob: blob) }, b.targets)
         }
         let b = try data.batch(at: range)
-        return (try runner.run(position: position) { try $0.predict(b.inputs) }, b.targets)
+        return (try runner.run(position: position) { try $0.predict(b.inputs, blob: blob) }, b.targets)
     }
 
     func classify(_ input: Tensor, position: String) throws -> Tensor {

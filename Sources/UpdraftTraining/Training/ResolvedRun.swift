@@ -75,7 +75,14 @@ public struct ResolvedRun {
     ///   with its allowed values), a mini-batch the network cannot hold, or a device pin that names no device.
     public static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ResolvedRun {
-        let graph = try NetworkGraph(model: model)
+        try resolve(model: model, network: model, configuration: configuration, environment: environment)
+    }
+
+    /// As `resolve(model:configuration:environment:)`, training `network`: the model itself, or the
+    /// network a model of another kind trains (a pipeline's networks joined).
+    static func resolve(model: CoreMLModel, network: CoreMLModel, configuration: UpdateConfiguration,
+                        environment: [String: String]) throws -> ResolvedRun {
+        let graph = try NetworkGraph(model: network)
         guard let optimizer = graph.updateParameters?.optimizer?.kind else {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
                                hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
