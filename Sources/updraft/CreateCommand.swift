@@ -2,12 +2,13 @@ import Foundation
 import Updraft
 import UpdraftCommandLine
 
-/// `updraft create squeezenet --classes N ... --out FILE.mlmodel`: an updatable model to fine-tune.
+/// `updraft create squeezenet --classes N ... --out FILE.mlmodel`: an updatable model to fine-tune;
+/// `updraft create knn --feature-extractor M.mlmodel ...`: an embedding + k-NN pipeline to personalise.
 let createCommand = CLICommand(
     CommandSpec(
         name: "create",
-        summary: "Create an updatable Core ML model (SqueezeNet 1.1) with fresh weights",
-        positionals: "squeezenet", minPositionals: 1, maxPositionals: 1,
+        summary: "Create an updatable Core ML model: SqueezeNet 1.1 with fresh weights, or a k-NN on a network's embedding",
+        positionals: "squeezenet|knn", minPositionals: 1, maxPositionals: 1,
         options: [
             OptionSpec("classes", value: "N", help: "number of classes (labels \"0\"...\"N-1\" unless --labels)"),
             OptionSpec("labels", value: "A,B,...", help: "class labels, comma-separated"),
@@ -15,6 +16,15 @@ let createCommand = CLICommand(
             OptionSpec("seed", value: "S", help: "seed of the initial weights and the shuffle seed (default 0)"),
             OptionSpec("input-size", value: "PIXELS", help: "input image side (default 227)"),
             OptionSpec("frozen-from", value: "MODEL", help: "frozen layers take their weights from MODEL (transfer learning)"),
+            OptionSpec("feature-extractor", value: "MODEL", help: "knn: the neural network whose embedding the k-NN searches (required)"),
+            OptionSpec("layer", value: "NAME", help: "knn: the layer whose output is the embedding (default: what the classifier head reads)"),
+            OptionSpec("neighbors", value: "K", help: "knn: numberOfNeighbors (required), allowed 1...1000 unless --max-neighbors"),
+            OptionSpec("max-neighbors", value: "N", help: "knn: the largest k an update may choose (default 1000)"),
+            OptionSpec("weighting", value: "uniform|distance", help: "knn: one vote each, or 1/distance (default uniform)"),
+            OptionSpec("index", value: "linear|kdtree", help: "knn: the index Core ML keeps (default linear)"),
+            OptionSpec("leaf-size", value: "N", help: "knn: the kd-tree's leaf size (default 30)"),
+            OptionSpec("l2-normalize", help: "knn: L2-normalise the embedding (Core ML's l2normalize layer): neighbours by angle"),
+            OptionSpec("default-label", value: "LABEL", help: "knn: the answer of an empty k-NN (default unknown)"),
             OptionSpec("out", value: "FILE.mlmodel", help: "where to write the model (required)"),
             OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the weights (for interop checks)"),
         ],
@@ -28,12 +38,19 @@ let createCommand = CLICommand(
         Transfer learning: train a SqueezeNet with every layer updatable on one task, then create
         one for other labels with --frozen-from THAT.mlmodel: the layers it keeps frozen take the
         trained weights (same input size), and only the updatable head starts fresh.
+
+        knn: the background article's personalisation model. The feature extractor's layers up to
+        the embedding (frozen, with its image input and scaler), then an empty updatable k-NN on
+        that embedding with string labels, as one pipeline classifier Core ML reads. `updraft train`
+        then appends one sample per example; classes it has not seen become new labels.
         """),
     run: { args in
-        guard args.positionals[0] == "squeezenet" else {
-            throw UsageError("unknown model '\(args.positionals[0])'; the model Updraft creates is 'squeezenet'")
-        }
         guard let out = args.value("out") else { throw UsageError("missing --out FILE.mlmodel") }
+        switch args.positionals[0] {
+        case "squeezenet": break
+        case "knn": return try createNearestNeighbors(args, out: out)
+        default: throw UsageError("unknown model '\(args.positionals[0])'; Updraft creates 'squeezenet' or 'knn'")
+        }
         var labels: [String]
         if let list = args.value("labels") {
             labels = list.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -71,3 +88,31 @@ let createCommand = CLICommand(
         for f in findings { print("  \(f)") }
         return findings.contains { $0.severity == .error } ? 1 : 0
     })
+
+/// `updraft create knn`: `NearestNeighborsPipeline` on the feature extractor, written atomically.
+private func createNearestNeighbors(_ args: ParsedArguments, out: String) throws -> Int32 {
+    guard let source = args.value("feature-extractor") else { throw UsageError("missing --feature-extractor MODEL.mlmodel") }
+    guard let k = try args.int("neighbors") else { throw UsageError("missing --neighbors K") }
+    let most = try args.int("max-neighbors") ?? max(1000, k)
+    guard k >= 1, most >= k else { throw UsageError("--neighbors must be at least 1 and at most --max-neighbors (\(most)), got \(k)") }
+    var options = NearestNeighborsPipeline(layer: args.value("layer"), neighbors: k, allowedNeighbors: 1...most,
+                                           l2Normalize: args.flag("l2-normalize"), defaultLabel: args.value("default-label") ?? "unknown")
+    switch args.value("weighting") ?? "uniform" {
+    case "uniform": options.weighting = .uniform
+    case "distance": options.weighting = .inverseDistance
+    case let w: throw UsageError("--weighting is uniform or distance, got '\(w)'")
+    }
+    switch args.value("index") ?? "linear" {
+    case "linear": options.index = .linear
+    case "kdtree": options.index = .kdTree(leafSize: Int32(clamping: try args.int("leaf-size") ?? 30))
+    case let i: throw UsageError("--index is linear or kdtree, got '\(i)'")
+    }
+    let model = try options.make(featureExtractor: CoreMLModel(contentsOf: URL(fileURLWithPath: source)))
+    try model.write(to: URL(fileURLWithPath: out))
+    let findings = ModelKinds.validate(model)
+    let parts = try model.pipelineModels()
+    guard case let .kNearestNeighbors(knn) = parts[1].spec.body else { return 1 }
+    print("wrote \(out): \(parts[0].layers.count) layers of \(source) -> \(knn.dimension)-wide embedding -> k-NN (k = \(k), \(options.weighting.rawValue), \(options.index.description))")
+    for f in findings { print("  \(f)") }
+    return findings.contains { $0.severity == .error } ? 1 : 0
+}
