@@ -123,7 +123,8 @@ interop: deps
 	  "$$bin" make-updatable Tests/UpdraftTests/Fixtures/dense_sgd_classifier.mlmodel --layers dense2 --optimizer adam \
 	    --allowed-epochs 1..100 --out "$$dir/dense_made_updatable.mlmodel" --sidecar "$$dir/dense_made_updatable.json"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
-	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"
+	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"; \
+	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"
 
 # Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
 # chunk in a child process with a memory limit and a timeout; prints how long it took.
