@@ -1,0 +1,217 @@
+import COpenBLAS
+import Foundation
+import UpdraftCore
+
+/// One neighbour found by a search: the sample's index and its squared Euclidean distance to the
+/// query, as `NeighborSearch.exactDistance` computes it (in Double, in dimension order).
+public struct NeighborMatch: Hashable, Sendable {
+    public var sample: Int
+    public var squaredDistance: Double
+    public init(sample: Int, squaredDistance: Double) { self.sample = sample; self.squaredDistance = squaredDistance }
+
+    /// The search's order: nearer first, a tie to the lower sample index.
+    @inlinable public func precedes(_ other: NeighborMatch) -> Bool {
+        squaredDistance < other.squaredDistance || (squaredDistance == other.squaredDistance && sample < other.sample)
+    }
+}
+
+/// Exact k-nearest-neighbour search over `count` samples of `dimension` floats (a k-NN's linear
+/// index), on the CPU.
+///
+/// Exact means the answer of the plain loop (`exactDistance` for every sample, the k smallest in
+/// `NeighborMatch.precedes` order), found faster: distances are first computed in float (one SGEMM
+/// per block of samples for a batch of queries, ‖q‖² + ‖x‖² − 2 q·x with the sample norms kept; a
+/// SIMD loop for a few queries, which is bound by memory, not arithmetic) and only a sample whose
+/// float distance, less its proven rounding bound, could still enter the k best is measured again
+/// exactly. The bounds: a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of
+/// the true value, γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within
+/// γ_{D+2} of it relatively.
+public final class NeighborSearch: @unchecked Sendable {
+    public let dimension: Int
+    public let count: Int
+    /// `count` rows of `dimension` values.
+    public let samples: [Float]
+    /// ‖x‖² of each sample, in Double.
+    let norms: [Double]
+    let threads: Int
+
+    /// Queries at least this many go through SGEMM; fewer through the SIMD loop.
+    public static let batchThreshold = 8
+    /// Samples per SGEMM block.
+    static let block = 1024
+
+    /// A search over `samples` (`count` × `dimension`, row-major) on `threads` threads (default: every core).
+    public init(samples: [Float], dimension: Int, threads: Int? = nil) {
+        precondition(dimension > 0 && samples.count % dimension == 0, "samples must be whole rows of \(dimension)")
+        self.samples = samples
+        self.dimension = dimension
+        count = samples.count / dimension
+        self.threads = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount)
+        norms = samples.withUnsafeBufferPointer { x in
+            (0..<samples.count / dimension).map { s in
+                var n = 0.0
+                for j in 0..<dimension { let v = Double(x[s * dimension + j]); n += v * v }
+                return n
+            }
+        }
+    }
+
+    /// The definition: the squared Euclidean distance of `query` to sample `s`, in Double, summed in dimension order.
+    @inlinable public static func exactDistance(_ query: UnsafePointer<Float>, _ sample: UnsafePointer<Float>, dimension: Int) -> Double {
+        var d = 0.0
+        for j in 0..<dimension {
+            let t = Double(query[j]) - Double(sample[j])
+            d += t * t
+        }
+        return d
+    }
+
+    /// The k nearest samples of each query (`queries`: whole rows of `dimension`), nearest first;
+    /// all samples when k ≥ count.
+    public func search(_ queries: [Float], k: Int) -> [[NeighborMatch]] {
+        precondition(queries.count % dimension == 0, "queries must be whole rows of \(dimension)")
+        let q = queries.count / dimension
+        guard q > 0 else { return [] }
+        let k = min(k, count)
+        guard k > 0 else { return Array(repeating: [], count: q) }
+        return q >= Self.batchThreshold ? batched(queries, q: q, k: k) : queries.withUnsafeBufferPointer { qs in
+            (0..<q).map { single(qs.baseAddress! + $0 * dimension, k: k) }
+        }
+    }
+
+    // MARK: A few queries: a SIMD loop over the samples, split across threads
+
+    private func single(_ query: UnsafePointer<Float>, k: Int) -> [NeighborMatch] {
+        let parts = min(threads, max(1, count / 4096))
+        var found = [[NeighborMatch]](repeating: [], count: parts)
+        let d = dimension
+        let gamma = Self.gamma(d + 2)
+        found.withUnsafeMutableBufferPointer { out in
+            samples.withUnsafeBufferPointer { xs in
+                forkJoin(iterations: parts) { p in
+                    var best = BoundedMatches(k: k)
+                    let lo = count * p / parts, hi = count * (p + 1) / parts
+                    for s in lo..<hi {
+                        let row = xs.baseAddress! + s * d
+                        let approx = Double(Self.floatDistance(query, row, d))
+                        if let worst = best.worst, approx * (1 - gamma) > worst.squaredDistance { continue }
+                        best.offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, row, dimension: d)))
+                    }
+                    out[p] = best.sorted()
+                }
+            }
+        }
+        return merge(found, k: k)
+    }
+
+    /// Σ (q_j − x_j)² in float, 16 lanes at a time.
+    @inline(__always) static func floatDistance(_ q: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ d: Int) -> Float {
+        var acc = SIMD16<Float>(repeating: 0)
+        var j = 0
+        while j + 16 <= d {
+            let t = UnsafeRawPointer(q + j).loadUnaligned(as: SIMD16<Float>.self) - UnsafeRawPointer(x + j).loadUnaligned(as: SIMD16<Float>.self)
+            acc.addProduct(t, t)
+            j += 16
+        }
+        var sum = acc.sum()
+        while j < d { let t = q[j] - x[j]; sum += t * t; j += 1 }
+        return sum
+    }
+
+    // MARK: A batch of queries: SGEMM per block of samples, each thread its own queries
+
+    private func batched(_ queries: [Float], q: Int, k: Int) -> [[NeighborMatch]] {
+        let d = dimension
+        let gamma = Self.gamma(d)
+        let parts = min(threads, q)
+        var results = [[NeighborMatch]](repeating: [], count: q)
+        let queryNorms = queries.withUnsafeBufferPointer { qs in
+            (0..<q).map { i in (0..<d).reduce(0.0) { $0 + Double(qs[i * d + $1]) * Double(qs[i * d + $1]) } }
+        }
+        CPUKernels.withSingleThreadedBLAS {
+            results.withUnsafeMutableBufferPointer { out in
+                queries.withUnsafeBufferPointer { qs in
+                    samples.withUnsafeBufferPointer { xs in
+                        forkJoin(iterations: parts) { p in
+                            let lo = q * p / parts, hi = q * (p + 1) / parts
+                            let rows = hi - lo
+                            var best = (0..<rows).map { _ in BoundedMatches(k: k) }
+                            var dots = [Float](repeating: 0, count: rows * Self.block)
+                            dots.withUnsafeMutableBufferPointer { c in
+                                for start in stride(from: 0, to: count, by: Self.block) {
+                                    let n = min(Self.block, count - start)
+                                    CPUKernels.sgemm(transB: true, m: rows, n: n, k: d, a: qs.baseAddress! + lo * d, lda: d,
+                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: Self.block)
+                                    for r in 0..<rows {
+                                        let qn = queryNorms[lo + r]
+                                        let query = qs.baseAddress! + (lo + r) * d
+                                        for j in 0..<n {
+                                            let s = start + j
+                                            let approx = qn + norms[s] - 2 * Double(c[r * Self.block + j])
+                                            if let worst = best[r].worst, approx - gamma * (qn + norms[s]) > worst.squaredDistance { continue }
+                                            best[r].offer(NeighborMatch(sample: s, squaredDistance:
+                                                Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
+                                        }
+                                    }
+                                }
+                            }
+                            for r in 0..<rows { out[lo + r] = best[r].sorted() }
+                        }
+                    }
+                }
+            }
+        }
+        return results
+    }
+
+    /// γ_n = n·u / (1 − n·u) for float's unit roundoff, with a margin for the conversions.
+    static func gamma(_ n: Int) -> Double {
+        let nu = Double(n + 2) * 0x1p-24
+        return 1.01 * nu / max(1e-12, 1 - nu)
+    }
+
+    private func merge(_ parts: [[NeighborMatch]], k: Int) -> [NeighborMatch] {
+        var best = BoundedMatches(k: k)
+        for part in parts { for m in part { best.offer(m) } }
+        return best.sorted()
+    }
+}
+
+/// The k best matches seen so far (`NeighborMatch.precedes` order), as a max-heap on the worst.
+struct BoundedMatches {
+    let k: Int
+    private var heap: [NeighborMatch] = []
+
+    init(k: Int) { self.k = k; heap.reserveCapacity(k + 1) }
+
+    /// The worst of the k kept, once k are kept; nil before.
+    var worst: NeighborMatch? { heap.count == k ? heap.first : nil }
+
+    mutating func offer(_ m: NeighborMatch) {
+        if heap.count < k {
+            heap.append(m)
+            var i = heap.count - 1
+            while i > 0 {
+                let parent = (i - 1) / 2
+                guard heap[parent].precedes(heap[i]) else { break }
+                heap.swapAt(parent, i)
+                i = parent
+            }
+        } else if let top = heap.first, m.precedes(top) {
+            heap[0] = m
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var largest = i
+                if l < heap.count && heap[largest].precedes(heap[l]) { largest = l }
+                if r < heap.count && heap[largest].precedes(heap[r]) { largest = r }
+                if largest == i { break }
+                heap.swapAt(i, largest)
+                i = largest
+            }
+        }
+    }
+
+    /// The kept matches, nearest first.
+    func sorted() -> [NeighborMatch] { heap.sorted { $0.precedes($1) } }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+
+/// The fast exact searches (`NeighborSearch`: SIMD loop and SGEMM; `KDTree`) against the plain loop:
+/// every sample's distance in Double, the k smallest, ties to the lower index.
+final class NeighborSearchTests: XCTestCase {
+    /// The plain loop, written here: the definition the searches must reproduce exactly.
+    private func plain(_ samples: [Float], _ query: ArraySlice<Float>, d: Int, k: Int) -> [NeighborMatch] {
+        let q = Array(query)
+        let all = (0..<samples.count / d).map { s -> NeighborMatch in
+            var dist = 0.0
+            for j in 0..<d { let t = Double(q[j]) - Double(samples[s * d + j]); dist += t * t }
+            return NeighborMatch(sample: s, squaredDistance: dist)
+        }
+        return Array(all.sorted { $0.squaredDistance < $1.squaredDistance || ($0.squaredDistance == $1.squaredDistance && $0.sample < $1.sample) }.prefix(k))
+    }
+
+    private func random(_ n: Int, _ d: Int, seed: UInt64, integers: Bool = false, offset: Float = 0) -> [Float] {
+        var rng = SplitMix64(seed: seed)
+        return (0..<n * d).map { _ in integers ? Float(Int(rng.nextDouble() * 4)) : rng.nextFloat(in: -1...1) + offset }
+    }
+
+    private func check(n: Int, d: Int, queries: Int, k: Int, seed: UInt64, integers: Bool = false, offset: Float = 0,
+                       file: StaticString = #filePath, line: UInt = #line) {
+        let samples = random(n, d, seed: seed, integers: integers, offset: offset)
+        let q = random(queries, d, seed: seed + 1, integers: integers, offset: offset)
+        let expected = (0..<queries).map { plain(samples, q[$0 * d..<($0 + 1) * d], d: d, k: k) }
+        let search = NeighborSearch(samples: samples, dimension: d, threads: 2)
+        XCTAssertEqual(search.search(q, k: k), expected, "linear, n \(n) d \(d) queries \(queries) k \(k)", file: file, line: line)
+        for leaf in [1, 3, 40] {
+            let tree = KDTree(samples: samples, dimension: d, leafSize: leaf)
+            let found = (0..<queries).map { tree.search(Array(q[$0 * d..<($0 + 1) * d]), k: k) }
+            XCTAssertEqual(found, expected, "kd-tree leaf \(leaf), n \(n) d \(d) k \(k)", file: file, line: line)
+        }
+    }
+
+    func testAFewQueriesMatchThePlainLoop() {
+        check(n: 500, d: 7, queries: 3, k: 5, seed: 1)
+        check(n: 9000, d: 33, queries: 2, k: 1, seed: 2)
+        check(n: 300, d: 128, queries: 1, k: 20, seed: 3)
+    }
+
+    func testABatchMatchesThePlainLoop() {
+        check(n: 2500, d: 16, queries: 40, k: 3, seed: 4)
+        check(n: 700, d: 100, queries: 9, k: 10, seed: 5)
+        // Far from the origin, where ‖q‖² + ‖x‖² − 2q·x cancels most: the exact re-check decides.
+        check(n: 1500, d: 24, queries: 20, k: 4, seed: 6, offset: 300)
+    }
+
+    /// Small integer coordinates make many exact ties: the lower sample index goes first everywhere.
+    func testTiesGoToTheLowerIndex() {
+        check(n: 400, d: 3, queries: 12, k: 7, seed: 7, integers: true)
+        check(n: 400, d: 3, queries: 2, k: 7, seed: 8, integers: true)
+        // Duplicated samples: identical distances, indices in order.
+        let row: [Float] = [1, 2, 3]
+        let samples = Array([[Float]](repeating: row, count: 10).joined())
+        let search = NeighborSearch(samples: samples, dimension: 3)
+        XCTAssertEqual(search.search([1, 2, 4], k: 4)[0].map(\.sample), [0, 1, 2, 3])
+        XCTAssertEqual(KDTree(samples: samples, dimension: 3, leafSize: 2).search([1, 2, 4], k: 4).map(\.sample), [0, 1, 2, 3])
+    }
+
+    func testKLargerThanTheSamplesTakesThemAllAndEmptyFindsNone() {
+        check(n: 5, d: 4, queries: 10, k: 9, seed: 9)
+        XCTAssertEqual(NeighborSearch(samples: [], dimension: 4).search([0, 0, 0, 0], k: 3), [[]])
+        XCTAssertEqual(KDTree(samples: [], dimension: 4, leafSize: 2).search([0, 0, 0, 0], k: 3), [])
+    }
+
+    func testTheTreeHasTheLeavesItsLeafSizeAsksFor() {
+        let samples = random(1000, 5, seed: 10)
+        XCTAssertEqual(KDTree(samples: samples, dimension: 5, leafSize: 1000).leafCount, 1)
+        let tree = KDTree(samples: samples, dimension: 5, leafSize: 10)
+        XCTAssertGreaterThanOrEqual(tree.leafCount, 100)
+        XCTAssertLessThanOrEqual(tree.leafCount, 128)
+    }
+}
