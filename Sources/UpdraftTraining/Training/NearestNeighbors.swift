@@ -135,7 +135,9 @@ public struct NearestNeighbors: Sendable {
             votes[defaultLabel] = 1
             return Answer(probabilities: votes, label: defaultLabel, neighbors: near, isUnknown: true)
         }
-        let exact = near.filter { $0.squaredDistance == 0 }
+        // Inverse-distance weighting: samples at distance 0 (infinite weight) vote alone, one vote each.
+        // Uniform weighting: every neighbour votes once, at any distance.
+        let exact = weighting == .inverseDistance ? near.filter { $0.squaredDistance == 0 } : []
         for n in exact.isEmpty ? near : exact {
             votes[n.label] += weighting == .inverseDistance && exact.isEmpty ? 1 / n.squaredDistance.squareRoot() : 1
         }
