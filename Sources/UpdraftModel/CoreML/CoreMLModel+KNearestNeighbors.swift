@@ -120,3 +120,24 @@ extension ClassLabels {
         }
     }
 }
+
+extension CoreMLModel {
+    /// The model's k-NN classifier; nil for a model of another kind.
+    public var kNearestNeighbors: KNearestNeighborsSpec? {
+        if case let .kNearestNeighbors(k) = spec.body { return k }
+        return nil
+    }
+
+    /// The model with its k-NN changed by `edit` (`KNearestNeighborsSpec.append`, `removeSamples`,
+    /// `capSamplesPerLabel`, `removeDuplicateSamples`, `setNumberOfNeighbors`), written back as
+    /// `replacingKNearestNeighbors` writes it: only the fields that changed.
+    /// - Throws: `.invalidModel` when the model is not a k-NN classifier; the edit's errors.
+    public func editingKNearestNeighbors(_ edit: (inout KNearestNeighborsSpec) throws -> Void) throws -> CoreMLModel {
+        guard var knn = kNearestNeighbors else {
+            throw UpdraftError(.invalidModel, "this model is a \(spec.modelType.name), not a k-nearest-neighbors classifier",
+                               hint: "`updraft inspect` shows what the model is")
+        }
+        try edit(&knn)
+        return try replacingKNearestNeighbors(knn)
+    }
+}
