@@ -265,7 +265,8 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         throw UpdraftError(.device, "the training loss is \(bad): the \(backend.name) backend computed garbage")
     }
 
-    let training = try TrainingGraph(graph: run.graph)
+    guard let graph = run.graph else { throw UpdraftError(.unsupported, "updraft-bench epochs times neural networks; this model has none") }
+    let training = try TrainingGraph(graph: graph)
     let work = try StepWork(training: training, batch: workload.batch)
     let batches = (images + workload.batch - 1) / workload.batch
     let perEpoch = batches * workload.batch

@@ -7,10 +7,11 @@ let evaluateCommand = CLICommand(CommandSpec(
     summary: "Loss, accuracy and confusion matrix of a model on a folder of labelled data.",
     positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
     options: [
-        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
+        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy"),
         OptionSpec("batch-size", value: "N", help: "examples per forward pass (default 32)"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("json", help: "print JSON"),
+        neighborsOption, unknownDistanceOption,
     ] + imageDataOptionSpecs + computeOptions
 )) { args in
     guard let dataPath = args.value("data") else { throw UsageError("--data DIR is required") }
@@ -26,6 +27,7 @@ let evaluateCommand = CLICommand(CommandSpec(
     // The model's kind runs it, where the scheduler places it within --compute-units / --device.
     var config = UpdateConfiguration()
     try computeConfiguration(args, dataParallel: false, into: &config)
+    try neighborsConfiguration(args, into: &config)
     let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: batch, batchSource: "--batch-size",
                                              warn: { printError("warning: \($0)") })
     try predictor.checkMemory(batchSize: batch, work: .evaluation)

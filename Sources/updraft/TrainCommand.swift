@@ -4,10 +4,10 @@ import UpdraftCommandLine
 
 let trainCommand = CLICommand(CommandSpec(
     name: "train",
-    summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data.",
+    summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data, or append samples to a k-NN.",
     positionals: "MODEL.mlmodel", minPositionals: 0, maxPositionals: 1,
     options: [
-        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + targets.npy"),
+        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy"),
         OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
         OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch (a folder or a labels .csv)"),
         OptionSpec("epochs", value: "N", help: "epochs (default: the model's)"),
@@ -37,12 +37,15 @@ let trainCommand = CLICommand(CommandSpec(
                    help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
+        neighborsOption,
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
         + "--out, --log and --sidecar are checked before training starts; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
-        + "from the last completed mini-batch on the other devices or the CPU, with a warning."
+        + "from the last completed mini-batch on the other devices or the CPU, with a warning. "
+        + "A k-NN classifier is updated by appending one sample per example (one pass; --batch-size sets the progress steps); "
+        + "a cancelled update keeps what it appended."
 )) { args in
     let resume = try args.value("resume").map(ResumeOptions.init)
     guard let modelPath = args.positionals.first ?? resume?.url.path else { throw UsageError("MODEL.mlmodel is required (or --resume CHECKPOINT.mlmodel)") }
@@ -72,6 +75,7 @@ let trainCommand = CLICommand(CommandSpec(
     if let v = try args.double("weight-decay") { config.parameters[.weightDecay] = .double(v) }
     if let v = try args.int("seed") { config.parameters[.seed] = .int(Int64(v)) }
     if args.flag("no-shuffle") { config.parameters[.shuffle] = .bool(false) }
+    try neighborsConfiguration(args, into: &config)
     try computeConfiguration(args, dataParallel: true, into: &config)
     config.resumeFrom = resume?.checkpoint
     config.distributed = ranks
@@ -154,8 +158,12 @@ let trainCommand = CLICommand(CommandSpec(
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
         device: run.description, log: log)
-    print("model: \(modelURL.lastPathComponent), updatable: \(run.graph.updatableLayers.map(\.name).joined(separator: ", "))")
-    print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? ""); \(parameters)")
+    // A run without a network (a k-NN) appends samples: no optimizer settings to show.
+    let appends = run.graph == nil
+    print("model: \(modelURL.lastPathComponent), " + (run.graph.map { "updatable: " + $0.updatableLayers.map(\.name).joined(separator: ", ") }
+        ?? "appends one sample per example (k-nearest-neighbors)"))
+    print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? "")"
+          + (appends ? "; batch size \(parameters.miniBatchSize)" : "; \(parameters)"))
 
     let task = UpdateTask(run: run, trainingData: train.provider,
                           handlers: UpdateHandlers(progress: pauseForTestsIfAsked { progress.handle($0) }, warning: { progress.warn($0) }))
@@ -178,7 +186,10 @@ let trainCommand = CLICommand(CommandSpec(
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
     defer { leaveRanks(ranks) }
-    if final.task.state == .cancelled {
+    if final.task.state == .cancelled && appends {
+        // A k-NN keeps what it appended; there is nothing to resume.
+        try task.write(to: out)
+    } else if final.task.state == .cancelled {
         // Where it stopped, with the state to resume from (`--resume`).
         do { try task.writeCheckpoint(to: out) } catch {
             printError("warning: no resume state for the model trained so far (\(error))")
@@ -193,6 +204,7 @@ let trainCommand = CLICommand(CommandSpec(
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
     let note = dataStop ? " (training stopped: the model as trained so far, with finite weights)"
+        : final.task.state == .cancelled && appends ? " (cancelled: the samples appended so far)"
         : final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : ""
     print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")
     if dataStop { return 1 }

@@ -54,7 +54,8 @@ final class TrainingProgressPrinter: @unchecked Sendable {
             let done = (m.miniBatchIndex ?? 0) + 1
             let now = Self.now()
             estimate.record(done: m.epochIndex * batchesPerEpoch + done, at: now)
-            let loss = String(format: "%.4f", m.lossValue)
+            // A k-NN update has no loss (NaN): its steps show "-".
+            let loss = m.lossValue.isFinite ? String(format: "%.4f", m.lossValue) : "-"
             if interactive {
                 let width = 24, filled = width * done / max(1, batchesPerEpoch)
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)

@@ -14,6 +14,7 @@ let commands: [CLICommand] = [
     trainCommand,
     evaluateCommand,
     predictCommand,
+    knnCommand,
     tuneCommand,
     plotCommand,
 ]

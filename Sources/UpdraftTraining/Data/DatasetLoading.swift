@@ -72,6 +72,17 @@ public struct ModelDataset {
             throw UpdraftError(.unsupported, "the model's input is neither an image nor a multi-array")
         }
         let folder = isDirectory.boolValue ? path : path.deletingLastPathComponent()
+        // Labels rather than class indices: labels.txt for any classifier; for a k-NN (which learns
+        // new labels, and reads an int64 targets.npy as its labels) always.
+        let knn = Self.kNearestNeighbors(learningIn: model.spec)
+        if knn != nil || FileManager.default.fileExists(atPath: folder.appendingPathComponent(LabelledArrays.labelsFileName).path) {
+            let ds = try LabelledArrays(folder: folder, exampleShape: Shape(shape), modelLabels: model.classLabels, labelType: knn?.labelType,
+                                        learnsNewLabels: knn != nil, labelValuedTargets: knn?.labelType == "int64")
+            provider = ds
+            warnings = []
+            summary = ds.summary + " in \(folder.path)"
+            return
+        }
         let inputs = folder.appendingPathComponent("inputs.npy"), targets = folder.appendingPathComponent("targets.npy")
         // A classifier's targets are class indices whatever their dtype: whole floats are read as
         // indices, and a fraction is an error naming the file and the row (not a failure at the first batch).
@@ -81,5 +92,17 @@ public struct ModelDataset {
         provider = ds
         warnings = []
         summary = "\(ds.count) examples from \(inputs.lastPathComponent) and \(targets.lastPathComponent) in \(folder.path)"
+    }
+}
+
+extension ModelDataset {
+    /// The k-NN that learns from a model's data: the model itself, or a pipeline's last model (its
+    /// updatable one); nil for other models.
+    static func kNearestNeighbors(learningIn spec: ModelSpec) -> KNearestNeighborsSpec? {
+        switch spec.body {
+        case let .kNearestNeighbors(k): return k
+        case let .pipeline(p): return p.models.last.flatMap(kNearestNeighbors(learningIn:))
+        case .neuralNetwork: return nil
+        }
     }
 }

@@ -47,6 +47,20 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
     ///   order, row counts that differ, or class indices out of range.
     public init(inputs: URL, targets: URL, exampleShape: Shape? = nil, targetKind: TargetKind = .automatic,
                 classCount: Int? = nil) throws {
+        try self.init(inputs: inputs, targets: { try NpyArray(contentsOf: targets) }, targetsName: targets.path,
+                      exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)
+    }
+
+    /// Reads the `inputs` `.npy` file (memory-mapped, as `init(inputs:targets:...)`) with targets
+    /// already in memory (`targetsName` names them in errors, e.g. a labels.txt mapped to class indices).
+    public init(inputs: URL, targets: NpyArray, targetsName: String, exampleShape: Shape? = nil,
+                targetKind: TargetKind = .automatic, classCount: Int? = nil) throws {
+        try self.init(inputs: inputs, targets: { targets }, targetsName: targetsName,
+                      exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)
+    }
+
+    private init(inputs: URL, targets: () throws -> NpyArray, targetsName: String, exampleShape: Shape?,
+                 targetKind: TargetKind, classCount: Int?) throws {
         let mapped: Data
         do {
             mapped = try Data(contentsOf: inputs, options: .alwaysMapped)
@@ -57,7 +71,7 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
         let name = inputs.path
         let (header, type) = try NpyHeader.checked(data: mapped, name: name)
         try self.init(shape: header.shape, storage: .mapped(mapped, type: type, offset: header.dataOffset), inputsName: name,
-                      targets: NpyArray(contentsOf: targets), targetsName: targets.path,
+                      targets: targets(), targetsName: targetsName,
                       exampleShape: exampleShape, targetKind: targetKind, classCount: classCount)
     }
 

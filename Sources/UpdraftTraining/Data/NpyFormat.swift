@@ -28,6 +28,9 @@ public struct NpyArray: Equatable, Sendable {
     /// The elements in C order (row-major), converted to Float or Int.
     public var values: Values
 
+    /// An array of `values` in `shape`, `descr` the dtype numpy would write for them (`<f4`, `<i8`).
+    public init(shape: [Int], descr: String, values: Values) { self.shape = shape; self.descr = descr; self.values = values }
+
     /// Parses the bytes of a `.npy` file; `name` is used in error messages.
     public init(data: Data, name: String) throws {
         let (header, type) = try NpyHeader.checked(data: data, name: name)
@@ -299,5 +302,30 @@ extension PythonLiteralParser.Value {
         case let .list(items): return "[" + items.map(\.python).joined(separator: ", ") + "]"
         case let .dict(d): return "{" + d.keys.sorted().map { "'\($0)': \(d[$0]!.python)" }.joined(separator: ", ") + "}"
         }
+    }
+}
+
+extension NpyArray {
+    /// The array as a version 1.0 `.npy` file, C order: float values as `<f4`, integers as `<i8`
+    /// (what `numpy.load` reads back as the same shape and values).
+    public func serialized() -> Data {
+        let dtype: String
+        var body = Data()
+        switch values {
+        case let .float(v):
+            dtype = "<f4"
+            body = v.withUnsafeBufferPointer { Data(buffer: $0) }  // every platform Swift runs on is little-endian
+        case let .integer(v):
+            dtype = "<i8"
+            body = v.map { Int64($0) }.withUnsafeBufferPointer { Data(buffer: $0) }
+        }
+        let dims = shape.count == 1 ? "(\(shape[0]),)" : "(" + shape.map(String.init).joined(separator: ", ") + ")"
+        var header = "{'descr': '\(dtype)', 'fortran_order': False, 'shape': \(dims), }"
+        // The magic, version, length and header pad to a multiple of 64 bytes, ending in a newline.
+        let used = 10 + header.utf8.count + 1
+        header += String(repeating: " ", count: (64 - used % 64) % 64) + "\n"
+        var out = Data([0x93] + Array("NUMPY".utf8) + [1, 0, UInt8(header.utf8.count & 0xFF), UInt8(header.utf8.count >> 8)])
+        out += Data(header.utf8)
+        return out + body
     }
 }

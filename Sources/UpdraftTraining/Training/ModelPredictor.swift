@@ -24,6 +24,24 @@ public protocol ModelPredictor: AnyObject {
     /// The mean loss over the examples `range` of `data` and how many there were (how a model that
     /// is not a classifier is evaluated).
     func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int)
+    /// The neighbours that answered one preprocessed input, nearest first, for a model that answers
+    /// by neighbours (a k-NN); nil for other models.
+    func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]?
+}
+
+extension ModelPredictor {
+    /// Default: the model does not answer by neighbours.
+    public func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? { nil }
+}
+
+/// One neighbour of a k-NN's answer, as `updraft predict --json` reports it.
+public struct PredictedNeighbor: Hashable, Sendable {
+    /// The sample's index among the model's samples.
+    public var sample: Int
+    /// Its label, as text.
+    public var label: String
+    /// Its Euclidean distance to the input (the square root of the model's squared-Euclidean distance).
+    public var distance: Double
 }
 
 /// A network run forward: the graph on the devices the scheduler picks within the configuration's

@@ -14,7 +14,10 @@ import UpdraftPlacement
 ///   1 / Euclidean distance (scikit-learn's `weights="distance"`), and when some neighbours are at
 ///   distance 0 only they vote, one vote each;
 /// - a label's probability is its votes over all votes; the predicted label is the most probable,
-///   a tie going to the label whose nearest neighbour is nearest.
+///   a tie going to the label whose nearest neighbour is nearest;
+/// - with `unknownDistance` (Updraft's, not Core ML's): when the nearest sample is farther than it
+///   (Euclidean distance), the answer is the default label with probability 1, as for an empty index,
+///   and the neighbours are still reported.
 public struct NearestNeighbors: Sendable {
     /// One neighbour of a query.
     public struct Neighbor: Hashable, Sendable {
@@ -34,6 +37,8 @@ public struct NearestNeighbors: Sendable {
         public var label: Int
         /// The neighbours that voted, nearest first (empty for an empty index).
         public var neighbors: [Neighbor]
+        /// Whether the nearest sample was farther than `unknownDistance`, so the default label answered.
+        public var isUnknown = false
     }
 
     /// The labels answers are given in (`KNearestNeighborsSpec.distinctClassLabels`).
@@ -46,14 +51,31 @@ public struct NearestNeighbors: Sendable {
     public let k: Int
     /// The model's weighting.
     public let weighting: KNearestNeighborsSpec.Weighting
+    /// The Euclidean distance past which the nearest sample does not count: the default label answers.
+    public let unknownDistance: Double?
     private let samples: [Float]
     private let sampleLabels: [Int]
     private let defaultLabel: Int
 
-    /// The search over `spec`'s samples with `k` neighbours (the model's default when nil).
+    /// The search over `spec`'s samples with `k` neighbours (the model's default when nil, else
+    /// checked against the model's allowed values), answering the default label when the nearest
+    /// sample is farther than `unknownDistance` (Euclidean).
     /// - Throws: `.invalidModel` when the model has no labels, no k, or samples that do not match its
-    ///   dimension or label count (what `KNearestNeighborsValidator` reports).
-    public init(_ spec: KNearestNeighborsSpec, k: Int? = nil) throws {
+    ///   dimension or label count (what `KNearestNeighborsValidator` reports); `.invalidArgument` for
+    ///   a k outside the allowed values, or an `unknownDistance` that is negative, not finite, or set
+    ///   for a model without a default label.
+    public init(_ spec: KNearestNeighborsSpec, k: Int? = nil, unknownDistance: Double? = nil) throws {
+        if let k { try spec.checkNumberOfNeighbors(k) }
+        if let u = unknownDistance {
+            guard u.isFinite, u >= 0 else {
+                throw UpdraftError(.invalidArgument, "the unknown distance is \(u); it must be a finite distance, 0 or more", hint: "give --unknown-distance D with D >= 0")
+            }
+            guard spec.defaultLabel != nil else {
+                throw UpdraftError(.invalidArgument, "the k-NN has no default label to answer with past the unknown distance",
+                                   hint: "give the model a default label (coremltools: default_class_label), or leave out --unknown-distance")
+            }
+        }
+        self.unknownDistance = unknownDistance
         guard let labels = spec.distinctClassLabels else {
             throw UpdraftError(.invalidModel, "the k-NN has neither samples' labels nor a default label", hint: "`updraft inspect` lists what it lacks")
         }
@@ -109,7 +131,13 @@ public struct NearestNeighbors: Sendable {
             votes[defaultLabel] = 1
             return Answer(probabilities: votes, label: defaultLabel, neighbors: [])
         }
-        let exact = near.filter { $0.squaredDistance == 0 }
+        if let u = unknownDistance, near[0].squaredDistance.squareRoot() > u {
+            votes[defaultLabel] = 1
+            return Answer(probabilities: votes, label: defaultLabel, neighbors: near, isUnknown: true)
+        }
+        // Inverse-distance weighting: samples at distance 0 (infinite weight) vote alone, one vote each.
+        // Uniform weighting: every neighbour votes once, at any distance.
+        let exact = weighting == .inverseDistance ? near.filter { $0.squaredDistance == 0 } : []
         for n in exact.isEmpty ? near : exact {
             votes[n.label] += weighting == .inverseDistance && exact.isEmpty ? 1 / n.squaredDistance.squareRoot() : 1
         }
@@ -129,11 +157,11 @@ final class NearestNeighborsPredictor: ModelPredictor {
     var deviceName: String { "cpu" }
     var classLabels: [String]? { search.labels.asStrings }
 
-    init(model: CoreMLModel, k: Int? = nil) throws {
+    init(model: CoreMLModel, k: Int? = nil, unknownDistance: Double? = nil) throws {
         guard case let .kNearestNeighbors(spec) = model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
-        search = try NearestNeighbors(spec, k: k)
+        search = try NearestNeighbors(spec, k: k, unknownDistance: unknownDistance)
     }
 
     func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {}
@@ -160,6 +188,17 @@ final class NearestNeighborsPredictor: ModelPredictor {
 
     func classify(_ input: Tensor, position: String) throws -> Tensor {
         try probabilities(input.reshaped(Shape([1, input.count])))
+    }
+
+    func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? {
+        guard input.count == search.dimension else {
+            throw UpdraftError(.invalidArgument, "the k-NN takes vectors of \(search.dimension) values; this input holds \(input.count)",
+                               hint: "give inputs of the model's input shape")
+        }
+        let labels = search.labels.asStrings
+        return search.neighbors(of: input.data[...]).map {
+            PredictedNeighbor(sample: $0.sample, label: labels[$0.label], distance: $0.squaredDistance.squareRoot())
+        }
     }
 
     /// The mean cross-entropy of the votes against the examples' labels (a label no vote went to costs -log 1e-12).

@@ -16,7 +16,8 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
 
     static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
                         environment: [String: String]) throws -> ResolvedRun {
-        try ResolvedRun.resolve(model: model, configuration: configuration, environment: environment)
+        try refuseNearestNeighborsSettings(configuration)
+        return try ResolvedRun.resolve(model: model, configuration: configuration, environment: environment)
     }
 
     static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
@@ -25,8 +26,17 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
 
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
-        try NeuralNetworkPredictor(model: model, configuration: configuration, batchSize: batchSize, batchSource: batchSource,
+        try refuseNearestNeighborsSettings(configuration)
+        return try NeuralNetworkPredictor(model: model, configuration: configuration, batchSize: batchSize, batchSource: batchSource,
                                    environment: environment, warn: warn)
+    }
+
+    /// A network has no k: `numberOfNeighbors` and `unknownDistance` are refused by name, not ignored.
+    private static func refuseNearestNeighborsSettings(_ configuration: UpdateConfiguration) throws {
+        if configuration.numberOfNeighbors != nil || configuration.unknownDistance != nil {
+            throw UpdraftError(.invalidArgument, "--neighbors and --unknown-distance (numberOfNeighbors, unknownDistance) apply to k-nearest-neighbors classifiers; this model is a neural network",
+                               hint: "leave them out for this model")
+        }
     }
 }
 

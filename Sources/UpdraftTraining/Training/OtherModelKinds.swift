@@ -5,8 +5,8 @@ import UpdraftChecks
 
 /// The k-nearest-neighbors classifier kind (Model field 404): read, written back byte for byte,
 /// checked by `KNearestNeighborsValidator`, shown by `updraft inspect`, and run by exact search on
-/// the host (`evaluate`, `ModelKinds.predictor`). Updating it is refused with a named error until
-/// it is built.
+/// the host (`evaluate`, `ModelKinds.predictor`), updated by appending samples
+/// (`KNearestNeighborsUpdateSession`, Training/KNearestNeighborsUpdate.swift).
 enum KNearestNeighborsModelKind: UpdatableModelKind {
     static let name = "k-nearest-neighbors classifier"
     static let modelTypes: [CoreMLModelType] = [.kNearestNeighborsClassifier]
@@ -19,17 +19,20 @@ enum KNearestNeighborsModelKind: UpdatableModelKind {
     static func report(_ model: CoreMLModel, file: String?) -> ModelReport { ModelReport(kNearestNeighbors: model, file: file) }
 
     static func resolve(model: CoreMLModel, configuration: UpdateConfiguration, environment: [String: String]) throws -> ResolvedRun {
-        throw notYet("updating")
+        try resolveUpdate(model: model, configuration: configuration)
     }
 
-    static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession { throw notYet("updating") }
+    static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
+        try KNearestNeighborsUpdateSession(task: task, run: run)
+    }
 
-    /// Exact search on the host (`NearestNeighbors`) with the model's numberOfNeighbors, once the
-    /// model passes `KNearestNeighborsValidator` (else its first error, named).
+    /// Exact search on the host (`NearestNeighbors`) with the configuration's `numberOfNeighbors`
+    /// (else the model's) and `unknownDistance`, once the model passes `KNearestNeighborsValidator`
+    /// (else its first error, named).
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try throwFirstError(validate(model, forUpdate: false), doing: "run")
-        return try NearestNeighborsPredictor(model: model)
+        return try NearestNeighborsPredictor(model: model, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance)
     }
 }
 

@@ -15,8 +15,8 @@ import UpdraftPlacement
 public struct ResolvedRun {
     /// The model the run trains.
     public let model: CoreMLModel
-    /// The model's network.
-    public let graph: NetworkGraph
+    /// The model's network; nil for a kind that runs none (a bare k-NN, which appends samples).
+    public let graph: NetworkGraph?
     /// The hyperparameters in force at the start, checked against what the model allows.
     public let parameters: TrainingParameters
     /// The configuration the run trains with: the one given, with `backends` (and `dataParallel`,
@@ -34,9 +34,10 @@ public struct ResolvedRun {
     /// them; nothing here did, and a task made from this run does not repeat them.
     public var warnings: [String] { schedule?.warnings ?? [] }
 
-    /// Where the run trains: "cpu", "opencl:<name>", "<prefix> (frozen prefix) + <tail> (trainable
+    /// Where the run trains: "cpu" (also a k-NN update, on the host), "opencl:<name>", "<prefix> (frozen prefix) + <tail> (trainable
     /// tail)", or "data parallel: <a> (n) + <b> (m)".
     public var description: String {
+        if graph == nil { return "cpu" }  // a k-NN's samples are appended on the host
         if let schedule { return schedule.description }
         if let dp = configuration.dataParallel, !dp.replicas.isEmpty {
             let shares = dp.shares ?? dp.replicas.map { _ in 1 }

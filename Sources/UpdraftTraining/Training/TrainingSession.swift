@@ -42,7 +42,10 @@ final class TrainingSession {
     init(task: UpdateTask, run: ResolvedRun) throws {
         self.task = task
         let model = run.model
-        graph = run.graph
+        guard let graph = run.graph else {
+            throw UpdraftError(.invalidModel, "this run has no network to train (a \(model.spec.modelType.name))", hint: "resolve it through ModelKinds.resolve")
+        }
+        self.graph = graph
         configuration = run.configuration
         var training = try TrainingGraph(graph: graph)
         if configuration.frozenActivationsHalfPrecision {

@@ -161,6 +161,13 @@ public struct UpdateConfiguration {
     /// Train as one rank of an MPI job (`DistributedTraining.launched()`): each rank trains its share
     /// of every mini-batch and the gradients are summed over the ranks; rank 0 alone writes checkpoints.
     public var distributed: DistributedTraining? = nil
+    /// A k-NN's k (`--neighbors`): the neighbours that vote when it predicts, and for an update the
+    /// k written into the model; checked against the model's allowed values (numberOfNeighbors'
+    /// range or set). Nil: the model's own.
+    public var numberOfNeighbors: Int? = nil
+    /// A k-NN predicts its default label when the nearest sample is farther than this Euclidean
+    /// distance (`--unknown-distance`; Updraft's, not Core ML's). Nil: never.
+    public var unknownDistance: Double? = nil
     /// The defaults: the model's own parameters, scheduled compute units, a feature cache, no checkpoints.
     public init() {}
 }

@@ -99,7 +99,7 @@ func appendVarint(_ value: UInt64, to out: inout [UInt8]) {
 }
 
 /// Number of bytes `value` takes as a varint.
-func varintSize(_ value: UInt64) -> Int {
+package func varintSize(_ value: UInt64) -> Int {
     var n = 1
     var v = value >> 7
     while v != 0 { n += 1; v >>= 7 }

@@ -1,0 +1,187 @@
+import Foundation
+import UpdraftCore
+import UpdraftModel
+
+/// Where a k-NN update's examples come from: how many there are, and for a range of them the
+/// vectors to store (`[n, D]`, D the k-NN's dimension) and each one's label — a label value of the
+/// k-NN's type (string or int64), not an index. A bare k-NN reads them from multi-array data
+/// (`LabelledArrays`, or any `BatchProvider` through `BatchProviderExampleSource`); a pipeline's
+/// k-NN from the embedding its earlier models compute.
+public protocol KNearestNeighborsExampleSource {
+    /// How many examples there are.
+    var count: Int { get }
+    /// The labels of the examples `range`, in order, without computing their vectors.
+    func labels(in range: Range<Int>) throws -> ClassLabels
+    /// The vectors `[range.count, D]` of the examples `range` and their labels, in order.
+    func examples(in range: Range<Int>) throws -> (vectors: Tensor, labels: ClassLabels)
+}
+
+/// Any `BatchProvider` as examples for a k-NN: each example's input flattened into a vector, its
+/// class index (`.classIndex`) read as the label at that index of `labels`.
+public struct BatchProviderExampleSource: KNearestNeighborsExampleSource {
+    /// The examples.
+    public let data: BatchProvider
+    /// The labels the examples' class indices point into.
+    public let labels: ClassLabels
+
+    /// A source over `data`, whose class indices point into `labels`.
+    public init(data: BatchProvider, labels: ClassLabels) { self.data = data; self.labels = labels }
+
+    public var count: Int { data.count }
+
+    public func labels(in range: Range<Int>) throws -> ClassLabels {
+        let indices = try range.map { i -> Int in
+            guard case let .classIndex(c) = try data.target(at: i), c >= 0, c < labels.count else {
+                throw UpdraftError(.data, "example \(i) has no class index among the \(labels.count) labels a k-NN update can give it",
+                                   hint: "give each example a label (labels.txt) or a class index into the model's labels (targets.npy)")
+            }
+            return c
+        }
+        return labels.picking(indices)
+    }
+
+    public func examples(in range: Range<Int>) throws -> (vectors: Tensor, labels: ClassLabels) {
+        let batch = try data.batch(at: range)
+        let n = range.count
+        return (batch.inputs.reshaped(Shape([n, batch.inputs.count / max(n, 1)])), try labels(in: range))
+    }
+}
+
+extension KNearestNeighborsModelKind {
+    /// A k-NN update: one pass over the data in batches of `miniBatchSize` (default 32); epochs must
+    /// be 1 (a second pass would store every sample twice); no optimizer settings apply. `--neighbors`
+    /// (`numberOfNeighbors`) is checked against the model's allowed values here, before any work.
+    static func resolveUpdate(model: CoreMLModel, configuration: UpdateConfiguration) throws -> ResolvedRun {
+        guard case let .kNearestNeighbors(knn) = model.spec.body else {
+            throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
+        }
+        if let k = configuration.numberOfNeighbors { try knn.checkNumberOfNeighbors(k) }
+        for key in configuration.parameters.keys where ![.miniBatchSize, .epochs, .shuffle, .seed].contains(key) {
+            throw UpdraftError(.invalidArgument, "\(key) does not apply to a k-NN update: it stores each example as a sample, with no optimizer",
+                               hint: "leave out \(key); --batch-size sets how many examples go per progress step, --neighbors sets k")
+        }
+        if let e = configuration.parameters[.epochs], e.intValue != 1 {
+            throw UpdraftError(.invalidArgument, "a k-NN update is one pass over the data; epochs = \(e) would store every example \(e) times",
+                               hint: "leave out --epochs (or give 1)")
+        }
+        if configuration.resumeFrom != nil || configuration.checkpointEvery != nil || configuration.checkpointEveryMiniBatches != nil {
+            throw UpdraftError(.invalidArgument, "a k-NN update has no resume state or checkpoints: it appends, and a cancelled update keeps what it appended",
+                               hint: "update the written model again with the examples left")
+        }
+        if configuration.validationData != nil {
+            throw UpdraftError(.invalidArgument, "a k-NN update does not evaluate during the pass",
+                               hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
+        }
+        var overrides = configuration.parameters
+        overrides[.miniBatchSize] = overrides[.miniBatchSize] ?? .int(32)
+        let parameters = try TrainingParameters(optimizer: .sgd, hyperparameters: [], overrides: overrides)
+        return ResolvedRun(model: model, graph: nil, parameters: parameters, configuration: configuration, schedule: nil)
+    }
+}
+
+/// A k-NN update as an update task drives it: one pass over a `KNearestNeighborsExampleSource`,
+/// each batch's vectors appended as samples with their labels (`KNearestNeighborsSpec.append`), a
+/// `miniBatchEnd` event per batch and an `epochEnd` at the end. A k-NN has no loss: the events'
+/// `lossValue` is NaN. Cancelling stops after the current batch, keeping every sample appended.
+final class KNearestNeighborsUpdateSession: UpdateSession {
+    unowned let task: UpdateTask
+    let source: KNearestNeighborsExampleSource
+    /// The k-NN as appended so far.
+    private(set) var knn: KNearestNeighborsSpec
+    /// Puts an updated k-NN into the task's model (the bare k-NN's: `replacingKNearestNeighbors`).
+    let apply: (CoreMLModel, KNearestNeighborsSpec) throws -> CoreMLModel
+    var parameters: TrainingParameters
+    let hyperparameters: [Hyperparameter] = []
+    private(set) var lastMetrics: TrainingMetrics?
+    var featureCacheStatistics: FeatureCacheStatistics? { nil }
+    /// Where the vectors come from, for the metrics' device ("cpu" for a bare k-NN).
+    let device: String
+
+    /// - Parameters:
+    ///   - knn: the k-NN to append to (with `numberOfNeighbors` already set to any new k).
+    ///   - apply: how the appended k-NN goes into the model.
+    ///   - size: the model's serialized size before the update, for the 2 GiB check.
+    /// - Throws: before any work, when the source's labels are of the other type or the update
+    ///   would pass protobuf's 2 GiB limit (saying how many samples still fit).
+    init(task: UpdateTask, run: ResolvedRun, source: KNearestNeighborsExampleSource, knn: KNearestNeighborsSpec,
+         size: Int, device: String = "cpu", apply: @escaping (CoreMLModel, KNearestNeighborsSpec) throws -> CoreMLModel) throws {
+        self.task = task
+        self.source = source
+        self.knn = knn
+        self.apply = apply
+        self.device = device
+        parameters = run.parameters
+        guard source.count > 0 else { throw UpdraftError(.data, "the training data is empty", hint: "give at least one example") }
+        let labels = try source.labels(in: 0..<source.count)
+        // The type and the room are checked for the whole pass before the first sample is stored.
+        if let type = knn.labelType, type != labels.typeName {
+            throw UpdraftError(.invalidArgument, "the training labels are \(labels.typeName) labels, but the k-NN's labels are \(type)",
+                               hint: type == "int64" ? "give whole-number labels (labels.txt with one integer per line, or an integer targets.npy)"
+                                                     : "give the labels as text (labels.txt, one label per line)")
+        }
+        try run.model.checkKNearestNeighborsRoom(appending: labels, dimension: Int(knn.dimension), currentSize: size)
+    }
+
+    /// A bare k-NN's session: the task's training data as a source (a `KNearestNeighborsExampleSource`
+    /// itself, or a `BatchProvider` whose class indices point into the model's labels).
+    convenience init(task: UpdateTask, run: ResolvedRun) throws {
+        guard case var .kNearestNeighbors(knn) = run.model.spec.body else {
+            throw UpdraftError(.invalidModel, "this model is a \(run.model.spec.modelType.name), not a k-nearest-neighbors classifier")
+        }
+        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
+        let source = task.trainingData as? KNearestNeighborsExampleSource
+            ?? BatchProviderExampleSource(data: task.trainingData, labels: knn.distinctClassLabels ?? .strings([]))
+        try self.init(task: task, run: run, source: source, knn: knn, size: run.model.message.serializedSize) { model, knn in
+            try model.replacingKNearestNeighbors(knn)
+        }
+    }
+
+    func train() throws {
+        try task.emit(.trainingBegin, metrics: nil)
+        let size = parameters.miniBatchSize, count = source.count
+        let batches = stride(from: 0, to: count, by: size).map { $0..<min($0 + size, count) }
+        let start = Date()
+        var appended = 0
+        for (b, range) in batches.enumerated() {
+            if task.isCancelRequested { return }
+            let (vectors, labels) = try source.examples(in: range)
+            let d = Int(knn.dimension)
+            guard vectors.shape.dims.count == 2, vectors.shape.dims[0] == range.count, labels.count == range.count else {
+                throw UpdraftError(.data, "examples \(range.lowerBound + 1)-\(range.upperBound) gave vectors \(vectors.shape) and \(labels.count) labels for \(range.count) examples",
+                                   hint: "a k-NN example source gives [n, D] vectors and n labels")
+            }
+            guard vectors.shape.dims[1] == d else {
+                throw UpdraftError(.data, "the examples' vectors have dimension \(vectors.shape.dims[1]), but the k-NN's samples have dimension \(d)",
+                                   hint: "give vectors of \(d) values (the model's numberOfDimensions), e.g. inputs.npy of shape [N, \(d)]")
+            }
+            let rows = (0..<range.count).map { Array(vectors.data[$0 * d..<($0 + 1) * d]) }
+            try knn.append(samples: rows, labels: labels)
+            appended += range.count
+            var m = TrainingMetrics(epochIndex: 0, miniBatchIndex: b, lossValue: .nan)
+            m.device = device
+            lastMetrics = m
+            try task.emit(.miniBatchEnd, metrics: m)
+        }
+        var m = TrainingMetrics(epochIndex: 0, lossValue: .nan)
+        m.seconds = Date().timeIntervalSince(start)
+        m.examplesPerSecond = Double(appended) / max(m.seconds!, 1e-9)
+        m.device = device
+        lastMetrics = m
+        try task.emit(.epochEnd, metrics: m)
+    }
+
+    func currentModel(updating original: CoreMLModel) throws -> CoreMLModel { try apply(original, knn) }
+
+    func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) {
+        throw UpdraftError(.invalidArgument, "a k-NN has no layers; '\(name)' names none", hint: "read the samples from the model (KNearestNeighborsSpec.samples)")
+    }
+
+    func checkpoint() throws -> TrainingCheckpoint {
+        throw UpdraftError(.unsupported, "a k-NN update keeps no resume state: a cancelled update keeps what it appended",
+                           hint: "write the model (UpdateTask.write(to:)) and update it again with the examples left")
+    }
+
+    func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
+        EndedRun(model: Result { try apply(model, knn) }, cacheStatistics: nil, devices: TrainingDevices.Record(description: device, replicaCount: 1, fallbackCount: 0, snapshotCount: 0, replayedSteps: 0, workspaceBatchSizes: []), resumePoint: nil)
+    }
+}
