@@ -152,17 +152,17 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
         XCTAssertTrue(ModelKinds.validate(CoreMLModel(spec: spec)).contains { $0.message.contains("its last model, model 1, is not") })
     }
 
-    /// What a kind cannot do yet, and the network-only paths, refuse other kinds by name instead of
+    /// The network-only paths, and what a kind cannot do yet, refuse other kinds by name instead of
     /// treating them as networks.
     func testNetworkOnlyPathsRefuseOtherKindsByName() throws {
         let (_, model, _) = try load("knn_strings_linear")
         XCTAssertThrowsError(try NetworkGraph(model: model)) { error in
             XCTAssertTrue("\(error)".contains("kNearestNeighborsClassifier, not a neural network"), "\(error)")
         }
-        XCTAssertThrowsError(try ModelKinds.resolve(model: model, configuration: UpdateConfiguration())) { error in
-            XCTAssertEqual((error as? UpdraftError)?.kind, .unsupported)
-            XCTAssertTrue("\(error)".contains("k-nearest-neighbors classifier"), "\(error)")
-        }
+        // A k-NN resolves to a run without a network: its update appends samples on the host.
+        let run = try ModelKinds.resolve(model: model, configuration: UpdateConfiguration())
+        XCTAssertNil(run.graph)
+        XCTAssertEqual(run.description, "cpu")
         XCTAssertThrowsError(try ModelKinds.predictor(model: try CoreMLModel(contentsOf: Fixtures.url("knn/pipeline_embedding_knn.mlmodel")),
                                                       batchSize: 1, warn: { _ in })) { error in
             XCTAssertEqual((error as? UpdraftError)?.kind, .unsupported)
