@@ -102,7 +102,8 @@ example: deps
 
 # Models Updraft writes must read back in coremltools (the reference protobuf reader) as Updraft
 # meant them: a new SqueezeNet, fixtures and SqueezeNet after new weights were set through
-# CoreMLModel (`updraft reinit`), and a SqueezeNet after `updraft train`, each compared with the
+# CoreMLModel (`updraft reinit`), a SqueezeNet after `updraft train`, and k-NNs after `updraft train`
+# (samples appended, k set) and `updraft knn` (imported, a label removed, deduped, capped), each compared with the
 # JSON sidecar Updraft writes. Then `updraft make-updatable` against coremltools' own make_updatable
 # and set_* on the same models (Tests/Scripts/check_make_updatable.py), field by field.
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
@@ -122,6 +123,14 @@ interop: deps
 	  rm "$$dir/small.mlmodel"; \
 	  "$$bin" make-updatable Tests/UpdraftTests/Fixtures/dense_sgd_classifier.mlmodel --layers dense2 --optimizer adam \
 	    --allowed-epochs 1..100 --out "$$dir/dense_made_updatable.mlmodel" --sidecar "$$dir/dense_made_updatable.json"; \
+	  "$$bin" train Tests/UpdraftTests/Fixtures/knn/update_strings.mlmodel --train Tests/UpdraftTests/Fixtures/knn/update_strings_train \
+	    --neighbors 7 --out "$$dir/knn_updated.mlmodel" --sidecar "$$dir/knn_updated.json"; \
+	  "$$bin" train Tests/UpdraftTests/Fixtures/knn/update_int64.mlmodel --train Tests/UpdraftTests/Fixtures/knn/update_int64_train \
+	    --out "$$dir/knn_int64_updated.mlmodel" --sidecar "$$dir/knn_int64_updated.json"; \
+	  "$$bin" knn "$$dir/knn_updated.mlmodel" --import Tests/UpdraftTests/Fixtures/knn/update_strings_train --remove-label bee --dedupe \
+	    --max-per-label 6 --seed 3 --neighbors 3 --out "$$dir/knn_edited.mlmodel" --sidecar "$$dir/knn_edited.json"; \
+	  "$$bin" knn Tests/UpdraftTests/Fixtures/knn/knn_int64_kdtree.mlmodel --neighbors 5 --out "$$dir/knn_kdtree_k5.mlmodel" \
+	    --sidecar "$$dir/knn_kdtree_k5.json"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
 	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"; \
 	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"

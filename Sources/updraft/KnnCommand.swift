@@ -16,6 +16,7 @@ let knnCommand = CLICommand(CommandSpec(
         OptionSpec("export", value: "DIR", help: "write the samples to DIR/inputs.npy and their labels to DIR/labels.txt (after the edits)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the edited model (required for an edit; may be MODEL itself)"),
         OptionSpec("json", help: "print the samples per label as JSON"),
+        OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the written model (interop checks)"),
     ],
     discussion: "The edits run in this order: --import, --remove-label, --dedupe, --max-per-label, --neighbors; then --export, "
         + "then the samples per label are printed. The model is written atomically to --out; MODEL is never touched unless --out names it."
@@ -56,6 +57,9 @@ let knnCommand = CLICommand(CommandSpec(
     if let out {
         try model.write(to: out)
         say("wrote \(out.path)")
+        if let sidecar = args.value("sidecar") { try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar)) }
+    } else if args.value("sidecar") != nil {
+        throw UsageError("--sidecar describes the model written to --out: give an edit and --out")
     }
     let counts = knn.samplesPerLabel
     if args.flag("json") {

@@ -9,7 +9,10 @@ loads each model with coremltools.utils.load_spec (the protobuf reference implem
 compares, for the model and every convolution and inner-product layer: the model's version,
 updatable flag, kind, class labels and loss; each layer's type and updatable flag; and its weight
 and bias values (count, CRC-32 of the float32 little-endian bytes, first values) and their
-isUpdatable flags. Exits 1 listing every mismatch, 0 when all agree.
+isUpdatable flags. For a k-nearest-neighbors classifier (Updraft's `train` appending samples, or
+`updraft knn` editing them) it compares the samples (dimension, count, CRC-32, first values), each
+sample's label and its type, numberOfNeighbors with its allowed range or set, the weighting, the
+index and the default label. Exits 1 listing every mismatch, 0 when all agree.
 """
 import contextlib
 import glob
@@ -56,6 +59,51 @@ def compare_values(where, expected, w, problems):
         problems.append(f"{where}: isUpdatable {w.isUpdatable}, Updraft wrote {expected['isUpdatable']}")
 
 
+def check_knn(knn, expected, problems):
+    """A kNearestNeighborsClassifier message against Updraft's sidecar."""
+    index = knn.nearestNeighborsIndex
+    samples = np.asarray([list(s.vector) for s in index.floatSamples], dtype="<f4")
+    if index.numberOfDimensions != expected["dimension"]:
+        problems.append(f"numberOfDimensions {index.numberOfDimensions}, Updraft wrote {expected['dimension']}")
+    if len(index.floatSamples) != expected["samples"]:
+        problems.append(f"{len(index.floatSamples)} samples, Updraft wrote {expected['samples']}")
+    elif expected["samples"]:
+        crc = zlib.crc32(samples.reshape(-1).tobytes()) & 0xFFFFFFFF
+        if crc != expected["crc32"]:
+            problems.append(f"samples' CRC-32 {crc:#010x}, Updraft's is {expected['crc32']:#010x}")
+        first = [float(np.float32(v)) for v in expected["first"]]
+        if [float(v) for v in samples.reshape(-1)[: len(first)]] != first:
+            problems.append(f"first sample values {samples.reshape(-1)[:len(first)].tolist()}, Updraft's {first}")
+    which = knn.WhichOneof("ClassLabels")
+    labels = [str(v) for v in getattr(knn, which).vector] if which else []
+    if labels != expected["labels"]:
+        problems.append(f"labels {labels[:5]}... ({len(labels)}), Updraft wrote {expected['labels'][:5]}... ({len(expected['labels'])})")
+    types = {"stringClassLabels": "string", "int64ClassLabels": "int64", None: None}
+    if types[which] != expected.get("labelType"):
+        problems.append(f"labels are {which}, Updraft wrote {expected.get('labelType')} labels")
+    k = knn.numberOfNeighbors
+    if k.defaultValue != expected["k"]:
+        problems.append(f"numberOfNeighbors {k.defaultValue}, Updraft wrote {expected['k']}")
+    allowed = k.WhichOneof("AllowedValues")
+    if allowed == "range" and [k.range.minValue, k.range.maxValue] != expected.get("allowedRange"):
+        problems.append(f"numberOfNeighbors range {[k.range.minValue, k.range.maxValue]}, Updraft wrote {expected.get('allowedRange')}")
+    if allowed == "set" and sorted(k.set.values) != sorted(expected.get("allowedSet") or []):
+        problems.append(f"numberOfNeighbors set {sorted(k.set.values)}, Updraft wrote {expected.get('allowedSet')}")
+    if allowed is None and (expected.get("allowedRange") or expected.get("allowedSet")):
+        problems.append("numberOfNeighbors has no allowed values, Updraft wrote some")
+    if knn.WhichOneof("WeightingScheme") != expected.get("weighting"):
+        problems.append(f"weighting {knn.WhichOneof('WeightingScheme')}, Updraft wrote {expected.get('weighting')}")
+    if index.WhichOneof("IndexType") != expected.get("index"):
+        problems.append(f"index {index.WhichOneof('IndexType')}, Updraft wrote {expected.get('index')}")
+    if expected.get("leafSize") is not None and index.singleKdTreeIndex.leafSize != expected["leafSize"]:
+        problems.append(f"kd-tree leaf size {index.singleKdTreeIndex.leafSize}, Updraft wrote {expected['leafSize']}")
+    default = knn.WhichOneof("DefaultClassLabel")
+    value = str(getattr(knn, default)) if default else None
+    if value != expected.get("defaultLabel"):
+        problems.append(f"default label {value}, Updraft wrote {expected.get('defaultLabel')}")
+    return problems
+
+
 def check(model_path, sidecar_path):
     problems = []
     with open(sidecar_path) as f:
@@ -69,6 +117,8 @@ def check(model_path, sidecar_path):
         problems.append(f"specificationVersion {spec.specificationVersion}, Updraft wrote {expected['specificationVersion']}")
     if spec.isUpdatable != expected["isUpdatable"]:
         problems.append(f"isUpdatable {spec.isUpdatable}, Updraft wrote {expected['isUpdatable']}")
+    if kind == "kNearestNeighborsClassifier":
+        return check_knn(nn, expected["kNearestNeighbors"], problems)
     if expected.get("classLabels") is not None:
         which = nn.WhichOneof("ClassLabels")
         labels = [str(v) for v in getattr(nn, which).vector] if which else []

@@ -152,14 +152,17 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
         XCTAssertTrue(ModelKinds.validate(CoreMLModel(spec: spec)).contains { $0.message.contains("its last model, model 1, is not") })
     }
 
-    /// What a kind cannot do yet, and the network-only paths, refuse other kinds by name instead of
+    /// The network-only paths, and what a kind cannot do yet, refuse other kinds by name instead of
     /// treating them as networks.
     func testNetworkOnlyPathsRefuseOtherKindsByName() throws {
         let (_, model, _) = try load("knn_strings_linear")
         XCTAssertThrowsError(try NetworkGraph(model: model)) { error in
             XCTAssertTrue("\(error)".contains("kNearestNeighborsClassifier, not a neural network"), "\(error)")
         }
-        XCTAssertNil(try ModelKinds.resolve(model: model, configuration: UpdateConfiguration()).graph, "a k-NN update runs no network")
+        // A k-NN resolves to a run without a network: its update appends samples on the host.
+        let run = try ModelKinds.resolve(model: model, configuration: UpdateConfiguration())
+        XCTAssertNil(run.graph)
+        XCTAssertEqual(run.description, "cpu")
         XCTAssertEqual(ModelKinds.report(model).kind, "kNearestNeighborsClassifier")
     }
 

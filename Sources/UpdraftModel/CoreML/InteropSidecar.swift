@@ -19,6 +19,22 @@ public enum InteropSidecar {
         var weights: Values?
         var bias: Values?
     }
+    /// A k-NN classifier's samples (count, CRC-32, first values), labels, k and settings.
+    struct NearestNeighbors: Encodable {
+        var dimension: Int
+        var samples: Int
+        var crc32: UInt32
+        var first: [Float]
+        var labels: [String]
+        var labelType: String?
+        var k: Int64?
+        var allowedRange: [Int64]?
+        var allowedSet: [Int64]?
+        var weighting: String?
+        var index: String?
+        var leafSize: Int32?
+        var defaultLabel: String?
+    }
     struct Document: Encodable {
         var specificationVersion: Int
         var isUpdatable: Bool
@@ -26,6 +42,7 @@ public enum InteropSidecar {
         var classLabels: [String]?
         var loss: String?
         var layers: [Layer]
+        var kNearestNeighbors: NearestNeighbors?
     }
 
     /// The sidecar for a model, from Updraft's in-memory view of it.
@@ -40,9 +57,27 @@ public enum InteropSidecar {
             layers.append(Layer(name: l.name, type: l.typeName, isUpdatable: l.isUpdatable,
                                 weights: w.isReadable ? values(w) : nil, bias: b.flatMap { $0.isReadable ? values($0) : nil }))
         }
+        let knn = model.kNearestNeighbors.map { k -> NearestNeighbors in
+            var allowedRange: [Int64]?, allowedSet: [Int64]?, leafSize: Int32?
+            switch k.numberOfNeighbors?.allowed {
+            case let .range(lo, hi)?: allowedRange = [lo, hi]
+            case let .set(v)?: allowedSet = v
+            case nil: break
+            }
+            if case let .kdTree(n)? = k.index { leafSize = n }
+            let flat = k.samples.flatMap { $0 }
+            return NearestNeighbors(dimension: Int(k.dimension), samples: k.samples.count, crc32: crc32(floats: flat), first: Array(flat.prefix(4)),
+                                    labels: k.sampleLabelTexts, labelType: k.labels?.typeName, k: k.numberOfNeighbors?.defaultValue,
+                                    allowedRange: allowedRange, allowedSet: allowedSet,
+                                    weighting: k.weighting.map { $0 == .uniform ? "uniformWeighting" : "inverseDistanceWeighting" },
+                                    index: k.index.map { if case .linear = $0 { return "linearIndex" } else { return "singleKdTreeIndex" } },
+                                    leafSize: leafSize, defaultLabel: k.defaultLabel?.text)
+        }
+        // A k-NN's labels are per sample (in `kNearestNeighbors`), not a network's class labels.
         let doc = Document(specificationVersion: model.specificationVersion, isUpdatable: model.isUpdatable,
-                           kind: model.kind.rawValue, classLabels: model.classLabels?.asStrings,
-                           loss: model.loss.map { $0.name }, layers: layers)
+                           kind: model.spec.neuralNetwork != nil ? model.kind.rawValue : model.spec.modelType.name,
+                           classLabels: knn == nil ? model.classLabels?.asStrings : nil,
+                           loss: model.loss.map { $0.name }, layers: layers, kNearestNeighbors: knn)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
