@@ -50,6 +50,8 @@ DEMO_DIR = demo-output
 DEMO_DIGITS = Tests/Data/digits
 DEMO_PRETRAIN_FLAGS ?= --epochs 10 --batch-size 16 --learning-rate 0.003 --momentum 0.9 --random-resized-crop 0.6,1
 DEMO_FINETUNE_FLAGS ?= --epochs 50 --batch-size 16 --learning-rate 0.01 --momentum 0.9
+DEMO_KNN_SHOTS ?= 5
+DEMO_KNN_FLAGS ?= --neighbors 3 --l2-normalize
 demo: release
 	$(UPDRAFT) devices
 	@rm -rf $(DEMO_DIR)/data && for split in train validation; do \
@@ -71,12 +73,19 @@ demo: release
 	  --validation $(DEMO_DIR)/data/finetune/validation $(DEMO_FINETUNE_FLAGS) \
 	  --out $(DEMO_DIR)/finetuned.mlmodel --log $(DEMO_DIR)/finetune.jsonl
 	$(UPDRAFT) plot $(DEMO_DIR)/finetuned.history.json --out $(DEMO_DIR)/curves.png
+	@echo "== stage 3: a k-NN on stage 1's embedding, personalised from $(DEMO_KNN_SHOTS) examples of each of digits 6-9"
+	@rm -rf $(DEMO_DIR)/data/fewshot && for c in 6 7 8 9; do mkdir -p $(DEMO_DIR)/data/fewshot/$$c; \
+	  ls $(DEMO_DIGITS)/train/$$c | head -$(DEMO_KNN_SHOTS) | while read f; do cp $(DEMO_DIGITS)/train/$$c/$$f $(DEMO_DIR)/data/fewshot/$$c/; done; done
+	$(UPDRAFT) create knn --feature-extractor $(DEMO_DIR)/pretrained.mlmodel $(DEMO_KNN_FLAGS) --out $(DEMO_DIR)/knn.mlmodel
+	$(UPDRAFT) train $(DEMO_DIR)/knn.mlmodel --train $(DEMO_DIR)/data/fewshot --out $(DEMO_DIR)/knn-personalised.mlmodel
 	@echo "== validation accuracy"
-	@printf "stage 1, every layer trained, digits 0-5:             "; \
+	@printf "stage 1, every layer trained, digits 0-5:                 "; \
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/pretrained.mlmodel --data $(DEMO_DIR)/data/pretrain/validation | grep -i "accuracy"
-	@printf "stage 2, conv10 + fullyconnected0 fine-tuned, digits 6-9: "; \
+	@printf "stage 2, conv10 + fullyconnected0 fine-tuned, digits 6-9:    "; \
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/finetuned.mlmodel --data $(DEMO_DIR)/data/finetune/validation | grep -i "accuracy"
-	@echo "demo: both stages' models, histories, event logs and curves (pretrain-curves.png, curves.png) are in $(DEMO_DIR)/"
+	@printf "stage 3, k-NN from $(DEMO_KNN_SHOTS) examples per class, digits 6-9: "; \
+	  $(UPDRAFT) evaluate $(DEMO_DIR)/knn-personalised.mlmodel --data $(DEMO_DIR)/data/finetune/validation | grep -i "accuracy"
+	@echo "demo: the three stages' models, histories, event logs and curves (pretrain-curves.png, curves.png) are in $(DEMO_DIR)/"
 
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps

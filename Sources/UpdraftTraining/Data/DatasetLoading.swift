@@ -54,7 +54,13 @@ public struct ModelDataset {
             pre.resize = options.resize
             pre.filter = options.filter
             pre.dctScaling = options.dctScaling
-            let labels = model.classLabels?.asStrings
+            var labels = model.classLabels?.asStrings
+            if Self.kNearestNeighbors(learningIn: model.spec) != nil, isDirectory.boolValue {
+                // A k-NN learns the classes it does not know yet: they follow its own labels.
+                var ignored: [String] = []
+                let known = Set(labels ?? [])
+                labels = (labels ?? []) + (try ImageFolderDataset.classFolders(in: path, warnings: &ignored)).filter { !known.contains($0) }
+            }
             let ds: ImageFolderDataset
             if !isDirectory.boolValue && path.pathExtension.lowercased() == "csv" {
                 ds = try ImageFolderDataset(labelsCSV: path, preprocessing: pre, classLabels: labels, skipUnreadable: options.skipUnreadable,

@@ -49,13 +49,45 @@ enum PipelineModelKind: UpdatableModelKind {
     static func resolve(model: CoreMLModel, configuration: UpdateConfiguration, environment: [String: String]) throws -> ResolvedRun {
         try throwFirstError(validate(model, forUpdate: true), doing: "be updated")
         let last = try lastModel(of: model)
-        guard case .neuralNetwork = last.spec.body else { throw notYet("updating a k-NN inside", kind: name) }
-        return try ResolvedRun.resolve(model: model, network: model.pipelineNetwork(through: last.index, trainable: true),
-                                       configuration: configuration, environment: environment)
+        switch last.spec.body {
+        case .neuralNetwork:
+            return try ResolvedRun.resolve(model: model, network: model.pipelineNetwork(through: last.index, trainable: true),
+                                           configuration: configuration, environment: environment)
+        case .kNearestNeighbors:
+            // The k-NN's own checks (k, the settings an append takes); the extractor is placed when the session starts.
+            let knn = try KNearestNeighborsModelKind.resolveUpdate(model: model.pipelineModels()[last.index], configuration: configuration)
+            return ResolvedRun(model: model, graph: nil, parameters: knn.parameters, configuration: configuration, schedule: nil)
+        case .pipeline:
+            throw UpdraftError(.unsupported, "the pipeline's last model is itself a pipeline; Updraft updates pipelines of neural networks and a last k-NN or network",
+                               hint: "flatten the inner pipeline into the outer one")
+        }
     }
 
+    /// A last network: a `TrainingSession` on the joined networks. A last k-NN: an append of the
+    /// embedding the models before it compute (`PipelineNearestNeighborsPredictor.vectors`, batched on
+    /// the compute units the configuration allows), each example's label its data's.
     static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
-        try PipelineNetworkSession(training: TrainingSession(task: task, run: run), index: lastModel(of: run.model).index)
+        let last = try lastModel(of: run.model)
+        guard case var .kNearestNeighbors(knn) = last.spec.body else {
+            return try PipelineNetworkSession(training: TrainingSession(task: task, run: run), index: last.index)
+        }
+        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
+        let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: run.configuration,
+                                                              batchSize: run.parameters.miniBatchSize, batchSource: "the batch size",
+                                                              environment: ProcessInfo.processInfo.environment, warn: { task.warn($0) })
+        let source = PipelineEmbeddingSource(extractor: extractor, data: task.trainingData,
+                                             labels: (task.trainingData as? KNearestNeighborsExampleSource)
+                                                ?? BatchProviderExampleSource(data: task.trainingData, labels: dataLabels(task.trainingData, knn: knn)))
+        return try KNearestNeighborsUpdateSession(task: task, run: run, source: source, knn: knn, size: run.model.message.serializedSize,
+                                                  device: extractor.deviceName) { model, knn in
+            try model.replacingPipelineModel(at: last.index, with: model.pipelineModels()[last.index].replacingKNearestNeighbors(knn))
+        }
+    }
+
+    /// The labels the data's class indices point into: an image folder's classes, else the k-NN's labels.
+    private static func dataLabels(_ data: BatchProvider, knn: KNearestNeighborsSpec) -> ClassLabels {
+        if let images = data as? ImageFolderDataset { return .strings(images.classLabels) }
+        return knn.distinctClassLabels ?? .strings([])
     }
 
     /// The pipeline's last model (the one an update changes) and its index.
@@ -119,5 +151,22 @@ final class PipelineNetworkSession: UpdateSession {
         var ended = training.end(into: (try? own.get()) ?? original, keepResumePoint: keepResumePoint)
         ended.model = Result { try original.replacingPipelineModel(at: index, with: ended.model.get()) }
         return ended
+    }
+}
+
+/// A pipeline's k-NN examples: the vectors the models before it compute from the data's inputs,
+/// with the labels `labels` gives.
+struct PipelineEmbeddingSource: KNearestNeighborsExampleSource {
+    let extractor: PipelineNearestNeighborsPredictor
+    let data: BatchProvider
+    let labels: KNearestNeighborsExampleSource
+
+    var count: Int { data.count }
+
+    func labels(in range: Range<Int>) throws -> ClassLabels { try labels.labels(in: range) }
+
+    func examples(in range: Range<Int>) throws -> (vectors: Tensor, labels: ClassLabels) {
+        let position = "examples \(range.lowerBound + 1)-\(range.upperBound)"
+        return (try extractor.vectors(data, range: range, position: position).vectors, try labels.labels(in: range))
     }
 }

@@ -24,7 +24,7 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
             throw UpdraftError(.invalidModel, "the pipeline's k-NN declares no input feature", hint: "`updraft inspect` lists the problems")
         }
         feature = input.name
-        nearestNeighbors = try NearestNeighborsPredictor(model: last)
+        nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance)
         if models.count > 1 {
             let joined = try model.pipelineNetwork(through: models.count - 2, output: feature)
             let e = try NeuralNetworkPredictor(model: joined, configuration: configuration, batchSize: batchSize, batchSource: batchSource,
@@ -64,9 +64,18 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
     }
 
     func classify(_ input: Tensor, position: String) throws -> Tensor {
-        guard let extractor else { return try nearestNeighbors.classify(input, position: position) }
+        try nearestNeighbors.classify(try vector(input, position: position), position: position)
+    }
+
+    func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? {
+        try nearestNeighbors.neighbors(try vector(input, position: position), position: position)
+    }
+
+    /// The k-NN's input vector for one preprocessed input.
+    private func vector(_ input: Tensor, position: String) throws -> Tensor {
+        guard let extractor else { return input }
         let v = try extractor.runner.run(position: position) { try $0.predict(input.reshaped(Shape([1] + input.shape.dims)), blob: feature) }
-        return try nearestNeighbors.probabilities(v.reshaped(Shape([1, v.count])))
+        return v.reshaped(Shape([v.count]))
     }
 
     func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int) {
