@@ -10,6 +10,7 @@ let commands: [CLICommand] = [
     fuzzCommand,
     dataCommand,
     cpuConvolutionCommand,
+    knnCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

@@ -110,7 +110,7 @@ public final class NeighborSearch: @unchecked Sendable {
         var j = 0
         while j + 16 <= d {
             let t = UnsafeRawPointer(q + j).loadUnaligned(as: SIMD16<Float>.self) - UnsafeRawPointer(x + j).loadUnaligned(as: SIMD16<Float>.self)
-            acc.addProduct(t, t)
+            acc += t * t  // not addProduct: without FMA in the baseline target it becomes a libm call per lane
             j += 16
         }
         var sum = acc.sum()

@@ -1,0 +1,193 @@
+import Dispatch
+import Foundation
+import Updraft
+import UpdraftCommandLine
+
+/// `updraft-bench knn`: exact k-NN search throughput (queries/s) over N stored samples of D floats,
+/// for single queries and batches, side by side with faiss-cpu `IndexFlatL2` and scikit-learn's
+/// brute force on the same data and thread count; correctness first (the plain Double loop).
+let knnCommand = CLICommand(CommandSpec(
+    name: "knn",
+    summary: "time exact k-NN search (linear index) side by side with faiss and scikit-learn",
+    options: [
+        OptionSpec("sizes", value: "NxD,...", help: "stored samples x dimension (default 10000x128,100000x128,1000000x128,10000x1000,100000x1000)"),
+        OptionSpec("k", value: "K", help: "neighbours per query (default 10)"),
+        OptionSpec("batches", value: "B,...", help: "query batch sizes (default 1,256)"),
+        OptionSpec("threads", value: "T", help: "threads for every side (default: every core)"),
+        OptionSpec("repeat", value: "R", help: "runs per figure, the best kept (default 3)"),
+        OptionSpec("compare", help: "also run Benchmarks/knn_baseline.py (faiss-cpu, scikit-learn) on the same data"),
+        OptionSpec("script", value: "PATH", help: "the baseline script (default: found like pytorch_baseline.py)"),
+        OptionSpec("json", help: "print JSON"),
+    ],
+    discussion: """
+    Data: uniform random floats in [-1, 1] from a fixed seed; 256 queries of the same law. Updraft's
+    search is `NeighborSearch` (the k-NN predictor's): float distances (SGEMM for a batch, a SIMD loop
+    for fewer than 8 queries) filtered by their rounding bounds, then exact Double distances. Before
+    timing, its neighbours for 4 queries are checked against the plain Double loop. A single query
+    is timed over 16 different queries (queries/s = 16 / best time). Memory: the bytes the index
+    holds per stored sample (4·D for the sample, 8 for its kept squared norm). Targets: at least
+    1.0x faiss at every batch size and 2x scikit-learn.
+    """
+)) { args in try KnnBench(args).run() }
+
+struct KnnBench {
+    struct Size { var n: Int; var d: Int }
+    struct Row: Codable {
+        var samples: Int
+        var dimension: Int
+        var batch: Int
+        var queriesPerSecond: Double
+        var faiss: Double?
+        var sklearn: Double?
+        var vsFaiss: Double?
+        var vsSklearn: Double?
+        var bytesPerSample: Int
+        var checked: Bool
+        var baselinesAgree: Bool?
+        enum CodingKeys: String, CodingKey {
+            case samples, dimension, batch, queriesPerSecond = "queries_per_second", faiss = "faiss_queries_per_second"
+            case sklearn = "sklearn_queries_per_second", vsFaiss = "vs_faiss", vsSklearn = "vs_sklearn"
+            case bytesPerSample = "bytes_per_sample", checked, baselinesAgree = "baselines_agree"
+        }
+    }
+
+    let sizes: [Size]
+    let k: Int
+    let batches: [Int]
+    let threads: Int
+    let repeats: Int
+    let compare: Bool
+    let script: String?
+    let json: Bool
+
+    init(_ args: ParsedArguments) throws {
+        let spec = args.value("sizes") ?? "10000x128,100000x128,1000000x128,10000x1000,100000x1000"
+        sizes = try spec.split(separator: ",").map { item in
+            let parts = item.lowercased().split(separator: "x").compactMap { Int($0) }
+            guard parts.count == 2, parts[0] >= 1, parts[1] >= 1 else { throw UsageError("--sizes takes NxD,..., got '\(item)'") }
+            return Size(n: parts[0], d: parts[1])
+        }
+        k = try args.int("k") ?? 10
+        batches = try (args.value("batches") ?? "1,256").split(separator: ",").map {
+            guard let b = Int($0), (1...256).contains(b) else { throw UsageError("--batches takes sizes in 1...256, got '\($0)'") }
+            return b
+        }
+        threads = try args.int("threads") ?? ProcessInfo.processInfo.activeProcessorCount
+        repeats = max(1, try args.int("repeat") ?? 3)
+        compare = args.flag("compare")
+        script = args.value("script")
+        json = args.flag("json")
+        guard k >= 1, threads >= 1 else { throw UsageError("--k and --threads must be at least 1") }
+    }
+
+    static func random(_ count: Int, seed: UInt64) -> [Float] {
+        var rng = SplitMix64(seed: seed)
+        return (0..<count).map { _ in rng.nextFloat(in: -1...1) }
+    }
+
+    func run() throws -> Int32 {
+        var rows: [Row] = []
+        var notes: [String] = []
+        if !json { print("exact k-NN search, k = \(k), \(threads) threads; queries/s (best of \(repeats))") }
+        for size in sizes {
+            let samples = Self.random(size.n * size.d, seed: UInt64(size.n * 31 + size.d))
+            let queries = Self.random(256 * size.d, seed: 7)
+            let search = NeighborSearch(samples: samples, dimension: size.d, threads: threads)
+            let checked = check(search, samples: samples, queries: queries, d: size.d)
+            if !checked { notes.append("\(size.n)x\(size.d): Updraft's neighbours differ from the plain loop") }
+            var baseline: [String: Any] = [:]
+            if compare { baseline = runBaseline(samples: samples, queries: queries, size: size, notes: &notes) }
+            for b in batches {
+                let rate = time(search, queries: queries, batch: b, d: size.d)
+                let f = (baseline["faiss"] as? [String: Any]).flatMap { $0["queries_per_second"] as? [String: Double] }?[String(b)]
+                let s = (baseline["sklearn"] as? [String: Any]).flatMap { $0["queries_per_second"] as? [String: Double] }?[String(b)]
+                let row = Row(samples: size.n, dimension: size.d, batch: b, queriesPerSecond: rate, faiss: f, sklearn: s,
+                              vsFaiss: f.map { rate / $0 }, vsSklearn: s.map { rate / $0 }, bytesPerSample: 4 * size.d + 8, checked: checked,
+                              baselinesAgree: compare ? agrees(baseline, search: search, queries: queries, d: size.d) : nil)
+                rows.append(row)
+                if !json {
+                    var line = String(format: "  N %8d  D %5d  batch %3d: %10.1f q/s", size.n, size.d, b, rate)
+                    if let f { line += String(format: "   faiss %10.1f (%.2fx)", f, rate / f) }
+                    if let s { line += String(format: "   sklearn %10.1f (%.2fx)", s, rate / s) }
+                    print(line + (checked ? "" : "   NOT EXACT"))
+                }
+            }
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+        } else {
+            print("memory: 4·D + 8 bytes per stored sample (the sample and its kept squared norm)")
+        }
+        for note in notes { FileHandle.standardError.write(Data("note: \(note)\n".utf8)) }
+        return rows.allSatisfy(\.checked) ? 0 : 1
+    }
+
+    /// Updraft's neighbours for 4 queries against the plain Double loop.
+    func check(_ search: NeighborSearch, samples: [Float], queries: [Float], d: Int) -> Bool {
+        let q = Array(queries.prefix(4 * d))
+        let found = search.search(q, k: k) + (0..<4).map { search.search(Array(q[$0 * d..<($0 + 1) * d]), k: k)[0] }
+        return samples.withUnsafeBufferPointer { x in
+            q.withUnsafeBufferPointer { qs in
+                (0..<8).allSatisfy { i in
+                    let query = qs.baseAddress! + (i % 4) * d
+                    var all = (0..<search.count).map { NeighborMatch(sample: $0, squaredDistance: NeighborSearch.exactDistance(query, x.baseAddress! + $0 * d, dimension: d)) }
+                    all.sort { $0.precedes($1) }
+                    return Array(all.prefix(k)) == found[i]
+                }
+            }
+        }
+    }
+
+    /// Queries per second for batches of `batch` (a single query: 16 different ones, timed together).
+    func time(_ search: NeighborSearch, queries: [Float], batch: Int, d: Int) -> Double {
+        var best = Double.infinity
+        let calls = batch == 1 ? 16 : 1
+        for _ in 0..<repeats {
+            let start = DispatchTime.now().uptimeNanoseconds
+            for c in 0..<calls { _ = search.search(Array(queries[(c * batch) * d..<(c * batch + batch) * d]), k: k) }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        return Double(calls * batch) / best
+    }
+
+    /// Writes the data as .npy and runs the baseline script; its JSON, or empty with a note.
+    func runBaseline(samples: [Float], queries: [Float], size: Size, notes: inout [String]) -> [String: Any] {
+        guard let path = PyTorchComparison.locateScript(explicit: script, name: "knn_baseline.py") else {
+            notes.append("comparison skipped: Benchmarks/knn_baseline.py not found (give --script PATH)")
+            return [:]
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-knn-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let x = dir.appendingPathComponent("samples.npy"), q = dir.appendingPathComponent("queries.npy")
+            try NpyArray(shape: [size.n, size.d], descr: "<f4", values: .float(samples)).serialized().write(to: x)
+            try NpyArray(shape: [256, size.d], descr: "<f4", values: .float(queries)).serialized().write(to: q)
+            let child = try runChild(executable: "/usr/bin/env", arguments: ["python3", path, "--samples", x.path, "--queries", q.path,
+                                                                              "--k", String(k), "--threads", String(threads), "--repeat", String(repeats),
+                                                                              "--batches", batches.map(String.init).joined(separator: ",")],
+                                     captureStandardError: true)
+            guard child.status == 0, let object = try JSONSerialization.jsonObject(with: Data(child.standardOutput.utf8)) as? [String: Any] else {
+                notes.append("\(size.n)x\(size.d): the baseline script failed: \(child.standardError.suffix(300))")
+                return [:]
+            }
+            for lib in ["faiss", "sklearn"] {
+                if let e = (object[lib] as? [String: Any])?["error"] as? String { notes.append("\(size.n)x\(size.d): \(lib) not run: \(e)") }
+            }
+            return object
+        } catch {
+            notes.append("\(size.n)x\(size.d): the baseline could not run: \(error)")
+            return [:]
+        }
+    }
+
+    /// Whether faiss and scikit-learn found Updraft's neighbours for the checked queries (as sets: a
+    /// float search may order near-ties differently).
+    func agrees(_ baseline: [String: Any], search: NeighborSearch, queries: [Float], d: Int) -> Bool? {
+        guard let found = baseline["neighbors"] as? [String: [[Int]]], !found.isEmpty else { return nil }
+        let mine = search.search(Array(queries.prefix(4 * d)), k: k).map { Set($0.map(\.sample)) }
+        return found.values.allSatisfy { lists in zip(lists, mine).allSatisfy { Set($0) == $1 } }
+    }
+}
