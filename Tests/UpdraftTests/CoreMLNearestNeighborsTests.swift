@@ -251,6 +251,8 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
         XCTAssertEqual(all.label, 1, "a 2-2 tie goes to 'b', whose sample 1 is nearest")
         let exact = try NearestNeighbors(spec(.inverseDistance, k: 3)).answer([3][...])
         XCTAssertEqual(exact.probabilities, [0, 1, 0], "only the sample at distance 0 votes")
+        let uniformExact = try NearestNeighbors(spec(.uniform, k: 3)).answer([3][...])
+        XCTAssertEqual(uniformExact.probabilities, [1.0 / 3, 2.0 / 3, 0], "uniform: every neighbour votes, at distance 0 too (scikit-learn's uniform)")
         let weighted = try NearestNeighbors(spec(.inverseDistance, k: 2)).answer([0.5][...])
         XCTAssertEqual(weighted.probabilities, [0.5, 0.5, 0], "1 / 0.5 each")
         let far = try NearestNeighbors(spec(.inverseDistance, k: 2)).answer([0.25][...])
