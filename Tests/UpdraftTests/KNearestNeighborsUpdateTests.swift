@@ -89,6 +89,9 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
             try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])["event"] as? String
         }
         XCTAssertEqual(events, ["trainingBegin"] + Array(repeating: "miniBatchEnd", count: 4) + ["epochEnd", "completion"])
+        let begin = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(try String(contentsOf: log, encoding: .utf8).split(separator: "\n")[0].utf8)) as? [String: Any])
+        XCTAssertEqual(begin["update"] as? String, "append")
+        XCTAssertNil(begin["optimizer"], "a k-NN update has no optimizer to log")
     }
 
     /// `UpdateTask` on an empty int64 k-NN, the labels in targets.npy: progress events per batch and
