@@ -155,11 +155,11 @@ let trainCommand = CLICommand(CommandSpec(
     }
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
     run.configuration = config
-    let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
-        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
-        device: run.description, log: log)
     // A run without a network (a k-NN) appends samples: no optimizer settings to show.
     let appends = run.graph == nil
+    let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
+        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
+        device: run.description, log: log, hasOptimizer: !appends)
     print("model: \(modelURL.lastPathComponent), " + (run.graph.map { "updatable: " + $0.updatableLayers.map(\.name).joined(separator: ", ") }
         ?? "appends one sample per example (k-nearest-neighbors)"))
     print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? "")"

@@ -12,6 +12,8 @@ final class TrainingProgressPrinter: @unchecked Sendable {
     let batchesPerEpoch: Int
     let device: String
     let log: JSONLinesLog?
+    /// Whether the run has an optimizer to log; a k-NN update appends samples instead.
+    let hasOptimizer: Bool
     let interactive = isatty(STDOUT_FILENO) != 0
     private var headerPrinted = false
     private var epochLosses: [Double] = []
@@ -20,9 +22,10 @@ final class TrainingProgressPrinter: @unchecked Sendable {
     let plainInterval: Double
     private var lastPlainLine: Double
 
-    init(epochs: Int, batchesPerEpoch: Int, batchSize: Int, device: String, log: JSONLinesLog?,
+    init(epochs: Int, batchesPerEpoch: Int, batchSize: Int, device: String, log: JSONLinesLog?, hasOptimizer: Bool = true,
          plainInterval: Double = Double(ProcessInfo.processInfo.environment["UPDRAFT_PROGRESS_SECONDS"] ?? "") ?? 5) {
         self.epochs = epochs; self.batchesPerEpoch = batchesPerEpoch; self.device = device; self.log = log
+        self.hasOptimizer = hasOptimizer
         self.plainInterval = plainInterval
         let now = Self.now()
         estimate = ProgressEstimate(totalBatches: epochs * batchesPerEpoch, batchSize: batchSize, start: now)
@@ -44,8 +47,13 @@ final class TrainingProgressPrinter: @unchecked Sendable {
         case .trainingBegin:
             var params: [String: Any] = [:]
             for (k, v) in ctx.parameters.values { params[k.rawValue] = v.doubleValue ?? (v == .bool(true)) }
-            log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
-                                                "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
+            if hasOptimizer {
+                log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
+                                                    "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
+            } else {
+                log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
+                                                    "update": "append", "parameters": ["miniBatchSize": ctx.parameters.miniBatchSize]])
+            }
             print(row(Self.columns))
             StandardOutput.flush()
         case .miniBatchEnd:
@@ -78,7 +86,7 @@ final class TrainingProgressPrinter: @unchecked Sendable {
             if let v = m.examplesPerSecond { fields["imagesPerSecond"] = v }
             if let v = m.seconds { fields["seconds"] = v }
             if let v = m.device { fields["device"] = v }
-            fields["learningRate"] = ctx.parameters.learningRate
+            if hasOptimizer { fields["learningRate"] = ctx.parameters.learningRate }
             log?.write(event: "epochEnd", fields)
             if interactive { print("\r" + String(repeating: " ", count: 100) + "\r", terminator: "") }
             func f(_ v: Double?, _ digits: Int = 4) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "-" }

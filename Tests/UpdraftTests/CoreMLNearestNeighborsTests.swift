@@ -88,6 +88,13 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
         let body = try ProtoMessage(parsing: try XCTUnwrap(rewritten.last(404)).payload)
         XCTAssertFalse(body.contains(2))
         XCTAssertEqual(try ProtoReader(ProtoMessage(parsing: try XCTUnwrap(body.last(3)).payload), path: "k").int64(1, "defaultValue"), 4)
+        // An edit that keeps k keeps the pre-release field; one that sets k writes field 3 in its place.
+        let appended = try old.editingKNearestNeighbors { try $0.append(samples: [[1, 2, 3, 4]], labels: .strings(["cat"])) }
+        XCTAssertTrue(try ProtoMessage(parsing: try XCTUnwrap(appended.message.last(404)).payload).contains(2))
+        let setK = try old.editingKNearestNeighbors { try $0.setNumberOfNeighbors(5) }
+        let edited = try ProtoMessage(parsing: try XCTUnwrap(setK.message.last(404)).payload)
+        XCTAssertFalse(edited.contains(2))
+        XCTAssertEqual(try CoreMLModel(serializedBytes: setK.serializedBytes()).kNearestNeighbors?.numberOfNeighbors, Int64Parameter(defaultValue: 5))
     }
 
     /// Core ML's k-NN rules, every problem at once, each naming the field.
@@ -247,6 +254,8 @@ final class CoreMLNearestNeighborsTests: XCTestCase {
         XCTAssertEqual(all.label, 1, "a 2-2 tie goes to 'b', whose sample 1 is nearest")
         let exact = try NearestNeighbors(spec(.inverseDistance, k: 3)).answer([3][...])
         XCTAssertEqual(exact.probabilities, [0, 1, 0], "only the sample at distance 0 votes")
+        let uniformExact = try NearestNeighbors(spec(.uniform, k: 3)).answer([3][...])
+        XCTAssertEqual(uniformExact.probabilities, [1.0 / 3, 2.0 / 3, 0], "uniform: every neighbour votes, at distance 0 too (scikit-learn's uniform)")
         let weighted = try NearestNeighbors(spec(.inverseDistance, k: 2)).answer([0.5][...])
         XCTAssertEqual(weighted.probabilities, [0.5, 0.5, 0], "1 / 0.5 each")
         let far = try NearestNeighbors(spec(.inverseDistance, k: 2)).answer([0.25][...])

@@ -89,6 +89,9 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
             try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])["event"] as? String
         }
         XCTAssertEqual(events, ["trainingBegin"] + Array(repeating: "miniBatchEnd", count: 4) + ["epochEnd", "completion"])
+        let begin = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(try String(contentsOf: log, encoding: .utf8).split(separator: "\n")[0].utf8)) as? [String: Any])
+        XCTAssertEqual(begin["update"] as? String, "append")
+        XCTAssertNil(begin["optimizer"], "a k-NN update has no optimizer to log")
     }
 
     /// `UpdateTask` on an empty int64 k-NN, the labels in targets.npy: progress events per batch and
@@ -157,6 +160,29 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
         XCTAssertEqual(knn.samples, (0..<5).map { i in (0..<8).map { Float(i * 10 + $0) } })
         XCTAssertEqual(knn.labels, .strings(["even", "odd", "even", "odd", "even"]))
         XCTAssertEqual(knn.distinctLabels, ["even", "odd", "nobody"], "new labels, then the default label")
+    }
+
+    /// labels.txt wins over targets.npy; a network classifier reads labels.txt too (its own labels
+    /// only); whole-number float targets read as the integers they are.
+    func testLabelsFileWinsAndNetworksReadLabels() throws {
+        let dir = folder.appendingPathComponent("both")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try NpyArray(shape: [3, 4], descr: "<f4", values: .float((0..<12).map(Float.init))).serialized().write(to: dir.appendingPathComponent("inputs.npy"))
+        try Data("dog\nbird\ncat\n".utf8).write(to: dir.appendingPathComponent("labels.txt"))
+        try NpyArray(shape: [3], descr: "<f4", values: .float([0, 0, 0])).serialized().write(to: dir.appendingPathComponent("targets.npy"))
+        let knn = try CoreMLModel(contentsOf: Fixtures.url("knn/knn_strings_linear.mlmodel"))
+        let data = try XCTUnwrap(try ModelDataset(model: knn, path: dir).provider as? LabelledArrays)
+        XCTAssertEqual(try data.labels(in: 0..<3), .strings(["dog", "bird", "cat"]), "labels.txt, not targets.npy")
+        XCTAssertEqual(data.labelSource, "labels.txt")
+        let network = try CoreMLModel(contentsOf: Fixtures.url("dense_sgd_classifier.mlmodel"))
+        let rows = try ModelDataset(model: network, path: dir).provider
+        XCTAssertEqual(try (0..<3).map { try rows.target(at: $0) }, [.classIndex(1), .classIndex(2), .classIndex(0)], "indices into cat, dog, bird")
+        try Data("dog\nelk\ncat\n".utf8).write(to: dir.appendingPathComponent("labels.txt"))
+        XCTAssertThrowsError(try ModelDataset(model: network, path: dir)) { XCTAssertTrue("\($0)".contains("labels the model does not have: elk") || "\($0)".contains("label the model does not have: elk"), "\($0)") }
+        XCTAssertEqual(try LabelledArrays(folder: dir, exampleShape: nil, modelLabels: knn.classLabels, learnsNewLabels: true, labelValuedTargets: false).newLabels, ["elk"])
+        // Without labels.txt: the float targets are indices into the k-NN's labels (cat, dog, bird, unknown).
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("labels.txt"))
+        XCTAssertEqual(try (try ModelDataset(model: knn, path: dir).provider as? LabelledArrays)?.labels(in: 0..<3), .strings(["cat", "cat", "cat"]))
     }
 
     /// Bad input, each a clear error before any work, the input model byte-identical and no output.

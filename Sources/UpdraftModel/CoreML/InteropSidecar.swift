@@ -20,7 +20,7 @@ public enum InteropSidecar {
         var bias: Values?
     }
     /// A k-NN classifier's samples (count, CRC-32, first values), labels, k and settings.
-    struct NearestNeighbors: Encodable {
+    struct NeighborsSummary: Encodable {
         var dimension: Int
         var samples: Int
         var crc32: UInt32
@@ -42,7 +42,7 @@ public enum InteropSidecar {
         var classLabels: [String]?
         var loss: String?
         var layers: [Layer]
-        var kNearestNeighbors: NearestNeighbors?
+        var kNearestNeighbors: NeighborsSummary?
     }
 
     /// The sidecar for a model, from Updraft's in-memory view of it.
@@ -57,7 +57,7 @@ public enum InteropSidecar {
             layers.append(Layer(name: l.name, type: l.typeName, isUpdatable: l.isUpdatable,
                                 weights: w.isReadable ? values(w) : nil, bias: b.flatMap { $0.isReadable ? values($0) : nil }))
         }
-        let knn = model.kNearestNeighbors.map { k -> NearestNeighbors in
+        let knn = model.kNearestNeighbors.map { k -> NeighborsSummary in
             var allowedRange: [Int64]?, allowedSet: [Int64]?, leafSize: Int32?
             switch k.numberOfNeighbors?.allowed {
             case let .range(lo, hi)?: allowedRange = [lo, hi]
@@ -66,7 +66,7 @@ public enum InteropSidecar {
             }
             if case let .kdTree(n)? = k.index { leafSize = n }
             let flat = k.samples.flatMap { $0 }
-            return NearestNeighbors(dimension: Int(k.dimension), samples: k.samples.count, crc32: crc32(floats: flat), first: Array(flat.prefix(4)),
+            return NeighborsSummary(dimension: Int(k.dimension), samples: k.samples.count, crc32: crc32(floats: flat), first: Array(flat.prefix(4)),
                                     labels: k.sampleLabelTexts, labelType: k.labels?.typeName, k: k.numberOfNeighbors?.defaultValue,
                                     allowedRange: allowedRange, allowedSet: allowedSet,
                                     weighting: k.weighting.map { $0 == .uniform ? "uniformWeighting" : "inverseDistanceWeighting" },

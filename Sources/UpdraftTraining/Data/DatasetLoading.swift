@@ -22,7 +22,8 @@ public struct ImageDataOptions: Equatable, Sendable {
 
 /// Training or evaluation data for a model, from a path: an image folder (one subfolder per class)
 /// or a labels file (`.csv` of path,label rows) for image models, or for multi-array models a folder
-/// holding `inputs.npy` and `targets.npy`. Images are prepared to the model's size and color space
+/// holding `inputs.npy` and `targets.npy`, or `inputs.npy` and `labels.txt` (`LabelledArrays`: the
+/// labels themselves; a k-NN's data always reads as labels, new ones added). Images are prepared to the model's size and color space
 /// but not scaled: the model's own image scaler is applied by the executor, as Core ML applies it
 /// inside the model. Nothing is decoded here: image data sets stream (see `ImageFolderDataset`).
 public struct ModelDataset {

@@ -71,8 +71,13 @@ public struct LabelledArrays: BatchProvider, KNearestNeighborsExampleSource, @un
                 throw UpdraftError(.data, "\(targetsFile.path) has shape \(targets.shape) but \(inputs.lastPathComponent) has \(rowCount) rows",
                                    hint: "give one label per row: targets.npy of shape [\(rowCount)]")
             }
-            guard case let .integer(values) = targets.values else {
-                throw UpdraftError(.data, "\(targetsFile.path) holds \(targets.descr) values; labels are integers",
+            let values: [Int]
+            switch targets.values {
+            case let .integer(v): values = v
+            case let .float(v):
+                // Whole numbers saved as floats read as the integers they are.
+                guard let bad = v.firstIndex(where: { $0 != $0.rounded() || Int(exactly: $0) == nil }) else { values = v.map { Int($0) }; break }
+                throw UpdraftError(.data, "\(targetsFile.path): target \(bad) is \(v[bad]), not a whole number",
                                    hint: "save integer labels (numpy int64), or write the labels to labels.txt")
             }
             if labelValuedTargets {

@@ -149,6 +149,16 @@ public struct NpyDataset: BatchProvider, @unchecked Sendable {
         }
     }
 
+    /// Row `index`'s class index or target values, without reading its input row.
+    public func target(at index: Int) throws -> TrainingExample.Target {
+        try checkIndex(index)
+        if let targetShape {
+            let t = targetShape.count
+            return .values(Tensor(shape: targetShape, data: Array(valueTargets[index * t..<(index + 1) * t])))
+        }
+        return .classIndex(classTargets[index])
+    }
+
     /// As `BatchProvider.example(at:)`: row `index` of the inputs converted to Float in `exampleShape`, with its class index or target values. Throws `.invalidArgument` for an index out of range.
     public func example(at index: Int) throws -> TrainingExample {
         try checkIndex(index)
