@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 import UpdraftPlacement
 
@@ -53,7 +54,8 @@ public struct NearestNeighbors: Sendable {
     public let weighting: KNearestNeighborsSpec.Weighting
     /// The Euclidean distance past which the nearest sample does not count: the default label answers.
     public let unknownDistance: Double?
-    private let samples: [Float]
+    /// The index searched: the exact linear scan, or a kd-tree when the model asks for one.
+    private let engine: Engine
     private let sampleLabels: [Int]
     private let defaultLabel: Int
 
@@ -93,39 +95,50 @@ public struct NearestNeighbors: Sendable {
         count = spec.samples.count
         self.k = chosen
         weighting = spec.weighting ?? .uniform
-        samples = spec.samples.flatMap { $0 }
+        let flat = spec.samples.flatMap { $0 }
+        if case let .kdTree(leafSize)? = spec.index, leafSize >= 1, !flat.isEmpty {
+            engine = .kdTree(KDTree(samples: flat, dimension: max(1, dimension), leafSize: Int(leafSize)))
+        } else {
+            engine = .linear(NeighborSearch(samples: flat, dimension: max(1, dimension)))
+        }
         self.sampleLabels = sampleLabels.map { index[$0]! }
         defaultLabel = spec.defaultLabel.flatMap { index[$0.text] } ?? 0
     }
 
-    /// The k nearest samples to `query` (`dimension` values), nearest first.
-    public func neighbors(of query: ArraySlice<Float>) -> [Neighbor] {
-        precondition(query.count == dimension, "a query of \(query.count) values for \(dimension)-dimensional samples")
-        var best: [Neighbor] = []
-        best.reserveCapacity(k + 1)
-        let q = Array(query)
-        samples.withUnsafeBufferPointer { x in
-            for s in 0..<count {
-                var d = 0.0
-                let base = s * dimension
-                for j in 0..<dimension {
-                    let t = Double(q[j]) - Double(x[base + j])
-                    d += t * t
-                }
-                // Keep the k smallest, ties to the lower index (samples arrive in index order).
-                if best.count == k, let last = best.last, !(d < last.squaredDistance) { continue }
-                let n = Neighbor(sample: s, label: sampleLabels[s], squaredDistance: d)
-                let at = best.firstIndex { d < $0.squaredDistance } ?? best.count
-                best.insert(n, at: at)
-                if best.count > k { best.removeLast() }
-            }
-        }
-        return best
+    private enum Engine {
+        case linear(NeighborSearch)
+        case kdTree(KDTree)
     }
 
+    /// The k nearest samples to `query` (`dimension` values), nearest first: the plain loop's
+    /// answer (Double distances, ties to the lower index), found by `NeighborSearch` or `KDTree`.
+    public func neighbors(of query: ArraySlice<Float>) -> [Neighbor] {
+        precondition(query.count == dimension, "a query of \(query.count) values for \(dimension)-dimensional samples")
+        return neighbors(ofEach: query)[0]
+    }
+
+    /// The k nearest samples of each query in `queries` (whole rows of `dimension` values): one
+    /// batched search (SGEMM) for the linear index.
+    public func neighbors(ofEach queries: ArraySlice<Float>) -> [[Neighbor]] {
+        let rows = queries.count / max(1, dimension)
+        let found: [[NeighborMatch]]
+        switch engine {
+        case let .linear(search): found = search.search(Array(queries), k: k)
+        case let .kdTree(tree):
+            let base = queries.startIndex
+            found = (0..<rows).map { tree.search(Array(queries[base + $0 * dimension..<base + ($0 + 1) * dimension]), k: k) }
+        }
+        return found.map { $0.map { Neighbor(sample: $0.sample, label: sampleLabels[$0.sample], squaredDistance: $0.squaredDistance) } }
+    }
+
+    /// The answers for each query in `queries` (whole rows of `dimension` values).
+    public func answers(_ queries: ArraySlice<Float>) -> [Answer] { neighbors(ofEach: queries).map(answer(neighbors:)) }
+
     /// The vote of `query`'s neighbours.
-    public func answer(_ query: ArraySlice<Float>) -> Answer {
-        let near = neighbors(of: query)
+    public func answer(_ query: ArraySlice<Float>) -> Answer { answer(neighbors: neighbors(of: query)) }
+
+    /// The vote of `near`, a query's neighbours, nearest first.
+    func answer(neighbors near: [Neighbor]) -> Answer {
         var votes = [Double](repeating: 0, count: labels.count)
         guard !near.isEmpty else {
             votes[defaultLabel] = 1
@@ -176,7 +189,7 @@ final class NearestNeighborsPredictor: ModelPredictor {
         }
         var out: [Float] = []
         out.reserveCapacity(n * search.labels.count)
-        for i in 0..<n { out += search.answer(inputs.data[i * d..<(i + 1) * d]).probabilities.map(Float.init) }
+        for a in search.answers(inputs.data[0..<n * d]) { out += a.probabilities.map(Float.init) }
         return Tensor(shape: Shape([n, search.labels.count]), data: out)
     }
 
