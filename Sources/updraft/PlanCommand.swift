@@ -39,7 +39,19 @@ let planCommand = CLICommand(
         // The same configuration `train` resolves; `Scheduler.place` is the placement its run is scheduled with.
         var config = UpdateConfiguration()
         try computeConfiguration(args, dataParallel: true, into: &config)
-        let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
+        let file = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
+        // What runs on a device is the model kind's to say (a pipeline's joined networks; a k-NN: nothing).
+        let (planned, note) = try ModelKinds.plannedNetwork(file)
+        guard let model = planned else {
+            if args.flag("json") {
+                let object: [String: Any] = ["model": path, "note": note ?? "", "layers": [Any]()]
+                print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]), as: UTF8.self))
+            } else {
+                print("Model: \(path)")
+                if let note { print(note) }
+            }
+            return 0
+        }
         let graph = try NetworkGraph(model: model)
         let option = try args.int("batch-size")
         let modelDefault = graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) }
@@ -90,12 +102,14 @@ let planCommand = CLICommand(
             var object = try plan.jsonObject()
             object["model"] = path
             object["warnings"] = warnings
+            if let note { object["note"] = note }
             if let rankObject { object["ranks"] = rankObject }
             if let half { object["halfPrecision"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(half)) }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
             print("Model: \(path)")
+            if let note { print(note) }
             print(plan.text(), terminator: "")
             for line in rankLines { print(line) }
             if let half { print(half.text(), terminator: "") }

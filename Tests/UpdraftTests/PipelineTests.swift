@@ -128,6 +128,24 @@ final class PipelineTests: XCTestCase {
         }
     }
 
+    /// `updraft plan` places what the kind runs on a device and says what else it does.
+    func testPlanShowsWhatEachKindRuns() throws {
+        let pipeline = try fixture("network_last")
+        let (network, note) = try ModelKinds.plannedNetwork(pipeline)
+        XCTAssertEqual(network?.updatableLayerNames, ["fc"])
+        XCTAssertEqual(note, "pipeline: the model before the last run frozen (the feature cache holds their output); the last trains")
+        let knn = try CoreMLModel(contentsOf: Fixtures.url("knn/knn_strings_linear.mlmodel"))
+        XCTAssertNil(try ModelKinds.plannedNetwork(knn).network)
+        let cache = try makeTemporaryFolder("plan-kinds")
+        let run = try runUpdraft(["plan", Fixtures.url("knn/pipeline_embedding_knn.mlmodel").path, "--compute-units", "cpuOnly"], cacheDirectory: cache)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("pipeline: the networks compute 'embedding' (forward only), then k-NN: 4 samples of dimension 4"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("\nembed "), run.stdout)
+        let bare = try runUpdraft(["plan", Fixtures.url("knn/knn_strings_linear.mlmodel").path], cacheDirectory: cache)
+        XCTAssertEqual(bare.status, 0, bare.stderr)
+        XCTAssertTrue(bare.stdout.contains("no device plan"), bare.stdout)
+    }
+
     /// Only networks run before a pipeline's last model; anything else is named.
     func testAKNearestNeighborsBeforeTheLastModelIsRefusedByName() throws {
         let knnPipeline = try CoreMLModel(contentsOf: Fixtures.url("knn/pipeline_embedding_knn.mlmodel"))

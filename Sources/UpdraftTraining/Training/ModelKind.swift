@@ -30,6 +30,9 @@ protocol UpdatableModelKind: Sendable {
     /// device, for passes of `batchSize` examples (`batchSource` names what set it, for errors).
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor
+    /// The network `updraft plan` places for `model` (nil: none runs on a device), and what else
+    /// the model's work is, in a line for people.
+    static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?)
 }
 
 /// What an `UpdateTask` drives while its run goes on, whatever the model kind.
@@ -88,6 +91,11 @@ public enum ModelKinds {
     public static func resolve(model: CoreMLModel, configuration: UpdateConfiguration,
                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ResolvedRun {
         try kind(of: model).resolve(model: model, configuration: configuration, environment: environment)
+    }
+
+    /// The network `updraft plan` places for `model`, through its kind, and a note on the rest of its work.
+    public static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) {
+        try kind(of: model).plannedNetwork(model)
     }
 
     /// Forward work on `model` through its kind, placed within `configuration`'s compute units and

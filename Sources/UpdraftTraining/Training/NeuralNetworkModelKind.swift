@@ -24,6 +24,8 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
         try TrainingSession(task: task, run: run)
     }
 
+    static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) { (model, nil) }
+
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try refuseNearestNeighborsSettings(configuration)

@@ -26,6 +26,16 @@ enum KNearestNeighborsModelKind: UpdatableModelKind {
         try KNearestNeighborsUpdateSession(task: task, run: run)
     }
 
+    static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) {
+        (nil, model.kNearestNeighbors.map(searchNote))
+    }
+
+    /// Where a k-NN's work runs, for `updraft plan`.
+    static func searchNote(_ knn: KNearestNeighborsSpec) -> String {
+        "k-NN: \(knn.samples.count) samples of dimension \(knn.dimension) (\(knn.index?.description ?? "linear") index), "
+            + "searched exactly and appended to on the host CPU; no device plan"
+    }
+
     /// Exact search on the host (`NearestNeighbors`) with the configuration's `numberOfNeighbors`
     /// (else the model's) and `unknownDistance`, once the model passes `KNearestNeighborsValidator`
     /// (else its first error, named).

@@ -90,6 +90,24 @@ enum PipelineModelKind: UpdatableModelKind {
         return knn.distinctClassLabels ?? .strings([])
     }
 
+    /// A last network: the joined networks, trained with the earlier models frozen. A last k-NN: the
+    /// joined extractor (forward only), then the search on the host.
+    static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) {
+        let last = try lastModel(of: model)
+        switch last.spec.body {
+        case .neuralNetwork:
+            return (try model.pipelineNetwork(through: last.index, trainable: true),
+                    last.index == 0 ? nil : "pipeline: the \(last.index == 1 ? "model" : "\(last.index) models") before the last run frozen (the feature cache holds their output); the last trains")
+        case let .kNearestNeighbors(knn):
+            guard last.index > 0 else { return (nil, KNearestNeighborsModelKind.searchNote(knn)) }
+            guard let input = last.spec.description.inputs.first else { return (nil, nil) }
+            return (try model.pipelineNetwork(through: last.index - 1, output: input.name),
+                    "pipeline: the networks compute '\(input.name)' (forward only), then " + KNearestNeighborsModelKind.searchNote(knn))
+        case .pipeline:
+            return (nil, "a pipeline inside a pipeline: not planned")
+        }
+    }
+
     /// The pipeline's last model (the one an update changes) and its index.
     private static func lastModel(of model: CoreMLModel) throws -> (index: Int, spec: ModelSpec) {
         guard case let .pipeline(p) = model.spec.body, let last = p.models.last else {
