@@ -61,6 +61,20 @@ final class NeighborSearchTests: XCTestCase {
         XCTAssertEqual(KDTree(samples: samples, dimension: 3, leafSize: 2).search([1, 2, 4], k: 4).map(\.sample), [0, 1, 2, 3])
     }
 
+    /// A batch's distance products on an OpenCL device (PoCL in CI), more blocks than one: the same answers.
+    func testABatchOnAnOpenCLDeviceMatchesThePlainLoop() throws {
+        let backend = OpenCLBackend(context: try OpenCLTestSupport.context())
+        for (n, d, offset) in [(NeighborSearch.deviceBlock + 300, 12, Float(0)), (900, 40, 200)] {
+            let samples = random(n, d, seed: UInt64(n), offset: offset), q = random(10, d, seed: 77, offset: offset)
+            let search = NeighborSearch(samples: samples, dimension: d, threads: 2)
+            try search.attach(backend)
+            XCTAssertEqual(search.deviceName, backend.name)
+            let expected = (0..<10).map { plain(samples, q[$0 * d..<($0 + 1) * d], d: d, k: 6) }
+            XCTAssertEqual(search.search(q, k: 6), expected, "n \(n) d \(d)")
+            XCTAssertNil(search.deviceFailure)
+        }
+    }
+
     func testKLargerThanTheSamplesTakesThemAllAndEmptyFindsNone() {
         check(n: 5, d: 4, queries: 10, k: 9, seed: 9)
         XCTAssertEqual(NeighborSearch(samples: [], dimension: 4).search([0, 0, 0, 0], k: 3), [[]])

@@ -146,6 +146,23 @@ final class PipelineTests: XCTestCase {
         XCTAssertTrue(bare.stdout.contains("no device plan"), bare.stdout)
     }
 
+    /// A k-NN's batches on a pinned OpenCL device (PoCL in CI) answer as on the CPU.
+    func testAKNearestNeighborsOnAPinnedDeviceAnswersAsOnTheCPU() throws {
+        _ = try OpenCLTestSupport.context()
+        let model = try CoreMLModel(contentsOf: Fixtures.url("knn/oracle_uniform.mlmodel"))
+        let data = try ModelDataset(model: model, path: Fixtures.url("knn/oracle_uniform_data")).provider
+        var onDevice = UpdateConfiguration()
+        onDevice.deviceOption = "0"
+        var onHost = UpdateConfiguration()
+        onHost.computeUnits = .cpuOnly
+        let a = try ModelKinds.predictor(model: model, configuration: onDevice, batchSize: data.count, warn: { XCTFail("no warning: \($0)") })
+        let b = try ModelKinds.predictor(model: model, configuration: onHost, batchSize: data.count, warn: { XCTFail("no warning: \($0)") })
+        XCTAssertTrue(a.deviceName.hasPrefix("opencl"), a.deviceName)
+        XCTAssertEqual(b.deviceName, "cpu")
+        XCTAssertEqual(try a.classify(data, range: 0..<data.count, position: "").probabilities.data,
+                       try b.classify(data, range: 0..<data.count, position: "").probabilities.data)
+    }
+
     /// Only networks run before a pipeline's last model; anything else is named.
     func testAKNearestNeighborsBeforeTheLastModelIsRefusedByName() throws {
         let knnPipeline = try CoreMLModel(contentsOf: Fixtures.url("knn/pipeline_embedding_knn.mlmodel"))

@@ -131,6 +131,24 @@ public struct NearestNeighbors: Sendable {
         return found.map { $0.map { Neighbor(sample: $0.sample, label: sampleLabels[$0.sample], squaredDistance: $0.squaredDistance) } }
     }
 
+    /// Runs the distance products of batches of queries on `backend` (the linear index; a kd-tree
+    /// searches on the host). See `NeighborSearch.attach`.
+    public func runBatches(on backend: Backend) throws {
+        if case let .linear(search) = engine { try search.attach(backend) }
+    }
+
+    /// Where batches of queries are searched ("cpu", or the attached device while it serves).
+    public var deviceName: String {
+        if case let .linear(search) = engine { return search.deviceName }
+        return "cpu"
+    }
+
+    /// Why an attached device was dropped, once it failed (the search went on on the host).
+    public var deviceFailure: String? {
+        if case let .linear(search) = engine { return search.deviceFailure }
+        return nil
+    }
+
     /// The answers for each query in `queries` (whole rows of `dimension` values).
     public func answers(_ queries: ArraySlice<Float>) -> [Answer] { neighbors(ofEach: queries).map(answer(neighbors:)) }
 
@@ -167,14 +185,25 @@ public struct NearestNeighbors: Sendable {
 /// dimension, answered by `NearestNeighbors`.
 final class NearestNeighborsPredictor: ModelPredictor {
     let search: NearestNeighbors
-    var deviceName: String { "cpu" }
+    var deviceName: String { search.deviceName }
     var classLabels: [String]? { search.labels.asStrings }
 
-    init(model: CoreMLModel, k: Int? = nil, unknownDistance: Double? = nil) throws {
+    private let warn: (String) -> Void
+    private var warnedFailure = false
+
+    /// - Parameter device: where batches' distance products run (`NearestNeighborsDevice.choose`); nil: the host.
+    init(model: CoreMLModel, k: Int? = nil, unknownDistance: Double? = nil, device: Backend? = nil,
+         warn: @escaping (String) -> Void = { _ in }) throws {
         guard case let .kNearestNeighbors(spec) = model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
         search = try NearestNeighbors(spec, k: k, unknownDistance: unknownDistance)
+        self.warn = warn
+        if let device {
+            do { try search.runBatches(on: device) } catch {
+                warn("cannot hold the k-NN's samples on \(device.name): \(firstLine(of: error)); searching on the CPU")
+            }
+        }
     }
 
     func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {}
@@ -190,6 +219,10 @@ final class NearestNeighborsPredictor: ModelPredictor {
         var out: [Float] = []
         out.reserveCapacity(n * search.labels.count)
         for a in search.answers(inputs.data[0..<n * d]) { out += a.probabilities.map(Float.init) }
+        if let failure = search.deviceFailure, !warnedFailure {
+            warnedFailure = true
+            warn(failure)
+        }
         return Tensor(shape: Shape([n, search.labels.count]), data: out)
     }
 

@@ -42,7 +42,8 @@ enum KNearestNeighborsModelKind: UpdatableModelKind {
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try throwFirstError(validate(model, forUpdate: false), doing: "run")
-        return try NearestNeighborsPredictor(model: model, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance)
+        return try NearestNeighborsPredictor(model: model, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
+                                             device: NearestNeighborsDevice.choose(configuration, environment: environment, warn: warn), warn: warn)
     }
 }
 

@@ -24,7 +24,8 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
             throw UpdraftError(.invalidModel, "the pipeline's k-NN declares no input feature", hint: "`updraft inspect` lists the problems")
         }
         feature = input.name
-        nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance)
+        nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
+                                                         device: NearestNeighborsDevice.choose(configuration, environment: environment, warn: warn), warn: warn)
         if models.count > 1 {
             let joined = try model.pipelineNetwork(through: models.count - 2, output: feature)
             let e = try NeuralNetworkPredictor(model: joined, configuration: configuration, batchSize: batchSize, batchSource: batchSource,

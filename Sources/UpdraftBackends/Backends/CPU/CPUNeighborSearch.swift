@@ -35,6 +35,14 @@ public final class NeighborSearch: @unchecked Sendable {
     let norms: [Double]
     let threads: Int
 
+    /// The device the distance products of a batch run on (`attach`), with the samples uploaded in
+    /// blocks; nil: OpenBLAS on the host.
+    private var device: (backend: Backend, blocks: [DeviceBuffer])?
+    /// Why the device was dropped (it failed; the search went on on the host), for a warning; nil while it serves.
+    public private(set) var deviceFailure: String?
+    /// The name of the device batches run on ("cpu" without one).
+    public var deviceName: String { device?.backend.name ?? "cpu" }
+
     /// Queries at least this many go through SGEMM; fewer through the SIMD loop.
     public static let batchThreshold = 8
     /// Samples per SGEMM block.
@@ -118,50 +126,106 @@ public final class NeighborSearch: @unchecked Sendable {
         return sum
     }
 
-    // MARK: A batch of queries: SGEMM per block of samples, each thread its own queries
+    // MARK: A batch of queries: one SGEMM per block of samples, then the bound filter
+
+    /// Runs the distance products of batches on `backend` (an OpenCL device): the samples are
+    /// uploaded now, in blocks of `deviceBlock`. A device that fails later is dropped (`deviceFailure`)
+    /// and the search goes on on the host.
+    public func attach(_ backend: Backend) throws {
+        var blocks: [DeviceBuffer] = []
+        for start in stride(from: 0, to: count, by: Self.deviceBlock) {
+            let n = min(Self.deviceBlock, count - start)
+            let buffer = try backend.makeBuffer(count: n * dimension)
+            try backend.upload(Array(samples[start * dimension..<(start + n) * dimension]), to: buffer)
+            blocks.append(buffer)
+        }
+        device = (backend, blocks)
+        deviceFailure = nil
+    }
+
+    /// Samples per block on a device.
+    static let deviceBlock = 16384
 
     private func batched(_ queries: [Float], q: Int, k: Int) -> [[NeighborMatch]] {
+        let queryNorms = queries.withUnsafeBufferPointer { qs in
+            (0..<q).map { i in (0..<dimension).reduce(0.0) { $0 + Double(qs[i * dimension + $1]) * Double(qs[i * dimension + $1]) } }
+        }
+        if let device {
+            do { return try onDevice(device.backend, blocks: device.blocks, queries, norms: queryNorms, k: k) } catch {
+                deviceFailure = "\(device.backend.name) failed (\(firstLine(of: error))); the k-NN search goes on on the CPU"
+                self.device = nil
+            }
+        }
         let d = dimension
-        let gamma = Self.gamma(d)
         let parts = min(threads, q)
         var results = [[NeighborMatch]](repeating: [], count: q)
-        let queryNorms = queries.withUnsafeBufferPointer { qs in
-            (0..<q).map { i in (0..<d).reduce(0.0) { $0 + Double(qs[i * d + $1]) * Double(qs[i * d + $1]) } }
-        }
         CPUKernels.withSingleThreadedBLAS {
             results.withUnsafeMutableBufferPointer { out in
                 queries.withUnsafeBufferPointer { qs in
                     samples.withUnsafeBufferPointer { xs in
                         forkJoin(iterations: parts) { p in
                             let lo = q * p / parts, hi = q * (p + 1) / parts
-                            let rows = hi - lo
-                            var best = (0..<rows).map { _ in BoundedMatches(k: k) }
-                            var dots = [Float](repeating: 0, count: rows * Self.block)
+                            var best = (lo..<hi).map { _ in BoundedMatches(k: k) }
+                            var dots = [Float](repeating: 0, count: (hi - lo) * Self.block)
                             dots.withUnsafeMutableBufferPointer { c in
                                 for start in stride(from: 0, to: count, by: Self.block) {
                                     let n = min(Self.block, count - start)
-                                    CPUKernels.sgemm(transB: true, m: rows, n: n, k: d, a: qs.baseAddress! + lo * d, lda: d,
+                                    CPUKernels.sgemm(transB: true, m: hi - lo, n: n, k: d, a: qs.baseAddress! + lo * d, lda: d,
                                                      b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: Self.block)
-                                    for r in 0..<rows {
-                                        let qn = queryNorms[lo + r]
-                                        let query = qs.baseAddress! + (lo + r) * d
-                                        for j in 0..<n {
-                                            let s = start + j
-                                            let approx = qn + norms[s] - 2 * Double(c[r * Self.block + j])
-                                            if let worst = best[r].worst, approx - gamma * (qn + norms[s]) > worst.squaredDistance { continue }
-                                            best[r].offer(NeighborMatch(sample: s, squaredDistance:
-                                                Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
-                                        }
-                                    }
+                                    filter(c.baseAddress!, ld: Self.block, samples: start..<start + n, queries: qs.baseAddress!, rows: lo..<hi,
+                                           norms: queryNorms, margin: 1, best: &best)
                                 }
                             }
-                            for r in 0..<rows { out[lo + r] = best[r].sorted() }
+                            for r in lo..<hi { out[r] = best[r - lo].sorted() }
                         }
                     }
                 }
             }
         }
         return results
+    }
+
+    /// The products on the device, one inner product per block of samples, filtered on the host.
+    /// The device's GEMM may sum in any order and contract to FMA; the bound allows 4 times γ_D.
+    private func onDevice(_ backend: Backend, blocks: [DeviceBuffer], _ queries: [Float], norms: [Double], k: Int) throws -> [[NeighborMatch]] {
+        let q = queries.count / dimension
+        var best = (0..<q).map { _ in BoundedMatches(k: k) }
+        let input = try backend.makeBuffer(count: queries.count)
+        try backend.upload(queries, to: input)
+        let output = try backend.makeBuffer(count: q * Self.deviceBlock)
+        for (b, block) in blocks.enumerated() {
+            let start = b * Self.deviceBlock, n = min(Self.deviceBlock, count - start)
+            let g = InnerProductGeometry(batch: q, inputChannels: dimension, outputChannels: n, hasBias: false)
+            try backend.innerProductForward(g, input: input, weights: block, bias: nil, output: output, epilogue: nil)
+            let dots = try backend.download(output, offset: 0, count: q * n)
+            dots.withUnsafeBufferPointer { c in
+                queries.withUnsafeBufferPointer { qs in
+                    filter(c.baseAddress!, ld: n, samples: start..<start + n, queries: qs.baseAddress!, rows: 0..<q, norms: norms, margin: 4, best: &best)
+                }
+            }
+        }
+        return best.map { $0.sorted() }
+    }
+
+    /// Offers each sample of `samples` to each query of `rows` whose float distance (from the dot
+    /// products `dots`, row r at `(r - rows.lowerBound) * ld`), less `margin` times its rounding
+    /// bound, could still be among the k best; those are measured exactly.
+    private func filter(_ dots: UnsafePointer<Float>, ld: Int, samples range: Range<Int>, queries: UnsafePointer<Float>, rows: Range<Int>,
+                        norms queryNorms: [Double], margin: Double, best: inout [BoundedMatches]) {
+        let d = dimension
+        let gamma = margin * Self.gamma(d)
+        samples.withUnsafeBufferPointer { xs in
+            for r in rows {
+                let qn = queryNorms[r]
+                let query = queries + r * d
+                let row = dots + (r - rows.lowerBound) * ld
+                for s in range {
+                    let approx = qn + norms[s] - 2 * Double(row[s - range.lowerBound])
+                    if let worst = best[r - rows.lowerBound].worst, approx - gamma * (qn + norms[s]) > worst.squaredDistance { continue }
+                    best[r - rows.lowerBound].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
+                }
+            }
+        }
     }
 
     /// γ_n = n·u / (1 − n·u) for float's unit roundoff, with a margin for the conversions.
