@@ -55,6 +55,8 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
     r = s;
 #elif REDUCE_KIND == REDUCE_MAX
     r = g[group_first(g, RUNS, 1).x];
+#elif REDUCE_KIND == REDUCE_MIN
+    r = g[group_first(g, RUNS, 0).x];
 #endif
     y[j] = scale * r;
 }
@@ -72,5 +74,8 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
 #elif REDUCE_KIND == REDUCE_MAX
     GROUP_FOR(d[o] = 0.0f)
     d[group_first(g, RUNS, 1).x] = w;
+#elif REDUCE_KIND == REDUCE_MIN
+    GROUP_FOR(d[o] = 0.0f)
+    d[group_first(g, RUNS, 0).x] = w;
 #endif
 }

@@ -11,6 +11,8 @@
 public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     /// The sum (a mean is a sum scaled by 1 / count); the maximum (its gradient reaches the first maximum in row-major order).
     case sum, max
+    /// The minimum (its gradient reaches the first minimum in row-major order).
+    case min
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -34,6 +36,7 @@ extension ReductionKind {
         switch self {
         case .sum: return x.reduce(0, +)
         case .max: return x[Self.firstExtremum(x, >)]
+        case .min: return x[Self.firstExtremum(x, <)]
         }
     }
 
@@ -42,6 +45,7 @@ extension ReductionKind {
         switch self {
         case .sum: return [Double](repeating: 1, count: x.count)
         case .max: return Self.indicator(x.count, Self.firstExtremum(x, >))
+        case .min: return Self.indicator(x.count, Self.firstExtremum(x, <))
         }
     }
 
@@ -52,10 +56,15 @@ extension ReductionKind {
     public var hasGradient: Bool { !isIndex }
 
     /// Whether the kind needs at least one element per group (a maximum of nothing has no value).
-    public var needsElements: Bool { self != .sum }
+    public var needsElements: Bool { [.max, .min].contains(self) }
 
     /// The values a gradient or backend check draws for this kind.
-    public var checkDomain: ReductionInputDomain { self == .sum ? .signed : .distinct }
+    public var checkDomain: ReductionInputDomain {
+        switch self {
+        case .sum: return .signed
+        case .max, .min: return .distinct
+        }
+    }
 
     /// The position of the group's first element that no later one beats (`better(later, best)`).
     public static func firstExtremum(_ x: [Double], _ better: (Double, Double) -> Bool) -> Int {
@@ -76,6 +85,8 @@ extension ReductionKind {
 public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     /// reduceSum, reduceMean and reduceMax; the raw value is the NeuralNetworkLayer field name.
     case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
+    /// reduceMin.
+    case min = "reduceMin"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -83,6 +94,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .sum: return (.sum, 1270, 0)
         case .mean: return (.sum, 1280, 1)
         case .max: return (.max, 1260, 7)
+        case .min: return (.min, 1265, 8)
         }
     }
 

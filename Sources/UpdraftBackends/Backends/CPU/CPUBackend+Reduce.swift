@@ -94,6 +94,7 @@ struct ReductionWalk {
         switch kind {
         case .sum: return sum(x) { $0 }
         case .max: return x[firstExtremum(x, >).offset]
+        case .min: return x[firstExtremum(x, <).offset]
         }
     }
 
@@ -106,6 +107,9 @@ struct ReductionWalk {
         case .max:
             forEach { dx[$0] = 0 }
             dx[firstExtremum(x, >).offset] = v
+        case .min:
+            forEach { dx[$0] = 0 }
+            dx[firstExtremum(x, <).offset] = v
         }
     }
 }
