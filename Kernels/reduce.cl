@@ -57,6 +57,10 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
     r = g[group_first(g, RUNS, 1).x];
 #elif REDUCE_KIND == REDUCE_MIN
     r = g[group_first(g, RUNS, 0).x];
+#elif REDUCE_KIND == REDUCE_PROD
+    float p = 1.0f;
+    GROUP_FOR(p *= g[o])
+    r = p;
 #endif
     y[j] = scale * r;
 }
@@ -77,5 +81,11 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
 #elif REDUCE_KIND == REDUCE_MIN
     GROUP_FOR(d[o] = 0.0f)
     d[group_first(g, RUNS, 0).x] = w;
+#elif REDUCE_KIND == REDUCE_PROD
+    // the product of the others, from the non-zero product and the count of zeros
+    int zeros = 0;
+    float p = 1.0f;
+    GROUP_FOR({ const float v = g[o]; if (v == 0.0f) ++zeros; else p *= v; })
+    GROUP_FOR({ const float v = g[o]; d[o] = zeros == 0 ? w * p / v : (zeros == 1 && v == 0.0f ? w * p : 0.0f); })
 #endif
 }

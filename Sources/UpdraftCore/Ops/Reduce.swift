@@ -13,6 +13,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case sum, max
     /// The minimum (its gradient reaches the first minimum in row-major order).
     case min
+    /// The product; its gradient is the product of the others (exact with zeros: only a lone zero's is non-zero).
+    case prod
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -37,6 +39,7 @@ extension ReductionKind {
         case .sum: return x.reduce(0, +)
         case .max: return x[Self.firstExtremum(x, >)]
         case .min: return x[Self.firstExtremum(x, <)]
+        case .prod: return x.reduce(1, *)
         }
     }
 
@@ -46,6 +49,9 @@ extension ReductionKind {
         case .sum: return [Double](repeating: 1, count: x.count)
         case .max: return Self.indicator(x.count, Self.firstExtremum(x, >))
         case .min: return Self.indicator(x.count, Self.firstExtremum(x, <))
+        case .prod:  // the product of the others, from the non-zero product and the count of zeros
+            let zeros = x.filter { $0 == 0 }.count, others = x.filter { $0 != 0 }.reduce(1, *)
+            return x.map { zeros == 0 ? others / $0 : (zeros == 1 && $0 == 0 ? others : 0) }
         }
     }
 
@@ -63,6 +69,7 @@ extension ReductionKind {
         switch self {
         case .sum: return .signed
         case .max, .min: return .distinct
+        case .prod: return .nearUnit
         }
     }
 
@@ -87,6 +94,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
     /// reduceMin.
     case min = "reduceMin"
+    /// reduceProd.
+    case prod = "reduceProd"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -95,6 +104,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .mean: return (.sum, 1280, 1)
         case .max: return (.max, 1260, 7)
         case .min: return (.min, 1265, 8)
+        case .prod: return (.prod, 1275, 2)
         }
     }
 

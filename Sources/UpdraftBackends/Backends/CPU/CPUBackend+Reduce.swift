@@ -95,6 +95,10 @@ struct ReductionWalk {
         case .sum: return sum(x) { $0 }
         case .max: return x[firstExtremum(x, >).offset]
         case .min: return x[firstExtremum(x, <).offset]
+        case .prod:
+            var p: Float = 1
+            forEach { p *= x[$0] }
+            return p
         }
     }
 
@@ -110,6 +114,10 @@ struct ReductionWalk {
         case .min:
             forEach { dx[$0] = 0 }
             dx[firstExtremum(x, <).offset] = v
+        case .prod:  // the product of the others, from the non-zero product and the count of zeros
+            var zeros = 0, p: Float = 1
+            forEach { o in if x[o] == 0 { zeros += 1 } else { p *= x[o] } }
+            forEach { o in dx[o] = zeros == 0 ? v * p / x[o] : (zeros == 1 && x[o] == 0 ? v * p : 0) }
         }
     }
 }
