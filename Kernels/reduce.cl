@@ -61,6 +61,9 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
     float p = 1.0f;
     GROUP_FOR(p *= g[o])
     r = p;
+#elif REDUCE_KIND == REDUCE_L1
+    GROUP_SUM(s, fabs(v));
+    r = s;
 #endif
     y[j] = scale * r;
 }
@@ -87,5 +90,7 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     float p = 1.0f;
     GROUP_FOR({ const float v = g[o]; if (v == 0.0f) ++zeros; else p *= v; })
     GROUP_FOR({ const float v = g[o]; d[o] = zeros == 0 ? w * p / v : (zeros == 1 && v == 0.0f ? w * p : 0.0f); })
+#elif REDUCE_KIND == REDUCE_L1
+    GROUP_FOR({ const float v = g[o]; d[o] = v > 0.0f ? w : (v < 0.0f ? -w : 0.0f); })
 #endif
 }

@@ -15,6 +15,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case min
     /// The product; its gradient is the product of the others (exact with zeros: only a lone zero's is non-zero).
     case prod
+    /// The sum of |x| (gradient sign(x), 0 at 0).
+    case l1
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -40,6 +42,7 @@ extension ReductionKind {
         case .max: return x[Self.firstExtremum(x, >)]
         case .min: return x[Self.firstExtremum(x, <)]
         case .prod: return x.reduce(1, *)
+        case .l1: return x.reduce(0) { $0 + abs($1) }
         }
     }
 
@@ -52,6 +55,7 @@ extension ReductionKind {
         case .prod:  // the product of the others, from the non-zero product and the count of zeros
             let zeros = x.filter { $0 == 0 }.count, others = x.filter { $0 != 0 }.reduce(1, *)
             return x.map { zeros == 0 ? others / $0 : (zeros == 1 && $0 == 0 ? others : 0) }
+        case .l1: return x.map { $0 > 0 ? 1 : ($0 < 0 ? -1 : 0) }
         }
     }
 
@@ -69,6 +73,7 @@ extension ReductionKind {
         switch self {
         case .sum: return .signed
         case .max, .min: return .distinct
+        case .l1: return .awayFromZero
         case .prod: return .nearUnit
         }
     }
@@ -96,6 +101,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case min = "reduceMin"
     /// reduceProd.
     case prod = "reduceProd"
+    /// reduceL1.
+    case l1 = "reduceL1"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -105,6 +112,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .max: return (.max, 1260, 7)
         case .min: return (.min, 1265, 8)
         case .prod: return (.prod, 1275, 2)
+        case .l1: return (.l1, 1250, 5)
         }
     }
 

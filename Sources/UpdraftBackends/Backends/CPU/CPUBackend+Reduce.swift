@@ -99,6 +99,7 @@ struct ReductionWalk {
             var p: Float = 1
             forEach { p *= x[$0] }
             return p
+        case .l1: return sum(x) { abs($0) }
         }
     }
 
@@ -118,6 +119,7 @@ struct ReductionWalk {
             var zeros = 0, p: Float = 1
             forEach { o in if x[o] == 0 { zeros += 1 } else { p *= x[o] } }
             forEach { o in dx[o] = zeros == 0 ? v * p / x[o] : (zeros == 1 && x[o] == 0 ? v * p : 0) }
+        case .l1: forEach { o in dx[o] = x[o] > 0 ? v : (x[o] < 0 ? -v : 0) }
         }
     }
 }
