@@ -64,6 +64,9 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
 #elif REDUCE_KIND == REDUCE_L1
     GROUP_SUM(s, fabs(v));
     r = s;
+#elif REDUCE_KIND == REDUCE_L2
+    GROUP_SUM(s, v * v);
+    r = sqrt(s);
 #endif
     y[j] = scale * r;
 }
@@ -92,5 +95,9 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     GROUP_FOR({ const float v = g[o]; d[o] = zeros == 0 ? w * p / v : (zeros == 1 && v == 0.0f ? w * p : 0.0f); })
 #elif REDUCE_KIND == REDUCE_L1
     GROUP_FOR({ const float v = g[o]; d[o] = v > 0.0f ? w : (v < 0.0f ? -w : 0.0f); })
+#elif REDUCE_KIND == REDUCE_L2
+    GROUP_SUM(s, v * v);
+    const float norm = sqrt(s);
+    GROUP_FOR(d[o] = norm > 0.0f ? w * g[o] / norm : 0.0f)
 #endif
 }

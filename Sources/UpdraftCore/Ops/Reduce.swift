@@ -17,6 +17,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case prod
     /// The sum of |x| (gradient sign(x), 0 at 0).
     case l1
+    /// The Euclidean norm sqrt(sum x²) (gradient x / norm, 0 where the norm is 0).
+    case l2
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -43,6 +45,7 @@ extension ReductionKind {
         case .min: return x[Self.firstExtremum(x, <)]
         case .prod: return x.reduce(1, *)
         case .l1: return x.reduce(0) { $0 + abs($1) }
+        case .l2: return x.reduce(0) { $0 + $1 * $1 }.squareRoot()
         }
     }
 
@@ -56,6 +59,7 @@ extension ReductionKind {
             let zeros = x.filter { $0 == 0 }.count, others = x.filter { $0 != 0 }.reduce(1, *)
             return x.map { zeros == 0 ? others / $0 : (zeros == 1 && $0 == 0 ? others : 0) }
         case .l1: return x.map { $0 > 0 ? 1 : ($0 < 0 ? -1 : 0) }
+        case .l2: return x.map { y > 0 ? $0 / y : 0 }
         }
     }
 
@@ -71,7 +75,7 @@ extension ReductionKind {
     /// The values a gradient or backend check draws for this kind.
     public var checkDomain: ReductionInputDomain {
         switch self {
-        case .sum: return .signed
+        case .sum, .l2: return .signed
         case .max, .min: return .distinct
         case .l1: return .awayFromZero
         case .prod: return .nearUnit
@@ -103,6 +107,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case prod = "reduceProd"
     /// reduceL1.
     case l1 = "reduceL1"
+    /// reduceL2.
+    case l2 = "reduceL2"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -113,6 +119,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .min: return (.min, 1265, 8)
         case .prod: return (.prod, 1275, 2)
         case .l1: return (.l1, 1250, 5)
+        case .l2: return (.l2, 1255, 6)
         }
     }
 

@@ -100,6 +100,7 @@ struct ReductionWalk {
             forEach { p *= x[$0] }
             return p
         case .l1: return sum(x) { abs($0) }
+        case .l2: return sum(x) { $0 * $0 }.squareRoot()
         }
     }
 
@@ -120,6 +121,9 @@ struct ReductionWalk {
             forEach { o in if x[o] == 0 { zeros += 1 } else { p *= x[o] } }
             forEach { o in dx[o] = zeros == 0 ? v * p / x[o] : (zeros == 1 && x[o] == 0 ? v * p : 0) }
         case .l1: forEach { o in dx[o] = x[o] > 0 ? v : (x[o] < 0 ? -v : 0) }
+        case .l2:
+            let norm = sum(x) { $0 * $0 }.squareRoot()
+            forEach { o in dx[o] = norm > 0 ? v * x[o] / norm : 0 }
         }
     }
 }
