@@ -67,6 +67,9 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
 #elif REDUCE_KIND == REDUCE_L2
     GROUP_SUM(s, v * v);
     r = sqrt(s);
+#elif REDUCE_KIND == REDUCE_SUMSQUARE
+    GROUP_SUM(s, v * v);
+    r = s;
 #endif
     y[j] = scale * r;
 }
@@ -99,5 +102,7 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     GROUP_SUM(s, v * v);
     const float norm = sqrt(s);
     GROUP_FOR(d[o] = norm > 0.0f ? w * g[o] / norm : 0.0f)
+#elif REDUCE_KIND == REDUCE_SUMSQUARE
+    GROUP_FOR(d[o] = 2.0f * w * g[o])
 #endif
 }

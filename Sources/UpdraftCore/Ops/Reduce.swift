@@ -19,6 +19,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case l1
     /// The Euclidean norm sqrt(sum x²) (gradient x / norm, 0 where the norm is 0).
     case l2
+    /// The sum of x² (gradient 2x).
+    case sumSquare
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -46,6 +48,7 @@ extension ReductionKind {
         case .prod: return x.reduce(1, *)
         case .l1: return x.reduce(0) { $0 + abs($1) }
         case .l2: return x.reduce(0) { $0 + $1 * $1 }.squareRoot()
+        case .sumSquare: return x.reduce(0) { $0 + $1 * $1 }
         }
     }
 
@@ -60,6 +63,7 @@ extension ReductionKind {
             return x.map { zeros == 0 ? others / $0 : (zeros == 1 && $0 == 0 ? others : 0) }
         case .l1: return x.map { $0 > 0 ? 1 : ($0 < 0 ? -1 : 0) }
         case .l2: return x.map { y > 0 ? $0 / y : 0 }
+        case .sumSquare: return x.map { 2 * $0 }
         }
     }
 
@@ -75,7 +79,7 @@ extension ReductionKind {
     /// The values a gradient or backend check draws for this kind.
     public var checkDomain: ReductionInputDomain {
         switch self {
-        case .sum, .l2: return .signed
+        case .sum, .l2, .sumSquare: return .signed
         case .max, .min: return .distinct
         case .l1: return .awayFromZero
         case .prod: return .nearUnit
@@ -109,6 +113,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case l1 = "reduceL1"
     /// reduceL2.
     case l2 = "reduceL2"
+    /// reduceSumSquare.
+    case sumSquare = "reduceSumSquare"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -120,6 +126,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .prod: return (.prod, 1275, 2)
         case .l1: return (.l1, 1250, 5)
         case .l2: return (.l2, 1255, 6)
+        case .sumSquare: return (.sumSquare, 1290, 4)
         }
     }
 

@@ -101,6 +101,7 @@ struct ReductionWalk {
             return p
         case .l1: return sum(x) { abs($0) }
         case .l2: return sum(x) { $0 * $0 }.squareRoot()
+        case .sumSquare: return sum(x) { $0 * $0 }
         }
     }
 
@@ -124,6 +125,7 @@ struct ReductionWalk {
         case .l2:
             let norm = sum(x) { $0 * $0 }.squareRoot()
             forEach { o in dx[o] = norm > 0 ? v * x[o] / norm : 0 }
+        case .sumSquare: forEach { o in dx[o] = 2 * v * x[o] }
         }
     }
 }
