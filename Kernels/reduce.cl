@@ -70,6 +70,9 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
 #elif REDUCE_KIND == REDUCE_SUMSQUARE
     GROUP_SUM(s, v * v);
     r = s;
+#elif REDUCE_KIND == REDUCE_LOGSUM
+    GROUP_SUM(s, v);
+    r = log(s + offset);
 #endif
     y[j] = scale * r;
 }
@@ -104,5 +107,9 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     GROUP_FOR(d[o] = norm > 0.0f ? w * g[o] / norm : 0.0f)
 #elif REDUCE_KIND == REDUCE_SUMSQUARE
     GROUP_FOR(d[o] = 2.0f * w * g[o])
+#elif REDUCE_KIND == REDUCE_LOGSUM
+    GROUP_SUM(s, v);
+    const float q = w / (s + offset);
+    GROUP_FOR(d[o] = q)
 #endif
 }

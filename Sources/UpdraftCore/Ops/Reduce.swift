@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reductions to a shape over any set of axes: the table of reduction kinds (each kind's Double
 /// reference on one group of values, forward and derivative), the Core ML layers and reduce modes
 /// that name them (`ReduceMode`), and the geometry the backends run (`ReductionGeometry`).
@@ -21,6 +23,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case l2
     /// The sum of x² (gradient 2x).
     case sumSquare
+    /// log(sum x + offset) (gradient 1 / (sum x + offset)); offset is the old reduce layer's epsilon.
+    case logSum
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -49,6 +53,7 @@ extension ReductionKind {
         case .l1: return x.reduce(0) { $0 + abs($1) }
         case .l2: return x.reduce(0) { $0 + $1 * $1 }.squareRoot()
         case .sumSquare: return x.reduce(0) { $0 + $1 * $1 }
+        case .logSum: return Foundation.log(x.reduce(0, +) + offset)
         }
     }
 
@@ -64,6 +69,7 @@ extension ReductionKind {
         case .l1: return x.map { $0 > 0 ? 1 : ($0 < 0 ? -1 : 0) }
         case .l2: return x.map { y > 0 ? $0 / y : 0 }
         case .sumSquare: return x.map { 2 * $0 }
+        case .logSum: return [Double](repeating: 1 / (x.reduce(0, +) + offset), count: x.count)
         }
     }
 
@@ -81,6 +87,7 @@ extension ReductionKind {
         switch self {
         case .sum, .l2, .sumSquare: return .signed
         case .max, .min: return .distinct
+        case .logSum: return .positive
         case .l1: return .awayFromZero
         case .prod: return .nearUnit
         }
@@ -115,6 +122,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case l2 = "reduceL2"
     /// reduceSumSquare.
     case sumSquare = "reduceSumSquare"
+    /// reduceLogSum.
+    case logSum = "reduceLogSum"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -127,6 +136,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .l1: return (.l1, 1250, 5)
         case .l2: return (.l2, 1255, 6)
         case .sumSquare: return (.sumSquare, 1290, 4)
+        case .logSum: return (.logSum, 1285, 3)
         }
     }
 

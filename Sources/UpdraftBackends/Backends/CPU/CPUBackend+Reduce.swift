@@ -102,6 +102,7 @@ struct ReductionWalk {
         case .l1: return sum(x) { abs($0) }
         case .l2: return sum(x) { $0 * $0 }.squareRoot()
         case .sumSquare: return sum(x) { $0 * $0 }
+        case .logSum: return Foundation.log(sum(x) { $0 } + offset)
         }
     }
 
@@ -126,6 +127,9 @@ struct ReductionWalk {
             let norm = sum(x) { $0 * $0 }.squareRoot()
             forEach { o in dx[o] = norm > 0 ? v * x[o] / norm : 0 }
         case .sumSquare: forEach { o in dx[o] = 2 * v * x[o] }
+        case .logSum:
+            let q = v / (sum(x) { $0 } + offset)
+            forEach { dx[$0] = q }
         }
     }
 }
