@@ -73,6 +73,10 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
 #elif REDUCE_KIND == REDUCE_LOGSUM
     GROUP_SUM(s, v);
     r = log(s + offset);
+#elif REDUCE_KIND == REDUCE_LOGSUMEXP
+    const float m = g[group_first(g, RUNS, 1).x];
+    GROUP_SUM(s, exp(v - m));
+    r = m + log(s);
 #endif
     y[j] = scale * r;
 }
@@ -111,5 +115,10 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     GROUP_SUM(s, v);
     const float q = w / (s + offset);
     GROUP_FOR(d[o] = q)
+#elif REDUCE_KIND == REDUCE_LOGSUMEXP
+    const float m = g[group_first(g, RUNS, 1).x];
+    GROUP_SUM(s, exp(v - m));
+    const float y = m + log(s);
+    GROUP_FOR(d[o] = w * exp(g[o] - y))
 #endif
 }

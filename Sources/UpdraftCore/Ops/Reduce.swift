@@ -25,6 +25,8 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case sumSquare
     /// log(sum x + offset) (gradient 1 / (sum x + offset)); offset is the old reduce layer's epsilon.
     case logSum
+    /// log(sum exp(x)), computed as m + log(sum exp(x - m)) with m the maximum (gradient exp(x - y), the softmax).
+    case logSumExp
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -54,6 +56,9 @@ extension ReductionKind {
         case .l2: return x.reduce(0) { $0 + $1 * $1 }.squareRoot()
         case .sumSquare: return x.reduce(0) { $0 + $1 * $1 }
         case .logSum: return Foundation.log(x.reduce(0, +) + offset)
+        case .logSumExp:
+            let m = x[Self.firstExtremum(x, >)]
+            return m + Foundation.log(x.reduce(0) { $0 + Foundation.exp($1 - m) })
         }
     }
 
@@ -70,6 +75,7 @@ extension ReductionKind {
         case .l2: return x.map { y > 0 ? $0 / y : 0 }
         case .sumSquare: return x.map { 2 * $0 }
         case .logSum: return [Double](repeating: 1 / (x.reduce(0, +) + offset), count: x.count)
+        case .logSumExp: return x.map { Foundation.exp($0 - y) }
         }
     }
 
@@ -80,12 +86,12 @@ extension ReductionKind {
     public var hasGradient: Bool { !isIndex }
 
     /// Whether the kind needs at least one element per group (a maximum of nothing has no value).
-    public var needsElements: Bool { [.max, .min].contains(self) }
+    public var needsElements: Bool { [.max, .min, .logSumExp].contains(self) }
 
     /// The values a gradient or backend check draws for this kind.
     public var checkDomain: ReductionInputDomain {
         switch self {
-        case .sum, .l2, .sumSquare: return .signed
+        case .sum, .l2, .sumSquare, .logSumExp: return .signed
         case .max, .min: return .distinct
         case .logSum: return .positive
         case .l1: return .awayFromZero
@@ -124,6 +130,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case sumSquare = "reduceSumSquare"
     /// reduceLogSum.
     case logSum = "reduceLogSum"
+    /// reduceLogSumExp.
+    case logSumExp = "reduceLogSumExp"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -137,6 +145,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .l2: return (.l2, 1255, 6)
         case .sumSquare: return (.sumSquare, 1290, 4)
         case .logSum: return (.logSum, 1285, 3)
+        case .logSumExp: return (.logSumExp, 1295, nil)
         }
     }
 

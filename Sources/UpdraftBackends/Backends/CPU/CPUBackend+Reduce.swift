@@ -103,6 +103,9 @@ struct ReductionWalk {
         case .l2: return sum(x) { $0 * $0 }.squareRoot()
         case .sumSquare: return sum(x) { $0 * $0 }
         case .logSum: return Foundation.log(sum(x) { $0 } + offset)
+        case .logSumExp:
+            let m = x[firstExtremum(x, >).offset]
+            return m + Foundation.log(sum(x) { Foundation.exp($0 - m) })
         }
     }
 
@@ -130,6 +133,9 @@ struct ReductionWalk {
         case .logSum:
             let q = v / (sum(x) { $0 } + offset)
             forEach { dx[$0] = q }
+        case .logSumExp:
+            let y = groupValue(.logSumExp, x, offset: offset)
+            forEach { o in dx[o] = v * Foundation.exp(x[o] - y) }
         }
     }
 }
