@@ -77,6 +77,10 @@ __kernel void reduce_forward(__global const float* x, __global float* y, REDUCTI
     const float m = g[group_first(g, RUNS, 1).x];
     GROUP_SUM(s, exp(v - m));
     r = m + log(s);
+#elif REDUCE_KIND == REDUCE_ARGMAX
+    r = (float)group_first(g, RUNS, 1).y;
+#elif REDUCE_KIND == REDUCE_ARGMIN
+    r = (float)group_first(g, RUNS, 0).y;
 #endif
     y[j] = scale * r;
 }
@@ -120,5 +124,7 @@ __kernel void reduce_backward(__global const float* x, __global const float* dy,
     GROUP_SUM(s, exp(v - m));
     const float y = m + log(s);
     GROUP_FOR(d[o] = w * exp(g[o] - y))
+#elif REDUCE_KIND == REDUCE_ARGMAX || REDUCE_KIND == REDUCE_ARGMIN
+    GROUP_FOR(d[o] = 0.0f)  // no gradient: the host refuses before launching
 #endif
 }

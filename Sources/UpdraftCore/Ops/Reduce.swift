@@ -27,6 +27,10 @@ public enum ReductionKind: String, Hashable, Sendable, CaseIterable {
     case logSum
     /// log(sum exp(x)), computed as m + log(sum exp(x - m)) with m the maximum (gradient exp(x - y), the softmax).
     case logSumExp
+    /// The position of the first minimum in the group (row-major), as a float; no gradient.
+    case argMin
+    /// The position of the first maximum in the group (row-major), as a float; no gradient.
+    case argMax
 }
 
 /// The values a check draws for a kind: away from the points where its derivative jumps or its value is undefined.
@@ -59,6 +63,8 @@ extension ReductionKind {
         case .logSumExp:
             let m = x[Self.firstExtremum(x, >)]
             return m + Foundation.log(x.reduce(0) { $0 + Foundation.exp($1 - m) })
+        case .argMax: return Double(Self.firstExtremum(x, >))
+        case .argMin: return Double(Self.firstExtremum(x, <))
         }
     }
 
@@ -76,23 +82,24 @@ extension ReductionKind {
         case .sumSquare: return x.map { 2 * $0 }
         case .logSum: return [Double](repeating: 1 / (x.reduce(0, +) + offset), count: x.count)
         case .logSumExp: return x.map { Foundation.exp($0 - y) }
+        case .argMax, .argMin: return nil
         }
     }
 
     /// The kind's value is a position in the group (argMax, argMin), written as a float.
-    public var isIndex: Bool { false }
+    public var isIndex: Bool { self == .argMax || self == .argMin }
 
     /// Whether a gradient flows back through the kind (an index has none).
     public var hasGradient: Bool { !isIndex }
 
     /// Whether the kind needs at least one element per group (a maximum of nothing has no value).
-    public var needsElements: Bool { [.max, .min, .logSumExp].contains(self) }
+    public var needsElements: Bool { [.max, .min, .logSumExp, .argMax, .argMin].contains(self) }
 
     /// The values a gradient or backend check draws for this kind.
     public var checkDomain: ReductionInputDomain {
         switch self {
         case .sum, .l2, .sumSquare, .logSumExp: return .signed
-        case .max, .min: return .distinct
+        case .max, .min, .argMax, .argMin: return .distinct
         case .logSum: return .positive
         case .l1: return .awayFromZero
         case .prod: return .nearUnit
@@ -132,6 +139,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     case logSum = "reduceLogSum"
     /// reduceLogSumExp.
     case logSumExp = "reduceLogSumExp"
+    /// argMax and argMin (ArgMaxLayerParams / ArgMinLayerParams: one axis, removeDim); forward only.
+    case argMax = "argMax", argMin = "argMin"
 
     /// (the kind it runs, the NeuralNetworkLayer field of its ND layer, the ReduceLayerParams mode code or nil).
     private var row: (kind: ReductionKind, field: Int, reduceLayerMode: Int32?) {
@@ -146,6 +155,8 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
         case .sumSquare: return (.sumSquare, 1290, 4)
         case .logSum: return (.logSum, 1285, 3)
         case .logSumExp: return (.logSumExp, 1295, nil)
+        case .argMax: return (.argMax, 1025, 9)
+        case .argMin: return (.argMin, 1020, nil)
         }
     }
 
@@ -158,7 +169,7 @@ public enum ReduceMode: String, Hashable, Sendable, CaseIterable {
     /// A mean: the sum scaled by 1 / the reduced count.
     public var isMean: Bool { self == .mean }
     /// The ND layer reads ArgMaxLayerParams / ArgMinLayerParams (axis, removeDim) rather than axes, keepDims, reduceAll.
-    public var isArgument: Bool { false }
+    public var isArgument: Bool { self == .argMax || self == .argMin }
 
     /// The mode of a ReduceLayerParams code, or nil when Updraft does not run it.
     public static func reduceLayer(mode code: Int32) -> ReduceMode? { allCases.first { $0.reduceLayerMode == code } }

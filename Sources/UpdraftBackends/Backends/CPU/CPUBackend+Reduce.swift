@@ -106,6 +106,8 @@ struct ReductionWalk {
         case .logSumExp:
             let m = x[firstExtremum(x, >).offset]
             return m + Foundation.log(sum(x) { Foundation.exp($0 - m) })
+        case .argMax: return Float(firstExtremum(x, >).position)
+        case .argMin: return Float(firstExtremum(x, <).position)
         }
     }
 
@@ -136,6 +138,7 @@ struct ReductionWalk {
         case .logSumExp:
             let y = groupValue(.logSumExp, x, offset: offset)
             forEach { o in dx[o] = v * Foundation.exp(x[o] - y) }
+        case .argMax, .argMin: break  // no gradient: the callers refuse (ReductionGeometry.requireGradient)
         }
     }
 }
