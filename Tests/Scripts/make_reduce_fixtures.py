@@ -3,10 +3,11 @@
 NeuralNetworkBuilder holding the reduce layers, and the values they must give, computed here with numpy
 from NeuralNetwork.proto's definitions (written from the proto's text, not from Updraft's code).
 
-Each model: input x [2, 4, 5] -> a 1x1 convolution "mix" (updatable, 2 -> 3 channels) and its sigmoid
-"pos" (positive, for the logs) -> the layers under test, each flattened -> concat "all" -> inner product
-"fc" (frozen) -> softmax "probs", categorical cross-entropy, SGD. Each JSON holds a batch of inputs,
-their labels, and per example the values of every reduce layer's output and of "probs".
+Each model (layer_fixtures.Frame): input x [2, 4, 5] -> a 1x1 convolution "mix" (updatable, 2 -> 3
+channels) and its sigmoid "pos" (positive, for the logs) -> the layers under test, each flattened ->
+concat "all" -> flatten -> inner product "fc" (frozen) -> softmax "probs", categorical cross-entropy,
+SGD. Each JSON holds a batch of inputs, their labels, and per example the values of every reduce
+layer's output, of "all" and of "probs".
 
 - reduce_nd: reduceL1, reduceL2, reduceMin, reduceProd, reduceLogSum, reduceSumSquare, reduceLogSumExp
   over one axis, two axes, all axes (reduceAll), keepDims true and false.
@@ -18,25 +19,11 @@ their labels, and per example the values of every reduce layer's output and of "
 Run once (needs coremltools and numpy; no torch) and commit the output:
     python3 Tests/Scripts/make_reduce_fixtures.py
 """
-import contextlib
-import io
-import json
-import os
-
 import numpy as np
 
-with contextlib.redirect_stderr(io.StringIO()):  # coremltools warns about missing macOS-only parts
-    import coremltools
-    from coremltools.models import datatypes
-    from coremltools.models.neural_network import NeuralNetworkBuilder, SgdParams
+from layer_fixtures import Frame
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "UpdraftTests", "Fixtures", "reduce")
-C, H, W, MIXED, CLASSES, BATCH = 2, 4, 5, 3, 3, 4
-rng = np.random.RandomState(2222)
-
-
-def rand(*shape, scale=0.5):
-    return rng.uniform(-scale, scale, size=shape).astype(np.float32)
+FRAME = Frame("reduce", 2222, c=2, h=4, w=5, mixed=3, classes=3, batch=4)
 
 
 # ---- NeuralNetwork.proto's reductions on numpy arrays of the example's shape [C, H, W] ----
@@ -66,27 +53,28 @@ def first_extremum(x, axis, largest):
 # ---- the models ----
 
 def start(name):
-    """The builder with x -> mix (1x1 convolution) -> pos (sigmoid), and numpy's mix and pos."""
-    b = NeuralNetworkBuilder([("x", datatypes.Array(C, H, W))], [("probs", datatypes.Array(CLASSES))])
-    b.spec.description.metadata.shortDescription = f"Updraft fixture: {name}"
-    w, bias = rand(1, 1, C, MIXED, scale=1.0), rand(MIXED)
-    b.add_convolution("mix", kernel_channels=C, output_channels=MIXED, height=1, width=1, stride_height=1,
-                      stride_width=1, border_mode="valid", groups=1, W=w, b=bias, has_bias=True,
-                      input_name="x", output_name="mix")
+    """The builder with x -> mix -> pos (sigmoid), and numpy's mix and pos."""
+    b, mix = FRAME.start(name)
     b.add_activation("pos", "SIGMOID", "mix", "pos")
 
-    def mix(x):
-        m = np.einsum("co,chw->ohw", w[0, 0].astype(np.float64), x) + bias[:, None, None]
+    def blobs(x):
+        m = mix(x)
         return {"mix": m, "pos": 1 / (1 + np.exp(-m))}
-    return b, mix
+    return b, blobs
 
 
-def finish(b, layers, forward):
-    """Each layer's output flattened, concatenated as "all"; returns the flattened length."""
-    for name, _ in layers:
+def finish(b, names, forward):
+    """Each layer's output flattened and concatenated as "all": (builder, forward with "all", "all", its shape)."""
+    for name in names:
         b.add_flatten(name + "Flat", mode=0, input_name=name, output_name=name + "Flat")
-    b.add_elementwise("all", [name + "Flat" for name, _ in layers], "all", "CONCAT")
-    return forward
+    b.add_elementwise("all", [name + "Flat" for name in names], "all", "CONCAT")
+
+    def with_all(x):
+        values = forward(x)
+        values["all"] = np.concatenate([values[n].reshape(-1) for n in names])
+        return values
+    count = sum(int(np.prod(v.shape)) for k, v in forward(np.zeros((FRAME.c, FRAME.h, FRAME.w))).items() if k in names)
+    return b, with_all, "all", (count,)
 
 
 def reduce_nd():
@@ -110,7 +98,7 @@ def reduce_nd():
             y = REDUCTIONS[mode](blobs[source], a)
             out[name] = y if keep else y.squeeze(axis=a)
         return out
-    return b, finish(b, [(l[0], None) for l in layers], forward), [l[0] for l in layers]
+    return finish(b, [l[0] for l in layers], forward)
 
 
 def reduce_old():
@@ -136,7 +124,7 @@ def reduce_old():
             else:
                 out[name] = REDUCTIONS[mode](blobs[source], a)
         return out
-    return b, finish(b, [(l[0], None) for l in layers], forward), [l[0] for l in layers]
+    return finish(b, [l[0] for l in layers], forward)
 
 
 def reduce_arg():
@@ -149,50 +137,10 @@ def reduce_arg():
         m = mix(x)["mix"]
         return {"aMax": first_extremum(m, 2, True), "aMin": first_extremum(m, 0, False).squeeze(axis=0),
                 "oArgMax": first_extremum(m, 0, True)}
-    names = ["aMax", "aMin", "oArgMax"]
-    return b, finish(b, [(n, None) for n in names], forward), names
-
-
-def write(name, make):
-    b, forward, layers = make()
-    probe = forward(np.zeros((C, H, W)))
-    count = sum(int(np.prod(probe[n].shape)) for n in layers)
-    fc_w, fc_b = rand(CLASSES, count, scale=0.2), rand(CLASSES)
-    b.add_inner_product("fc", W=fc_w, b=fc_b, input_channels=count, output_channels=CLASSES, has_bias=True,
-                        input_name="all", output_name="logits")
-    b.add_softmax("softmax", "logits", "probs")
-    b.make_updatable(["mix"])
-    with contextlib.redirect_stdout(io.StringIO()):
-        b.set_categorical_cross_entropy_loss(name="loss", input="probs")
-    b.set_sgd_optimizer(SgdParams(lr=0.5, batch=BATCH))
-    b.set_epochs(3)
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, name + ".mlmodel")
-    coremltools.utils.save_spec(b.spec, path)
-    inputs = rand(BATCH, C, H, W, scale=1.0)
-    labels = [i % CLASSES for i in range(BATCH)]
-    blobs = {}
-    for x in inputs:
-        values = forward(x.astype(np.float64))
-        flat = np.concatenate([values[n].reshape(-1) for n in layers])
-        logits = fc_w.astype(np.float64) @ flat + fc_b
-        e = np.exp(logits - logits.max())
-        values["probs"] = e / e.sum()
-        for k, v in values.items():
-            entry = blobs.setdefault(k, {"shape": list(v.shape), "values": []})
-            entry["values"] += [float(f"{t:.9g}") for t in v.reshape(-1)]
-    golden = {"model": name + ".mlmodel", "coremltools": coremltools.__version__,
-              "layers": [[l.name, l.WhichOneof("layer")] for l in b.spec.neuralNetwork.layers],
-              "reduceLayers": layers,
-              "inputShape": [C, H, W], "inputs": [float(t) for t in inputs.reshape(-1)], "labels": labels,
-              "blobs": blobs}
-    with open(os.path.join(OUT, name + ".json"), "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"wrote {path} ({os.path.getsize(path)} bytes): " + ", ".join(f"{k} {v['shape']}" for k, v in blobs.items()))
+    return finish(b, ["aMax", "aMin", "oArgMax"], forward)
 
 
 if __name__ == "__main__":
-    write("reduce_nd", reduce_nd)
-    write("reduce_old", reduce_old)
-    write("reduce_arg", reduce_arg)
+    FRAME.write("reduce_nd", reduce_nd)
+    FRAME.write("reduce_old", reduce_old)
+    FRAME.write("reduce_arg", reduce_arg)
