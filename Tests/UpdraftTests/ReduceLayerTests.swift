@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
+@testable import UpdraftChecks
 @testable import UpdraftLayers
 @testable import UpdraftModel
 @testable import UpdraftTraining
@@ -47,6 +48,10 @@ final class ReduceLayerTests: XCTestCase {
             let text = "\(e)"
             XCTAssertTrue(text.contains("'aMax' (reduce(argMax))") && text.contains("has no gradient"), text)
         }
+        // The validator says so before training: an error, not Core ML's "Updraft can still train it" warning.
+        let findings = ModelValidator.validate(model)
+        XCTAssertEqual(findings.errors.map(\.message), ["layer 'mix' cannot be updated: the gradient from loss 'loss' passes through argMax layer 'aMax', which has no gradient"])
+        XCTAssertFalse(findings.contains { $0.message.contains("Updraft can still train it") }, "\(findings)")
         let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: fixture.examples)) { $0.backends = (CPUBackend(), CPUBackend()) }
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error.map { "\($0)" } ?? "")".contains("has no gradient"), "\(String(describing: run.error))")
