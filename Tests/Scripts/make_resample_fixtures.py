@@ -25,25 +25,13 @@ ResampleLayerTests checks those values.
 Run once (needs coremltools and numpy; no torch) and commit the output:
     python3 Tests/Scripts/make_resample_fixtures.py
 """
-import contextlib
-import io
-import json
-import os
-
 import numpy as np
 
-with contextlib.redirect_stderr(io.StringIO()):  # coremltools warns about missing macOS-only parts
-    import coremltools
-    from coremltools.models import datatypes
-    from coremltools.models.neural_network import NeuralNetworkBuilder, SgdParams
+from layer_fixtures import Frame
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "UpdraftTests", "Fixtures", "resample")
-C, H, W, MIXED, CLASSES, BATCH = 2, 6, 7, 3, 3, 4
-rng = np.random.RandomState(2212)
-
-
-def rand(*shape, scale=0.5):
-    return rng.uniform(-scale, scale, size=shape).astype(np.float32)
+FRAME = Frame("resample", 2212, c=2, h=6, w=7, mixed=3, classes=3, batch=4)
+C, H, W, MIXED = FRAME.c, FRAME.h, FRAME.w, FRAME.mixed
+rand, start = FRAME.rand, FRAME.start
 
 
 # ---- NeuralNetwork.proto's grids, one axis at a time: N output samples of an axis of X inputs ----
@@ -134,33 +122,6 @@ def fractional_size(x, scale):
 
 # ---- the models ----
 
-def head(b, top, shape):
-    """top [C', H', W'] -> flatten -> fc (frozen) -> softmax "probs"; the loss and SGD."""
-    count = int(np.prod(shape))
-    fc_w, fc_b = rand(CLASSES, count, scale=0.2), rand(CLASSES)
-    b.add_flatten("flatten", mode=0, input_name=top, output_name="flat")
-    b.add_inner_product("fc", W=fc_w, b=fc_b, input_channels=count, output_channels=CLASSES, has_bias=True,
-                        input_name="flat", output_name="logits")
-    b.add_softmax("softmax", "logits", "probs")
-    b.make_updatable(["mix"])
-    with contextlib.redirect_stdout(io.StringIO()):
-        b.set_categorical_cross_entropy_loss(name="loss", input="probs")
-    b.set_sgd_optimizer(SgdParams(lr=0.5, batch=BATCH))
-    b.set_epochs(3)
-    return fc_w, fc_b
-
-
-def start(name):
-    """The builder with x -> mix (1x1 convolution, 2 -> 3 channels), and numpy's mix."""
-    b = NeuralNetworkBuilder([("x", datatypes.Array(C, H, W))], [("probs", datatypes.Array(CLASSES))])
-    b.spec.description.metadata.shortDescription = f"Updraft fixture: {name}"
-    w, bias = rand(1, 1, C, MIXED, scale=1.0), rand(MIXED)
-    b.add_convolution("mix", kernel_channels=C, output_channels=MIXED, height=1, width=1, stride_height=1,
-                      stride_width=1, border_mode="valid", groups=1, W=w, b=bias, has_bias=True,
-                      input_name="x", output_name="mix")
-    return b, lambda x: np.einsum("co,chw->ohw", w[0, 0], x) + bias[:, None, None]
-
-
 def upsample_fractional():
     b, mix = start("upsample_fractional")
     b.add_upsample("upHalf", 1.5, 2.6, "mix", "upHalf", mode="BILINEAR", linear_upsample_mode="ALIGN_CORNERS_FALSE")
@@ -226,34 +187,7 @@ def crop_resize():
     return b, forward, "crops", (MIXED * len(crops), th, tw)
 
 
-def write(name, make):
-    b, forward, top, shape = make()
-    fc_w, fc_b = head(b, top, shape)
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, name + ".mlmodel")
-    coremltools.utils.save_spec(b.spec, path)
-    inputs = rand(BATCH, C, H, W, scale=1.0)
-    labels = [i % CLASSES for i in range(BATCH)]
-    blobs = {}
-    for x in inputs:
-        values = forward(x.astype(np.float64))
-        logits = fc_w.astype(np.float64) @ values[top].reshape(-1) + fc_b
-        e = np.exp(logits - logits.max())
-        values["probs"] = e / e.sum()
-        for k, v in values.items():
-            entry = blobs.setdefault(k, {"shape": list(v.shape), "values": []})
-            entry["values"] += [float(f"{t:.9g}") for t in v.reshape(-1)]
-    golden = {"model": name + ".mlmodel", "coremltools": coremltools.__version__,
-              "layers": [[l.name, l.WhichOneof("layer")] for l in b.spec.neuralNetwork.layers],
-              "inputShape": [C, H, W], "inputs": [float(t) for t in inputs.reshape(-1)], "labels": labels,
-              "blobs": blobs}
-    with open(os.path.join(OUT, name + ".json"), "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"wrote {path} ({os.path.getsize(path)} bytes): " + ", ".join(f"{k} {v['shape']}" for k, v in blobs.items()))
-
-
 if __name__ == "__main__":
-    write("upsample_fractional", upsample_fractional)
-    write("resize_bilinear", resize_bilinear)
-    write("crop_resize", crop_resize)
+    FRAME.write("upsample_fractional", upsample_fractional)
+    FRAME.write("resize_bilinear", resize_bilinear)
+    FRAME.write("crop_resize", crop_resize)

@@ -156,8 +156,9 @@ final class BroadcastLayerTests: XCTestCase {
         XCTAssertTrue(mismatch.contains("layer 'bad' (addBroadcastable)") && mismatch.contains("do not broadcast"), mismatch)
         let batchAxis = try error(["x"], .reduceND(ReduceNDLayerParams(kind: .sum, axes: [0], keepDims: true)))
         XCTAssertTrue(batchAxis.contains("axis 0 (the batch of"), batchAxis)
-        let product = try error(["x"], .reduce(ReduceLayerParams(mode: 2, axis: 1)))
-        XCTAssertTrue(product.contains("PROD reduction is not supported") && product.contains("SUM, AVG and MAX"), product)
+        // every ReduceOperation code runs now; an unknown one is refused, naming the modes that run
+        let unknown = try error(["x"], .reduce(ReduceLayerParams(mode: 10, axis: 1)))
+        XCTAssertTrue(unknown.contains("mode 10 reduction is not supported") && unknown.contains("SUM, AVG, MAX, MIN, PROD") && unknown.contains("ARGMAX"), unknown)
         let shortData = try error([], .loadConstant(LoadConstantLayerParams(shape: [2, 2, 2], data: WeightParams(values: [1, 2]), isND: false)))
         XCTAssertTrue(shortData.contains("data"), shortData)
         let acrossBatch = try error(["x", "c"], .broadcastable(.multiply), extra: { b in

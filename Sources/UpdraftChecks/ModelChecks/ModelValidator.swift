@@ -53,6 +53,15 @@ public enum ModelValidator {
         }
     }
 
+    /// An index (argMax, argMin, the reduce layer's ARGMAX): no gradient passes through it, in Core ML or Updraft.
+    static func hasNoGradient(_ layer: LayerSpec) -> Bool {
+        switch layer.params {
+        case let .reduceND(r): return r.kind.kind.isIndex
+        case let .reduce(r): return ReduceMode.reduceLayer(mode: r.mode)?.kind.isIndex ?? false
+        default: return false
+        }
+    }
+
     /// Every finding for `model`, errors and warnings in check order; empty when the model is valid and trainable. Never throws.
     /// - Parameter forUpdate: false checks only that the model runs (a pipeline's frozen feature
     ///   extractor): a model with nothing updatable is then no error.
@@ -192,7 +201,9 @@ public enum ModelValidator {
 
         // Gradient paths from the loss to each updatable layer.
         if let loss = update.lossLayers.first {
-            checkGradientPaths(layers, updatable: updatable, lossInput: loss.input, lossName: loss.name, warning: warning)
+            checkGradientPaths(layers, updatable: updatable, lossInput: loss.input, lossName: loss.name,
+                               error: { error($0, layer: $1, hint: "an index cannot be trained through: make only layers after it updatable, or take the loss before it") },
+                               warning: warning)
         }
         return findings
     }
@@ -293,9 +304,10 @@ public enum ModelValidator {
     }
 
     /// Warns about layers between an updatable layer and the loss that Core ML cannot
-    /// back-propagate through, and about updatable layers the loss does not depend on.
+    /// back-propagate through, and about updatable layers the loss does not depend on; an index
+    /// among them (no gradient at all) is an error.
     private static func checkGradientPaths(_ layers: [LayerSpec], updatable: [LayerSpec], lossInput: String,
-                                           lossName: String, warning: (String, String?) -> Void) {
+                                           lossName: String, error: (String, String?) -> Void, warning: (String, String?) -> Void) {
         var producer: [String: Int] = [:]
         var consumers: [String: [Int]] = [:]
         for (i, l) in layers.enumerated() {
@@ -336,7 +348,10 @@ public enum ModelValidator {
                 continue
             }
             let blockers = below[start].map { layers[$0] }
-            if !blockers.isEmpty {
+            if let index = blockers.first(where: hasNoGradient) {
+                error("layer '\(u.name)' cannot be updated: the gradient from loss '\(lossName)' passes through \(index.typeName) layer '\(index.name)', which has no gradient",
+                      u.name)
+            } else if !blockers.isEmpty {
                 let names = blockers.map { "\($0.typeName) layer '\($0.name)'" }.joined(separator: ", ") + (more[start] ? " and more" : "")
                 warning("Core ML would refuse to update '\(u.name)': the gradient from loss '\(lossName)' passes through \(names), which Core ML cannot back-propagate through; Updraft can still train it",
                         u.name)

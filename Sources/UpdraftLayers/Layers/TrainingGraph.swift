@@ -106,6 +106,11 @@ public struct TrainingGraph: Sendable {
             dependent.insert(l.output)
         }
         tail = trainingLayers.filter { dependent.contains($0.output) }
+        if let l = tail.first(where: { !$0.op.hasGradient }) {
+            throw UpdraftError(.unsupported,
+                               "layer '\(l.name)' (\(l.op.name)) lies between an updatable layer and the loss but has no gradient",
+                               hint: "an index (argMax, argMin) cannot be trained through: make only layers after it updatable, or take the loss before it")
+        }
         prefix = trainingLayers.filter { !dependent.contains($0.output) }
 
         // Backward runs for every tail layer (each lies on the path to the loss by construction);

@@ -39,10 +39,10 @@ public enum LayerOp: Hashable, Sendable {
     case broadcast(BinaryOp, a: [Int], b: [Int])
     /// A frozen constant (`GraphLayer.weights`), the same for every example; it reads no input.
     case constant
-    /// A reduction of the per-example shape `input` to `output` (1 on the reduced axes): `mean` sums
-    /// scaled by 1 / count, else a sum or the maximum. The output blob may drop the reduced axes
-    /// (keepDims false): the memory is the same.
-    case reduce(ReductionKind, input: [Int], output: [Int], mean: Bool)
+    /// A reduction of the per-example shape `spec.input` to `spec.output` (1 on the reduced axes) by one
+    /// of the Core ML modes (Ops/Reduce.swift). The output blob may drop the reduced axes (keepDims
+    /// false): the memory is the same.
+    case reduce(ReductionSpec)
     /// Layout ops: shape re-labelling (aliases), transpose, softmaxND, concatND (Ops/Layout.swift).
     case layout(LayoutOp)
 
@@ -63,9 +63,16 @@ public enum LayerOp: Hashable, Sendable {
         case .instanceNormalization: return "instanceNormalization"
         case let .broadcast(op, _, _): return "broadcast(\(op.rawValue))"
         case .constant: return "constant"
-        case let .reduce(kind, _, _, mean): return "reduce(\(mean ? "mean" : kind.rawValue))"
+        case let .reduce(r): return "reduce(\(r.mode.isMean ? "mean" : r.mode.kind.rawValue))"
         case let .layout(l): return l.name
         }
+    }
+
+    /// Whether a gradient flows back through the op; false for an index (argMax, argMin), which the
+    /// training graph refuses on the trained path.
+    public var hasGradient: Bool {
+        if case let .reduce(r) = self { return r.mode.kind.hasGradient }
+        return true
     }
 }
 
@@ -132,11 +139,8 @@ public struct GraphLayer: Sendable {
     }
     /// The reduction over `[batch] + input` to `[batch] + output` (mean scales by 1 / reduced count), or nil for another op. Throws `UpdraftError` from `ReductionGeometry.validate()`.
     public func reductionGeometry(batch: Int) throws -> ReductionGeometry? {
-        guard case let .reduce(kind, input, output, mean) = op else { return nil }
-        let g = mean ? ReductionGeometry.mean(inputDims: [batch] + input, outputDims: [batch] + output)
-                     : ReductionGeometry(kind: kind, inputDims: [batch] + input, outputDims: [batch] + output)
-        try g.validate()
-        return g
+        guard case let .reduce(spec) = op else { return nil }
+        return try spec.geometry(batch: batch)
     }
     /// The pooling resolved for `batch` examples, or nil for another op. Throws `UpdraftError` if the window does not fit the padded input.
     public func poolingGeometry(batch: Int) throws -> PoolGeometry? {

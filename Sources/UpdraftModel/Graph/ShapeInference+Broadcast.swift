@@ -1,8 +1,8 @@
 import UpdraftCore
 
 /// Shape inference of the broadcasting and reducing layers: add / multiply with one input (the
-/// constant alpha) or two of different shapes, the *Broadcastable layers, loadConstant(ND), reduce and
-/// reduceSum / reduceMean / reduceMax.
+/// constant alpha) or two of different shapes, the *Broadcastable layers, loadConstant(ND), reduce, the
+/// ND reduce layers and argMax / argMin (the modes in Ops/Reduce.swift).
 ///
 /// Broadcasting and axes work on the blobs' logical (N-D) shapes, as the model describes them
 /// (`LogicalShape`): numpy's rules align dimensions on the right, axes count on the model's rank, and
@@ -70,13 +70,11 @@ extension ShapeInference {
 
         case let .reduce(r):
             try expectInputs(1)
-            let kind: ReductionKind, mean: Bool
-            switch r.mode {
-            case 0: (kind, mean) = (.sum, false)
-            case 1: (kind, mean) = (.sum, true)
-            case 7: (kind, mean) = (.max, false)
-            default:
-                throw fail("\(r.modeName) reduction is not supported", hint: "Updraft runs SUM, AVG and MAX reductions", kind: .unsupported)
+            guard let mode = ReduceMode.reduceLayer(mode: r.mode) else {
+                let names = ReduceMode.allCases.compactMap { m in m.reduceLayerMode.map { ReduceLayerParams(mode: $0, axis: 0).modeName } }
+                let list = names.count > 1 ? names.dropLast().joined(separator: ", ") + " and " + names.last! : names.joined()
+                throw fail("\(r.modeName) reduction is not supported", hint: "Updraft runs \(list) reductions",
+                           kind: .unsupported)
             }
             let axes: [Int]
             switch r.axis {
@@ -90,13 +88,16 @@ extension ShapeInference {
             guard logical[0].rank >= -axes[0] else {
                 throw fail("reducing axes \(axes) needs an input of rank \(-axes[0]) or more; '\(layer.inputs[0])' is \(logical[0])")
             }
-            return try reduction(layer, logical[0], axes: axes, all: false, kind: kind, mean: mean, keepDims: true, fail)
+            if mode.kind.isIndex, axes.count > 1 {
+                throw fail("\(r.modeName) over several axes is not defined", hint: "Core ML's ARGMAX reduces one axis: C, H or W")
+            }
+            // epsilon: what LOGSUM adds to the sum inside its log.
+            return try reduction(layer, logical[0], axes: axes, all: false, mode: mode, offset: Double(r.epsilon), keepDims: true, fail)
 
         case let .reduceND(r):
             try expectInputs(1)
             guard r.reduceAll || !r.axes.isEmpty else { throw fail("lists no axes and reduceAll is not set") }
-            return try reduction(layer, logical[0], axes: r.axes, all: r.reduceAll, kind: r.kind == .max ? .max : .sum,
-                                 mean: r.kind == .mean, keepDims: r.keepDims, fail)
+            return try reduction(layer, logical[0], axes: r.axes, all: r.reduceAll, mode: r.kind, offset: 0, keepDims: r.keepDims, fail)
 
         default:
             throw fail("is not a broadcasting or reducing layer")
@@ -105,8 +106,8 @@ extension ShapeInference {
 
     /// A reduction over `axes` of the model's dimensions (negative from the end), or over every
     /// dimension of an example (`all`). The batch axis is refused; dimensions before it are 1.
-    private static func reduction(_ layer: LayerSpec, _ input: LogicalShape, axes: [Int], all: Bool, kind: ReductionKind,
-                                  mean: Bool, keepDims: Bool, _ fail: (String, String?, UpdraftError.Kind) -> UpdraftError) throws
+    private static func reduction(_ layer: LayerSpec, _ input: LogicalShape, axes: [Int], all: Bool, mode: ReduceMode,
+                                  offset: Double, keepDims: Bool, _ fail: (String, String?, UpdraftError.Kind) -> UpdraftError) throws
         -> (op: LayerOp, output: Shape, weights: Tensor?, logical: LogicalShape?) {
         let first = input.batchAxis.map { $0 + 1 } ?? 0  // the first per-example dimension
         var reduced = Set<Int>()
@@ -127,8 +128,8 @@ extension ShapeInference {
         let example = input.exampleDims
         var out = example
         for d in reduced where d >= first { out[d - first] = 1 }
-        if kind == .max, reduced.contains(where: { $0 >= first && example[$0 - first] == 0 }) {
-            throw fail("a max over an empty axis of \(input) has no value", nil, .invalidModel)
+        if mode.kind.needsElements, reduced.contains(where: { $0 >= first && example[$0 - first] == 0 }) {
+            throw fail("a \(mode.kind.rawValue) over an empty axis of \(input) has no value", nil, .invalidModel)
         }
         guard example.count + 1 <= BroadcastGeometry.maxRank else {
             throw fail("a rank-\(input.rank) reduction is not supported", nil, .unsupported)
@@ -145,7 +146,8 @@ extension ShapeInference {
         }
         if dims.isEmpty { dims = [1] }
         let outLogical = LogicalShape(dims, batchAxis: batchAxis)
-        return (.reduce(kind, input: example.isEmpty ? [1] : example, output: out.isEmpty ? [1] : out, mean: mean),
+        let spec = ReductionSpec(mode: mode, input: example.isEmpty ? [1] : example, output: out.isEmpty ? [1] : out, offset: offset)
+        return (.reduce(spec),
                 outLogical.canonical, nil, outLogical)
     }
 }

@@ -227,7 +227,7 @@ enum ShapeInference {
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, reduceSum/Mean/Max and the layout layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, the ND reduce layers (\(ReduceMode.allCases.map(\.rawValue).joined(separator: "/"))) and the layout layers")
         }
 
         // Every shape that leaves here is positive and of sane size.

@@ -1,6 +1,5 @@
-// Broadcasting binary ops and reductions on OpenCL (Kernels/broadcast.cl): one work-item per output
-// element; shapes travel as kernel arguments (six padded dimensions and strides, or the reduction's
-// kept and reduced runs).
+// Broadcasting binary ops on OpenCL (Kernels/broadcast.cl): one work-item per output element; shapes
+// travel as kernel arguments (six padded dimensions and strides).
 import UpdraftCore
 
 extension OpenCLBackend {
@@ -19,38 +18,5 @@ extension OpenCLBackend {
         let k = try opsKernel("broadcast.cl", "broadcast_binary")
         try k.setArguments([.buffer(x), .buffer(z), .buffer(y), .int(code)] + (dims + sa + sb).map { .int($0) } + [.int(g.outputCount)])
         try launchElementwise(k, count: g.outputCount)
-    }
-
-    /// One work-item per output element walking its group (broadcast.cl); max keeps the first maximum, sum is scaled by `g.scale`.
-    public func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try g.validate()
-        try requireSizes([], total: g.inputCount, op: "reduction")
-        let x = try operand(input, holds: g.inputCount, "reduction input \(g.inputDims)")
-        let y = try operand(output, holds: g.outputCount, "reduction output \(g.outputDims)")
-        let k = try opsKernel("broadcast.cl", "reduce_forward")
-        try k.setArguments([.buffer(x), .buffer(y)] + reductionArguments(g) + [.int(g.outputCount)])
-        try launchElementwise(k, count: g.outputCount)
-    }
-
-    /// One work-item per output element writing its whole group of the input gradient, so no atomics are needed.
-    public func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                               inputGradient: DeviceBuffer) throws {
-        try g.validate()
-        try requireSizes([], total: g.inputCount, op: "reduction backward")
-        let x = try operand(input, holds: g.inputCount, "reduction input \(g.inputDims)")
-        let dy = try operand(outputGradient, holds: g.outputCount, "reduction output gradient \(g.outputDims)")
-        let dx = try operand(inputGradient, holds: g.inputCount, "reduction input gradient \(g.inputDims)")
-        let k = try opsKernel("broadcast.cl", "reduce_backward")
-        try k.setArguments([.buffer(x), .buffer(dy), .buffer(dx)] + reductionArguments(g) + [.int(g.outputCount)])
-        try launchElementwise(k, count: g.inputCount > 0 ? g.outputCount : 0)
-    }
-
-    /// k0..k2, ks0..ks2, r0..r2, rs0..rs2, is_max, scale.
-    private func reductionArguments(_ g: ReductionGeometry) -> [KernelArgument] {
-        let runs = g.runs
-        let kept = [(size: Int, stride: Int)](repeating: (1, 0), count: 3 - runs.kept.count) + runs.kept
-        let reduced = [(size: Int, stride: Int)](repeating: (1, 0), count: 3 - runs.reduced.count) + runs.reduced
-        return (kept.map(\.size) + kept.map(\.stride) + reduced.map(\.size) + reduced.map(\.stride)).map { .int($0) }
-            + [.int(g.kind == .max ? 1 : 0), .float(Float(g.scale))]
     }
 }

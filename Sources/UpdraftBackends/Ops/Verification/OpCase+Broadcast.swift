@@ -41,7 +41,23 @@ extension Array where Element == OpCase {
             .mean([1, 5, 3, 3], [1, 5, 1, 1]),
             .reduction(.max, [2, 3, 4, 5], [2, 1, 4, 1]),
             .reduction(.sum, [2, 3, 2], [1, 1, 1], scale: -0.5),
-        ]
+        ] + reductionKindsGradientCheck
+    }
+
+    /// Every other kind of the reduction table over inner, outer and all axes; an index (argMax,
+    /// argMin) has no gradient and is left to the backend comparisons.
+    static var reductionKindsGradientCheck: [OpCase] {
+        ReductionKind.allCases.filter { $0 != .sum && $0 != .max && $0.hasGradient }.flatMap { k -> [OpCase] in
+            [.reduction(k, [3, 4, 2, 3], [3, 1, 1, 3]), .reduction(k, [2, 3, 4], [1, 1, 1]), .reduction(k, [2, 5], [2, 1])]
+        }
+    }
+
+    /// Every other kind of the table, forward and (where it has one) backward against the reference.
+    static var reductionKindsComparison: [OpCase] {
+        ReductionKind.allCases.filter { $0 != .sum && $0 != .max }.flatMap { k -> [OpCase] in
+            [.reduction(k, [3, 7, 5, 5], [3, 1, 5, 5]), .reduction(k, [2, 3, 1, 4, 5, 2], [2, 1, 1, 4, 1, 2]),
+             .reduction(k, [3, 33, 7, 7], [3, 33, 1, 1])]
+        }
     }
 
     static var broadcastQuick: [OpCase] {
@@ -50,7 +66,7 @@ extension Array where Element == OpCase {
             .broadcast(.divide, [3, 7, 5, 5], [1, 7, 1, 5]),
             .mean([3, 7, 5, 5], [3, 7, 1, 1]),
             .reduction(.max, [3, 7, 5, 5], [3, 1, 5, 5]),
-        ]
+        ] + ReductionKind.allCases.filter { $0 != .sum && $0 != .max }.map { .reduction($0, [3, 7, 5, 5], [3, 1, 5, 5]) }
     }
 
     static var broadcastFull: [OpCase] {
@@ -67,7 +83,7 @@ extension Array where Element == OpCase {
             .reduction(.max, [1, 7, 65, 63], [1, 7, 1, 63]),
             .reduction(.sum, [2, 3, 1, 4, 5, 2], [2, 1, 1, 4, 1, 2], scale: 0.25),
             .reduction(.sum, [3, 1000], [3, 1000]),
-        ]
+        ] + reductionKindsComparison
     }
 }
 
@@ -84,9 +100,17 @@ extension GradientCheck {
         })
     }
 
-    static func reductionProblem(_ g: ReductionGeometry, rng: inout SplitMix64) throws -> Problem {
+    static func reductionProblem(_ g: ReductionGeometry, rng: inout SplitMix64) throws -> Problem? {
         try g.validate()
-        let x = g.kind == .max ? distinct(g.inputCount, &rng) : uniform(g.inputCount, -1...1, &rng)
+        guard g.kind.hasGradient else { return nil }
+        let x: [Double]
+        switch g.kind.checkDomain {
+        case .signed: x = uniform(g.inputCount, -1...1, &rng)
+        case .distinct: x = distinct(g.inputCount, &rng)
+        case .positive: x = uniform(g.inputCount, 0.5...1.5, &rng)
+        case .awayFromZero: x = awayFromZero(g.inputCount, &rng)
+        case .nearUnit: x = awayFromZero(g.inputCount, &rng).map { $0 + ($0 < 0 ? -0.4 : 0.4) }
+        }
         return Problem(inputs: [Input("x", x)], forward: { v in try Reference.reduce(g, input: v[0]) },
                        backward: { v, dy in [try Reference.reduceBackward(g, input: v[0], outputGradient: dy)] })
     }
@@ -113,10 +137,19 @@ extension ComparisonSession {
     }
 
     mutating func compareReduction(_ g: ReductionGeometry) throws {
-        let x = values(g.inputCount), dy = values(g.outputCount)
+        let x: [Float]
+        switch g.kind.checkDomain {
+        case .signed, .distinct: x = values(g.inputCount)
+        case .positive: x = values(g.inputCount, 0.5...1.5)
+        case .awayFromZero, .nearUnit:
+            let lift: Float = g.kind.checkDomain == .nearUnit ? 0.5 : 0.1
+            x = values(g.inputCount).map { $0 + ($0 < 0 ? -lift : lift) }
+        }
+        let dy = values(g.outputCount)
         let xb = try upload(x), y = try output(g.outputCount)
         try backend.reduce(g, input: xb, output: y)
         try record("y", y, try Reference.reduce(g, input: x.map(Double.init)))
+        guard g.kind.hasGradient else { return }
         let dx = try output(g.inputCount)
         try backend.reduceBackward(g, input: xb, outputGradient: try upload(dy), inputGradient: dx)
         try record("dx", dx, try Reference.reduceBackward(g, input: x.map(Double.init), outputGradient: dy.map(Double.init)))

@@ -76,7 +76,8 @@ public struct OpCase: Hashable, Sendable, CustomStringConvertible {
     /// True when `filter` is nil or empty, or occurs in the op name (case-insensitive).
     public func matches(_ filter: String?) -> Bool {
         guard let filter, !filter.isEmpty else { return true }
-        return op.lowercased().contains(filter.lowercased())
+        let f = filter.lowercased()
+        return op.lowercased().contains(f) || (kind.variantName?.lowercased().contains(f) ?? false)
     }
 
     /// A seed derived from the op and the name (FNV-1a), so data does not depend on a case's position in a list.
@@ -112,6 +113,12 @@ extension OpCase.Kind {
     }
 
     /// The parameters in a few words: the default case name.
+    /// A finer name `--op` also matches: a reduction's Core ML layer name ("reduceL1", "reduceArgMax", ...).
+    public var variantName: String? {
+        guard case let .reduction(g) = self else { return nil }
+        return "reduce" + g.kind.rawValue.prefix(1).uppercased() + g.kind.rawValue.dropFirst()
+    }
+
     var summary: String {
         switch self {
         case let .memory(count): return "×\(count)"
@@ -160,7 +167,7 @@ extension OpCase.Kind {
         case let .spatial(op, input): return op.summary(input)
         case let .broadcast(g): return "\(g.aDims) \(g.op.rawValue) \(g.bDims)"
         case let .reduction(g):
-            let kind = g.kind == .max ? "max" : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
+            let kind = g.kind != .sum ? g.kind.rawValue : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
             return "\(kind) \(g.inputDims) → \(g.outputDims)"
         case let .layout(op, batch): return "n\(batch) \(op)"
         }

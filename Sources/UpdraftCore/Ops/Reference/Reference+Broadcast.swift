@@ -1,4 +1,4 @@
-// Broadcasting binary ops and reductions, forward and backward, by full coordinates: every output
+// Broadcasting binary ops, forward and backward, by full coordinates: every output
 // element's coordinates, each operand read at the same coordinates with its broadcast axes at 0.
 
 extension Reference {
@@ -57,43 +57,5 @@ extension Reference {
             }
         }
         return (da, db)
-    }
-
-    /// y = scale * sum, or max, over the input elements of each output element.
-    public static func reduce(_ g: ReductionGeometry, input x: [Double]) throws -> [Double] {
-        try g.validate()
-        try require(x, count: g.inputCount, "reduction input \(g.inputDims)")
-        // Max: each group's first element, replaced by any later one strictly greater.
-        var y = [Double](repeating: 0, count: g.outputCount), seen = [Bool](repeating: false, count: g.outputCount)
-        for i in 0..<g.inputCount {
-            let j = broadcastIndex(coordinates(i, g.inputDims), g.outputDims)
-            switch g.kind {
-            case .sum: y[j] += x[i]
-            case .max: if !seen[j] || x[i] > y[j] { y[j] = x[i]; seen[j] = true }
-            }
-        }
-        if g.kind == .sum { for j in 0..<y.count { y[j] *= g.scale } }
-        return y
-    }
-
-    /// dx: scale * dy of its output element (sum), or dy at the first maximum of each group and 0
-    /// elsewhere (max; the first element that equals the maximum in row-major order).
-    public static func reduceBackward(_ g: ReductionGeometry, input x: [Double], outputGradient dy: [Double]) throws -> [Double] {
-        try g.validate()
-        try require(x, count: g.inputCount, "reduction input \(g.inputDims)")
-        try require(dy, count: g.outputCount, "reduction output gradient \(g.outputDims)")
-        var dx = [Double](repeating: 0, count: g.inputCount)
-        switch g.kind {
-        case .sum:
-            for i in 0..<g.inputCount { dx[i] = g.scale * dy[broadcastIndex(coordinates(i, g.inputDims), g.outputDims)] }
-        case .max:
-            let y = try reduce(g, input: x)
-            var routed = [Bool](repeating: false, count: g.outputCount)
-            for i in 0..<g.inputCount {
-                let j = broadcastIndex(coordinates(i, g.inputDims), g.outputDims)
-                if !routed[j], x[i] == y[j] { dx[i] = dy[j]; routed[j] = true }
-            }
-        }
-        return dx
     }
 }

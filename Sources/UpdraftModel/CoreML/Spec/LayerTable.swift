@@ -34,7 +34,7 @@ extension LayerParams {
         for op in [BinaryOp.add, .subtract, .multiply, .divide] {
             table[op.broadcastableLayerType] = { _ in .broadcastable(op) }
         }
-        for kind in [ReduceNDLayerParams.Kind.sum, .mean, .max] {
+        for kind in ReduceMode.allCases {
             table[kind.layerType] = { .reduceND(try ReduceNDLayerParams(reading: $0, kind: kind)) }
         }
         for type in ResampleLayerParams.layerTypes {

@@ -1,7 +1,8 @@
 import UpdraftCore
 
 /// The parameter messages of the broadcasting and reducing layers: add/subtract/multiply/divideBroadcastable,
-/// loadConstant and loadConstantND, reduce, and reduceSum/Mean/Max (layer type numbers in CoreMLTypes.swift).
+/// loadConstant and loadConstantND, reduce, the ND reduce layers and argMax / argMin (layer type numbers in
+/// CoreMLTypes.swift; the reduce modes in Ops/Reduce.swift).
 extension BinaryOp {
     /// The *BroadcastableLayerParams layer type of NeuralNetworkLayer.
     public var broadcastableLayerType: NeuralNetworkLayerType {
@@ -49,31 +50,31 @@ public struct ReduceLayerParams: Hashable, Sendable {
     }
 }
 
-/// ReduceSumLayerParams, ReduceMeanLayerParams, ReduceMaxLayerParams: axes (1), keepDims (2), reduceAll (3).
+/// The ND reduce layers' parameters: ReduceSum/Mean/Max/...LayerParams (axes (1), keepDims (2),
+/// reduceAll (3)), and ArgMax/ArgMinLayerParams (axis (1), removeDim (2)), read into the same fields.
 public struct ReduceNDLayerParams: Hashable, Sendable {
-    /// Which reduction; the raw value is the NeuralNetworkLayer field name.
-    public enum Kind: String, Hashable, Sendable {
-        /// reduceSum, reduceMean and reduceMax: the sum, mean or maximum over the reduced axes.
-        case sum = "reduceSum", mean = "reduceMean", max = "reduceMax"
-        /// The NeuralNetworkLayer layer type.
-        public var layerType: NeuralNetworkLayerType {
-            switch self { case .sum: return .reduceSum; case .mean: return .reduceMean; case .max: return .reduceMax }
-        }
-        /// The NeuralNetworkLayer oneof field number: reduceSum 1270, reduceMean 1280, reduceMax 1260.
-        public var field: Int { layerType.rawValue }
-    }
-    /// Sum, mean or max.
+    /// Which reduction: the table of modes in Ops/Reduce.swift (raw value: the NeuralNetworkLayer field name).
+    public typealias Kind = ReduceMode
+    /// The reduction.
     public var kind: Kind
-    /// axes (1): the axes of the logical N-D shape to reduce (negative counts from the end); ignored with `reduceAll`.
+    /// axes (1): the axes of the logical N-D shape to reduce (negative counts from the end); ignored with
+    /// `reduceAll`. argMax / argMin: the one axis.
     public var axes: [Int]
-    /// keepDims (2): keep reduced axes as size 1 instead of removing them.
+    /// keepDims (2): keep reduced axes as size 1 instead of removing them (argMax / argMin: not removeDim).
     public var keepDims: Bool
-    /// reduceAll (3): reduce over every axis.
+    /// reduceAll (3): reduce over every axis (never for argMax / argMin).
     public var reduceAll: Bool
     /// A reduction of `kind` over `axes` (or all axes).
     public init(kind: Kind, axes: [Int], keepDims: Bool, reduceAll: Bool = false) {
         self.kind = kind; self.axes = axes; self.keepDims = keepDims; self.reduceAll = reduceAll
     }
+}
+
+extension ReduceMode {
+    /// The NeuralNetworkLayer layer type of the ND layer.
+    public var layerType: NeuralNetworkLayerType { NeuralNetworkLayerType(rawValue: layerField)! }
+    /// The NeuralNetworkLayer oneof field number (reduceSum 1270, reduceMean 1280, reduceMax 1260, ...).
+    public var field: Int { layerField }
 }
 
 extension LoadConstantLayerParams {
@@ -106,12 +107,23 @@ extension ReduceLayerParams {
 extension ReduceNDLayerParams {
     init(reading r: ProtoReader, kind: Kind) throws {
         self.kind = kind
+        if kind.isArgument {
+            axes = [Int(try r.int64(1, "axis") ?? 0)]
+            keepDims = !(try r.bool(2, "removeDim") ?? false)
+            reduceAll = false
+            return
+        }
         axes = try r.varints(1, "axes").map { Int(Int64(bitPattern: $0)) }
         keepDims = try r.bool(2, "keepDims") ?? false
         reduceAll = try r.bool(3, "reduceAll") ?? false
     }
 
     func encoded(into w: inout MessageWriter) {
+        if kind.isArgument {
+            w.int64(1, Int64(axes.first ?? 0))
+            w.bool(2, !keepDims)
+            return
+        }
         w.int64s(1, axes.map(Int64.init))
         w.bool(2, keepDims)
         w.bool(3, reduceAll)

@@ -294,7 +294,7 @@ public enum LayerParams: Hashable, Sendable {
     case loadConstant(LoadConstantLayerParams)
     /// ReduceLayerParams (field 280): the rank-5 reduction (sum, average, max, ... over C, H, W or combinations).
     case reduce(ReduceLayerParams)
-    /// reduceSum, reduceMean, reduceMax.
+    /// The ND reduce layers (reduceSum, reduceMean, reduceMax, ...) and argMax / argMin (ReduceMode).
     case reduceND(ReduceNDLayerParams)
     /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
     case layout(LayoutLayerParams)
