@@ -48,17 +48,22 @@ public struct BatchProviderExampleSource: KNearestNeighborsExampleSource {
 }
 
 extension KNearestNeighborsModelKind {
-    /// A k-NN update: one pass over the data in batches of `miniBatchSize` (default 32); epochs must
-    /// be 1 (a second pass would store every sample twice); no optimizer settings apply. `--neighbors`
+    /// A k-NN update: one pass over the data, in its order, in batches of `miniBatchSize` (default
+    /// 32); epochs must be 1 (a second pass would store every sample twice); no optimizer settings,
+    /// shuffling or seed apply. `--neighbors`
     /// (`numberOfNeighbors`) is checked against the model's allowed values here, before any work.
     static func resolveUpdate(model: CoreMLModel, configuration: UpdateConfiguration) throws -> ResolvedRun {
         guard case let .kNearestNeighbors(knn) = model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
         if let k = configuration.numberOfNeighbors { try knn.checkNumberOfNeighbors(k) }
-        for key in configuration.parameters.keys where ![.miniBatchSize, .epochs, .shuffle, .seed].contains(key) {
+        for key in configuration.parameters.keys where ![.miniBatchSize, .epochs, .shuffle].contains(key) {
             throw UpdraftError(.invalidArgument, "\(key) does not apply to a k-NN update: it stores each example as a sample, with no optimizer",
                                hint: "leave out \(key); --batch-size sets how many examples go per progress step, --neighbors sets k")
+        }
+        if let s = configuration.parameters[.shuffle], s != .bool(false) {
+            throw UpdraftError(.invalidArgument, "a k-NN update appends the examples in the data's order; shuffle = \(s) does not apply",
+                               hint: "leave out shuffle (the samples' order only breaks distance ties)")
         }
         if let e = configuration.parameters[.epochs], e.intValue != 1 {
             throw UpdraftError(.invalidArgument, "a k-NN update is one pass over the data; epochs = \(e) would store every example \(e) times",
@@ -114,11 +119,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
         guard source.count > 0 else { throw UpdraftError(.data, "the training data is empty", hint: "give at least one example") }
         let labels = try source.labels(in: 0..<source.count)
         // The type and the room are checked for the whole pass before the first sample is stored.
-        if let type = knn.labelType, type != labels.typeName {
-            throw UpdraftError(.invalidArgument, "the training labels are \(labels.typeName) labels, but the k-NN's labels are \(type)",
-                               hint: type == "int64" ? "give whole-number labels (labels.txt with one integer per line, or an integer targets.npy)"
-                                                     : "give the labels as text (labels.txt, one label per line)")
-        }
+        try knn.checkLabelType(of: labels)
         try run.model.checkKNearestNeighborsRoom(appending: labels, dimension: Int(knn.dimension), currentSize: size)
     }
 
@@ -127,6 +128,11 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
     convenience init(task: UpdateTask, run: ResolvedRun) throws {
         guard case var .kNearestNeighbors(knn) = run.model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(run.model.spec.modelType.name), not a k-nearest-neighbors classifier")
+        }
+        let config = run.configuration
+        if !config.augmentation.isIdentity || config.augmentation.randomResizedCrop != nil || config.frozenActivationsHalfPrecision || config.featureCacheHalfPrecision {
+            throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a bare k-NN's update: it stores each example's vector as it is",
+                               hint: "leave them out")
         }
         if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
         let source = task.trainingData as? KNearestNeighborsExampleSource

@@ -232,17 +232,28 @@ final class NearestNeighborsPredictor: ModelPredictor {
         return (try probabilities(b.inputs), b.targets)
     }
 
+    /// The last single input answered and its answer, so `neighbors` after `classify` on the same
+    /// input (what `updraft predict` asks) searches once.
+    private var lastAnswer: (query: [Float], answer: NearestNeighbors.Answer)?
+
     func classify(_ input: Tensor, position: String) throws -> Tensor {
-        try probabilities(input.reshaped(Shape([1, input.count])))
+        try answer(input).probabilities.withUnsafeBufferPointer { p in Tensor(shape: Shape([1, p.count]), data: p.map(Float.init)) }
     }
 
-    func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? {
+    private func answer(_ input: Tensor) throws -> NearestNeighbors.Answer {
         guard input.count == search.dimension else {
             throw UpdraftError(.invalidArgument, "the k-NN takes vectors of \(search.dimension) values; this input holds \(input.count)",
                                hint: "give inputs of the model's input shape")
         }
+        if let lastAnswer, lastAnswer.query == input.data { return lastAnswer.answer }
+        let a = search.answer(input.data[...])
+        lastAnswer = (input.data, a)
+        return a
+    }
+
+    func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? {
         let labels = search.labels.asStrings
-        return search.neighbors(of: input.data[...]).map {
+        return try answer(input).neighbors.map {
             PredictedNeighbor(sample: $0.sample, label: labels[$0.label], distance: $0.squaredDistance.squareRoot())
         }
     }

@@ -29,17 +29,22 @@ extension KNearestNeighborsSpec {
                 "sample \(bad) to append has dimension \(new[bad].count), but the k-NN's samples have dimension \(dimension)",
                 hint: "give vectors of \(dimension) values (the model's numberOfDimensions), e.g. inputs.npy of shape [N, \(dimension)]")
         }
-        let given = newLabels.typeName
-        if let type = labelType, type != given {
-            throw UpdraftError(.invalidArgument, "the labels to append are \(given) labels, but the k-NN's labels are \(type)",
-                               hint: type == "int64" ? "give whole-number labels (labels.txt with one integer per line, or an integer targets.npy)"
-                                                     : "give the labels as text (labels.txt, one label per line)")
-        }
+        try checkLabelType(of: newLabels)
         samples += new
         switch (labels, newLabels) {
         case let (.strings(old)?, .strings(add)): labels = .strings(old + add)
         case let (.int64(old)?, .int64(add)): labels = .int64(old + add)
         default: labels = newLabels  // no labels yet (the checks above ruled out the other type)
+        }
+    }
+
+    /// Throws when `labels` are not of the k-NN's label type (string vs int64), naming both.
+    public func checkLabelType(of labels: ClassLabels) throws {
+        let given = labels.typeName
+        if let type = labelType, type != given {
+            throw UpdraftError(.invalidArgument, "the labels to append are \(given) labels, but the k-NN's labels are \(type)",
+                               hint: type == "int64" ? "give whole-number labels (labels.txt with one integer per line, or an integer targets.npy)"
+                                                     : "give the labels as text (labels.txt, one label per line)")
         }
     }
 
