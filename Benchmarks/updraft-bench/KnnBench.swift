@@ -17,6 +17,8 @@ let knnCommand = CLICommand(CommandSpec(
         OptionSpec("repeat", value: "R", help: "runs per figure, the best kept (default 3)"),
         OptionSpec("compare", help: "also run Benchmarks/knn_baseline.py (faiss-cpu, scikit-learn) on the same data"),
         OptionSpec("script", value: "PATH", help: "the baseline script (default: found like pytorch_baseline.py)"),
+        OptionSpec("append", value: "N", help: "also time a k-NN update through SqueezeNet 1.1 at 227x227, batch 64: N synthetic images appended"),
+        OptionSpec("compute-units", value: "U", help: "with --append: cpuOnly, cpuAndGPU or all (default cpuOnly)"),
         OptionSpec("json", help: "print JSON"),
     ],
     discussion: """
@@ -27,6 +29,11 @@ let knnCommand = CLICommand(CommandSpec(
     is timed over 16 different queries (queries/s = 16 / best time). Memory: the bytes the index
     holds per stored sample (4·D for the sample, 8 for its kept squared norm). Targets: at least
     1.0x faiss at every batch size and 2x scikit-learn.
+
+    --append N: `updraft create knn` on a SqueezeNet 1.1 (227x227, fresh weights; the embedding is
+    the 1000-wide flatten) and an update task appending N synthetic images in batches of 64 on the
+    compute units given; images/s beside Benchmarks/knn_extract_pytorch.py (torchvision's SqueezeNet
+    1.1 computing the same embedding, forward only, same threads) when PyTorch is installed. Target 3x.
     """
 )) { args in try KnnBench(args).run() }
 
@@ -59,6 +66,8 @@ struct KnnBench {
     let compare: Bool
     let script: String?
     let json: Bool
+    let append: Int?
+    let computeUnits: ComputeUnits
 
     init(_ args: ParsedArguments) throws {
         let spec = args.value("sizes") ?? "10000x128,100000x128,1000000x128,10000x1000,100000x1000"
@@ -77,6 +86,11 @@ struct KnnBench {
         compare = args.flag("compare")
         script = args.value("script")
         json = args.flag("json")
+        append = try args.int("append")
+        if let a = append, a < 1 { throw UsageError("--append must be at least 1, got \(a)") }
+        let units = args.value("compute-units") ?? "cpuOnly"
+        guard let cu = ComputeUnits(rawValue: units) else { throw UsageError("--compute-units is cpuOnly, cpuAndGPU or all, got '\(units)'") }
+        computeUnits = cu
         guard k >= 1, threads >= 1 else { throw UsageError("--k and --threads must be at least 1") }
     }
 
@@ -113,10 +127,19 @@ struct KnnBench {
                 }
             }
         }
+        var appendFigures: AppendFigures?
+        if let count = append {
+            appendFigures = try timeAppend(count, notes: &notes)
+            if !json, let a = appendFigures {
+                print(String(format: "append through SqueezeNet 1.1 (227x227, batch 64, %@): %.1f images/s on %@", computeUnits.rawValue,
+                             a.imagesPerSecond, a.device)
+                      + (a.pytorch.map { String(format: "; PyTorch %.1f images/s: %.2fx (target 3x)", $0, a.imagesPerSecond / $0) } ?? ""))
+            }
+        }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+            print(String(decoding: try encoder.encode(Report(search: rows, append: appendFigures)), as: UTF8.self))
         } else {
             print("memory: 4·D + 8 bytes per stored sample (the sample and its kept squared norm)")
         }
@@ -189,5 +212,64 @@ struct KnnBench {
         guard let found = baseline["neighbors"] as? [String: [[Int]]], !found.isEmpty else { return nil }
         let mine = search.search(Array(queries.prefix(4 * d)), k: k).map { Set($0.map(\.sample)) }
         return found.values.allSatisfy { lists in zip(lists, mine).allSatisfy { Set($0) == $1 } }
+    }
+}
+
+extension KnnBench {
+    struct AppendFigures: Codable {
+        var images: Int
+        var imagesPerSecond: Double
+        var device: String
+        var pytorch: Double?
+        var vsPytorch: Double? { pytorch.map { imagesPerSecond / $0 } }
+        enum CodingKeys: String, CodingKey { case images, imagesPerSecond = "images_per_second", device, pytorch = "pytorch_images_per_second" }
+    }
+
+    struct Report: Codable {
+        var search: [Row]
+        var append: AppendFigures?
+    }
+
+    /// Synthetic images labelled "0"..."9": the labels an update reads (`KNearestNeighborsExampleSource`).
+    struct LabelledImages: BatchProvider, KNearestNeighborsExampleSource, @unchecked Sendable {
+        let images: SyntheticImageDataset
+        var count: Int { images.count }
+        func example(at index: Int) throws -> TrainingExample { try images.example(at: index) }
+        func labels(in range: Range<Int>) throws -> ClassLabels {
+            .strings(try range.map { i -> String in
+                guard case let .classIndex(c) = try images.example(at: i).target else { return "?" }
+                return String(c)
+            })
+        }
+        func examples(in range: Range<Int>) throws -> (vectors: Tensor, labels: ClassLabels) {
+            let b = try images.batch(at: range)
+            return (b.inputs.reshaped(Shape([range.count, b.inputs.count / max(1, range.count)])), try labels(in: range))
+        }
+    }
+
+    /// An update task appending `count` images through the extractor, and PyTorch's extraction beside it.
+    func timeAppend(_ count: Int, notes: inout [String]) throws -> AppendFigures {
+        let network = try SqueezeNet.build(SqueezeNet.Options(labels: (0..<10).map(String.init), seed: 0, inputSize: 227))
+        let pipeline = try NearestNeighborsPipeline(neighbors: 1).make(featureExtractor: network)
+        let data = LabelledImages(images: try SyntheticImageDataset(count: count, itemShape: [3, 227, 227], classes: 10, seed: 1))
+        var config = UpdateConfiguration()
+        config.computeUnits = computeUnits
+        config.parameters[.miniBatchSize] = .int(64)
+        let task = UpdateTask(model: pipeline, trainingData: data, configuration: config)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let ctx = task.run()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        if let e = ctx.error { throw e }
+        notes += task.warnings
+        var figures = AppendFigures(images: count, imagesPerSecond: Double(count) / seconds, device: ctx.metrics?.device ?? "cpu")
+        if let script = PyTorchComparison.locateScript(explicit: nil, name: "knn_extract_pytorch.py"),
+           let child = try? runChild(executable: "/usr/bin/env", arguments: ["python3", script, "--images", String(count), "--batch", "64",
+                                                                              "--threads", String(threads)], captureStandardError: true),
+           let object = try? JSONSerialization.jsonObject(with: Data(child.standardOutput.utf8)) as? [String: Any] {
+            if let rate = object["images_per_second"] as? Double { figures.pytorch = rate } else { notes.append("PyTorch extraction not run: \(object["error"] ?? "no figure")") }
+        } else {
+            notes.append("PyTorch extraction not run: Benchmarks/knn_extract_pytorch.py not found or failed")
+        }
+        return figures
     }
 }
