@@ -213,16 +213,23 @@ public final class NeighborSearch: @unchecked Sendable {
     private func filter(_ dots: UnsafePointer<Float>, ld: Int, samples range: Range<Int>, queries: UnsafePointer<Float>, rows: Range<Int>,
                         norms queryNorms: [Double], margin: Double, best: inout [BoundedMatches]) {
         let d = dimension
-        let gamma = margin * Self.gamma(d)
+        let keep = 1 - margin * Self.gamma(d)
+        // A sample is skipped when qn + xn − 2·dot − γ·(qn + xn) > worst, i.e. when
+        // keep·xn − 2·dot > worst − keep·qn: one multiply-add and a compare per pair.
         samples.withUnsafeBufferPointer { xs in
-            for r in rows {
-                let qn = queryNorms[r]
-                let query = queries + r * d
-                let row = dots + (r - rows.lowerBound) * ld
-                for s in range {
-                    let approx = qn + norms[s] - 2 * Double(row[s - range.lowerBound])
-                    if let worst = best[r - rows.lowerBound].worst, approx - gamma * (qn + norms[s]) > worst.squaredDistance { continue }
-                    best[r - rows.lowerBound].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
+            norms.withUnsafeBufferPointer { xn in
+                best.withUnsafeMutableBufferPointer { kept in
+                    for r in rows {
+                        let i = r - rows.lowerBound
+                        let qn = queryNorms[r]
+                        let query = queries + r * d
+                        let row = dots + i * ld - range.lowerBound
+                        var limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                        for s in range where keep * xn[s] - 2 * Double(row[s]) <= limit {
+                            kept[i].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
+                            limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                        }
+                    }
                 }
             }
         }
