@@ -89,6 +89,41 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         }
     }
 
+    /// A PyTorch CNN converted by coremltools, then an empty k-NN (Tests/Scripts/make_knn_torch_fixtures.py):
+    /// the stored samples are PyTorch's embeddings of the images, and the answers scikit-learn's.
+    func testAConvertedPyTorchEmbeddingStoresWhatPyTorchComputes() throws {
+        struct Made: Decodable {
+            var trainEmbeddings: [[Float]]; var trainLabels: [String]; var queryLabels: [String]
+            var predicted: [String]; var probabilities: [[Double]]; var classes: [String]
+        }
+        let made = try JSONDecoder().decode(Made.self, from: Data(contentsOf: Fixtures.url("knn/torch_pipeline.json")))
+        let model = try CoreMLModel(contentsOf: Fixtures.url("knn/torch_pipeline.mlmodel"))
+        XCTAssertEqual(ModelKinds.validate(model), [])
+        let train = try ModelDataset(model: model, path: Fixtures.url("knn/torch_train")).provider
+        for pin in [nil, "0"] {
+            let (updated, _) = try update(model, data: train) { $0.deviceOption = pin; $0.computeUnits = pin == nil ? .cpuOnly : .all }
+            let knn = try knn(of: updated)
+            XCTAssertEqual(knn.labels?.asStrings, made.trainLabels)
+            XCTAssertEqual(knn.samples.count, made.trainEmbeddings.count)
+            for (mine, torch) in zip(knn.samples, made.trainEmbeddings) {
+                for (a, b) in zip(mine, torch) { XCTAssertEqual(a, b, accuracy: 1e-4, "device \(pin ?? "cpu")") }
+            }
+            let queries = try ModelDataset(model: updated, path: Fixtures.url("knn/torch_queries")).provider
+            var config = UpdateConfiguration()
+            config.deviceOption = pin
+            let predictor = try ModelKinds.predictor(model: updated, configuration: config, batchSize: queries.count, warn: { _ in })
+            let (p, _) = try predictor.classify(queries, range: 0..<queries.count, position: "")
+            let labels = try XCTUnwrap(predictor.classLabels)
+            for i in 0..<queries.count {
+                let row = Array(p.data[i * labels.count..<(i + 1) * labels.count])
+                XCTAssertEqual(labels[row.firstIndex(of: row.max()!)!], made.predicted[i], "query \(i)")
+                for (c, label) in made.classes.enumerated() {
+                    XCTAssertEqual(Double(row[labels.firstIndex(of: label)!]), made.probabilities[i][c], accuracy: 1e-5, "query \(i) \(label)")
+                }
+            }
+        }
+    }
+
     func testTheCommandPersonalisesAPipelineAndLeavesTheInputAlone() throws {
         let source = folder.appendingPathComponent("net.mlmodel"), created = folder.appendingPathComponent("knn.mlmodel")
         let out = folder.appendingPathComponent("personal.mlmodel")
