@@ -39,35 +39,20 @@ let knnCommand = CLICommand(CommandSpec(
 
 struct KnnBench {
     struct Size { var n: Int; var d: Int }
+    /// One figure: Updraft's queries/s for N samples of D at a batch size, and the baselines' (JSON keys as named here).
     struct Row: Codable {
-        var samples: Int
-        var dimension: Int
-        var batch: Int
+        var samples: Int, dimension: Int, batch: Int
         var queriesPerSecond: Double
-        var faiss: Double?
-        var sklearn: Double?
-        var vsFaiss: Double?
-        var vsSklearn: Double?
+        var faiss: Double?, sklearn: Double?
         var bytesPerSample: Int
-        var checked: Bool
-        var baselinesAgree: Bool?
-        enum CodingKeys: String, CodingKey {
-            case samples, dimension, batch, queriesPerSecond = "queries_per_second", faiss = "faiss_queries_per_second"
-            case sklearn = "sklearn_queries_per_second", vsFaiss = "vs_faiss", vsSklearn = "vs_sklearn"
-            case bytesPerSample = "bytes_per_sample", checked, baselinesAgree = "baselines_agree"
-        }
+        /// Updraft's neighbours equal the plain loop's; the baselines found the same (as sets).
+        var checked: Bool, baselinesAgree: Bool?
     }
 
-    let sizes: [Size]
-    let k: Int
-    let batches: [Int]
-    let threads: Int
-    let repeats: Int
-    let compare: Bool
-    let script: String?
-    let json: Bool
-    let append: Int?
-    let computeUnits: ComputeUnits
+    // The options, as parsed.
+    let sizes: [Size], batches: [Int], k: Int, threads: Int, repeats: Int
+    let compare: Bool, script: String?, json: Bool
+    let append: Int?, computeUnits: ComputeUnits
 
     init(_ args: ParsedArguments) throws {
         let spec = args.value("sizes") ?? "10000x128,100000x128,1000000x128,10000x1000,100000x1000"
@@ -116,7 +101,7 @@ struct KnnBench {
                 let f = (baseline["faiss"] as? [String: Any]).flatMap { $0["queries_per_second"] as? [String: Double] }?[String(b)]
                 let s = (baseline["sklearn"] as? [String: Any]).flatMap { $0["queries_per_second"] as? [String: Double] }?[String(b)]
                 let row = Row(samples: size.n, dimension: size.d, batch: b, queriesPerSecond: rate, faiss: f, sklearn: s,
-                              vsFaiss: f.map { rate / $0 }, vsSklearn: s.map { rate / $0 }, bytesPerSample: 4 * size.d + 8, checked: checked,
+                              bytesPerSample: 4 * size.d + 8, checked: checked,
                               baselinesAgree: compare ? agrees(baseline, search: search, queries: queries, d: size.d) : nil)
                 rows.append(row)
                 if !json {
@@ -216,13 +201,9 @@ struct KnnBench {
 }
 
 extension KnnBench {
+    /// Images appended per second through the extractor, and PyTorch's extraction rate beside it.
     struct AppendFigures: Codable {
-        var images: Int
-        var imagesPerSecond: Double
-        var device: String
-        var pytorch: Double?
-        var vsPytorch: Double? { pytorch.map { imagesPerSecond / $0 } }
-        enum CodingKeys: String, CodingKey { case images, imagesPerSecond = "images_per_second", device, pytorch = "pytorch_images_per_second" }
+        var images: Int, imagesPerSecond: Double, device: String, pytorch: Double?
     }
 
     struct Report: Codable {
@@ -261,7 +242,7 @@ extension KnnBench {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         if let e = ctx.error { throw e }
         notes += task.warnings
-        var figures = AppendFigures(images: count, imagesPerSecond: Double(count) / seconds, device: ctx.metrics?.device ?? "cpu")
+        var figures = AppendFigures(images: count, imagesPerSecond: Double(count) / seconds, device: ctx.metrics?.device ?? "cpu", pytorch: nil)
         if let script = PyTorchComparison.locateScript(explicit: nil, name: "knn_extract_pytorch.py"),
            let child = try? runChild(executable: "/usr/bin/env", arguments: ["python3", script, "--images", String(count), "--batch", "64",
                                                                               "--threads", String(threads)], captureStandardError: true),
