@@ -10,8 +10,12 @@
 2. `updraft train` on the fixture pipeline whose last model is a network, and on its flat twin (the
    same layers built by coremltools as one network): coremltools reads the trained pipeline; its
    first model is the fixture's, unchanged; its classifier's weights equal the trained twin's.
+3. `updraft train` on the fixture pipeline of a PyTorch CNN converted by coremltools and an empty k-NN
+   (make_knn_torch_fixtures.py), from its 12 images: coremltools reads the pipeline; its k-NN holds
+   PyTorch's embedding of each image (within 1e-4) with the image's folder as label; the CNN is unchanged.
 Exit status 1 on any disagreement, with every problem listed.
 """
+import json
 import os
 import subprocess
 import sys
@@ -103,6 +107,27 @@ def check_trained_pipeline(updraft, folder, problems):
         problems.append("trained pipeline: fc did not change")
 
 
+def check_personalised_torch_pipeline(updraft, folder, problems):
+    knn_fixtures = os.path.join(HERE, "..", "UpdraftTests", "Fixtures", "knn")
+    out = os.path.join(folder, "torch_personalised.mlmodel")
+    run([updraft, "train", os.path.join(knn_fixtures, "torch_pipeline.mlmodel"), "--train", os.path.join(knn_fixtures, "torch_train"),
+         "--compute-units", "cpuOnly", "--out", out])
+    with open(os.path.join(knn_fixtures, "torch_pipeline.json")) as f:
+        made = json.load(f)
+    before = ct.utils.load_spec(os.path.join(knn_fixtures, "torch_pipeline.mlmodel")).pipelineClassifier.pipeline
+    after = ct.utils.load_spec(out).pipelineClassifier.pipeline
+    if after.models[0] != before.models[0]:
+        problems.append("personalised pipeline: the converted CNN changed")
+    knn = after.models[1].kNearestNeighborsClassifier
+    samples = np.array([list(v.vector) for v in knn.nearestNeighborsIndex.floatSamples], dtype=np.float32)
+    expected = np.array(made["trainEmbeddings"], dtype=np.float32)
+    if samples.shape != expected.shape or np.abs(samples - expected).max() > 1e-4:
+        problems.append(f"personalised pipeline: samples {samples.shape} are not PyTorch's embeddings {expected.shape}")
+    labels = list(knn.stringClassLabels.vector)
+    if labels != made["trainLabels"]:
+        problems.append(f"personalised pipeline: labels {labels[:4]}..., expected {made['trainLabels'][:4]}...")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -110,7 +135,7 @@ def main():
     updraft = sys.argv[1]
     problems = []
     with tempfile.TemporaryDirectory() as folder:
-        for check in (check_created_knn, check_trained_pipeline):
+        for check in (check_created_knn, check_trained_pipeline, check_personalised_torch_pipeline):
             try:
                 check(updraft, folder, problems)
             except Exception as e:  # a file coremltools cannot parse is a failure, not a crash
