@@ -138,6 +138,16 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(try Data(contentsOf: created), before, "the input model is never touched")
         XCTAssertEqual(try knn(of: CoreMLModel(contentsOf: out)).samples.count, 4)
+        // predict --json keeps its shape and names the neighbours (an image it stored is its own nearest, at distance 0).
+        let image = data.appendingPathComponent("yes/0.png")
+        let predicted = try runUpdraft(["predict", out.path, image.path, "--json", "--compute-units", "cpuOnly"], cacheDirectory: folder)
+        XCTAssertEqual(predicted.status, 0, predicted.stderr)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(predicted.stdout.utf8)) as? [String: Any])
+        let top = try XCTUnwrap(object["top"] as? [[String: Any]])
+        XCTAssertEqual(top.first?["label"] as? String, "yes")
+        let neighbors = try XCTUnwrap(object["neighbors"] as? [[String: Any]])
+        XCTAssertEqual(neighbors.first?["label"] as? String, "yes")
+        XCTAssertEqual(try XCTUnwrap(neighbors.first?["distance"] as? Double), 0, accuracy: 1e-3)
         let wrong = try runUpdraft(["train", created.path, "--train", data.path, "--out", out.path, "--neighbors", "5000"],
                                    cacheDirectory: folder)
         XCTAssertNotEqual(wrong.status, 0)
