@@ -215,6 +215,9 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
         try refused(["--train", data("ok2", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--epochs", "2"], ["one pass"])
         try refused(["--train", data("ok3", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--learning-rate", "0.1"], ["learningRate does not apply"])
         try refused(["--train", data("ok4", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--seed", "3"], ["seed does not apply"])
+        let ok5 = try data("ok5", rows: 2, dimension: 4, labels: ["cat", "dog"])
+        try refused(["--train", ok5.path, "--validation", ok5.path], ["does not evaluate during the pass"])
+        try refused(["--train", ok5.path, "--checkpoint-every", "1"], ["no resume state or checkpoints"])
         try refused(["--train", data("index", rows: 2, dimension: 4, labels: nil, targets: [0, 9]).path], ["target 1 is class 9"])
         // An int64 k-NN given text labels.
         try FileManager.default.removeItem(at: input)
