@@ -162,6 +162,23 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
         XCTAssertEqual(knn.distinctLabels, ["even", "odd", "nobody"], "new labels, then the default label")
     }
 
+    /// A session whose model is already near protobuf's limit refuses the pass before appending
+    /// anything, saying how many of its samples still fit.
+    func testAnUpdatePastTheTwoGiBLimitIsRefusedBeforeAnyWork() throws {
+        let (model, _, data) = try fixture("update_int64")
+        let dataset = try ModelDataset(model: model, path: data)
+        let run = try KNearestNeighborsModelKind.resolveUpdate(model: model, configuration: UpdateConfiguration())
+        let task = UpdateTask(run: run, trainingData: dataset.provider)
+        let labels = try XCTUnwrap(dataset.provider as? LabelledArrays).labels(in: 0..<40)
+        let perSample = labels.values.map { CoreMLModel.kNearestNeighborsBytes(dimension: 5, label: $0) }
+        // Room for exactly the first 10 samples.
+        let size = CoreMLModel.protobufMessageLimit - CoreMLModel.protobufSlack - perSample.prefix(10).reduce(0, +)
+        XCTAssertThrowsError(try KNearestNeighborsUpdateSession(task: task, run: run, source: dataset.provider as! LabelledArrays,
+                                                                knn: model.kNearestNeighbors!, size: size) { _, _ in
+            XCTFail("nothing is applied"); return model
+        }) { XCTAssertTrue("\($0)".contains("only 10 more samples fit"), "\($0)") }
+    }
+
     /// labels.txt wins over targets.npy; a network classifier reads labels.txt too (its own labels
     /// only); whole-number float targets read as the integers they are.
     func testLabelsFileWinsAndNetworksReadLabels() throws {
