@@ -162,6 +162,23 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
         XCTAssertEqual(knn.distinctLabels, ["even", "odd", "nobody"], "new labels, then the default label")
     }
 
+    /// A session whose model is already near protobuf's limit refuses the pass before appending
+    /// anything, saying how many of its samples still fit.
+    func testAnUpdatePastTheTwoGiBLimitIsRefusedBeforeAnyWork() throws {
+        let (model, _, data) = try fixture("update_int64")
+        let dataset = try ModelDataset(model: model, path: data)
+        let run = try KNearestNeighborsModelKind.resolveUpdate(model: model, configuration: UpdateConfiguration())
+        let task = UpdateTask(run: run, trainingData: dataset.provider)
+        let labels = try XCTUnwrap(dataset.provider as? LabelledArrays).labels(in: 0..<40)
+        let perSample = labels.values.map { CoreMLModel.kNearestNeighborsBytes(dimension: 5, label: $0) }
+        // Room for exactly the first 10 samples.
+        let size = CoreMLModel.protobufMessageLimit - CoreMLModel.protobufSlack - perSample.prefix(10).reduce(0, +)
+        XCTAssertThrowsError(try KNearestNeighborsUpdateSession(task: task, run: run, source: dataset.provider as! LabelledArrays,
+                                                                knn: model.kNearestNeighbors!, size: size) { _, _ in
+            XCTFail("nothing is applied"); return model
+        }) { XCTAssertTrue("\($0)".contains("only 10 more samples fit"), "\($0)") }
+    }
+
     /// labels.txt wins over targets.npy; a network classifier reads labels.txt too (its own labels
     /// only); whole-number float targets read as the integers they are.
     func testLabelsFileWinsAndNetworksReadLabels() throws {
@@ -215,6 +232,9 @@ final class KNearestNeighborsUpdateTests: FolderTestCase {
         try refused(["--train", data("ok2", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--epochs", "2"], ["one pass"])
         try refused(["--train", data("ok3", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--learning-rate", "0.1"], ["learningRate does not apply"])
         try refused(["--train", data("ok4", rows: 2, dimension: 4, labels: ["cat", "dog"]).path, "--seed", "3"], ["seed does not apply"])
+        let ok5 = try data("ok5", rows: 2, dimension: 4, labels: ["cat", "dog"])
+        try refused(["--train", ok5.path, "--validation", ok5.path], ["does not evaluate during the pass"])
+        try refused(["--train", ok5.path, "--checkpoint-every", "1"], ["no resume state or checkpoints"])
         try refused(["--train", data("index", rows: 2, dimension: 4, labels: nil, targets: [0, 9]).path], ["target 1 is class 9"])
         // An int64 k-NN given text labels.
         try FileManager.default.removeItem(at: input)

@@ -69,6 +69,16 @@ extension KNearestNeighborsModelKind {
             throw UpdraftError(.invalidArgument, "a k-NN update is one pass over the data; epochs = \(e) would store every example \(e) times",
                                hint: "leave out --epochs (or give 1)")
         }
+        try checkSettings(configuration)
+        var overrides = configuration.parameters
+        overrides[.miniBatchSize] = overrides[.miniBatchSize] ?? .int(32)
+        let parameters = try TrainingParameters(optimizer: .sgd, hyperparameters: [], overrides: overrides)
+        return ResolvedRun(model: model, graph: nil, parameters: parameters, configuration: configuration, schedule: nil)
+    }
+
+    /// Refuses the settings a bare k-NN's update would ignore (checked when resolving, and again when
+    /// the session starts, since a resolved run's settings may change before a task is made from it).
+    static func checkSettings(_ configuration: UpdateConfiguration) throws {
         if configuration.resumeFrom != nil || configuration.checkpointEvery != nil || configuration.checkpointEveryMiniBatches != nil {
             throw UpdraftError(.invalidArgument, "a k-NN update has no resume state or checkpoints: it appends, and a cancelled update keeps what it appended",
                                hint: "update the written model again with the examples left")
@@ -77,10 +87,11 @@ extension KNearestNeighborsModelKind {
             throw UpdraftError(.invalidArgument, "a k-NN update does not evaluate during the pass",
                                hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
         }
-        var overrides = configuration.parameters
-        overrides[.miniBatchSize] = overrides[.miniBatchSize] ?? .int(32)
-        let parameters = try TrainingParameters(optimizer: .sgd, hyperparameters: [], overrides: overrides)
-        return ResolvedRun(model: model, graph: nil, parameters: parameters, configuration: configuration, schedule: nil)
+        let a = configuration.augmentation
+        if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCacheHalfPrecision {
+            throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a bare k-NN's update: it stores each example's vector as it is",
+                               hint: "leave them out")
+        }
     }
 }
 
@@ -129,11 +140,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
         guard case var .kNearestNeighbors(knn) = run.model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(run.model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
-        let config = run.configuration
-        if !config.augmentation.isIdentity || config.augmentation.randomResizedCrop != nil || config.frozenActivationsHalfPrecision || config.featureCacheHalfPrecision {
-            throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a bare k-NN's update: it stores each example's vector as it is",
-                               hint: "leave them out")
-        }
+        try KNearestNeighborsModelKind.checkSettings(run.configuration)
         if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
         let source = task.trainingData as? KNearestNeighborsExampleSource
             ?? BatchProviderExampleSource(data: task.trainingData, labels: knn.distinctClassLabels ?? .strings([]))
