@@ -45,8 +45,8 @@ public final class NeighborSearch: @unchecked Sendable {
 
     /// Queries at least this many go through SGEMM; fewer through the SIMD loop.
     public static let batchThreshold = 8
-    /// Samples per SGEMM block.
-    static let block = 1024
+    /// Samples per SGEMM block: about 2 MB of samples (4096 of 128 floats), 1024 to 8192.
+    var block: Int { min(8192, max(1024, 524_288 / dimension)) }
 
     /// A search over `samples` (`count` × `dimension`, row-major) on `threads` threads (default: every core).
     public init(samples: [Float], dimension: Int, threads: Int? = nil) {
@@ -166,13 +166,13 @@ public final class NeighborSearch: @unchecked Sendable {
                         forkJoin(iterations: parts) { p in
                             let lo = q * p / parts, hi = q * (p + 1) / parts
                             var best = (lo..<hi).map { _ in BoundedMatches(k: k) }
-                            var dots = [Float](repeating: 0, count: (hi - lo) * Self.block)
+                            var dots = [Float](repeating: 0, count: (hi - lo) * block)
                             dots.withUnsafeMutableBufferPointer { c in
-                                for start in stride(from: 0, to: count, by: Self.block) {
-                                    let n = min(Self.block, count - start)
+                                for start in stride(from: 0, to: count, by: block) {
+                                    let n = min(block, count - start)
                                     CPUKernels.sgemm(transB: true, m: hi - lo, n: n, k: d, a: qs.baseAddress! + lo * d, lda: d,
-                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: Self.block)
-                                    filter(c.baseAddress!, ld: Self.block, samples: start..<start + n, queries: qs.baseAddress!, rows: lo..<hi,
+                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
+                                    filter(c.baseAddress!, ld: block, samples: start..<start + n, queries: qs.baseAddress!, rows: lo..<hi,
                                            norms: queryNorms, margin: 1, best: &best)
                                 }
                             }
