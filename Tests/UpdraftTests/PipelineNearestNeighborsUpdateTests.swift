@@ -124,6 +124,26 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         }
     }
 
+    /// A k-NN whose dimension is not the extractor's output width: a loud error naming both, before any work.
+    func testADimensionThatIsNotTheExtractorsIsRefused() throws {
+        let model = try CoreMLModel(contentsOf: Fixtures.url("knn/torch_pipeline.mlmodel"))
+        guard case var .pipeline(p) = model.spec.body, case var .kNearestNeighbors(inner) = p.models[1].body else { return XCTFail("fixture") }
+        inner.dimension = 11
+        p.models[1].body = .kNearestNeighbors(inner)
+        var spec = model.spec
+        spec.body = .pipeline(p)
+        let bad = CoreMLModel(spec: spec)
+        let train = try ModelDataset(model: bad, path: Fixtures.url("knn/torch_train")).provider
+        let task = UpdateTask(model: bad, trainingData: train, configuration: {
+            var c = UpdateConfiguration(); c.computeUnits = .cpuOnly; return c }())
+        let ctx = task.run()
+        XCTAssertEqual(ctx.task.state, .failed)
+        let message = "\(ctx.error.map { "\($0)" } ?? "")"
+        XCTAssertTrue(message.contains("11-dimensional") && message.contains("12 values"), message)
+        XCTAssertEqual(try knn(of: task.currentModel()).samples.count, 0, "nothing appended")
+        XCTAssertThrowsError(try ModelKinds.predictor(model: bad, batchSize: 1, warn: { _ in }))
+    }
+
     func testTheCommandPersonalisesAPipelineAndLeavesTheInputAlone() throws {
         let source = folder.appendingPathComponent("net.mlmodel"), created = folder.appendingPathComponent("knn.mlmodel")
         let out = folder.appendingPathComponent("personal.mlmodel")
