@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftPlacement
 
 /// The validator: Core ML's rules for updatable models as errors, and warnings where Core ML
 /// would refuse but Updraft can train.
@@ -148,6 +149,36 @@ final class CoreMLValidatorTests: XCTestCase {
         s = try small()
         updateParams(&s) { $0.optimizer = .adam(learningRate: 0.01, miniBatchSize: 4); $0.optimizer?.eps = DoubleParameter(defaultValue: -1) }
         assertError(s, ["eps default -1"])
+    }
+
+    /// Every allowed value is checked, not only the default: values a run cannot take, sizes the
+    /// network cannot hold (errors), and sizes whose training does not fit this host (a warning).
+    func testEveryAllowedValueIsChecked() throws {
+        var s = try small()
+        updateParams(&s) { $0.epochs = Int64Parameter(defaultValue: 5, allowed: .set([0, 5])) }
+        assertError(s, ["epochs allows 0, which a run cannot take"])
+
+        s = try small()
+        updateParams(&s) { $0.optimizer?.miniBatchSize = Int64Parameter(defaultValue: 4, allowed: .range(min: -2, max: 8)) }
+        assertError(s, ["mini-batch size allows -2"])
+
+        s = try small()
+        updateParams(&s) { $0.optimizer?.miniBatchSize = Int64Parameter(defaultValue: 4, allowed: .set([4, 1 << 50])) }
+        assertError(s, ["allowed mini-batch size \(1 << 50) cannot be held", "the largest this model allows is"])
+
+        // A size the network holds but this host's memory does not: a warning naming what fits.
+        s = try small()
+        let huge = Int64(SizeLimits.largestBatchSize(try NetworkGraph(model: CoreMLModel(spec: s))))
+        updateParams(&s) { $0.optimizer?.miniBatchSize = Int64Parameter(defaultValue: 4, allowed: .range(min: 1, max: huge)) }
+        let found = findings(s)
+        XCTAssertEqual(found.errors, [], "\(found)")
+        XCTAssertTrue(found.warnings.contains { $0.message.contains("the largest allowed mini-batch size does not fit") && $0.message.contains("the largest mini-batch that fits is") },
+                      "\(found)")
+
+        // Allowed sizes that fit: nothing to say.
+        s = try small()
+        updateParams(&s) { $0.optimizer?.miniBatchSize = Int64Parameter(defaultValue: 4, allowed: .set([1, 4, 64])) }
+        XCTAssertEqual(findings(s), [])
     }
 
     func testUniqueNames() throws {

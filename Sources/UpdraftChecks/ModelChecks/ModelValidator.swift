@@ -193,6 +193,9 @@ public enum ModelValidator {
                 error("\(e)")
             }
         }
+        if let graph, let sizes = update.optimizer?.miniBatchSize {
+            for f in checkAllowedBatchSizes(sizes, graph: graph) { findings.append(f) }
+        }
 
         // Training inputs: the prediction inputs plus the target.
         for input in description.inputs where description.trainingInput(named: input.name) == nil {
@@ -271,6 +274,11 @@ public enum ModelValidator {
                 return
             }
             if p.defaultValue <= 0 { error("\(name) default \(p.defaultValue) must be greater than 0", nil) }
+            // Every allowed value must be one a run could take, not only the default.
+            let bad = p.allowed.map { a -> [Int64] in
+                switch a { case let .set(v): return v.filter { $0 <= 0 }; case let .range(lo, _): return lo <= 0 ? [lo] : [] }
+            } ?? []
+            if !bad.isEmpty { error("\(name) allows \(bad.map(String.init).joined(separator: ", ")), which a run cannot take: every allowed value must be 1 or more", nil) }
             switch p.allowed {
             case let .set(values)?:
                 if values.isEmpty { error("\(name) allows an empty set of values", nil) }
@@ -301,6 +309,37 @@ public enum ModelValidator {
         checkInt(update.epochs, "epochs", "epochs", "allowed-epochs", required: true)
         option = "--seed S"
         if let seed = update.seed, seed.defaultValue < 0 { error("seed default \(seed.defaultValue) is negative", nil) }
+    }
+
+    /// Every mini-batch size the model allows, not only its default: an error for the sizes the network
+    /// cannot hold (`SizeLimits`), and a warning for those whose training would not fit this host's
+    /// memory (`MemoryPreflight` on the host backend), naming the largest that fits. A range is checked
+    /// at its ends (both limits grow with the size).
+    static func checkAllowedBatchSizes(_ sizes: Int64Parameter, graph: NetworkGraph) -> [ValidationFinding] {
+        let allowed: [Int]
+        switch sizes.allowed {
+        case let .set(v)?: allowed = v.filter { $0 > 0 }.map { Int(clamping: $0) }.sorted()
+        case let .range(lo, hi)?: allowed = lo > 0 && lo <= hi ? [Int(clamping: lo), Int(clamping: hi)] : []
+        case nil: allowed = []
+        }
+        let largest = SizeLimits.largestBatchSize(graph)
+        var findings: [ValidationFinding] = []
+        let tooLarge = allowed.filter { $0 > largest }
+        if !tooLarge.isEmpty {
+            findings.append(ValidationFinding(.error,
+                "allowed mini-batch size\(tooLarge.count > 1 ? "s" : "") \(tooLarge.map(String.init).joined(separator: ", ")) cannot be held: a mini-batch would have more than \(SizeLimits.maxBatchElements) values (the largest this model allows is \(largest))",
+                hint: "allow only sizes up to \(largest) (updraft make-updatable --allowed-batch-sizes)"))
+        }
+        guard let biggest = allowed.last(where: { $0 <= largest }), biggest > Int(clamping: sizes.defaultValue) else { return findings }
+        let host = Scheduler.makeHostBackend()
+        do {
+            try MemoryPreflight.check(graph: graph, batchSize: biggest, work: .training, prefix: host, tail: host)
+        } catch let e as UpdraftError {
+            findings.append(ValidationFinding(.warning, "on this host, the largest allowed mini-batch size does not fit: \(e.message)"))
+        } catch {
+            findings.append(ValidationFinding(.warning, "the largest allowed mini-batch size \(biggest) could not be checked: \(error)"))
+        }
+        return findings
     }
 
     /// Warns about layers between an updatable layer and the loss that Core ML cannot
