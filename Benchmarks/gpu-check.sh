@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device checks in one run, for a session that borrows the GPU machine (see README, Benchmarks).
-# Here:   ../shared/gpu/bundle.sh            (packs updraft and updraft-bench into .device/, libclblast with them)
+# Here:   make dist                          (leaves updraft and updraft-bench with their libraries in .device/)
 # There:  bash Benchmarks/gpu-check.sh       (device `run` with carry [".device"]; results in $OUT)
 #
 # 1. which OpenCL devices the NVIDIA driver shows; 2. every backend against the reference (gradcheck,
@@ -8,7 +8,8 @@
 # $OUT/cache so that the next steps run what it chose; 4. kernel timings at SqueezeNet's shapes against
 # the device's measured peak, both GEMM engines side by side; 5. training epochs on the GPU, with and
 # without the feature cache, side by side with PyTorch on CUDA (TF32 off); 6. the same on the host's
-# CPU cores against PyTorch on them; 7. $OUT/summary.json: every figure and ratio, next to the targets.
+# CPU cores against PyTorch on them; 7. exact k-NN search with the GPU doing each batch's products,
+# beside faiss and scikit-learn, and a k-NN appended through SqueezeNet beside PyTorch; 8. $OUT/summary.json.
 # Each step's output goes to $OUT; a failing step does not stop the next. Planned to fit in 8 minutes
 # (GPU_CHECK_IMAGES=1024 shortens step 5 if a run comes close).
 set -uo pipefail
@@ -18,7 +19,7 @@ export UPDRAFT_CACHE_DIR="$out/cache"      # calibration and kernel tuning, shar
 images=${GPU_CHECK_IMAGES:-4096}
 status=0
 started=$SECONDS
-# step NAME LIMIT_SECONDS PRODUCT ARGS...: runs the bundled PRODUCT; the limits add up to 470 s, so the whole run fits in 8 minutes
+# step NAME LIMIT_SECONDS PRODUCT ARGS...: runs the bundled PRODUCT; the limits add up to 530 s, so the whole run fits in 9 minutes
 # even when a step hangs (it is then stopped, reported as failed, and the next step runs).
 step() {
   local name=$1 limit=$2; shift 2
@@ -30,13 +31,13 @@ step() {
   tail -n 40 "$out/$name.txt" >&2
 }
 : > "$out/step-seconds.txt"
-ls .device/lib | grep -q '^libclblast' || echo "warning: .device/lib has no libclblast (rebundle with ../shared/gpu/bundle.sh)" >&2
 step devices    20 updraft devices
 step gradcheck  50 updraft gradcheck --quick
 step tune      110 updraft tune --quick --budget 80 --json
 step kernels   110 updraft-bench kernels --json
 step epochs    120 updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
 step epochs-cpu 60 updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
+step knn        60 updraft-bench knn --sizes 100000x128,100000x1000 --batches 1,256 --repeat 2 --device "${GPU_CHECK_OPENCL_DEVICE:-0}" --append 512 --compute-units all --compare --json
 echo "total $((SECONDS - started))" >> "$out/step-seconds.txt"
 python3 "$here/gpu_check_summary.py" "$out" > "$out/summary.json" || { echo "summary failed" >&2; status=1; }
 cat "$out/summary.json" >&2

@@ -81,8 +81,17 @@ def main():
         figures["tuning_mean_speedup_over_table"] = sum(speedups) / len(speedups) if speedups else None
     verdicts = {k: {"value": figures.get(k), "target": t,
                     "meets": (figures.get(k) is not None and figures[k] >= t)} for k, t in TARGETS.items()}
+    knn = load(out, "knn")  # updraft-bench knn --json: search rows beside faiss/scikit-learn, the append beside PyTorch
+    if isinstance(knn, dict):
+        for r in knn.get("search", []):
+            for lib in ("faiss", "sklearn"):
+                if r.get(lib):
+                    figures[f"knn_{r['samples']}x{r['dimension']}_batch{r['batch']}_vs_{lib}"] = r["queriesPerSecond"] / r[lib]
+        append = knn.get("append") or {}
+        if append.get("pytorch"):
+            figures["knn_append_vs_pytorch"] = append["imagesPerSecond"] / append["pytorch"]
     json.dump({"targets": verdicts, "figures": figures, "step_seconds": steps, "tune": tune, "kernels": kernels,
-               "epochs": epochs, "epochs_cpu": epochs_cpu}, sys.stdout, indent=1, sort_keys=True)
+               "epochs": epochs, "epochs_cpu": epochs_cpu, "knn": knn}, sys.stdout, indent=1, sort_keys=True)
     print()
 
 

@@ -17,6 +17,7 @@ let knnCommand = CLICommand(CommandSpec(
         OptionSpec("repeat", value: "R", help: "runs per figure, the best kept (default 3)"),
         OptionSpec("compare", help: "also run Benchmarks/knn_baseline.py (faiss-cpu, scikit-learn) on the same data"),
         OptionSpec("script", value: "PATH", help: "the baseline script (default: found like pytorch_baseline.py)"),
+        OptionSpec("device", value: "N", help: "run batches' distance products on OpenCL device N (`updraft devices`); default the CPU"),
         OptionSpec("append", value: "N", help: "also time a k-NN update through SqueezeNet 1.1 at 227x227, batch 64: N synthetic images appended"),
         OptionSpec("compute-units", value: "U", help: "with --append: cpuOnly, cpuAndGPU or all (default cpuOnly)"),
         OptionSpec("json", help: "print JSON"),
@@ -52,7 +53,7 @@ struct KnnBench {
     // The options, as parsed.
     let sizes: [Size], batches: [Int], k: Int, threads: Int, repeats: Int
     let compare: Bool, script: String?, json: Bool
-    let append: Int?, computeUnits: ComputeUnits
+    let append: Int?, computeUnits: ComputeUnits, device: Int?
 
     init(_ args: ParsedArguments) throws {
         let spec = args.value("sizes") ?? "10000x128,100000x128,1000000x128,10000x1000,100000x1000"
@@ -71,6 +72,7 @@ struct KnnBench {
         compare = args.flag("compare")
         script = args.value("script")
         json = args.flag("json")
+        device = try args.int("device")
         append = try args.int("append")
         if let a = append, a < 1 { throw UsageError("--append must be at least 1, got \(a)") }
         let units = args.value("compute-units") ?? "cpuOnly"
@@ -92,6 +94,13 @@ struct KnnBench {
             let samples = Self.random(size.n * size.d, seed: UInt64(size.n * 31 + size.d))
             let queries = Self.random(256 * size.d, seed: 7)
             let search = NeighborSearch(samples: samples, dimension: size.d, threads: threads)
+            if let index = device {
+                guard let found = try OpenCLRuntime.devices().first(where: { $0.info.index == index }) else {
+                    throw UsageError("--device \(index) names no OpenCL device (see `updraft devices`)")
+                }
+                try search.attach(try OpenCLBackend(device: found))
+                if !json { print("  batches' products on \(search.deviceName)") }
+            }
             let checked = check(search, samples: samples, queries: queries, d: size.d)
             if !checked { notes.append("\(size.n)x\(size.d): Updraft's neighbours differ from the plain loop") }
             var baseline: [String: Any] = [:]
