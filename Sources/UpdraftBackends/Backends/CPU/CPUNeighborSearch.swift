@@ -215,19 +215,35 @@ public final class NeighborSearch: @unchecked Sendable {
         let d = dimension
         let keep = 1 - margin * Self.gamma(d)
         // A sample is skipped when qn + xn − 2·dot − γ·(qn + xn) > worst, i.e. when
-        // keep·xn − 2·dot > worst − keep·qn: one multiply-add and a compare per pair.
+        // keep·xn − 2·dot > worst − keep·qn: eight samples at a time, and a closer look only when
+        // one of them passes (rare once the k best are known).
+        let scaled = norms[range].map { keep * $0 }
         samples.withUnsafeBufferPointer { xs in
-            norms.withUnsafeBufferPointer { xn in
+            scaled.withUnsafeBufferPointer { kx in
                 best.withUnsafeMutableBufferPointer { kept in
                     for r in rows {
                         let i = r - rows.lowerBound
                         let qn = queryNorms[r]
                         let query = queries + r * d
-                        let row = dots + i * ld - range.lowerBound
+                        let row = dots + i * ld
                         var limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
-                        for s in range where keep * xn[s] - 2 * Double(row[s]) <= limit {
-                            kept[i].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
-                            limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                        var j = 0
+                        while j < range.count {
+                            // Eight at a time: past them all unless one passes.
+                            if j + 8 <= range.count {
+                                var m = Double.infinity
+                                for t in j..<j + 8 { m = Swift.min(m, kx[t] - 2 * Double(row[t])) }
+                                if m > limit { j += 8; continue }
+                            }
+                            let end = min(j + 8, range.count)
+                            while j < end {
+                                if kx[j] - 2 * Double(row[j]) <= limit {
+                                    let s = range.lowerBound + j
+                                    kept[i].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
+                                    limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                                }
+                                j += 1
+                            }
                         }
                     }
                 }
