@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Checks Updraft's TensorBoard logs with TensorBoard's own reader.
+
+Usage: python3 Tests/Scripts/check_tensorboard.py UPDRAFT_BINARY [--http]
+
+Runs a real `updraft train --log run.jsonl --tensorboard tb` (a SqueezeNet of 10 classes on the
+bundled digits, 2 epochs, on the CPU), then reads the event file:
+- its framing byte by byte (each record's length and data with TensorBoard's masked CRC-32C) and
+  its first record (`file_version: "brain.Event:2"`);
+- with `EventAccumulator`: every scalar tag, step and value against the JSON Lines log of the same
+  run (scalars are float32 in the file: compared within float32 rounding), no tag more or less;
+- the weight, bias and gradient histograms of every updatable layer at every epoch, the last
+  epoch's weights against the trained model read with coremltools (count, min, max, sum);
+- the hyperparameters and updatable-layers text, and the hparams plugin's session records.
+With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars and
+histograms through the HTTP API that TensorBoard's web page uses.
+Exits 1, naming what differs, when anything does.
+"""
+import json, math, os, socket, struct, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+
+import numpy as np
+from tensorboard.backend.event_processing import event_accumulator as ea
+from tensorboard.compat.proto import event_pb2
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL: " + what)
+
+
+def same_float32(a, b):
+    """b (read from the file) is a (from the log, a double) rounded to float32."""
+    if a is None or b is None:
+        return a is None and b is None
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(float(np.float32(a)) - b) <= 2 ** -23 * max(abs(b), 1e-30)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("FAIL: %s exited %d\n%s%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p.stdout
+
+
+def train(updraft, work):
+    model = os.path.join(work, "s.mlmodel")
+    run([updraft, "create", "squeezenet", "--classes", "10", "--input-size", "48", "--out", model])
+    run([updraft, "make-updatable", model, "--allowed-epochs", "1..10", "--out", model])
+    digits = os.path.join(ROOT, "Tests/Data/digits/validation")
+    out = run([updraft, "train", model, "--train", digits, "--validation", digits, "--epochs", "2", "--batch-size", "64",
+               "--learning-rate", "0.01", "--compute-units", "cpuOnly", "--out", os.path.join(work, "t.mlmodel"),
+               "--log", os.path.join(work, "run.jsonl"), "--tensorboard", os.path.join(work, "tb")])
+    print(out.strip().splitlines()[-1])
+
+
+def check_framing(path):
+    """Every record: length, masked CRC-32C of the length, data, masked CRC-32C of the data."""
+    data = open(path, "rb").read()
+    offset, records = 0, []
+    while offset < len(data):
+        header = data[offset:offset + 12]
+        check(len(header) == 12, "a whole record header at byte %d" % offset)
+        (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:12])
+        check(length_crc == masked_crc32c(header[:8]), "the length CRC of the record at byte %d" % offset)
+        body = data[offset + 12:offset + 12 + length]
+        (body_crc,) = struct.unpack("<I", data[offset + 12 + length:offset + 16 + length])
+        check(body_crc == masked_crc32c(body), "the data CRC of the record at byte %d" % offset)
+        records.append(body)
+        offset += 16 + length
+    first = event_pb2.Event.FromString(records[0])
+    check(first.file_version == "brain.Event:2", "the first record is file_version brain.Event:2, not %r" % first)
+    print("framing: %d records, %d bytes, every CRC-32C right" % (len(records), len(data)))
+
+
+def check_scalars(acc, log):
+    begin = next(e for e in log if e["event"] == "trainingBegin")
+    per_epoch = begin["batchesPerEpoch"]
+    expected = {}  # tag -> [(step, value)]
+    for e in log:
+        if e["event"] == "miniBatchEnd":
+            expected.setdefault("batch/loss", []).append((e["epoch"] * per_epoch + e["batch"] + 1, e["loss"]))
+        elif e["event"] == "epochEnd":
+            step = (e["epoch"] + 1) * per_epoch
+            for key, tag in [("meanLoss", "train/loss"), ("trainingAccuracy", "train/accuracy"),
+                             ("validationLoss", "validation/loss"), ("validationAccuracy", "validation/accuracy"),
+                             ("learningRate", "learning_rate"), ("imagesPerSecond", "images_per_second")]:
+                if key in e:
+                    expected.setdefault(tag, []).append((step, e[key]))
+    tags = set(acc.Tags()["scalars"])
+    check(tags == set(expected), "scalar tags %s, expected %s" % (sorted(tags), sorted(expected)))
+    points = 0
+    for tag, want in expected.items():
+        got = [(s.step, s.value) for s in acc.Scalars(tag)] if tag in tags else []
+        check([s for s, _ in got] == [s for s, _ in want], "%s steps %s, expected %s" % (tag, [s for s, _ in got], [s for s, _ in want]))
+        for (step, value), (_, logged) in zip(got, want):
+            check(same_float32(logged, value), "%s at step %d: %r in the file, %r in the log" % (tag, step, value, logged))
+            points += 1
+    print("scalars: %d tags, %d points, each the log's value as float32" % (len(expected), points))
+    return begin, per_epoch
+
+
+def updatable_layers(acc):
+    text = acc.Tensors("updatable_layers")[0].tensor_proto.string_val[0].decode()
+    rows = [line.strip("|").split("|") for line in text.splitlines()[2:]]
+    return {cells[0].strip(): int(cells[4]) for cells in rows}
+
+
+def model_weights(path):
+    import coremltools as ct
+    spec = ct.utils.load_spec(path)
+    nn = spec.neuralNetworkClassifier if spec.WhichOneof("Type") == "neuralNetworkClassifier" else spec.neuralNetwork
+    found = {}
+    for layer in nn.layers:
+        params = getattr(layer, layer.WhichOneof("layer"))
+        if hasattr(params, "weights"):
+            found[layer.name] = (np.array(params.weights.floatValue, dtype=np.float32),
+                                 np.array(params.bias.floatValue, dtype=np.float32) if getattr(params, "hasBias", False) else None)
+    return found
+
+
+def check_histograms(acc, log, per_epoch, trained):
+    layers = updatable_layers(acc)
+    epochs = [e["epoch"] for e in log if e["event"] == "epochEnd"]
+    steps = [(epoch + 1) * per_epoch for epoch in epochs]
+    weights = model_weights(trained)
+    tags = set(acc.Tags()["histograms"])
+    expected = {"%s/%s" % (kind, name) for name in layers for kind in ("weights", "biases", "gradients")}
+    check(tags == expected, "histogram tags %s, expected %s" % (sorted(tags), sorted(expected)))
+    for name, parameters in layers.items():
+        w, b = weights[name]
+        check(w.size + (b.size if b is not None else 0) == parameters, "%s: %d parameters in the text, %d in the model" % (name, parameters, w.size))
+        for kind, values in (("weights", w), ("biases", b), ("gradients", None)):
+            tag = "%s/%s" % (kind, name)
+            events = acc.Histograms(tag) if tag in tags else []
+            check([e.step for e in events] == steps, "%s steps %s, expected %s" % (tag, [e.step for e in events], steps))
+            for e in events:
+                h = e.histogram_value
+                check(sum(h.bucket) == h.num, "%s at step %d: buckets hold %d of %d values" % (tag, e.step, sum(h.bucket), h.num))
+                check(h.min <= h.max, "%s at step %d: min above max" % (tag, e.step))
+            if events and values is not None:
+                h = events[-1].histogram_value
+                want = (values.size, float(values.min()), float(values.max()), float(values.astype(np.float64).sum()))
+                got = (int(h.num), h.min, h.max, h.sum)
+                check(got[:3] == want[:3] and abs(got[3] - want[3]) <= 1e-9 * max(1.0, np.abs(values).astype(np.float64).sum()),
+                      "%s at the last epoch: (count, min, max, sum) %s, the trained model's %s" % (tag, got, want))
+            elif events:
+                check(events[-1].histogram_value.num == w.size, "%s counts %d values, the layer has %d weights" % (tag, events[-1].histogram_value.num, w.size))
+    print("histograms: %d tags at steps %s; the last weights and biases match the trained model" % (len(expected), steps))
+
+
+def check_text_and_hparams(acc, begin):
+    text = acc.Tensors("hyperparameters")[0].tensor_proto.string_val[0].decode()
+    rows = dict((c[0].strip(), c[1].strip()) for c in (l.strip("|").split("|") for l in text.splitlines()[2:]))
+    check(rows.get("optimizer") == begin["optimizer"], "the hyperparameters text says optimizer %r" % rows.get("optimizer"))
+    for key, value in begin["parameters"].items():
+        shown = rows.get(key)
+        ok = shown == str(value).lower() if isinstance(value, bool) else shown is not None and float(shown) == float(value)
+        check(ok, "the hyperparameters text says %s = %r, the log %r" % (key, shown, value))
+    start = acc.SummaryMetadata("_hparams_/session_start_info").plugin_data
+    info = hparams_metadata.parse_session_start_info_plugin_data(start.content)
+    got = {k: (v.bool_value if v.WhichOneof("kind") == "bool_value" else v.number_value if v.WhichOneof("kind") == "number_value" else v.string_value)
+           for k, v in info.hparams.items()}
+    want = dict(begin["parameters"], optimizer=begin["optimizer"])
+    check(got == want, "hparams session start %s, the log %s" % (got, want))
+    end = hparams_metadata.parse_session_end_info_plugin_data(acc.SummaryMetadata("_hparams_/session_end_info").plugin_data.content)
+    check(end.status == 1, "hparams session end status %d, expected 1 (success)" % end.status)
+    print("text and hparams: %d hyperparameters, session ended with success" % len(want))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_http(logdir, acc):
+    """The same scalars and histograms through TensorBoard's HTTP API (what its web page reads)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
+                               "--host", "127.0.0.1", "--load_fast", "false"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        def get(path):
+            with urllib.request.urlopen(base + path, timeout=10) as r:
+                return json.loads(r.read())
+        deadline, tags = time.time() + 60, {}
+        while time.time() < deadline:
+            try:
+                tags = get("/data/plugin/scalars/tags")
+                if tags.get(".", {}):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        check(set(tags.get(".", {})) == set(acc.Tags()["scalars"]), "the HTTP API's scalar tags %s" % tags)
+        points = 0
+        for tag in acc.Tags()["scalars"]:
+            got = get("/data/plugin/scalars/scalars?" + urllib.parse.urlencode({"run": ".", "tag": tag}))
+            want = [(s.step, s.value) for s in acc.Scalars(tag)]
+            check([(p[1], p[2]) for p in got] == want, "the HTTP API's %s: %s, the reader's %s" % (tag, got, want))
+            points += len(got)
+        hist_tags = get("/data/plugin/histograms/tags").get(".", {})
+        check(set(hist_tags) == set(acc.Tags()["histograms"]), "the HTTP API's histogram tags %s" % sorted(hist_tags))
+        for tag in hist_tags:
+            got = get("/data/plugin/histograms/histograms?" + urllib.parse.urlencode({"run": ".", "tag": tag}))
+            steps = [e.step for e in acc.Histograms(tag)]
+            check([g[1] for g in got] == steps, "the HTTP API's %s steps %s" % (tag, [g[1] for g in got]))
+            for g, e in zip(got, acc.Histograms(tag)):
+                count = sum(bucket[2] for bucket in g[2])
+                check(abs(count - e.histogram_value.num) < 1e-6 * e.histogram_value.num + 1e-9,
+                      "the HTTP API's %s at step %d holds %r values, the file %r" % (tag, g[1], count, e.histogram_value.num))
+        print("HTTP API (tensorboard on 127.0.0.1:%d): %d scalar points, %d histogram tags, as the reader" % (port, points, len(hist_tags)))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as work:
+        train(os.path.abspath(args[0]), work)
+        logdir = os.path.join(work, "tb")
+        files = [f for f in os.listdir(logdir) if f.startswith("events.out.tfevents.")]
+        check(len(files) == 1, "one event file in %s, found %s" % (logdir, files))
+        check_framing(os.path.join(logdir, files[0]))
+        log = [json.loads(line) for line in open(os.path.join(work, "run.jsonl"))]
+        acc = ea.EventAccumulator(logdir, size_guidance={ea.SCALARS: 0, ea.HISTOGRAMS: 0, ea.TENSORS: 0, ea.IMAGES: 0})
+        acc.Reload()
+        begin, per_epoch = check_scalars(acc, log)
+        check_histograms(acc, log, per_epoch, os.path.join(work, "t.mlmodel"))
+        check_text_and_hparams(acc, begin)
+        if "--http" in sys.argv[1:]:
+            check_http(logdir, acc)
+    if failures:
+        sys.exit("%d TensorBoard check(s) failed" % len(failures))
+    print("TensorBoard check passed")
+
+
+if __name__ == "__main__":
+    main()
