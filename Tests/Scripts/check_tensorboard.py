@@ -11,6 +11,7 @@ bundled digits, 2 epochs, on the CPU), then reads the event file:
   run (scalars are float32 in the file: compared within float32 rounding), no tag more or less;
 - the weight, bias and gradient histograms of every updatable layer at every epoch, the last
   epoch's weights against the trained model read with coremltools (count, min, max, sum);
+- the validation confusion matrix, a PNG image at each epoch's step;
 - the hyperparameters and updatable-layers text, and the hparams plugin's session records.
 With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars and
 histograms through the HTTP API that TensorBoard's web page uses.
@@ -156,6 +157,21 @@ def check_histograms(acc, log, per_epoch, trained):
     print("histograms: %d tags at steps %s; the last weights and biases match the trained model" % (len(expected), steps))
 
 
+def check_images(acc, log, per_epoch):
+    """The validation confusion matrix: a PNG at each epoch's step, of the size its summary says."""
+    import io
+    from PIL import Image
+    steps = [(e["epoch"] + 1) * per_epoch for e in log if e["event"] == "epochEnd" and "validationAccuracy" in e]
+    check(acc.Tags()["images"] == ["validation/confusion_matrix"], "image tags %s" % acc.Tags()["images"])
+    images = acc.Images("validation/confusion_matrix") if acc.Tags()["images"] else []
+    check([i.step for i in images] == steps, "confusion matrix steps %s, expected %s" % ([i.step for i in images], steps))
+    for i in images:
+        picture = Image.open(io.BytesIO(i.encoded_image_string))
+        check(picture.format == "PNG" and picture.size == (i.width, i.height),
+              "the confusion matrix at step %d: a %s of %s, the summary says %dx%d" % (i.step, picture.format, picture.size, i.width, i.height))
+    print("images: a %dx%d confusion matrix PNG at steps %s" % (images[-1].width, images[-1].height, steps) if images else "images: none")
+
+
 def check_text_and_hparams(acc, begin):
     text = acc.Tensors("hyperparameters")[0].tensor_proto.string_val[0].decode()
     rows = dict((c[0].strip(), c[1].strip()) for c in (l.strip("|").split("|") for l in text.splitlines()[2:]))
@@ -242,6 +258,7 @@ def main():
         acc.Reload()
         begin, per_epoch = check_scalars(acc, log)
         check_histograms(acc, log, per_epoch, os.path.join(work, "t.mlmodel"))
+        check_images(acc, log, per_epoch)
         check_text_and_hparams(acc, begin)
         if "--http" in sys.argv[1:]:
             check_http(logdir, acc)

@@ -99,6 +99,35 @@ final class ReportingTensorBoardTests: FolderTestCase {
         XCTAssertNil(events.first { $0.sessionLogStatus != nil }, "a fresh run logs no SessionLog")
     }
 
+    /// With a TensorBoard log and validation data, each epoch's validation counts a confusion matrix
+    /// whose diagonal is the validation accuracy the kernels counted, over every example; the
+    /// matrix is logged as a PNG image at the epoch's step.
+    func testValidationConfusionMatrixAgreesWithTheAccuracy() throws {
+        let (g, model) = try GoldenRun.load("branches_sgd")
+        var config = UpdateConfiguration()
+        config.tensorboardDirectory = folder.appendingPathComponent("tb")
+        config.validationData = try ArrayBatchProvider(examples: Array(g.examples.reversed()))
+        let seen = Locked<[([[Int]], Double)]>([])
+        let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config,
+                              handlers: UpdateHandlers(events: .epochEnd, progress: { ctx in
+                                  let matrix = ctx.task.session?.validationConfusion ?? []
+                                  seen.mutate { $0.append((matrix, ctx.metrics?.validationAccuracy ?? -1)) }
+                              }))
+        XCTAssertEqual(task.run().task.state, .completed)
+        let epochs = seen.value
+        XCTAssertEqual(epochs.count, task.history.epochs.count)
+        for (matrix, accuracy) in epochs {
+            XCTAssertGreaterThan(matrix.count, 1)
+            XCTAssertEqual(matrix.flatMap { $0 }.reduce(0, +), g.examples.count, "every validation example counted once")
+            for t in 0..<matrix.count { XCTAssertEqual(matrix[t].reduce(0, +), g.labels.filter { $0 == t }.count, "class \(t)'s examples") }
+            let diagonal = (0..<matrix.count).reduce(0) { $0 + matrix[$1][$1] }
+            XCTAssertEqual(Double(diagonal) / Double(g.examples.count), accuracy, accuracy: 1e-12)
+        }
+        let file = try FileManager.default.contentsOfDirectory(at: config.tensorboardDirectory!, includingPropertiesForKeys: nil)[0]
+        let images = try readEventFile(file).filter { $0.values.contains { $0.tag == "validation/confusion_matrix" } }
+        XCTAssertEqual(images.count, epochs.count)
+    }
+
     /// A folder that is a file, or that cannot be made: the task fails before its first mini-batch, naming it.
     func testFolderThatIsAFileOrCannotBeMadeFailsBeforeTraining() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")

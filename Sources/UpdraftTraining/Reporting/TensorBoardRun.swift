@@ -9,6 +9,8 @@ import UpdraftModel
 /// - `batch/loss` each mini-batch;
 /// - `train/loss` (mean over the epoch), `train/accuracy`, `validation/loss`, `validation/accuracy`,
 ///   `learning_rate`, `images_per_second` each epoch, as float32 scalars;
+/// - `validation/confusion_matrix` each epoch, a PNG (`ConfusionMatrixPlot`) of a cross-entropy
+///   classifier's validation predictions;
 /// - `weights/<layer>`, `biases/<layer>` and `gradients/<layer>` (of the weights, the epoch's last step) histograms
 ///   of every updatable layer each epoch;
 /// - `hyperparameters` and `updatable_layers` as Markdown text at the start, with the hparams
@@ -29,7 +31,16 @@ final class TensorBoardRun {
         let size = max(1, session.parameters.miniBatchSize)
         batchesPerEpoch = exampleCount / size + (exampleCount % size == 0 ? 0 : 1)
         self.session = session
+        session.recordsConfusion = true
+        switch session.graph.classLabels {
+        case .strings(let names)?: classNames = names
+        case .int64(let values)?: classNames = values.map { "\($0)" }
+        case nil: classNames = []
+        }
     }
+
+    /// The classifier's class labels, for the confusion matrix.
+    private let classNames: [String]
 
     private func now() -> Double { Date().timeIntervalSince1970 }
 
@@ -97,6 +108,12 @@ final class TensorBoardRun {
         if let v = m.validationAccuracy { values.append(TensorBoardEvent.scalar("validation/accuracy", v)) }
         values.append(TensorBoardEvent.scalar("learning_rate", parameters.learningRate))
         if let v = m.examplesPerSecond { values.append(TensorBoardEvent.scalar("images_per_second", v)) }
+        if m.validationLoss != nil, let counts = session.validationConfusion {
+            let canvas = ConfusionMatrixPlot(counts: counts, labels: classNames).render()
+            if let png = try? canvas.png() {
+                values.append(TensorBoardEvent.image("validation/confusion_matrix", png: png, width: canvas.width, height: canvas.height, channels: 3))
+            }
+        }
         for layer in session.graph.updatableLayers {
             // A layer that cannot be read back is left out of the histograms; training is not affected.
             if let (w, b) = try? session.weights(ofLayer: layer.name) {
