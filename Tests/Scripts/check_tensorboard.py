@@ -13,6 +13,7 @@ bundled digits, 2 epochs, on the CPU), then reads the event file:
   epoch's weights against the trained model read with coremltools (count, min, max, sum);
 - the validation confusion matrix, a PNG image at each epoch's step;
 - the hyperparameters and updatable-layers text, and the hparams plugin's session records.
+Then a run killed mid-epoch and resumed from its checkpoint: each step once, as TensorBoard reads it.
 With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars and
 histograms through the HTTP API that TensorBoard's web page uses.
 Exits 1, naming what differs, when anything does.
@@ -60,6 +61,44 @@ def train(updraft, work):
                "--learning-rate", "0.01", "--compute-units", "cpuOnly", "--out", os.path.join(work, "t.mlmodel"),
                "--log", os.path.join(work, "run.jsonl"), "--tensorboard", os.path.join(work, "tb")])
     print(out.strip().splitlines()[-1])
+
+
+def check_killed_and_resumed(updraft, work):
+    """A run killed (SIGKILL) after its 6th mini-batch, its last checkpoint at step 4, resumed
+    with --resume: TensorBoard reads the killed run's file, drops its steps after the checkpoint
+    (the resumed file starts with a SessionLog START at step 5), and shows each step once, the
+    steps from 5 on with the resumed run's logged losses."""
+    model, logdir = os.path.join(work, "s.mlmodel"), os.path.join(work, "tb-resumed")
+    out, first_log, second_log = (os.path.join(work, n) for n in ("k.mlmodel", "killed.jsonl", "resumed.jsonl"))
+    digits = os.path.join(ROOT, "Tests/Data/digits/validation")
+    p = subprocess.Popen([updraft, "train", model, "--train", digits, "--epochs", "2", "--batch-size", "64", "--compute-units", "cpuOnly",
+                          "--out", out, "--checkpoint-every-batches", "4", "--log", first_log, "--tensorboard", logdir],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, UPDRAFT_PAUSE_AFTER_MINI_BATCH="6"))  # waits there to be killed
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(first_log) and sum('"miniBatchEnd"' in l for l in open(first_log)) >= 6:
+            break
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    killed = ea.EventAccumulator(logdir)
+    killed.Reload()
+    logged = [s.step for s in killed.Scalars("batch/loss")]
+    check(logged == list(range(1, 7)), "the killed run's file reads, steps %s, expected 1...6" % logged)
+    run([updraft, "train", "--resume", out, "--train", digits, "--compute-units", "cpuOnly", "--log", second_log, "--tensorboard", logdir])
+    acc = ea.EventAccumulator(logdir)
+    acc.Reload()
+    resumed = [json.loads(l) for l in open(second_log)]
+    per_epoch = next(e for e in resumed if e["event"] == "trainingBegin")["batchesPerEpoch"]
+    after = {e["epoch"] * per_epoch + e["batch"] + 1: e["loss"] for e in resumed if e["event"] == "miniBatchEnd"}
+    steps = [s.step for s in acc.Scalars("batch/loss")]
+    check(steps == list(range(1, 2 * per_epoch + 1)), "after resuming, batch/loss steps %s" % steps)
+    check(min(after) == 5, "the resumed run starts at step %d, expected 5 (the checkpoint's)" % min(after))
+    for s in acc.Scalars("batch/loss"):
+        if s.step in after:
+            check(same_float32(after[s.step], s.value), "resumed step %d: %r in the file, %r in the log" % (s.step, s.value, after[s.step]))
+    print("killed after step %d, resumed from step 4: steps 1...%d each once, 5 on from the resumed run" % (len(logged), len(steps)))
 
 
 def check_framing(path):
@@ -262,6 +301,7 @@ def main():
         check_text_and_hparams(acc, begin)
         if "--http" in sys.argv[1:]:
             check_http(logdir, acc)
+        check_killed_and_resumed(os.path.abspath(args[0]), work)
     if failures:
         sys.exit("%d TensorBoard check(s) failed" % len(failures))
     print("TensorBoard check passed")

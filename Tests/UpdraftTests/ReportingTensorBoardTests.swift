@@ -128,6 +128,39 @@ final class ReportingTensorBoardTests: FolderTestCase {
         XCTAssertEqual(images.count, epochs.count)
     }
 
+    /// A run stopped after step 3 with its last checkpoint at step 2, resumed: the resumed run's
+    /// file starts with a SessionLog START at step 3 (TensorBoard drops the earlier file's step 3
+    /// on reading it), and its steps go on from there to the end, each once.
+    func testResumedRunStartsWithASessionLogAtItsFirstStep() throws {
+        let (g, model) = try GoldenRun.load("branches_sgd")
+        let dir = folder.appendingPathComponent("tb"), checkpoint = folder.appendingPathComponent("run.mlmodel")
+        var config = UpdateConfiguration()
+        config.tensorboardDirectory = dir
+        config.checkpointEveryMiniBatches = 2
+        config.checkpointURL = checkpoint
+        let steps = Locked(0)
+        let first = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config,
+                               handlers: UpdateHandlers(events: .miniBatchEnd, progress: { ctx in
+                                   if steps.mutate({ $0 += 1; return $0 }) == 3 { ctx.task.cancel() }
+                               }))
+        XCTAssertEqual(first.run().task.state, .cancelled)
+        XCTAssertEqual(try TrainingCheckpoint.read(forModel: checkpoint).position.steps, 2)
+        var resumedConfig = UpdateConfiguration()
+        resumedConfig.tensorboardDirectory = dir
+        let resumed = try UpdateTask(resumingFrom: checkpoint, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: resumedConfig)
+        XCTAssertEqual(resumed.run().task.state, .completed)
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        XCTAssertEqual(files.count, 2, "\(files)")
+        let before = try readEventFile(dir.appendingPathComponent(files[0])), after = try readEventFile(dir.appendingPathComponent(files[1]))
+        func lossSteps(_ events: [LoggedEvent]) -> [Int64] { events.filter { $0.values.contains { $0.tag == "batch/loss" } }.map(\.step) }
+        XCTAssertEqual(lossSteps(before), [1, 2, 3])
+        XCTAssertEqual(after.first?.fileVersion, "brain.Event:2")
+        XCTAssertEqual(after.dropFirst().first?.sessionLogStatus, 1, "START")
+        XCTAssertEqual(after.dropFirst().first?.step, 3)
+        let total = resumed.history.epochs.reduce(0) { $0 + ($1.miniBatchLosses?.count ?? 0) }
+        XCTAssertEqual(lossSteps(after), (3...Int64(total)).map { $0 })
+    }
+
     /// A folder that is a file, or that cannot be made: the task fails before its first mini-batch, naming it.
     func testFolderThatIsAFileOrCannotBeMadeFailsBeforeTraining() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")

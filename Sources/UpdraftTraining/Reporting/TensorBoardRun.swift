@@ -44,8 +44,16 @@ final class TensorBoardRun {
 
     private func now() -> Double { Date().timeIntervalSince1970 }
 
+    /// The last step logged (the session end record goes there, so no step runs backwards).
+    private var lastStep: Int64 = 0
+
     /// The global step of mini-batch `batch` (from 0) of `epoch` (from 0).
     func step(epoch: Int, batch: Int) -> Int64 { Int64(epoch * batchesPerEpoch + batch + 1) }
+
+    private func write(step: Int64, _ values: [ProtoMessage]) {
+        lastStep = max(lastStep, step)
+        writer.write(record: TensorBoardEvent.summary(wallTime: now(), step: step, values))
+    }
 
     /// Records one progress event.
     func record(_ event: UpdateProgressEvent, metrics: TrainingMetrics?, parameters: TrainingParameters,
@@ -54,8 +62,7 @@ final class TensorBoardRun {
         case .trainingBegin: begin(parameters: parameters, resumedFrom: resumedFrom)
         case .miniBatchEnd:
             guard let m = metrics else { return }
-            writer.write(record: TensorBoardEvent.summary(wallTime: now(), step: step(epoch: m.epochIndex, batch: m.miniBatchIndex ?? 0),
-                                                          [TensorBoardEvent.scalar("batch/loss", m.lossValue)]))
+            write(step: step(epoch: m.epochIndex, batch: m.miniBatchIndex ?? 0), [TensorBoardEvent.scalar("batch/loss", m.lossValue)])
         case .epochEnd:
             guard let m = metrics else { return }
             epochEnd(m, parameters: parameters)
@@ -83,10 +90,10 @@ final class TensorBoardRun {
         let layers = ["| layer | op | weights | bias | parameters |", "|---|---|---|---|---|"] + session.graph.updatableLayers.map {
             "| \($0.name) | \($0.op.name) | \($0.weights.map { "\($0.shape)" } ?? "-") | \($0.bias.map { "\($0.shape)" } ?? "-") | \($0.parameterCount) |"
         }
-        writer.write(record: TensorBoardEvent.summary(wallTime: now(), step: first, [
+        write(step: first, [
             TensorBoardEvent.text("hyperparameters", markdown: table.joined(separator: "\n")),
             TensorBoardEvent.text("updatable_layers", markdown: layers.joined(separator: "\n")),
-            TensorBoardEvent.sessionStartInfo(hparams, group: "", startTime: now())]))
+            TensorBoardEvent.sessionStartInfo(hparams, group: "", startTime: now())])
         writer.flush()
     }
 
@@ -124,7 +131,7 @@ final class TensorBoardRun {
                 values.append(TensorBoardEvent.histogram("gradients/\(layer.name)", g.weights))
             }
         }
-        writer.write(record: TensorBoardEvent.summary(wallTime: now(), step: step(epoch: m.epochIndex, batch: batchesPerEpoch - 1), values))
+        write(step: step(epoch: m.epochIndex, batch: batchesPerEpoch - 1), values)
         writer.flush()
     }
 
@@ -132,7 +139,7 @@ final class TensorBoardRun {
     /// one, and still running for a cancelled one (it may be resumed).
     func end(_ state: UpdateTaskState) {
         let status: TensorBoardEvent.SessionStatus = state == .completed ? .success : state == .failed ? .failure : .running
-        writer.write(record: TensorBoardEvent.summary(wallTime: now(), step: 0, [TensorBoardEvent.sessionEndInfo(status, endTime: now())]))
+        write(step: lastStep, [TensorBoardEvent.sessionEndInfo(status, endTime: now())])
         writer.flush()
     }
 }
