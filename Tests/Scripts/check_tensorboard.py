@@ -14,8 +14,8 @@ bundled digits, 2 epochs, on the CPU), then reads the event file:
 - the validation confusion matrix, a PNG image at each epoch's step;
 - the hyperparameters and updatable-layers text, and the hparams plugin's session records.
 Then a run killed mid-epoch and resumed from its checkpoint: each step once, as TensorBoard reads it.
-With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars and
-histograms through the HTTP API that TensorBoard's web page uses.
+With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars,
+histograms, images and hparams session through the HTTP API that TensorBoard's web page uses.
 Exits 1, naming what differs, when anything does.
 """
 import json, math, os, socket, struct, subprocess, sys, tempfile, time, urllib.parse, urllib.request
@@ -236,17 +236,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def check_http(logdir, acc):
-    """The same scalars and histograms through TensorBoard's HTTP API (what its web page reads)."""
+def check_http(logdir, acc, begin):
+    """The same scalars, histograms, images and hyperparameters through TensorBoard's HTTP API
+    (what its web page reads)."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
                                "--host", "127.0.0.1", "--load_fast", "false"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = "http://127.0.0.1:%d" % port
     try:
-        def get(path):
-            with urllib.request.urlopen(base + path, timeout=10) as r:
-                return json.loads(r.read())
+        def get(path, body=None, raw=False):
+            request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as r:
+                data = r.read()
+                return data if raw else json.loads(data)
         deadline, tags = time.time() + 60, {}
         while time.time() < deadline:
             try:
@@ -273,7 +277,24 @@ def check_http(logdir, acc):
                 count = sum(bucket[2] for bucket in g[2])
                 check(abs(count - e.histogram_value.num) < 1e-6 * e.histogram_value.num + 1e-9,
                       "the HTTP API's %s at step %d holds %r values, the file %r" % (tag, g[1], count, e.histogram_value.num))
-        print("HTTP API (tensorboard on 127.0.0.1:%d): %d scalar points, %d histogram tags, as the reader" % (port, points, len(hist_tags)))
+        image_tags = get("/data/plugin/images/tags").get(".", {})
+        check(set(image_tags) == set(acc.Tags()["images"]), "the HTTP API's image tags %s" % sorted(image_tags))
+        for tag in image_tags:
+            listed = get("/data/plugin/images/images?" + urllib.parse.urlencode({"run": ".", "tag": tag}))
+            check([i["step"] for i in listed] == [i.step for i in acc.Images(tag)], "the HTTP API's %s steps" % tag)
+            for item, image in zip(listed, acc.Images(tag)):
+                png = get("/data/plugin/images/individualImage?" + item["query"], raw=True)
+                check(png == image.encoded_image_string, "the HTTP API's %s at step %d is the file's PNG" % (tag, item["step"]))
+        groups = get("/data/plugin/hparams/session_groups", {
+            "experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+            "colParams": [], "startIndex": 0, "sliceSize": 10})["sessionGroups"]
+        check(len(groups) == 1 and groups[0]["hparams"] == dict(begin["parameters"], optimizer=begin["optimizer"]),
+              "the HTTP API's hparams session groups %s" % groups)
+        check(groups and groups[0]["sessions"][0]["status"] == "STATUS_SUCCESS", "the HTTP API's session status")
+        metrics = {m["name"]["tag"] for m in get("/data/plugin/hparams/experiment", {"experimentName": ""})["metricInfos"]}
+        check(metrics == set(acc.Tags()["scalars"]), "the hparams plugin's metrics %s" % sorted(metrics))
+        print("HTTP API (tensorboard on 127.0.0.1:%d): %d scalar points, %d histogram tags, %d image tags, one hparams session "
+              "with %d metrics, as the reader" % (port, points, len(hist_tags), len(image_tags), len(metrics)))
     finally:
         server.terminate()
         try:
@@ -300,7 +321,7 @@ def main():
         check_images(acc, log, per_epoch)
         check_text_and_hparams(acc, begin)
         if "--http" in sys.argv[1:]:
-            check_http(logdir, acc)
+            check_http(logdir, acc, begin)
         check_killed_and_resumed(os.path.abspath(args[0]), work)
     if failures:
         sys.exit("%d TensorBoard check(s) failed" % len(failures))
