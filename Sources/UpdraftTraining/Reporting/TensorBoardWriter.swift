@@ -33,14 +33,10 @@ public final class TensorBoardWriter {
                                    hint: "check that its parent folder exists and is writable, or give --tensorboard another folder")
             }
         }
-        let probe = directory.appendingPathComponent(".updraft-probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-        let fd = open(probe.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw UpdraftError(.io, "cannot write in the TensorBoard folder \(path): \(String(cString: strerror(errno)))",
+        if let error = folderRefusesNewFiles(directory) {
+            throw UpdraftError(.io, "cannot write in the TensorBoard folder \(path): \(String(cString: strerror(error)))",
                                hint: "give --tensorboard a writable folder")
         }
-        close(fd)
-        unlink(probe.path)
     }
 
     /// A new event file in `directory` (checked with `checkDirectory`), named for `time` (seconds
@@ -101,16 +97,7 @@ public final class TensorBoardWriter {
         let bytes = Self.frame(record)
         lock.lock(); defer { lock.unlock() }
         guard !failed else { return }
-        let ok = bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 { if errno == EINTR { continue }; return false }
-                offset += n
-            }
-            return true
-        }
-        if !ok { fail() }
+        if !bytes.withUnsafeBytes({ writeFully(fd, $0) }) { fail() }
     }
 
     /// Syncs what was written to disk (once per epoch).

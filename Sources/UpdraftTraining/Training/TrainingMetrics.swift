@@ -190,16 +190,7 @@ public final class JSONLinesLog {
         line.append(0x0A)
         lock.lock(); defer { lock.unlock() }
         guard !failed else { return }
-        let ok = line.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 { if errno == EINTR { continue }; return false }
-                offset += n
-            }
-            return true
-        }
-        if !ok {
+        if !line.withUnsafeBytes({ writeFully(fd, $0) }) {
             failed = true
             onWriteFailure?("cannot write the log \(url.path): \(String(cString: strerror(errno))); training goes on without it")
         }
