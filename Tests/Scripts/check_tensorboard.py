@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks Updraft's TensorBoard logs with TensorBoard's own reader.
 
-Usage: python3 Tests/Scripts/check_tensorboard.py UPDRAFT_BINARY [--http]
+Usage: python3 Tests/Scripts/check_tensorboard.py UPDRAFT_BINARY [--http] [--browser | --browser=SCREENSHOT.png]
 
 Runs a real `updraft train --log run.jsonl --tensorboard tb` (a SqueezeNet of 10 classes on the
 bundled digits, 2 epochs, on the CPU), then reads the event file:
@@ -15,7 +15,10 @@ bundled digits, 2 epochs, on the CPU), then reads the event file:
 - the hyperparameters and updatable-layers text, and the hparams plugin's session records.
 Then a run killed mid-epoch and resumed from its checkpoint: each step once, as TensorBoard reads it.
 With --http it also starts `tensorboard --logdir` on 127.0.0.1 and checks the same scalars,
-histograms, images and hparams session through the HTTP API that TensorBoard's web page uses.
+histograms, images and hparams session through the HTTP API that TensorBoard's web page uses;
+with --browser (implies --http) it opens the scalars dashboard in headless Chromium and checks the
+screenshot shows the run's curve (`--browser=PATH` keeps the screenshot there); where Chromium is
+not installed that step is skipped with a message.
 Exits 1, naming what differs, when anything does.
 """
 import json, math, os, socket, struct, subprocess, sys, tempfile, time, urllib.parse, urllib.request
@@ -236,7 +239,41 @@ def free_port():
         return s.getsockname()[1]
 
 
-def check_http(logdir, acc, begin):
+# TensorBoard's colour for the first run (its palette starts #ff7043), as the scalars chart draws its line.
+RUN_COLOUR = (0xFF, 0x70, 0x43)
+
+
+def check_browser(base, screenshot):
+    """The scalars dashboard in headless Chromium: the page opened with ?forceSVG=true (its WebGL
+    chart stays empty in headless Chromium), given 20 s of virtual time to load and draw, saved as
+    a screenshot that must show the run's curve: pixels of the run's colour inside the charts'
+    pane (right of the sidebar, below the header and the tag filter), not just TensorBoard's header."""
+    import shutil
+    from PIL import Image
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        print("browser: skipped, Chromium is not installed (apt-get install chromium) and could not be")
+        return
+    width, height = 1400, 1000
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=%d,%d" % (width, height),
+                    "--virtual-time-budget=20000", "--screenshot=" + screenshot, base + "/?forceSVG=true#scalars"],
+                   capture_output=True, timeout=180)
+    check(os.path.exists(screenshot), "Chromium saved no screenshot")
+    if not os.path.exists(screenshot):
+        return
+    image = Image.open(screenshot).convert("RGB")
+    check(image.size == (width, height), "the screenshot is %s, asked %dx%d" % (image.size, width, height))
+    pixels = image.load()
+    curve = sum(1 for x in range(400, image.size[0]) for y in range(180, image.size[1])
+                if all(abs(pixels[x, y][i] - RUN_COLOUR[i]) <= 12 for i in range(3)))
+    header = sum(1 for x in range(0, image.size[0]) for y in range(0, 60) if pixels[x, y] == (245, 124, 0))
+    check(header > 10000, "the screenshot shows no TensorBoard header (%d header pixels)" % header)
+    check(curve >= 100, "the screenshot's charts hold %d pixels of the run's colour, expected a curve (100 or more)" % curve)
+    print("browser: %s drew the scalars dashboard, %d pixels of the run's curve in the charts (%s)"
+          % (browser, curve, os.path.basename(screenshot)))
+
+
+def check_http(logdir, acc, begin, screenshot=None):
     """The same scalars, histograms, images and hyperparameters through TensorBoard's HTTP API
     (what its web page reads)."""
     port = free_port()
@@ -295,6 +332,8 @@ def check_http(logdir, acc, begin):
         check(metrics == set(acc.Tags()["scalars"]), "the hparams plugin's metrics %s" % sorted(metrics))
         print("HTTP API (tensorboard on 127.0.0.1:%d): %d scalar points, %d histogram tags, %d image tags, one hparams session "
               "with %d metrics, as the reader" % (port, points, len(hist_tags), len(image_tags), len(metrics)))
+        if screenshot:
+            check_browser(base, screenshot)
     finally:
         server.terminate()
         try:
@@ -320,8 +359,11 @@ def main():
         check_histograms(acc, log, per_epoch, os.path.join(work, "t.mlmodel"))
         check_images(acc, log, per_epoch)
         check_text_and_hparams(acc, begin)
-        if "--http" in sys.argv[1:]:
-            check_http(logdir, acc, begin)
+        shot = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--browser=")), None)
+        if "--browser" in sys.argv[1:]:
+            shot = os.path.join(work, "tensorboard-scalars.png")
+        if "--http" in sys.argv[1:] or shot:
+            check_http(logdir, acc, begin, shot)
         check_killed_and_resumed(os.path.abspath(args[0]), work)
     if failures:
         sys.exit("%d TensorBoard check(s) failed" % len(failures))
