@@ -170,7 +170,8 @@ public struct UpdateConfiguration {
     public var unknownDistance: Double? = nil
     /// Log the run for TensorBoard in this folder (made when missing): a new
     /// `events.out.tfevents.*` file with losses, accuracies, learning rate, throughput, weight and
-    /// gradient histograms, the hyperparameters and the hparams plugin's session records
+    /// gradient histograms, the validation confusion matrix, the hyperparameters and the hparams
+    /// plugin's session records
     /// (`TensorBoardRun`). A folder that cannot be written fails the task before training; a write
     /// that fails later is a warning, and training goes on. In an MPI job only rank 0 writes. A
     /// k-NN update logs nothing yet.
