@@ -9,13 +9,14 @@ import UpdraftCore
 /// fails (a full disk), the writer calls `onWriteFailure` once and writes nothing more: training
 /// is not affected.
 public final class TensorBoardWriter {
+    private let file: AppendOnlyFile
     /// The event file.
-    public let url: URL
-    private let fd: Int32
-    private let lock = NSLock()
-    private var failed = false
+    public var url: URL { file.url }
     /// Called once, with a one-line message, when a write fails.
-    public var onWriteFailure: ((String) -> Void)?
+    public var onWriteFailure: ((String) -> Void)? {
+        get { file.onWriteFailure }
+        set { file.onWriteFailure = newValue }
+    }
 
     /// Makes `directory` (and its parents) when it does not exist and checks that it takes new files;
     /// throws `.io` naming the folder when it is a file or cannot be written, before any training.
@@ -57,7 +58,7 @@ public final class TensorBoardWriter {
             }
             self.init(fileDescriptor: fd, url: url)
             write(record: TensorBoardEvent.fileVersion(wallTime: time))
-            if failed {
+            if file.hasFailed {
                 throw UpdraftError(.io, "cannot write the TensorBoard event file \(url.path): \(String(cString: strerror(errno)))",
                                    hint: "free some space on its disk, or give --tensorboard another folder")
             }
@@ -69,11 +70,8 @@ public final class TensorBoardWriter {
 
     /// A writer on an open descriptor (tests: a descriptor whose writes fail).
     init(fileDescriptor: Int32, url: URL) {
-        self.fd = fileDescriptor
-        self.url = url
+        file = AppendOnlyFile(fileDescriptor: fileDescriptor, url: url, what: "the TensorBoard event file")
     }
-
-    deinit { close(fd) }
 
     /// `data` framed as one TFRecord.
     static func frame(_ data: [UInt8]) -> [UInt8] {
@@ -90,27 +88,13 @@ public final class TensorBoardWriter {
     }
 
     /// Whether a write has failed (nothing more is written).
-    public var hasFailed: Bool { lock.lock(); defer { lock.unlock() }; return failed }
+    public var hasFailed: Bool { file.hasFailed }
 
     /// Appends `record` (a serialized `Event`) as one TFRecord, in one write.
     func write(record: [UInt8]) {
-        let bytes = Self.frame(record)
-        lock.lock(); defer { lock.unlock() }
-        guard !failed else { return }
-        if !bytes.withUnsafeBytes({ writeFully(fd, $0) }) { fail() }
+        Self.frame(record).withUnsafeBytes { file.append($0) }
     }
 
     /// Syncs what was written to disk (once per epoch).
-    func flush() {
-        lock.lock(); defer { lock.unlock() }
-        guard !failed else { return }
-        if fsync(fd) != 0 && errno != EINVAL && errno != EROFS { fail() }
-    }
-
-    /// Called with `lock` held.
-    private func fail() {
-        failed = true
-        let reason = String(cString: strerror(errno))
-        onWriteFailure?("cannot write the TensorBoard event file \(url.path): \(reason); training goes on without it")
-    }
+    func flush() { file.sync() }
 }
