@@ -10,7 +10,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 PREFIX ?= /usr/local
 DIST_DIR = .build/dist
 
-.PHONY: deps build release demo test swift-test layers-check example interop install dist dist-check fuzz clean
+.PHONY: deps build release demo test swift-test layers-check example interop tensorboard-check install dist dist-check fuzz clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -94,6 +94,7 @@ test: deps
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
+	$(MAKE) --no-print-directory tensorboard-check
 	$(MAKE) --no-print-directory dist-check
 
 # The library's folders by SwiftPM target, lowest first (';' between targets, ',' within one; ARCHITECTURE.md).
@@ -143,6 +144,18 @@ interop: deps
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
 	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"; \
 	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"
+
+# A real `train --tensorboard` run read back by TensorBoard's own reader (EventAccumulator), its
+# HTTP API on 127.0.0.1 and headless Chromium, checked against the run's JSON Lines log and the
+# trained model (coremltools). Chromium comes from the distribution; where it cannot be installed
+# the browser step is skipped with a message.
+tensorboard-check: deps
+	@$(PYTHON) -c "import tensorboard, coremltools, PIL" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check tensorboard coremltools pillow
+	@command -v chromium >/dev/null || { s=""; [ "$$(id -u)" -eq 0 ] || s="sudo -n"; \
+	  DEBIAN_FRONTEND=noninteractive $$s apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+	  || echo "Chromium could not be installed: the TensorBoard browser check will be skipped"; }
+	$(SWIFT) build --product updraft
+	$(PYTHON) Tests/Scripts/check_tensorboard.py "$$($(SWIFT) build --show-bin-path)/updraft" --browser
 
 # Long fuzzing (issue 13): 100,000 mutated models through the reader, validator and planner, each
 # chunk in a child process with a memory limit and a timeout; prints how long it took.

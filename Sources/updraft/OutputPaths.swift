@@ -16,16 +16,10 @@ func checkWritable(_ url: URL, option: String) throws {
     guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
         throw UpdraftError(.io, "the folder of \(option) \(path) does not exist", hint: "create it (mkdir -p \(folder)) or choose another path")
     }
-    // A probe file: write permission, a read-only mount and a full inode table all show here.
-    let probe = url.deletingLastPathComponent()
-        .appendingPathComponent(".updraft-probe-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))")
-    let fd = open(probe.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-    guard fd >= 0 else {
-        throw UpdraftError(.io, "cannot write \(option) \(path): the folder \(folder) does not take new files (\(String(cString: strerror(errno))))",
+    if let error = folderRefusesNewFiles(url.deletingLastPathComponent()) {
+        throw UpdraftError(.io, "cannot write \(option) \(path): the folder \(folder) does not take new files (\(String(cString: strerror(error))))",
                            hint: "choose a writable folder for \(option)")
     }
-    close(fd)
-    unlink(probe.path)
 }
 
 /// Stops training cleanly on SIGINT (Ctrl-C), SIGTERM (docker stop, Kubernetes, batch schedulers)

@@ -36,11 +36,12 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("resume", value: "CHECKPOINT.mlmodel",
                    help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
+        OptionSpec("tensorboard", value: "DIR", help: "log the run for TensorBoard in DIR (curves, histograms, hyperparameters; made when missing)"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
         neighborsOption,
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
-        + "--out, --log and --sidecar are checked before training starts; a checkpoint that cannot be written is a warning. "
+        + "--out, --log, --sidecar and --tensorboard are checked before training starts; a TensorBoard log that cannot be written mid-run is a warning; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning. "
@@ -100,6 +101,7 @@ let trainCommand = CLICommand(CommandSpec(
     if primary {
         try checkWritable(out, option: args.value("out") != nil ? "--out" : "the output (default --out)")
         if let sidecar = args.value("sidecar") { try checkWritable(URL(fileURLWithPath: sidecar), option: "--sidecar") }
+        if let dir = args.value("tensorboard") { try TensorBoardWriter.checkDirectory(URL(fileURLWithPath: dir)) }
     }
     let log = try (primary ? args.value("log") : nil).map {
         try JSONLinesLog(url: URL(fileURLWithPath: $0), notTheSameAs: [modelURL, out, TrainingHistory.url(forModel: out), TrainingCheckpoint.url(forModel: out)]
@@ -154,6 +156,7 @@ let trainCommand = CLICommand(CommandSpec(
         print(resume.summary)
     }
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
+    config.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
     run.configuration = config
     // A run without a network (a k-NN) appends samples: no optimizer settings to show.
     let appends = run.graph == nil

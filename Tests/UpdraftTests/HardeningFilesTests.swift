@@ -86,7 +86,7 @@ final class HardeningFilesTests: FolderTestCase {
 
     // MARK: The command line
 
-    private func imageData() throws -> URL {
+    func imageData() throws -> URL {
         let data = folder.appendingPathComponent("data")
         for (label, base) in [("no", 30), ("yes", 200)] {
             let dir = data.appendingPathComponent(label)

@@ -95,6 +95,22 @@ final class TrainingRanksTests: XCTestCase {
         try compareOneAndTwoRanks("cpu", ["--compute-units", "cpuOnly"])
     }
 
+    /// `--tensorboard` under mpirun: rank 0 alone writes, one event file with every step's loss once.
+    func testOnlyRankZeroWritesTheTensorBoardLog() throws {
+        let mpirun = try MPITestSupport.mpirun()
+        let dir = Self.files.file("tb-ranks")
+        let run = finish(try start(mpirun, try MPITestSupport.arguments(ranks: 2, trainArguments(
+            "tb-ranks", epochs: 1, ["--compute-units", "cpuOnly", "--tensorboard", dir.path]))))
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        XCTAssertEqual(files.count, 1, "\(files)")
+        let losses = try outcome("tb-ranks").losses
+        let events = try readEventFile(dir.appendingPathComponent(files[0]))
+        let logged = events.flatMap { e in e.values.filter { $0.tag == "batch/loss" }.map { (e.step, $0.scalar!) } }
+        XCTAssertEqual(logged.map(\.0), (1...Int64(losses.count)).map { $0 })
+        XCTAssertEqual(logged.map(\.1), losses.map { Float($0) })
+    }
+
     func testTwoRanksTrainLikeOneProcessOnOpenCL() throws {
         _ = try OpenCLTestSupport.context()
         try compareOneAndTwoRanks("opencl", ["--device", "0"])

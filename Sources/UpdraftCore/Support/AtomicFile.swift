@@ -22,17 +22,7 @@ public func writeAtomically(_ data: Data, to url: URL) throws {
         if !closed { close(fd) }
         if !done { unlink(tmp.path) }
     }
-    try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-        var offset = 0
-        while offset < raw.count {
-            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure("writing failed")
-            }
-            offset += n
-        }
-    }
+    guard data.withUnsafeBytes({ writeFully(fd, $0) }) else { throw failure("writing failed") }
     guard fsync(fd) == 0 else { throw failure("flushing to disk failed") }
     closed = true
     guard close(fd) == 0 else { throw failure("closing the file failed") }
@@ -41,4 +31,28 @@ public func writeAtomically(_ data: Data, to url: URL) throws {
     // The folder's entry for the new name, on disk too (best effort: some file systems refuse).
     let dirFD = open(dir.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     if dirFD >= 0 { _ = fsync(dirFD); close(dirFD) }
+}
+
+/// Writes all of `raw` to `fd`, going on after short writes and interruptions (EINTR). False, with
+/// `errno` set, when a write fails (a full disk, a file-size limit).
+package func writeFully(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
+    var offset = 0
+    while offset < raw.count {
+        let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+        if n < 0 { if errno == EINTR { continue }; return false }
+        offset += n
+    }
+    return true
+}
+
+/// Whether `folder` takes new files, tried with a probe file (made and removed): nil when it does,
+/// else the `errno` of the failure (write permission, a read-only mount and a full inode table all
+/// show here).
+package func folderRefusesNewFiles(_ folder: URL) -> Int32? {
+    let probe = folder.appendingPathComponent(".updraft-probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+    let fd = open(probe.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return errno }
+    close(fd)
+    unlink(probe.path)
+    return nil
 }

@@ -91,8 +91,20 @@ extension Executor {
         var loss: PendingDownload
         var correct: PendingDownload?
         var count: Int
+        /// The class scores (the loss input), `count` rows of `classes`, when predictions are kept.
+        var scores: PendingDownload? = nil
+        var classes = 0
         func resolve() throws -> BatchResult {
-            BatchResult(loss: Double(try loss.values()[0]), correct: Int(try correct?.values()[0].rounded() ?? 0), count: count)
+            var result = BatchResult(loss: Double(try loss.values()[0]), correct: Int(try correct?.values()[0].rounded() ?? 0), count: count)
+            if let scores, classes > 0 {
+                // Each row's first arg-max, as the `correct` count compares it with the label.
+                let values = try scores.values()
+                result.predicted = (0..<count).map { row in
+                    let r = values[row * classes..<(row + 1) * classes]
+                    return r.indices.reduce(r.startIndex) { r[$1] > r[$0] ? $1 : $0 } - r.startIndex
+                }
+            }
+            return result
         }
     }
 
@@ -128,7 +140,8 @@ extension Executor {
             try backend.softmaxCrossEntropy(SoftmaxGeometry(batch: n, channels: itemCount, spatial: 1), logits: x,
                                             labels: labelBuffer, loss: lossBuffer, logitsGradient: grad, correct: correct)
             if let grad { try ws.addGradient(lossBlob, grad, on: backend) }
-            return PendingResult(loss: try backend.downloadLater(lossBuffer), correct: try backend.downloadLater(correct), count: n)
+            return PendingResult(loss: try backend.downloadLater(lossBuffer), correct: try backend.downloadLater(correct), count: n,
+                                 scores: keepsPredictions && !withGradient ? try backend.downloadLater(x) : nil, classes: itemCount)
         case .meanSquaredError:
             var values: [Float] = []
             values.reserveCapacity(n * itemCount)

@@ -137,7 +137,13 @@ public final class Executor {
         public var correct: Int
         /// Examples in the batch.
         public var count: Int
+        /// Each example's predicted class (its first arg-max), when the executor keeps predictions
+        /// (`keepsPredictions`, cross-entropy evaluation only); nil otherwise.
+        public var predicted: [Int]? = nil
     }
+    /// Whether evaluation (not training) reads back each example's predicted class (a validation
+    /// confusion matrix): one more download per batch of its class scores.
+    var keepsPredictions = false
 
     /// One training step on a batch: forward, loss, backward through the tail, optimizer update.
     public func trainStep(_ batch: TrainingBatch, parameters hyper: TrainingParameters) throws -> BatchResult {

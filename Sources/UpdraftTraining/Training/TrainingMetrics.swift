@@ -122,13 +122,14 @@ public struct TrainingHistory: Codable, Equatable, Sendable {
 /// null, so every event is written. When a write fails (a full disk), the log calls
 /// `onWriteFailure` once and writes nothing more; training is not affected.
 public final class JSONLinesLog {
-    private let fd: Int32
+    private let file: AppendOnlyFile
     /// The file the log appends to.
-    public let url: URL
-    private let lock = NSLock()
-    private var failed = false
+    public var url: URL { file.url }
     /// Called once, with a one-line message, when a write fails.
-    public var onWriteFailure: ((String) -> Void)?
+    public var onWriteFailure: ((String) -> Void)? {
+        get { file.onWriteFailure }
+        set { file.onWriteFailure = newValue }
+    }
 
     /// - Parameter others: files the log must not be (the input model, the output): refused when
     ///   `url` names the same file, or the same path.
@@ -165,17 +166,13 @@ public final class JSONLinesLog {
             throw UpdraftError(.io, "the log \(path) is not a regular file", hint: "give --log a new file name")
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        self.fd = fd
-        self.url = url
+        file = AppendOnlyFile(fileDescriptor: fd, url: url, what: "the log")
     }
 
     /// A log on an open descriptor (tests: a descriptor whose writes fail).
     init(fileDescriptor: Int32, url: URL) {
-        self.fd = fileDescriptor
-        self.url = url
+        file = AppendOnlyFile(fileDescriptor: fileDescriptor, url: url, what: "the log")
     }
-
-    deinit { close(fd) }
 
     /// Writes `{"event":name,"time":...,...fields}` as one line: the event and when it was written
     /// (UTC, ISO 8601 with milliseconds), then the fields in sorted order.
@@ -188,21 +185,7 @@ public final class JSONLinesLog {
         line += Data(",\"time\":\"\(Self.timestamp())\"".utf8)
         if body.count > 2 { line += Data(",".utf8) + body.dropFirst() } else { line += Data("}".utf8) }
         line.append(0x0A)
-        lock.lock(); defer { lock.unlock() }
-        guard !failed else { return }
-        let ok = line.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 { if errno == EINTR { continue }; return false }
-                offset += n
-            }
-            return true
-        }
-        if !ok {
-            failed = true
-            onWriteFailure?("cannot write the log \(url.path): \(String(cString: strerror(errno))); training goes on without it")
-        }
+        line.withUnsafeBytes { file.append($0) }
     }
 }
 

@@ -24,6 +24,11 @@ final class TrainingSession {
     /// The gradient exchange with the other ranks of an MPI job (nil: one process).
     let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
+    /// Whether validation also counts a confusion matrix (a TensorBoard log draws it).
+    var recordsConfusion = false
+    /// The last validation's confusion matrix, `[true class][predicted class]` counts, when
+    /// `recordsConfusion` is on and the model is a cross-entropy classifier.
+    private(set) var validationConfusion: [[Int]]?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
     /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
@@ -279,6 +284,18 @@ final class TrainingSession {
     /// on the primary replica.
     func evaluate(_ data: BatchProvider, position: String = "validation") throws -> (loss: Double, accuracy: Double) {
         var lossSum = 0.0, correct = 0, seen = 0
+        // A confusion matrix (rows: true class, columns: predicted) when asked, for cross-entropy models.
+        let classes = training.loss?.kind == .categoricalCrossEntropy && recordsConfusion
+            ? training.lossBlob.flatMap { graph.blobShapes[$0]?.itemCount } ?? 0 : 0
+        var confusion = [[Int]](repeating: [Int](repeating: 0, count: classes), count: classes)
+        /// Runs `body` on the primary executor, keeping predictions while it runs when a matrix is made.
+        func onPrimary(_ body: (Executor) throws -> Executor.BatchResult) throws -> Executor.BatchResult {
+            try devices.onPrimary(position: position) { executor in
+                executor.keepsPredictions = classes > 0
+                defer { executor.keepsPredictions = false }
+                return try body(executor)
+            }
+        }
         let size = parameters.miniBatchSize
         let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
         let cache = self.cache
@@ -294,7 +311,7 @@ final class TrainingSession {
             if let cache {
                 let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
                 let targets = try indices.map { try data.target(at: $0) }
-                r = try devices.onPrimary(position: position) { executor in
+                r = try onPrimary { executor in
                     self.bindCache()
                     let slice = pixels != nil
                         ? try CachedSlice(keys: keys, cache: cache, pixels: { try prepared.pixelRows($0) })
@@ -304,14 +321,20 @@ final class TrainingSession {
             } else if pixels != nil {
                 let rows = try prepared.pixelRows(indices)
                 let targets = try indices.map { try data.target(at: $0) }
-                r = try devices.onPrimary(position: position) { try $0.evaluate(pixels: rows, targets: targets) }
+                r = try onPrimary { try $0.evaluate(pixels: rows, targets: targets) }
             } else {
                 let examples = try indices.map { try prepared.example($0) }
                 let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-                r = try devices.onPrimary(position: position) { try $0.evaluate(batch) }
+                r = try onPrimary { try $0.evaluate(batch) }
             }
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
+            if classes > 0, let predicted = r.predicted {
+                for (i, p) in zip(indices, predicted) {
+                    if case let .classIndex(t)? = try? data.target(at: i), t >= 0, t < classes, p < classes { confusion[t][p] += 1 }
+                }
+            }
         }
+        if classes > 0 { validationConfusion = confusion }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))
     }
 }

@@ -168,6 +168,14 @@ public struct UpdateConfiguration {
     /// A k-NN predicts its default label when the nearest sample is farther than this Euclidean
     /// distance (`--unknown-distance`; Updraft's, not Core ML's). Nil: never.
     public var unknownDistance: Double? = nil
+    /// Log the run for TensorBoard in this folder (made when missing): a new
+    /// `events.out.tfevents.*` file with losses, accuracies, learning rate, throughput, weight and
+    /// gradient histograms, the validation confusion matrix, the hyperparameters and the hparams
+    /// plugin's session records
+    /// (`TensorBoardRun`). A folder that cannot be written fails the task before training; a write
+    /// that fails later is a warning, and training goes on. In an MPI job only rank 0 writes. A
+    /// k-NN update logs nothing yet.
+    public var tensorboardDirectory: URL? = nil
     /// The defaults: the model's own parameters, scheduled compute units, a feature cache, no checkpoints.
     public init() {}
 }
@@ -224,6 +232,8 @@ public final class UpdateTask: @unchecked Sendable {
     /// The current epoch's mini-batch losses, moved into the history at its end.
     private var epochBatchLosses: [Double] = []
     private var _warnings: [String] = []
+    /// The TensorBoard log while a network run with `tensorboardDirectory` trains (rank 0 only).
+    private var tensorboard: TensorBoardRun?
 
     /// One line per device that failed during training, naming the reason and where training went
     /// on (also passed to `UpdateHandlers.warning` as they happen).
@@ -364,6 +374,10 @@ public final class UpdateTask: @unchecked Sendable {
                 history.epochs = resumed.history
                 epochBatchLosses = resumed.position.batchLosses
             }
+            if let directory = configuration.tensorboardDirectory, configuration.distributed?.isPrimary ?? true,
+               let network = session as? TrainingSession {
+                tensorboard = try TensorBoardRun(directory: directory, session: network, exampleCount: trainingData.count) { [unowned self] in warn($0) }
+            }
             try session.train()
             finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)
         } catch {
@@ -385,6 +399,8 @@ public final class UpdateTask: @unchecked Sendable {
             ended = session.end(into: originalModel, keepResumePoint: state == .cancelled)
             self.updateSession = nil
         }
+        tensorboard?.end(state)
+        tensorboard = nil
         lock.lock(); outcome = (metrics, params, error); lock.unlock()
         setState(state)
         handlers.completion?(finalContext)
@@ -400,6 +416,9 @@ public final class UpdateTask: @unchecked Sendable {
             metrics.miniBatchLosses = epochBatchLosses
             epochBatchLosses = []
             history.epochs.append(metrics)
+        }
+        if let session = updateSession {
+            tensorboard?.record(event, metrics: metrics, parameters: session.parameters, resumedFrom: configuration.resumeFrom?.position)
         }
         if let session = updateSession { yieldToEventObservers(UpdateEvent(event: event, metrics: metrics, parameters: session.parameters)) }
         guard handlers.events.contains(event), let progress = handlers.progress, let session = updateSession else { return }

@@ -98,6 +98,14 @@ public struct ProtoField: Sendable {
         self.init(number: number, bytes: payload)
     }
 
+    /// Packed repeated double (proto3's default encoding of `repeated double`).
+    public init(number: Int, packedDoubles values: [Double]) {
+        var payload: [UInt8] = []
+        payload.reserveCapacity(values.count * 8)
+        for v in values { appendFixed64(v.bitPattern, to: &payload) }
+        self.init(number: number, bytes: payload)
+    }
+
     /// Packed repeated varints (int64/uint64).
     public init(number: Int, packedVarints values: [UInt64]) {
         var payload: [UInt8] = []
