@@ -11,6 +11,7 @@ let evaluateCommand = CLICommand(CommandSpec(
         OptionSpec("batch-size", value: "N", help: "examples per forward pass (default 32)"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("json", help: "print JSON"),
+        OptionSpec("report", value: "DIR", help: "also write confusion.png, mistakes.png (the worst mistakes) and report.json into DIR"),
         neighborsOption, unknownDistanceOption,
     ] + imageDataOptionSpecs + computeOptions
 )) { args in
@@ -45,22 +46,13 @@ let evaluateCommand = CLICommand(CommandSpec(
         if args.flag("json") { print(#"{"examples":\#(n),"loss":\#(loss)}"#) } else { print("examples: \(n)\nloss: \(loss)") }
         return 0
     }
-    var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
-    var lossSum = 0.0, correct = 0
-    for range in batches {
-        let (probabilities, targets) = try predictor.classify(provider, range: range, position: position(range))
-        let classes = probabilities.shape.itemCount
-        for (i, target) in targets.enumerated() {
-            guard case let .classIndex(truth) = target, truth < classes else { continue }
-            let row = probabilities.data[i * classes..<(i + 1) * classes]
-            let predicted = row.indices.max { row[$0] < row[$1] || (row[$0] == row[$1] && $0 > $1) }! - i * classes
-            confusion[truth][predicted] += 1
-            if predicted == truth { correct += 1 }
-            lossSum -= log(max(Double(row[row.startIndex + truth]), 1e-12))
-        }
+    let result = try ClassifierEvaluation.run(predictor, on: provider, batchSize: batch, neighbors: args.value("report") != nil)
+    let (confusion, loss, accuracy, n) = (result.confusion, result.loss, result.accuracy, result.examples)
+    let correct = confusion.indices.reduce(0) { $0 + confusion[$1][$1] }
+    if let folder = args.value("report") {
+        let files = try result.write(to: URL(fileURLWithPath: folder), data: provider)
+        printError("wrote \(files.map(\.lastPathComponent).joined(separator: ", ")) into \(folder) (\(result.mistakes.count) mistakes)")
     }
-    let n = provider.count
-    let loss = lossSum / Double(max(1, n)), accuracy = Double(correct) / Double(max(1, n))
     if args.flag("json") {
         let obj: [String: Any] = ["examples": n, "loss": loss, "accuracy": accuracy, "labels": labels, "confusion": confusion,
                                   "device": predictor.deviceName]
