@@ -162,6 +162,40 @@ final class ReportingTensorBoardTests: FolderTestCase {
     }
 
     /// A folder that is a file, or that cannot be made: the task fails before its first mini-batch, naming it.
+    /// A k-NN update logs samples, not losses: the count after each batch, and per label at the end;
+    /// a pipeline whose last model is a network logs as a network does.
+    func testAKNearestNeighborsUpdateLogsSamplesAndAPipelineLogsItsNetwork() throws {
+        let knn = try CoreMLModel(contentsOf: Fixtures.url("knn/update_strings.mlmodel"))
+        let data = try ModelDataset(model: knn, path: Fixtures.url("knn/update_strings_train")).provider
+        var config = UpdateConfiguration()
+        config.tensorboardDirectory = folder.appendingPathComponent("knn")
+        config.parameters[.miniBatchSize] = .int(8)
+        let task = UpdateTask(model: knn, trainingData: data, configuration: config)
+        XCTAssertEqual(task.run().task.state, .completed)
+        let file = try XCTUnwrap(try FileManager.default.contentsOfDirectory(at: folder.appendingPathComponent("knn"), includingPropertiesForKeys: nil).first)
+        let events = try readEventFile(file)
+        let stored = try XCTUnwrap(try task.currentModel().kNearestNeighbors)
+        let counts = events.flatMap { e in e.values.filter { $0.tag == "knn/samples" }.map { (e.step, $0.scalar!) } }
+        let before = try XCTUnwrap(knn.kNearestNeighbors).samples.count
+        XCTAssertEqual(counts.map(\.0), stride(from: 8, through: data.count, by: 8).map(Int64.init) + (data.count % 8 == 0 ? [] : [Int64(data.count)]))
+        XCTAssertEqual(counts.last.map { Int($0.1) }, stored.samples.count)
+        XCTAssertEqual(counts.first.map { Int($0.1) }, before + 8)
+        let perLabel = Dictionary(uniqueKeysWithValues: events.flatMap { $0.values }.filter { $0.tag.hasPrefix("knn/samples_per_label/") }
+            .map { (String($0.tag.dropFirst("knn/samples_per_label/".count)), Int($0.scalar!)) })
+        XCTAssertEqual(perLabel, Dictionary(uniqueKeysWithValues: stored.samplesPerLabel.map { ($0.label, $0.count) }))
+        XCTAssertFalse(events.contains { $0.values.contains { $0.tag == "batch/loss" } }, "a k-NN has no loss to log")
+
+        let pipeline = try CoreMLModel(contentsOf: Fixtures.url("pipeline/network_last.mlmodel"))
+        var p = UpdateConfiguration()
+        p.tensorboardDirectory = folder.appendingPathComponent("pipeline")
+        p.computeUnits = .cpuOnly
+        let run = UpdateTask(model: pipeline, trainingData: try ModelDataset(model: pipeline, path: Fixtures.url("pipeline/data")).provider, configuration: p)
+        XCTAssertEqual(run.run().task.state, .completed)
+        let logged = try readEventFile(try XCTUnwrap(try FileManager.default.contentsOfDirectory(at: folder.appendingPathComponent("pipeline"), includingPropertiesForKeys: nil).first))
+        XCTAssertEqual(logged.filter { $0.values.contains { $0.tag == "batch/loss" } }.count, 12)
+        XCTAssertTrue(logged.contains { $0.values.contains { $0.tag == "weights/fc" } })
+    }
+
     func testFolderThatIsAFileOrCannotBeMadeFailsBeforeTraining() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")
         let file = folder.appendingPathComponent("tb")

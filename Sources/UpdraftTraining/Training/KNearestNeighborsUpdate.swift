@@ -102,6 +102,8 @@ extension KNearestNeighborsModelKind {
 final class KNearestNeighborsUpdateSession: UpdateSession {
     unowned let task: UpdateTask
     let source: KNearestNeighborsExampleSource
+    /// Examples appended so far in this pass.
+    private(set) var appendedCount = 0
     /// The k-NN as appended so far.
     private(set) var knn: KNearestNeighborsSpec
     /// Puts an updated k-NN into the task's model (the bare k-NN's: `replacingKNearestNeighbors`).
@@ -154,7 +156,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
         let size = parameters.miniBatchSize, count = source.count
         let batches = stride(from: 0, to: count, by: size).map { $0..<min($0 + size, count) }
         let start = Date()
-        var appended = 0
+        appendedCount = 0
         for (b, range) in batches.enumerated() {
             if task.isCancelRequested { return }
             let (vectors, labels) = try source.examples(in: range)
@@ -169,7 +171,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
             }
             let rows = (0..<range.count).map { Array(vectors.data[$0 * d..<($0 + 1) * d]) }
             try knn.append(samples: rows, labels: labels)
-            appended += range.count
+            appendedCount += range.count
             var m = TrainingMetrics(epochIndex: 0, miniBatchIndex: b, lossValue: .nan)
             m.device = device
             lastMetrics = m
@@ -177,7 +179,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
         }
         var m = TrainingMetrics(epochIndex: 0, lossValue: .nan)
         m.seconds = Date().timeIntervalSince(start)
-        m.examplesPerSecond = Double(appended) / max(m.seconds!, 1e-9)
+        m.examplesPerSecond = Double(appendedCount) / max(m.seconds!, 1e-9)
         m.device = device
         lastMetrics = m
         try task.emit(.epochEnd, metrics: m)

@@ -233,7 +233,7 @@ public final class UpdateTask: @unchecked Sendable {
     private var epochBatchLosses: [Double] = []
     private var _warnings: [String] = []
     /// The TensorBoard log while a network run with `tensorboardDirectory` trains (rank 0 only).
-    private var tensorboard: TensorBoardRun?
+    private var tensorboard: (any TensorBoardLog)?
 
     /// One line per device that failed during training, naming the reason and where training went
     /// on (also passed to `UpdateHandlers.warning` as they happen).
@@ -374,9 +374,13 @@ public final class UpdateTask: @unchecked Sendable {
                 history.epochs = resumed.history
                 epochBatchLosses = resumed.position.batchLosses
             }
-            if let directory = configuration.tensorboardDirectory, configuration.distributed?.isPrimary ?? true,
-               let network = session as? TrainingSession {
-                tensorboard = try TensorBoardRun(directory: directory, session: network, exampleCount: trainingData.count) { [unowned self] in warn($0) }
+            if let directory = configuration.tensorboardDirectory, configuration.distributed?.isPrimary ?? true {
+                // A network's run (a pipeline's too: its last network trains), or a k-NN's append.
+                if let network = (session as? TrainingSession) ?? (session as? PipelineNetworkSession)?.training {
+                    tensorboard = try TensorBoardRun(directory: directory, session: network, exampleCount: trainingData.count) { [unowned self] in warn($0) }
+                } else if let append = session as? KNearestNeighborsUpdateSession {
+                    tensorboard = try TensorBoardAppendRun(directory: directory, session: append) { [unowned self] in warn($0) }
+                }
             }
             try session.train()
             finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)
