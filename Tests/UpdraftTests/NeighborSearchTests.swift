@@ -45,6 +45,8 @@ final class NeighborSearchTests: XCTestCase {
     func testABatchMatchesThePlainLoop() {
         check(n: 2500, d: 16, queries: 40, k: 3, seed: 4)
         check(n: 700, d: 100, queries: 9, k: 10, seed: 5)
+        // Long samples: the threads split the sample blocks, their k best merged.
+        check(n: 5000, d: 600, queries: 12, k: 7, seed: 13)
         // Far from the origin, where ‖q‖² + ‖x‖² − 2q·x cancels most: the exact re-check decides.
         check(n: 1500, d: 24, queries: 20, k: 4, seed: 6, offset: 300)
     }

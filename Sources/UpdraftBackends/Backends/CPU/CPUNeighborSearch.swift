@@ -156,6 +156,15 @@ public final class NeighborSearch: @unchecked Sendable {
                 self.device = nil
             }
         }
+        // Short samples: each thread takes its share of the queries against every block (the filter,
+        // not the GEMM, costs most). Long samples: each thread takes every query against its share
+        // of the blocks (larger GEMMs, which then cost most), keeping its own k best per query, merged
+        // at the end. Measured on 2 cores, 10,000 samples, 256 queries: D 128, 28k against 19k
+        // queries/s; D 1000, 3.9k against 5.4k (`updraft-bench knn`).
+        return dimension < 512 ? splitQueries(queries, q: q, k: k, norms: queryNorms) : splitSamples(queries, q: q, k: k, norms: queryNorms)
+    }
+
+    private func splitQueries(_ queries: [Float], q: Int, k: Int, norms queryNorms: [Double]) -> [[NeighborMatch]] {
         let d = dimension
         let parts = min(threads, q)
         var results = [[NeighborMatch]](repeating: [], count: q)
@@ -183,6 +192,42 @@ public final class NeighborSearch: @unchecked Sendable {
             }
         }
         return results
+    }
+
+    private func splitSamples(_ queries: [Float], q: Int, k: Int, norms queryNorms: [Double]) -> [[NeighborMatch]] {
+        let d = dimension
+        // Each thread takes every query against its share of the sample blocks (the larger GEMMs
+        // run faster than splitting the queries), keeping its own k best per query; then they merge.
+        let blocks = (count + block - 1) / block
+        let parts = max(1, min(threads, blocks))
+        var found = [[BoundedMatches]](repeating: [], count: parts)
+        CPUKernels.withSingleThreadedBLAS {
+            found.withUnsafeMutableBufferPointer { out in
+                queries.withUnsafeBufferPointer { qs in
+                    samples.withUnsafeBufferPointer { xs in
+                        forkJoin(iterations: parts) { p in
+                            var best = (0..<q).map { _ in BoundedMatches(k: k) }
+                            var dots = [Float](repeating: 0, count: q * block)
+                            dots.withUnsafeMutableBufferPointer { c in
+                                for b in stride(from: blocks * p / parts, to: blocks * (p + 1) / parts, by: 1) {
+                                    let start = b * block, n = min(block, count - start)
+                                    CPUKernels.sgemm(transB: true, m: q, n: n, k: d, a: qs.baseAddress!, lda: d,
+                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
+                                    filter(c.baseAddress!, ld: block, samples: start..<start + n, queries: qs.baseAddress!, rows: 0..<q,
+                                           norms: queryNorms, margin: 1, best: &best)
+                                }
+                            }
+                            out[p] = best
+                        }
+                    }
+                }
+            }
+        }
+        return (0..<q).map { r in
+            var merged = BoundedMatches(k: k)
+            for part in found { for m in part[r].sorted() { merged.offer(m) } }
+            return merged.sorted()
+        }
     }
 
     /// The products on the device, one inner product per block of samples, filtered on the host.
