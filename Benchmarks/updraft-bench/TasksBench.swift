@@ -11,7 +11,7 @@ let tasksCommand = CLICommand(CommandSpec(
     summary: "run N small update tasks at once, then each alone: throughput, peak memory, identical models",
     options: [
         OptionSpec("tasks", value: "N", help: "tasks (default 16)"),
-        OptionSpec("compute-units", value: "U", help: "cpuOnly, cpuAndGPU or all (default cpuOnly)"),
+        OptionSpec("compute-units", value: "U", help: "cpuOnly, cpuAndGPU or all (default cpuOnly; all with --device)"),
         OptionSpec("device", value: "D", help: "pin every task to this device, as --device (an OpenCL index, or cpu)"),
         OptionSpec("phase", value: "P", help: "internal: run one phase in this process (together, or one task with --index)"),
         OptionSpec("index", value: "I", help: "internal: the task of --phase one"),
@@ -42,7 +42,8 @@ struct TasksBench {
     init(_ args: ParsedArguments) throws {
         count = try args.int("tasks") ?? 16
         guard count >= 1 else { throw UsageError("--tasks must be at least 1, got \(count)") }
-        let units = args.value("compute-units") ?? "cpuOnly"
+        // A pinned device needs compute units that allow it: all, unless told otherwise.
+        let units = args.value("compute-units") ?? (args.value("device").map { $0 == "cpu" ? "cpuOnly" : "all" } ?? "cpuOnly")
         guard let u = ComputeUnits(rawValue: units) else { throw UsageError("--compute-units: cpuOnly, cpuAndGPU or all, not \(units)") }
         computeUnits = u
         device = args.value("device")
@@ -137,6 +138,8 @@ struct TasksBench {
         var soloSeconds: Double, soloTasksPerSecond: Double, soloExamplesPerSecond: Double
         var concurrentPeakBytes: Int, soloPeakBytesSum: Int, soloPeakBytesMax: Int
         var allIdentical: Bool
+        /// The concurrent phase's peak is below the sum of the solo peaks (tasks share the process's baseline and caches).
+        var peakBelowSoloSum: Bool
         var perTask: [TaskRow]
     }
 
@@ -185,7 +188,8 @@ struct TasksBench {
                             concurrentExamplesPerSecond: examples / concurrent.seconds,
                             soloSeconds: soloSeconds, soloTasksPerSecond: Double(count) / soloSeconds, soloExamplesPerSecond: examples / soloSeconds,
                             concurrentPeakBytes: concurrent.peakBytes, soloPeakBytesSum: solo.map(\.peakBytes).reduce(0, +),
-                            soloPeakBytesMax: solo.map(\.peakBytes).max() ?? 0, allIdentical: rows.allSatisfy(\.identical), perTask: rows)
+                            soloPeakBytesMax: solo.map(\.peakBytes).max() ?? 0, allIdentical: rows.allSatisfy(\.identical),
+                            peakBelowSoloSum: concurrent.peakBytes < solo.map(\.peakBytes).reduce(0, +), perTask: rows)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -197,6 +201,7 @@ struct TasksBench {
                          report.concurrentTasksPerSecond, report.concurrentExamplesPerSecond, mib(concurrent.peakBytes)))
             print(String(format: "  alone:   %.3f s summed, %.1f tasks/s, %.0f examples/s, peak %@ summed (%@ the largest)", soloSeconds,
                          report.soloTasksPerSecond, report.soloExamplesPerSecond, mib(report.soloPeakBytesSum), mib(report.soloPeakBytesMax)))
+            print("  peak at once below the solo peaks' sum: \(report.peakBelowSoloSum)")
             print("  identical to the solo runs: \(rows.filter(\.identical).count) of \(count)"
                   + (report.allIdentical ? "" : " (differ: \(rows.filter { !$0.identical }.map(\.task)))"))
         }
