@@ -133,14 +133,19 @@ final class ConcurrentTasksTests: XCTestCase {
 
     /// Every job at once, each on its own thread (`resume()`); the tasks that reach `trainingBegin`
     /// wait there (up to 20 s) until all `starters` have, so they really train at the same time.
-    func together(_ jobs: [Job], starters: Int, device: (inout UpdateConfiguration) -> Void) -> [Outcome] {
+    func together(_ jobs: [Job], starters: Int, device: @escaping (inout UpdateConfiguration) -> Void) -> [Outcome] {
+        together(jobs, starters: starters, devices: { _ in device })
+    }
+
+    /// As `together(_:starters:device:)`, job i on `devices(i)`.
+    func together(_ jobs: [Job], starters: Int, devices: (Int) -> (inout UpdateConfiguration) -> Void) -> [Outcome] {
         let begun = Locked(0)
         let gate = { @Sendable in
             begun.mutate { $0 += 1 }
             let deadline = Date().addingTimeInterval(20)
             while begun.value < starters, Date() < deadline { usleep(500) }
         }
-        let tasks = jobs.map { task($0, device: device, begun: gate) }
+        let tasks = jobs.enumerated().map { i, job in task(job, device: devices(i), begun: gate) }
         tasks.forEach { $0.resume() }
         tasks.forEach { $0.wait() }
         XCTAssertEqual(begun.value, starters, "every task that starts reached trainingBegin")
@@ -157,7 +162,7 @@ final class ConcurrentTasksTests: XCTestCase {
     }
 
     /// The CPU, as a service with `computeUnits = .cpuOnly` gets it.
-    static let cpu: (inout UpdateConfiguration) -> Void = { $0.computeUnits = .cpuOnly }
+    static func cpu(_ config: inout UpdateConfiguration) { config.computeUnits = .cpuOnly }
 
     // MARK: Tests
 
@@ -185,16 +190,7 @@ final class ConcurrentTasksTests: XCTestCase {
         var alone: [Outcome] = []
         for (i, job) in jobs.enumerated() { alone += solo([job], device: device(i)) }
         for (o, job) in zip(alone, jobs) { XCTAssertEqual(o.state, .completed, "\(job.name): \(o.error ?? "")") }
-        let begun = Locked(0)
-        let gate = { @Sendable in
-            begun.mutate { $0 += 1 }
-            let deadline = Date().addingTimeInterval(20)
-            while begun.value < jobs.count, Date() < deadline { usleep(500) }
-        }
-        let tasks = jobs.enumerated().map { i, job in task(job, device: device(i), begun: gate) }
-        tasks.forEach { $0.resume() }
-        tasks.forEach { $0.wait() }
-        assertIdentical(tasks.map(outcome), alone, jobs, "pocl")
+        assertIdentical(together(jobs, starters: jobs.count, devices: device), alone, jobs, "pocl")
         XCTAssertEqual(shared.liveBufferCount, 0, "the finished tasks gave back every buffer of the shared context")
     }
 
