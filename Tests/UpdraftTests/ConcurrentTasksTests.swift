@@ -123,9 +123,14 @@ final class ConcurrentTasksTests: XCTestCase {
     }
 
     /// Each job alone, one after another.
-    func solo(_ jobs: [Job], device: (inout UpdateConfiguration) -> Void) -> [Outcome] {
-        jobs.map { job in
-            let t = task(job, device: device)
+    func solo(_ jobs: [Job], device: @escaping (inout UpdateConfiguration) -> Void) -> [Outcome] {
+        solo(jobs, devices: { _ in device })
+    }
+
+    /// Each job alone, one after another, job i on `devices(i)`.
+    func solo(_ jobs: [Job], devices: (Int) -> (inout UpdateConfiguration) -> Void) -> [Outcome] {
+        jobs.enumerated().map { i, job in
+            let t = task(job, device: devices(i))
             t.run()
             return outcome(t)
         }
@@ -174,12 +179,10 @@ final class ConcurrentTasksTests: XCTestCase {
         assertIdentical(together(jobs, starters: jobs.count, device: Self.cpu), alone, jobs, "cpu")
     }
 
-    func testSixteenConcurrentTasksOnPoCLMatchTheirSoloRuns() throws {
-        let shared = try OpenCLTestSupport.context()
-        let jobs = try Self.jobs()
-        // Even jobs: the pinned device, each task opening its own context; odd jobs: explicit
-        // backends on the one shared context (a backend per task).
-        func device(_ index: Int) -> (inout UpdateConfiguration) -> Void {
+    /// PoCL for job i: even jobs pin the device (each task opening its own context), odd jobs get
+    /// explicit backends on the one `shared` context (a backend per task).
+    static func pocl(_ shared: OpenCLContext) -> (Int) -> (inout UpdateConfiguration) -> Void {
+        { index in
             if index % 2 == 0 { return { $0.deviceOption = "\(shared.device.info.index)" } }
             return { config in
                 let backend = OpenCLBackend(context: shared)
@@ -187,31 +190,46 @@ final class ConcurrentTasksTests: XCTestCase {
                 config.fallbacks = []
             }
         }
-        var alone: [Outcome] = []
-        for (i, job) in jobs.enumerated() { alone += solo([job], device: device(i)) }
+    }
+
+    func testSixteenConcurrentTasksOnPoCLMatchTheirSoloRuns() throws {
+        let shared = try OpenCLTestSupport.context()
+        let jobs = try Self.jobs()
+        let alone = solo(jobs, devices: Self.pocl(shared))
         for (o, job) in zip(alone, jobs) { XCTAssertEqual(o.state, .completed, "\(job.name): \(o.error ?? "")") }
-        assertIdentical(together(jobs, starters: jobs.count, devices: device), alone, jobs, "pocl")
+        assertIdentical(together(jobs, starters: jobs.count, devices: Self.pocl(shared)), alone, jobs, "pocl")
         XCTAssertEqual(shared.liveBufferCount, 0, "the finished tasks gave back every buffer of the shared context")
     }
 
     /// One task fails on a bad example and one is cancelled mid-run; the other fourteen finish with
     /// their solo models, and the cancelled one keeps what it trained, as it would alone.
-    func testAFailingAndACancelledTaskLeaveTheOthersIdentical() throws {
+    func assertAFailingAndACancelledTaskLeaveTheOthersIdentical(devices: (Int) -> (inout UpdateConfiguration) -> Void,
+                                                                file: StaticString = #filePath, line: UInt = #line) throws {
         var jobs = try Self.jobs()
         jobs[2].data = BadExample(base: jobs[2].data, bad: 1)
         jobs[7].cancelAfterBatch = 0
-        let alone = solo(jobs, device: Self.cpu)
-        XCTAssertEqual(alone[2].state, .failed)
-        XCTAssertTrue(alone[2].error?.contains("input shape") ?? false, alone[2].error ?? "no error")
-        XCTAssertEqual(alone[7].state, .cancelled)
-        let concurrent = together(jobs, starters: jobs.count, device: Self.cpu)
-        XCTAssertEqual(concurrent[2].state, .failed)
-        XCTAssertEqual(concurrent[2].error, alone[2].error)
-        XCTAssertEqual(concurrent[7].state, .cancelled)
-        assertIdentical(concurrent, alone, jobs, "with a failure and a cancellation")
+        let alone = solo(jobs, devices: devices)
+        XCTAssertEqual(alone[2].state, .failed, file: file, line: line)
+        XCTAssertTrue(alone[2].error?.contains("input shape") ?? false, alone[2].error ?? "no error", file: file, line: line)
+        XCTAssertEqual(alone[7].state, .cancelled, file: file, line: line)
+        let concurrent = together(jobs, starters: jobs.count, devices: devices)
+        XCTAssertEqual(concurrent[2].state, .failed, file: file, line: line)
+        XCTAssertEqual(concurrent[2].error, alone[2].error, file: file, line: line)
+        XCTAssertEqual(concurrent[7].state, .cancelled, file: file, line: line)
+        assertIdentical(concurrent, alone, jobs, "with a failure and a cancellation", file: file, line: line)
         // The untouched others are also exactly the plain runs' models.
-        let plain = solo([try Self.jobs()[0]], device: Self.cpu)
-        XCTAssertTrue(concurrent[0].bytes == plain[0].bytes)
+        let plain = solo([try Self.jobs()[0]], devices: devices)
+        XCTAssertTrue(concurrent[0].bytes == plain[0].bytes, file: file, line: line)
+    }
+
+    func testAFailingAndACancelledTaskLeaveTheOthersIdenticalOnTheCPU() throws {
+        try assertAFailingAndACancelledTaskLeaveTheOthersIdentical(devices: { _ in Self.cpu })
+    }
+
+    func testAFailingAndACancelledTaskLeaveTheOthersIdenticalOnPoCL() throws {
+        let shared = try OpenCLTestSupport.context()
+        try assertAFailingAndACancelledTaskLeaveTheOthersIdentical(devices: Self.pocl(shared))
+        XCTAssertEqual(shared.liveBufferCount, 0, "the failed and cancelled tasks gave back their buffers too")
     }
 
     /// The same sixteen through Swift concurrency: `try await task.run()` in a task group.
