@@ -11,6 +11,7 @@ let commands: [CLICommand] = [
     dataCommand,
     cpuConvolutionCommand,
     knnCommand,
+    tasksCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

@@ -67,9 +67,15 @@ public struct CalibrationCache: Sendable {
         public var warning: String?
     }
 
-    /// The cached profile for `key`, or a fresh measurement, which is then stored.
+    /// The cached profile for `key`, or a fresh measurement, which is then stored. Tasks starting
+    /// at once in one process measure a device once: the look-up, measurement and store run under
+    /// a process-wide lock, and a measurement that could not be stored is kept for the process, so
+    /// every task schedules from the same profile (never from timings taken while others train).
     public func profile(key: String, measure: () throws -> DeviceProfile) throws -> Outcome {
+        Self.measuring.lock(); defer { Self.measuring.unlock() }
         if let p = lookup(key) { return Outcome(profile: p, cached: true, warning: nil) }
+        let memoKey = fileURL.path + "\n" + key
+        if let p = Self.unstored[memoKey] { return Outcome(profile: p, cached: true, warning: nil) }
         let measured = try measure()
         guard measured.isUsable else {
             throw UpdraftError(.device, "calibrating \(measured.name) gave unusable numbers (\(measured))",
@@ -79,8 +85,14 @@ public struct CalibrationCache: Sendable {
             try store(measured, key: key)
             return Outcome(profile: measured, cached: false, warning: nil)
         } catch {
+            Self.unstored[memoKey] = measured
             return Outcome(profile: measured, cached: false,
                            warning: "calibration of \(measured.name) not cached: \(firstLine(of: error))")
         }
     }
+
+    /// Held by `profile(key:measure:)` from look-up to store.
+    private static let measuring = NSLock()
+    /// Measurements this process could not store, by cache file and key; guarded by `measuring`.
+    nonisolated(unsafe) private static var unstored: [String: DeviceProfile] = [:]
 }

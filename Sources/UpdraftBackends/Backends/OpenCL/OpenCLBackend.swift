@@ -14,6 +14,8 @@ public final class OpenCLBackend: Backend {
     let inFlight = OpenCLInFlightBuffers()
     /// The device buffer image batches cross in as bytes (`uploadPixels`), reused batch after batch.
     let pixelStaging = OpenCLPixelStaging()
+    /// This backend's kernel objects (see `kernel(_:_:defines:)`).
+    let kernels = OpenCLKernelCache()
 
     /// "opencl:" followed by the device name, e.g. "opencl:NVIDIA H200".
     public var name: String { "opencl:\(context.device.info.name)" }
@@ -46,9 +48,14 @@ public final class OpenCLBackend: Backend {
     }
 
     /// The kernel `kernel` of the embedded file `file`, built with `defines` and the activation
-    /// table's ACT_* codes (`ActivationKind.openCLDefines`, read by Kernels/activation.h).
+    /// table's ACT_* codes (`ActivationKind.openCLDefines`, read by Kernels/activation.h). The
+    /// program is the context's (built once); the kernel object is this backend's own, so tasks
+    /// whose backends share a context never set each other's arguments between set and launch.
     func kernel(_ file: String, _ kernel: String, defines: [String: String] = [:]) throws -> OpenCLKernel {
-        try context.program(named: file, defines: defines.merging(ActivationKind.openCLDefines) { own, _ in own }).kernel(kernel)
+        let all = defines.merging(ActivationKind.openCLDefines) { own, _ in own }
+        return try kernels.kernel(file: file, name: kernel, defines: all) {
+            try context.program(named: file, defines: all).makeKernel(kernel)
+        }
     }
 
     /// The OpenCL buffer behind a `DeviceBuffer`, or an error naming the mix-up.

@@ -10,7 +10,9 @@ public final class OpenCLContext {
     public let device: OpenCLDevice
     let context: cl_context
     let queue: cl_command_queue
+    /// Built programs; guarded by `programsLock` (tasks on other threads share a context).
     private var programs: [ProgramKey: OpenCLProgram] = [:]
+    private let programsLock = NSLock()
     /// Options passed to every program build, before the defines.
     public var baseBuildOptions = "-cl-std=CL1.2"
 
@@ -62,6 +64,8 @@ public final class OpenCLContext {
     public func program(source: String, named name: String = "program", defines: [String: String] = [:]) throws -> OpenCLProgram {
         let defineList = defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" }
         let key = ProgramKey(source: source, defines: defineList)
+        // Held while building, so concurrent tasks asking for the same program build it once.
+        programsLock.lock(); defer { programsLock.unlock() }
         if let p = programs[key] { return p }
         let expanded = try Self.resolveIncludes(source, file: name)
         let p = try OpenCLProgram(context: self, source: expanded, name: name,

@@ -63,7 +63,11 @@ public struct OpenCLDevice: @unchecked Sendable {
 /// returns an empty list and `availability` says why.
 public enum OpenCLRuntime {
     /// Every device of every platform, in platform order. Empty when no platform is installed.
+    /// One thread at a time: the ICD loader (ocl-icd) and PoCL initialise themselves on the first
+    /// listing, and tasks starting at once listed concurrently into a crash (strlen of NULL) or an
+    /// empty platform list.
     public static func devices() throws -> [OpenCLDevice] {
+        listing.lock(); defer { listing.unlock() }
         var result: [OpenCLDevice] = []
         for platform in try platforms() {
             var count: cl_uint = 0
@@ -91,6 +95,9 @@ public enum OpenCLRuntime {
             return "OpenCL is unavailable: \(error)"
         }
     }
+
+    /// Held while `devices()` lists platforms and devices.
+    private static let listing = NSLock()
 
     static func platforms() throws -> [cl_platform_id] {
         var count: cl_uint = 0

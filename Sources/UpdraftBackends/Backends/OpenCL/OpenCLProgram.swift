@@ -10,7 +10,9 @@ public final class OpenCLProgram {
     /// The full build options: the context's `baseBuildOptions`, then one `-D NAME=VALUE` per define.
     public let options: String
     unowned let context: OpenCLContext
+    /// `kernel(_:)`'s kernels, guarded by `kernelsLock`.
     private var kernels: [String: OpenCLKernel] = [:]
+    private let kernelsLock = NSLock()
 
     init(context: OpenCLContext, source: String, name: String, options: String) throws {
         self.context = context
@@ -53,16 +55,42 @@ public final class OpenCLProgram {
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// The kernel `name`, created once and reused (set its arguments before each launch).
+    /// The kernel `name`, created once and reused (set its arguments before each launch). One
+    /// kernel object holds one set of arguments: code that may launch it from several threads at
+    /// once (tasks sharing a context) makes its own with `makeKernel(_:)`, as `OpenCLBackend` does.
     public func kernel(_ name: String) throws -> OpenCLKernel {
+        kernelsLock.lock(); defer { kernelsLock.unlock() }
         if let k = kernels[name] { return k }
+        let kernel = try makeKernel(name)
+        kernels[name] = kernel
+        return kernel
+    }
+
+    /// A new kernel object for the function `name`, with arguments of its own.
+    public func makeKernel(_ name: String) throws -> OpenCLKernel {
         var status: cl_int = 0
         guard let k = clCreateKernel(program, name, &status), status == CL_SUCCESS else {
             throw OpenCLError(status, "clCreateKernel", "looking up kernel \(name) in \(self.name)")
         }
-        let kernel = OpenCLKernel(kernel: k, name: name, program: self)
-        kernels[name] = kernel
-        return kernel
+        return OpenCLKernel(kernel: k, name: name, program: self)
+    }
+}
+
+/// One owner's kernel objects by file, function and defines (an `OpenCLBackend`'s): each owner sets
+/// and launches its own, so owners on different threads sharing one context never race on arguments.
+final class OpenCLKernelCache: @unchecked Sendable {
+    private struct Key: Hashable { var file: String; var name: String; var defines: [String: String] }
+    private var kernels: [Key: OpenCLKernel] = [:]
+    private let lock = NSLock()
+
+    /// The cached kernel, or the one `make` creates (then cached).
+    func kernel(file: String, name: String, defines: [String: String], make: () throws -> OpenCLKernel) throws -> OpenCLKernel {
+        let key = Key(file: file, name: name, defines: defines)
+        lock.lock(); defer { lock.unlock() }
+        if let k = kernels[key] { return k }
+        let k = try make()
+        kernels[key] = k
+        return k
     }
 }
 
