@@ -1,5 +1,6 @@
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftChecks
 @testable import UpdraftTraining
@@ -85,6 +86,46 @@ final class HardeningNonFiniteTests: XCTestCase {
         let stopped = UpdateTask(model: model, trainingData: poisoned, configuration: config).run()
         XCTAssertEqual(stopped.task.state, .failed)
         XCTAssertTrue("\(stopped.error!)".contains("epoch 1 mini-batch 1"), "\(stopped.error!)")
+    }
+
+    /// The guard on every device setting: OpenCL (PoCL in CI) and data parallelism over two replicas
+    /// stop at the same mini-batch as one CPU with the same last finite weights, and skip the same
+    /// poisoned batches.
+    func testTheGuardActsAlikeOnOpenCLAndUnderDataParallelism() throws {
+        let settings: [(String, (inout UpdateConfiguration) throws -> Void)] = [
+            ("cpu", { $0.backends = (CPUBackend(), CPUBackend()) }),
+            ("opencl", { let b = OpenCLBackend(context: try OpenCLTestSupport.context()); $0.backends = (b, b) }),
+            ("data parallel cpu + opencl", { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())]) }),
+            ("data parallel cpu + cpu", { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }),
+        ]
+        var stops: [(String, String, [Float])] = []
+        for (name, configure) in settings {
+            // Diverging: a named stop, the last finite weights kept.
+            var config = UpdateConfiguration()
+            config.parameters = [.shuffle: .bool(false)]
+            try configure(&config)
+            let model = try regressor(learningRate: 1e29, epochs: 20)
+            let task = UpdateTask(model: model, trainingData: try regressionData(), configuration: config)
+            let context = task.run()
+            XCTAssertEqual(context.task.state, .failed, name)
+            let message = "\(context.error.map { "\($0)" } ?? "")"
+            XCTAssertTrue(message.contains("not a finite number") && message.contains("training stopped at"), "\(name): \(message)")
+            XCTAssertTrue(try allFinite(task, model), name)
+            let at = message.components(separatedBy: "training stopped at").last ?? ""
+            stops.append((name, at, try task.currentModel().weights(ofLayer: "fc").data))
+
+            // A poisoned batch under the skip policy: one warning per epoch, finite weights.
+            config.nonFinite = .skipBatch
+            let skipping = UpdateTask(model: try regressor(learningRate: 0.01, epochs: 2), trainingData: try regressionData(poisonFirst: true),
+                                      configuration: config)
+            XCTAssertEqual(skipping.run().task.state, .completed, name)
+            XCTAssertEqual(skipping.warnings.filter { $0.contains("skipping the mini-batch") }.count, 2, "\(name): \(skipping.warnings)")
+            XCTAssertTrue(try allFinite(skipping, model), name)
+        }
+        for (name, at, weights) in stops.dropFirst() {
+            XCTAssertEqual(at, stops[0].1, "\(name) stops where one CPU stops")
+            for (a, b) in zip(weights, stops[0].2) { XCTAssertEqual(a, b, accuracy: 1e-3 * max(1, abs(b)), "\(name): the kept weights") }
+        }
     }
 
     func testValidatorReportsNonFiniteWeights() throws {
