@@ -238,18 +238,84 @@ public final class NeighborSearch: @unchecked Sendable {
         let input = try backend.makeBuffer(count: queries.count)
         try backend.upload(queries, to: input)
         let output = try backend.makeBuffer(count: q * Self.deviceBlock)
+        // On OpenCL the device also picks each query's candidates (Kernels/neighbors.cl), once the
+        // query has k neighbours to beat; other rows (and other backends) come back whole.
+        let candidates = try (backend as? OpenCLBackend).map { try DeviceCandidates(backend: $0, rows: q) }
+        let keep = 1 - 4 * Self.gamma(dimension)
         for (b, block) in blocks.enumerated() {
             let start = b * Self.deviceBlock, n = min(Self.deviceBlock, count - start)
             let g = InnerProductGeometry(batch: q, inputChannels: dimension, outputChannels: n, hasBias: false)
             try backend.innerProductForward(g, input: input, weights: block, bias: nil, output: output, epilogue: nil)
-            let dots = try backend.download(output, offset: 0, count: q * n)
-            dots.withUnsafeBufferPointer { c in
+            var whole = Array(0..<q)
+            if let candidates, best.contains(where: { $0.worst != nil }) {
+                let limits = (0..<q).map { r in best[r].worst.map { Self.roundedUp(($0.squaredDistance - keep * norms[r])) } ?? .infinity }
+                let scaled = (start..<start + n).map { Self.roundedDown(keep * self.norms[$0]) }
+                let found = try candidates.run(dots: output, scaledNorms: scaled, limits: limits, n: n)
+                whole = []
                 queries.withUnsafeBufferPointer { qs in
-                    filter(c.baseAddress!, ld: n, samples: start..<start + n, queries: qs.baseAddress!, rows: 0..<q, norms: norms, margin: 4, best: &best)
+                    samples.withUnsafeBufferPointer { xs in
+                        for r in 0..<q {
+                            guard let list = found[r] else { whole.append(r); continue }
+                            for j in list {
+                                let s = start + j
+                                best[r].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(qs.baseAddress! + r * dimension,
+                                                                                                            xs.baseAddress! + s * dimension, dimension: dimension)))
+                            }
+                        }
+                    }
                 }
+            }
+            guard !whole.isEmpty else { continue }
+            let dots = whole.count == q ? try backend.download(output, offset: 0, count: q * n) : []
+            for r in whole {
+                let row = whole.count == q ? Array(dots[r * n..<(r + 1) * n]) : try backend.download(output, offset: r * n, count: n)
+                var one = [best[r]]
+                row.withUnsafeBufferPointer { c in
+                    queries.withUnsafeBufferPointer { qs in
+                        filter(c.baseAddress!, ld: n, samples: start..<start + n, queries: qs.baseAddress!, rows: r..<r + 1, norms: norms, margin: 4, best: &one)
+                    }
+                }
+                best[r] = one[0]
             }
         }
         return best.map { $0.sorted() }
+    }
+
+    /// The nearest float at or below `x`, and at or above it.
+    static func roundedDown(_ x: Double) -> Float { let f = Float(x); return Double(f) > x ? f.nextDown : f }
+    static func roundedUp(_ x: Double) -> Float { let f = Float(x); return Double(f) < x ? f.nextUp : f }
+
+    /// The device buffers of the candidate filter, made once per batch search.
+    private struct DeviceCandidates {
+        let backend: OpenCLBackend
+        let rows: Int
+        /// Candidates kept per query and block; a query with more comes back whole.
+        static let capacity = 256
+        let counts: DeviceBuffer, indices: DeviceBuffer, limits: DeviceBuffer, scaled: DeviceBuffer
+
+        init(backend: OpenCLBackend, rows: Int) throws {
+            self.backend = backend
+            self.rows = rows
+            counts = try backend.makeBuffer(count: rows)
+            indices = try backend.makeBuffer(count: rows * Self.capacity)
+            limits = try backend.makeBuffer(count: rows)
+            scaled = try backend.makeBuffer(count: NeighborSearch.deviceBlock)
+        }
+
+        /// Each row's candidate columns, or nil for a row whose list overflowed.
+        func run(dots: DeviceBuffer, scaledNorms: [Float], limits values: [Float], n: Int) throws -> [[Int]?] {
+            try backend.upload([Float](repeating: 0, count: rows), to: counts)  // zero bits: Int32 0
+            try backend.upload(values, to: limits)
+            try backend.upload(scaledNorms, to: scaled, offset: 0)
+            try backend.neighborCandidates(dots: dots, scaledNorms: scaled, limits: limits, rows: rows, n: n,
+                                           capacity: Self.capacity, counts: counts, indices: indices)
+            let found = try backend.download(counts).prefix(rows).map { Int(Int32(bitPattern: $0.bitPattern)) }
+            guard found.contains(where: { $0 > 0 && $0 <= Self.capacity }) else { return found.map { $0 <= Self.capacity ? [] : nil } }
+            let lists = try backend.download(indices, offset: 0, count: rows * Self.capacity)
+            return found.enumerated().map { r, c in
+                c <= Self.capacity ? (0..<c).map { Int(Int32(bitPattern: lists[r * Self.capacity + $0].bitPattern)) } : nil
+            }
+        }
     }
 
     /// Offers each sample of `samples` to each query of `rows` whose float distance (from the dot
