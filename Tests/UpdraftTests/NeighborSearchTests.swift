@@ -74,6 +74,8 @@ final class NeighborSearchTests: XCTestCase {
             let expected = (0..<10).map { plain(samples, q[$0 * d..<($0 + 1) * d], d: d, k: 6) }
             XCTAssertEqual(search.search(q, k: 6), expected, "n \(n) d \(d)")
             XCTAssertNil(search.deviceFailure)
+            // After the first block every query has its k: the device picks the second block's candidates.
+            XCTAssertEqual(search.deviceFilteredBlocks, n > NeighborSearch.deviceBlock ? 1 : 0)
         }
     }
 

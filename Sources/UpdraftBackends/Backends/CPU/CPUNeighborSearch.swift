@@ -40,6 +40,8 @@ public final class NeighborSearch: @unchecked Sendable {
     private var device: (backend: Backend, blocks: [DeviceBuffer])?
     /// Why the device was dropped (it failed; the search went on on the host), for a warning; nil while it serves.
     public private(set) var deviceFailure: String?
+    /// Blocks whose candidates the device picked (Kernels/neighbors.cl) since the search was made.
+    public private(set) var deviceFilteredBlocks = 0
     /// The name of the device batches run on ("cpu" without one).
     public var deviceName: String { device?.backend.name ?? "cpu" }
 
@@ -251,6 +253,7 @@ public final class NeighborSearch: @unchecked Sendable {
                 let limits = (0..<q).map { r in best[r].worst.map { Self.roundedUp(($0.squaredDistance - keep * norms[r])) } ?? .infinity }
                 let scaled = (start..<start + n).map { Self.roundedDown(keep * self.norms[$0]) }
                 let found = try candidates.run(dots: output, scaledNorms: scaled, limits: limits, n: n)
+                deviceFilteredBlocks += 1
                 whole = []
                 queries.withUnsafeBufferPointer { qs in
                     samples.withUnsafeBufferPointer { xs in
