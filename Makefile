@@ -143,7 +143,12 @@ interop: deps
 	    --sidecar "$$dir/knn_kdtree_k5.json"; \
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
 	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"; \
-	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"
+	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"; \
+	  "$$bin" create squeezenet --classes 10 --input-size 64 --seed 9 --out "$$dir/ck.mlmodel" > /dev/null; \
+	  "$$bin" train "$$dir/ck.mlmodel" --train Tests/Data/digits/validation --epochs 10 --batch-size 16 --compute-units cpuOnly \
+	    --checkpoint-every-batches 2 --out "$$dir/checkpoint.mlmodel" > /dev/null 2>&1 & pid=$$!; \
+	  for i in $$(seq 1 900); do [ -f "$$dir/checkpoint.resume" ] && break; sleep 0.1; done; sleep 0.5; kill -9 $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true; \
+	  $(PYTHON) Tests/Scripts/check_checkpoint_interop.py "$$dir/ck.mlmodel" "$$dir/checkpoint.mlmodel"
 
 # A real `train --tensorboard` run read back by TensorBoard's own reader (EventAccumulator), its
 # HTTP API on 127.0.0.1 and headless Chromium, checked against the run's JSON Lines log and the
