@@ -81,9 +81,9 @@ demo: release
 	@echo "== validation accuracy"
 	@printf "stage 1, every layer trained, digits 0-5:                 "; \
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/pretrained.mlmodel --data $(DEMO_DIR)/data/pretrain/validation | grep -i "accuracy"
-	@printf "stage 2, conv10 + fullyconnected0 fine-tuned, digits 6-9:    "; \
+	@printf "stage 2, conv10 + fullyconnected0 fine-tuned, digits 6-9: "; \
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/finetuned.mlmodel --data $(DEMO_DIR)/data/finetune/validation | grep -i "accuracy"
-	@printf "stage 3, k-NN from $(DEMO_KNN_SHOTS) examples per class, digits 6-9:          "; \
+	@printf "stage 3, k-NN from $(DEMO_KNN_SHOTS) examples per class, digits 6-9:      "; \
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/knn-personalised.mlmodel --data $(DEMO_DIR)/data/finetune/validation | grep -i "accuracy"
 	@echo "demo: the three stages' models, histories, event logs and curves (pretrain-curves.png, curves.png) are in $(DEMO_DIR)/"
 
