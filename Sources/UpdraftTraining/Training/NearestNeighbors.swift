@@ -261,12 +261,6 @@ final class NearestNeighborsPredictor: ModelPredictor {
     /// The mean cross-entropy of the votes against the examples' labels (a label no vote went to costs -log 1e-12).
     func loss(_ data: BatchProvider, range: Range<Int>, position: String) throws -> (loss: Double, count: Int) {
         let (p, targets) = try classify(data, range: range, position: position)
-        let classes = search.labels.count
-        var sum = 0.0
-        for (i, t) in targets.enumerated() {
-            guard case let .classIndex(c) = t, c < classes else { continue }
-            sum -= log(max(Double(p.data[i * classes + c]), 1e-12))
-        }
-        return (sum / Double(max(1, targets.count)), targets.count)
+        return (crossEntropy(p, targets), targets.count)
     }
 }

@@ -167,27 +167,15 @@ public final class NeighborSearch: @unchecked Sendable {
     }
 
     private func splitQueries(_ queries: [Float], q: Int, k: Int, norms queryNorms: [Double]) -> [[NeighborMatch]] {
-        let d = dimension
-        let parts = min(threads, q)
+        let parts = min(threads, q), blocks = (count + block - 1) / block
         var results = [[NeighborMatch]](repeating: [], count: q)
         CPUKernels.withSingleThreadedBLAS {
             results.withUnsafeMutableBufferPointer { out in
                 queries.withUnsafeBufferPointer { qs in
-                    samples.withUnsafeBufferPointer { xs in
-                        forkJoin(iterations: parts) { p in
-                            let lo = q * p / parts, hi = q * (p + 1) / parts
-                            var best = (lo..<hi).map { _ in BoundedMatches(k: k) }
-                            var dots = [Float](repeating: 0, count: (hi - lo) * block)
-                            dots.withUnsafeMutableBufferPointer { c in
-                                for start in stride(from: 0, to: count, by: block) {
-                                    let n = min(block, count - start)
-                                    CPUKernels.sgemm(transB: true, m: hi - lo, n: n, k: d, a: qs.baseAddress! + lo * d, lda: d,
-                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
-                                    filter(c.baseAddress!, ld: block, samples: start..<start + n, queries: qs.baseAddress!, rows: lo..<hi,
-                                           norms: queryNorms, margin: 1, best: &best)
-                                }
-                            }
-                            for r in lo..<hi { out[r] = best[r - lo].sorted() }
+                    forkJoin(iterations: parts) { p in
+                        let rows = q * p / parts..<q * (p + 1) / parts
+                        for (r, best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: 0..<blocks, k: k, norms: queryNorms)) {
+                            out[r] = best.sorted()
                         }
                     }
                 }
@@ -197,30 +185,14 @@ public final class NeighborSearch: @unchecked Sendable {
     }
 
     private func splitSamples(_ queries: [Float], q: Int, k: Int, norms queryNorms: [Double]) -> [[NeighborMatch]] {
-        let d = dimension
-        // Each thread takes every query against its share of the sample blocks (the larger GEMMs
-        // run faster than splitting the queries), keeping its own k best per query; then they merge.
         let blocks = (count + block - 1) / block
         let parts = max(1, min(threads, blocks))
         var found = [[BoundedMatches]](repeating: [], count: parts)
         CPUKernels.withSingleThreadedBLAS {
             found.withUnsafeMutableBufferPointer { out in
                 queries.withUnsafeBufferPointer { qs in
-                    samples.withUnsafeBufferPointer { xs in
-                        forkJoin(iterations: parts) { p in
-                            var best = (0..<q).map { _ in BoundedMatches(k: k) }
-                            var dots = [Float](repeating: 0, count: q * block)
-                            dots.withUnsafeMutableBufferPointer { c in
-                                for b in stride(from: blocks * p / parts, to: blocks * (p + 1) / parts, by: 1) {
-                                    let start = b * block, n = min(block, count - start)
-                                    CPUKernels.sgemm(transB: true, m: q, n: n, k: d, a: qs.baseAddress!, lda: d,
-                                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
-                                    filter(c.baseAddress!, ld: block, samples: start..<start + n, queries: qs.baseAddress!, rows: 0..<q,
-                                           norms: queryNorms, margin: 1, best: &best)
-                                }
-                            }
-                            out[p] = best
-                        }
+                    forkJoin(iterations: parts) { p in
+                        out[p] = scan(qs.baseAddress!, rows: 0..<q, blocks: blocks * p / parts..<blocks * (p + 1) / parts, k: k, norms: queryNorms)
                     }
                 }
             }
@@ -230,6 +202,25 @@ public final class NeighborSearch: @unchecked Sendable {
             for part in found { for m in part[r].sorted() { merged.offer(m) } }
             return merged.sorted()
         }
+    }
+
+    /// The k best samples of the sample blocks `blocks` for each query of `rows`: one SGEMM per
+    /// block (OpenBLAS held to this thread by the caller), then the bound filter.
+    private func scan(_ queries: UnsafePointer<Float>, rows: Range<Int>, blocks: Range<Int>, k: Int, norms queryNorms: [Double]) -> [BoundedMatches] {
+        let d = dimension
+        var best = rows.map { _ in BoundedMatches(k: k) }
+        var dots = [Float](repeating: 0, count: rows.count * block)
+        samples.withUnsafeBufferPointer { xs in
+            dots.withUnsafeMutableBufferPointer { c in
+                for b in blocks {
+                    let start = b * block, n = min(block, count - start)
+                    CPUKernels.sgemm(transB: true, m: rows.count, n: n, k: d, a: queries + rows.lowerBound * d, lda: d,
+                                     b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
+                    filter(c.baseAddress!, ld: block, samples: start..<start + n, queries: queries, rows: rows, norms: queryNorms, margin: 1, best: &best)
+                }
+            }
+        }
+        return best
     }
 
     /// The products on the device, one inner product per block of samples, filtered on the host.
