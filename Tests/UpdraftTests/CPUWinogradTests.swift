@@ -48,7 +48,7 @@ final class CPUWinogradTests: XCTestCase {
             let seed = UInt64(100 + 10 * i)
             let expected = try run(ReferenceBackend(), c, g, seed: seed).map(Double.init)
             var im2col: [Float]?
-            for algorithm in [CPUConvolutionAlgorithm.im2col, .winograd] {
+            for algorithm in CPUConvolutionAlgorithm.allCases {
                 for schedule in [CPUConvolutionSchedule.gemmThreads, .imageThreads] {
                     for threads in [1, 3] {
                         let be = CPUBackend(threads: threads)
@@ -58,7 +58,7 @@ final class CPUWinogradTests: XCTestCase {
                         assertWithin(got, expected, atol: 1e-4, rtol: 1e-4, "case \(i) \(c.spec) on \(c.input), \(algorithm), \(schedule), \(threads) threads")
                         if algorithm == .im2col { im2col = im2col ?? got }
                         // Winograd and im2col round differently, but no further apart than either is from the reference.
-                        if algorithm == .winograd, let im2col {
+                        if algorithm != .im2col, let im2col {
                             assertWithin(got, im2col.map(Double.init), atol: 1e-4, rtol: 1e-4, "case \(i) Winograd against im2col")
                         }
                     }
@@ -85,8 +85,10 @@ final class CPUWinogradTests: XCTestCase {
     }
 
     /// Chosen by itself for 3x3 layers with 32 or more channels (ResNet's, most of SqueezeNet's
-    /// expand3x3), not for thinner ones, where it measured no faster; never for shapes it cannot compute
-    /// (stride 2, 1x1, dilated, grouped), even when forced.
+    /// expand3x3), F(4x4) where the output has 4 or more rows and columns, F(2x2) below that; not for
+    /// thinner layers, where it measured no faster; never for shapes it cannot compute (stride 2, 1x1,
+    /// dilated, grouped), even when forced. The backward pass for the input follows the same rule on
+    /// its swapped geometry.
     func testAlgorithmChoice() throws {
         let be = CPUBackend()
         func choice(_ spec: ConvolutionSpec, _ input: Shape) throws -> CPUConvolutionAlgorithm {
@@ -94,9 +96,15 @@ final class CPUWinogradTests: XCTestCase {
         }
         let pad1 = ConvolutionPadding.valid(top: 1, bottom: 1, left: 1, right: 1)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 256, outputChannels: 256, kernelH: 3, kernelW: 3, padding: pad1),
-                                  [8, 256, 14, 14]), .winograd)
+                                  [8, 256, 14, 14]), .winograd4x4)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 32, outputChannels: 128, kernelH: 3, kernelW: 3,
-                                                  padding: .same(.bottomRightHeavy)), [64, 32, 28, 28]), .winograd)
+                                                  padding: .same(.bottomRightHeavy)), [64, 32, 28, 28]), .winograd4x4)
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 64, outputChannels: 64, kernelH: 3, kernelW: 3, padding: pad1),
+                                  [8, 64, 3, 3]), .winograd)
+        XCTAssertEqual(be.backwardDataAlgorithm(for: try ConvolutionSpec(inputChannels: 512, outputChannels: 512, kernelH: 3, kernelW: 3,
+                                                                         padding: pad1).geometry(input: [8, 512, 7, 7])), .winograd4x4)
+        XCTAssertEqual(be.backwardDataAlgorithm(for: try ConvolutionSpec(inputChannels: 16, outputChannels: 64, kernelH: 3, kernelW: 3,
+                                                                         padding: pad1).geometry(input: [8, 16, 28, 28])), .im2col)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 16, outputChannels: 64, kernelH: 3, kernelW: 3,
                                                   padding: .same(.bottomRightHeavy)), [64, 16, 56, 56]), .im2col)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .im2col)

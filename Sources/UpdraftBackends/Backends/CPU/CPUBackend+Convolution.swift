@@ -109,14 +109,10 @@ extension CPUBackend {
         let schedule = schedule(for: g)
         // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
         let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
-        if grouped == nil && forwardAlgorithm(for: g) == .winograd {
+        if grouped == nil, let tile = forwardAlgorithm(for: g).winogradTile {
             return withWorkspaces { ws in
-                let u = partialSums.floats(16 * g.outChannels * g.inChannels)
-                winogradFilters(g, weights: w, into: u, parallel: true)
-                CPUKernels.withSingleThreadedBLAS {
-                    winogradForward(g, input: x, filters: u, bias: b, output: y + channelOffset * S,
-                                    imageStride: outputChannels * S, scratch: ws.map { $0.floats(winogradScratchCount(g)) })
-                }
+                winogradConvolve(g, tile, input: x, weights: w, bias: b, output: y + channelOffset * S,
+                                 imageStride: outputChannels * S, workspaces: ws)
                 if let plan, outputChannels == g.outChannels {
                     applyEpilogue(plan, y, count: g.outputShape.count, parallel: true)
                 } else if let plan {
@@ -168,7 +164,7 @@ extension CPUBackend {
 
     // MARK: Backward
 
-    /// Per image and group one SGEMM (w^T x dy) into im2col columns, then col2im adds them into the input gradient (no columns for 1x1 stride-1 unpadded); grouped depthwise-like cases run a direct loop.
+    /// Per image and group one SGEMM (w^T x dy) into im2col columns, then col2im adds them into the input gradient (no columns for 1x1 stride-1 unpadded); grouped depthwise-like cases run a direct loop; 3x3 stride-1 layers the Winograd rule picks run Winograd on the turned filters.
     public func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
                                         inputGradient: DeviceBuffer) throws {
         try validate(g)
@@ -177,6 +173,9 @@ extension CPUBackend {
         let dx = try pointer(inputGradient, g.inputShape.count, "convolution input gradient")
         if usesGroupedDirect(g) {
             return groupedDirectBackwardData(GroupedConvolutionPlan(g), dy: dy, w: w, dx: dx)
+        }
+        if let tile = backwardDataAlgorithm(for: g).winogradTile {
+            return winogradBackwardData(g, tile, dy: dy, w: w, dx: dx)
         }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)

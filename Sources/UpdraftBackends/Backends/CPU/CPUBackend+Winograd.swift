@@ -1,137 +1,218 @@
-// Winograd F(2x2, 3x3) for 3x3, stride-1, undilated, ungrouped convolutions (Lavin & Gray, "Fast
-// Algorithms for Convolutional Neural Networks", 2015): each 2x2 block of outputs comes from a 4x4
-// tile of the input with 16 multiplies per (input, output) channel pair instead of 36, so the
-// frozen 3x3 layers of SqueezeNet's fire modules (and every 3x3 layer of a ResNet) do 2.25x fewer
-// multiply-adds. With d a 4x4 input tile and g a 3x3 filter:
+// Winograd convolution for 3x3, stride-1, undilated, ungrouped layers (Lavin & Gray, "Fast Algorithms
+// for Convolutional Neural Networks", 2015), in two tile sizes:
 //
-//   U = G g G^T            (4x4 per filter, once per call)
-//   V = B^T d B            (4x4 per tile and input channel)
-//   M[xi] = U[xi] x V[xi]  (for each of the 16 positions xi: a [Cout, Cin] x [Cin, tiles] SGEMM)
-//   Y = A^T M A            (2x2 outputs per tile and output channel)
+//   F(2x2, 3x3): each 2x2 block of outputs from a 4x4 input tile, 16 multiplies per (input, output)
+//                channel pair where direct convolution needs 36: 2.25x fewer multiply-adds;
+//   F(4x4, 3x3): each 4x4 block from a 6x6 tile, 36 multiplies where direct needs 144: 4x fewer, at the
+//                price of larger transform constants (so more rounding) and wider transforms.
 //
-//   B^T = | 1  0 -1  0 |    G = |  1    0    0  |    A^T = | 1  1  1  0 |
-//         | 0  1  1  0 |        | 1/2  1/2  1/2 |          | 0  1 -1 -1 |
-//         | 0 -1  1  0 |        | 1/2 -1/2  1/2 |
-//         | 0  1  0 -1 |        |  0    0    1  |
+// With d an a x a input tile (a = 4 or 6), g a 3x3 filter and xi one of the a^2 tile positions:
 //
-// Tiles start every 2 outputs; reads outside the input are 0 (the padding), outputs past the edge
-// are dropped. The batch's tiles go in blocks of at most `winogradTileBlock(g)`, so the scratch stays
-// in cache and is bounded whatever the image size. Only the forward pass uses it: the gradients keep
-// im2col (a frozen layer has none, and a trained layer's forward and backward agree to rounding).
+//   U = G g G^T            (a x a per filter, once per call; computed in Double)
+//   V = B^T d B            (a x a per tile and input channel)
+//   M[xi] = U[xi] x V[xi]  (for each position xi: a [Cout, Cin] x [Cin, tiles] SGEMM)
+//   Y = A^T M A            (m x m outputs per tile and output channel, m = a - 2)
+//
+// The matrices are written out in CPUWinogradF2.swift and CPUWinogradF4.swift, next to their transforms.
+// Tiles start every m outputs; reads outside the input are 0 (the padding), outputs past the edge are
+// dropped. The batch's tiles go in blocks of at most `winogradTileBlock`, so the scratch stays in cache
+// and is bounded whatever the image size.
+//
+// The backward pass for the input is a convolution too: for stride 1, dx is dy correlated with each
+// filter turned by 180 degrees, input and output channels swapped, padded by 2 - pad on each side. So
+// `winogradBackwardData` reuses the forward driver on that geometry. The weight gradient keeps im2col.
 import UpdraftCore
 
-/// Which algorithm a CPU convolution's forward pass uses.
+/// Which algorithm a CPU convolution pass uses.
 public enum CPUConvolutionAlgorithm: String, Sendable, CaseIterable {
     /// im2col (no columns for 1x1 stride-1) then one SGEMM per image and group.
     case im2col
     /// Winograd F(2x2, 3x3): 2.25x fewer multiply-adds, for 3x3 stride-1 undilated ungrouped layers.
     case winograd
+    /// Winograd F(4x4, 3x3): 4x fewer multiply-adds than direct convolution, for the same layers.
+    case winograd4x4 = "winograd-4x4"
+
+    /// The tile a Winograd algorithm uses; nil for im2col.
+    var winogradTile: WinogradTile? {
+        switch self {
+        case .im2col: return nil
+        case .winograd: return .f2
+        case .winograd4x4: return .f4
+        }
+    }
+}
+
+/// The two Winograd tile sizes: `m` x `m` outputs from an `alpha` x `alpha` input tile.
+enum WinogradTile: Sendable {
+    case f2, f4
+    /// Outputs per tile side.
+    var m: Int { self == .f2 ? 2 : 4 }
+    /// Input tile side, m + 2.
+    var alpha: Int { m + 2 }
+    /// Positions per tile (one SGEMM each): alpha^2.
+    var positions: Int { alpha * alpha }
 }
 
 extension CPUBackend {
-    /// Tiles per block: scratch is 16 x (Cin + Cout) x block floats, kept near 4 MiB per worker (so V
-    /// and M stay in the outer caches) but never under 64 tiles (so the SGEMMs stay wide).
-    func winogradTileBlock(_ g: ConvGeometry) -> Int {
-        max(64, min(448, 65536 / (g.inChannels + g.outChannels)))
+    /// Tiles per block: scratch is positions x (Cin + Cout) x block floats, kept near 4 MiB per worker
+    /// (so V and M stay in the outer caches) but never under 64 tiles (so the SGEMMs stay wide).
+    func winogradTileBlock(_ g: ConvGeometry, _ tile: WinogradTile) -> Int {
+        max(64, min(448, 16 * 65536 / (tile.positions * (g.inChannels + g.outChannels))))
     }
+
     /// Winograd is chosen by itself only when both channel counts reach this. Measured with
     /// `updraft-bench cpu-conv --repeats 8` on a 2-core EPYC (batch 64): 1.3–1.6x faster than im2col
     /// on SqueezeNet's expand3x3 layers with 32–64 input channels and on ResNet-18's 3x3 layers, but
     /// only 0.9–1.1x with 16 input channels, where the transforms cost about what the 16 thin SGEMMs save.
     static let winogradMinChannels = 32
+    /// F(4x4, 3x3) is chosen over F(2x2, 3x3) when the output is at least this many rows and columns.
+    /// Measured with `updraft-bench cpu-conv --batch 16 --threads 1 --cpu-time` on the 2-core EPYC
+    /// (CPU time, best of 3): F(4x4) 1.1–1.7x faster than F(2x2) on every 3x3 layer of ResNet-18
+    /// (7x7 to 56x56 outputs) and SqueezeNet's expand3x3 layers with 32 or more input channels;
+    /// all three algorithms tie on SqueezeNet's 16-channel layers, which stay on im2col.
+    static let winograd4x4MinSide = 4
 
-    /// True when `g` has the shape Winograd F(2x2, 3x3) computes.
+    /// True when `g` has the shape Winograd computes.
     func winogradApplies(_ g: ConvGeometry) -> Bool {
         g.kernelH == 3 && g.kernelW == 3 && g.strideH == 1 && g.strideW == 1 && g.dilationH == 1 && g.dilationW == 1
             && g.groups == 1 && g.outHeight >= 2 && g.outWidth >= 2
     }
 
     /// The forward algorithm for `g`: the override when it applies, else Winograd for shapes wide
-    /// enough to gain from it.
-    func forwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
+    /// enough to gain from it, F(4x4, 3x3) where the output is large enough for its tiles.
+    public func forwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
         guard winogradApplies(g) else { return .im2col }
         if let forced = convolutionAlgorithmOverride { return forced }
-        return g.inChannels >= Self.winogradMinChannels && g.outChannels >= Self.winogradMinChannels ? .winograd : .im2col
+        guard g.inChannels >= Self.winogradMinChannels && g.outChannels >= Self.winogradMinChannels else { return .im2col }
+        return min(g.outHeight, g.outWidth) >= Self.winograd4x4MinSide ? .winograd4x4 : .winograd
     }
 
-    /// Floats of per-worker scratch the Winograd forward needs (V and M for one block of tiles).
-    func winogradScratchCount(_ g: ConvGeometry) -> Int {
-        16 * (g.inChannels + g.outChannels) * min(g.batch * winogradTiles(g).count, winogradTileBlock(g))
+    /// The geometry whose forward pass is `g`'s backward pass for the input, when Winograd can run it:
+    /// dy [N, Cout, Ho, Wo] in, dx [N, Cin, H, W] out, padding 2 - pad (so every pad must be at most 2).
+    func winogradBackwardDataGeometry(_ g: ConvGeometry) -> ConvGeometry? {
+        guard winogradApplies(g), max(g.padTop, g.padBottom, g.padLeft, g.padRight) <= 2,
+              g.inHeight >= 2, g.inWidth >= 2 else { return nil }
+        var t = g
+        (t.inChannels, t.outChannels) = (g.outChannels, g.inChannels)
+        (t.inHeight, t.inWidth, t.outHeight, t.outWidth) = (g.outHeight, g.outWidth, g.inHeight, g.inWidth)
+        (t.padTop, t.padBottom, t.padLeft, t.padRight) = (2 - g.padTop, 2 - g.padBottom, 2 - g.padLeft, 2 - g.padRight)
+        t.hasBias = false
+        return t
     }
 
-    /// Tile rows and columns (each tile makes 2x2 outputs) and their product.
-    func winogradTiles(_ g: ConvGeometry) -> (rows: Int, columns: Int, count: Int) {
-        let rows = (g.outHeight + 1) / 2, columns = (g.outWidth + 1) / 2
+    /// The backward-data algorithm for `g`: what the forward rule picks for the swapped geometry.
+    public func backwardDataAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
+        guard let t = winogradBackwardDataGeometry(g) else { return .im2col }
+        return forwardAlgorithm(for: t)
+    }
+
+    /// Tile rows and columns (each tile makes m x m outputs) and their product.
+    func winogradTiles(_ g: ConvGeometry, _ tile: WinogradTile) -> (rows: Int, columns: Int, count: Int) {
+        let rows = (g.outHeight + tile.m - 1) / tile.m, columns = (g.outWidth + tile.m - 1) / tile.m
         return (rows, columns, rows * columns)
     }
 
-    /// U[xi][k][c] = (G g_kc G^T)[xi] for every filter: `16 * Cout * Cin` floats at `u`.
-    func winogradFilters(_ g: ConvGeometry, weights w: UnsafePointer<Float>, into u: UnsafeMutablePointer<Float>, parallel: Bool) {
+    /// Floats of per-worker scratch the Winograd forward needs: V and M for one block of tiles, and for
+    /// F(4x4, 3x3) one zero-padded input plane.
+    func winogradScratchCount(_ g: ConvGeometry, _ tile: WinogradTile) -> Int {
+        let tiles = winogradTiles(g, tile)
+        let vm = tile.positions * (g.inChannels + g.outChannels) * min(g.batch * tiles.count, winogradTileBlock(g, tile))
+        return vm + (tile == .f4 ? winograd4PlaneCount(tiles) : 0)
+    }
+
+    /// U for every filter: `positions * Cout * Cin` floats at `u`.
+    func winogradFilters(_ g: ConvGeometry, _ tile: WinogradTile, weights w: UnsafePointer<Float>,
+                         into u: UnsafeMutablePointer<Float>, parallel: Bool) {
+        switch tile {
+        case .f2: winograd2Filters(g, weights: w, into: u, parallel: parallel)
+        case .f4: winograd4Filters(g, weights: w, into: u, parallel: parallel)
+        }
+    }
+
+    /// The whole forward pass with the filters in `w`: transforms them into the backend's partial-sum
+    /// scratch, then runs `winogradForward` with one scratch per worker.
+    func winogradConvolve(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, weights w: UnsafePointer<Float>,
+                          bias: UnsafeMutablePointer<Float>?, output y: UnsafeMutablePointer<Float>, imageStride: Int,
+                          workspaces ws: [CPUWorkspace]) {
+        let u = partialSums.floats(tile.positions * g.outChannels * g.inChannels)
+        winogradFilters(g, tile, weights: w, into: u, parallel: true)
+        CPUKernels.withSingleThreadedBLAS {
+            winogradForward(g, tile, input: x, filters: u, bias: bias, output: y, imageStride: imageStride,
+                            scratch: ws.map { $0.floats(winogradScratchCount(g, tile)) })
+        }
+    }
+
+    /// dx for a 3x3 stride-1 layer through `winogradForward`: the filters turned and transposed into
+    /// [Cin, Cout, 3, 3] (in the backend's `turnedFilters` scratch), then the forward pass of the swapped geometry.
+    func winogradBackwardData(_ g: ConvGeometry, _ tile: WinogradTile, dy: UnsafePointer<Float>, w: UnsafePointer<Float>,
+                              dx: UnsafeMutablePointer<Float>) {
+        guard let t = winogradBackwardDataGeometry(g) else { return }
         let (K, C) = (g.outChannels, g.inChannels)
-        let plane = K * C
-        chunks(K, grain: max(1, 4096 / max(1, C)), parallel: parallel) { ks in
-            for k in ks {
-                for c in 0..<C {
-                    let f = w + (k * C + c) * 9
-                    // s = G g (4x3), then U = s G^T (4x4).
-                    @inline(__always) func column(_ j: Int) -> SIMD4<Float> {
-                        let g0 = f[j], g1 = f[3 + j], g2 = f[6 + j]
-                        return SIMD4(g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2)
-                    }
-                    let s0 = column(0), s1 = column(1), s2 = column(2)
-                    let u0 = s0, u1 = 0.5 * (s0 + s1 + s2), u2 = 0.5 * (s0 - s1 + s2), u3 = s2
-                    let at = k * C + c
-                    for i in 0..<4 {
-                        u[(i * 4 + 0) * plane + at] = u0[i]
-                        u[(i * 4 + 1) * plane + at] = u1[i]
-                        u[(i * 4 + 2) * plane + at] = u2[i]
-                        u[(i * 4 + 3) * plane + at] = u3[i]
-                    }
+        withWorkspaces { ws in
+            let turned = turnedFilters.floats(K * C * 9)
+            for c in 0..<C {
+                for k in 0..<K {
+                    let from = w + (k * C + c) * 9, to = turned + (c * K + k) * 9
+                    for i in 0..<9 { to[i] = from[8 - i] }
                 }
             }
+            winogradConvolve(t, tile, input: dy, weights: turned, bias: nil, output: dx,
+                             imageStride: C * g.inHeight * g.inWidth, workspaces: ws)
         }
     }
 
     /// The whole batch's forward pass: output rows of image n start at `y + n * imageStride` (bias
-    /// added), with `u` from `winogradFilters` and one `winogradScratchCount(g)` scratch per worker.
+    /// added), with `u` from `winogradFilters` and one `winogradScratchCount` scratch per worker.
     /// The batch's tiles, image after image, go in fixed blocks of `winogradTileBlock` (several small
     /// images share one block, so the SGEMMs stay wide); workers take blocks in turn, and as a block's
     /// results do not depend on which worker ran it, the output is the same for any thread count.
-    func winogradForward(_ g: ConvGeometry, input x: UnsafePointer<Float>, filters u: UnsafePointer<Float>,
+    func winogradForward(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, filters u: UnsafePointer<Float>,
                          bias: UnsafeMutablePointer<Float>?, output y: UnsafeMutablePointer<Float>, imageStride: Int,
                          scratch: [UnsafeMutablePointer<Float>]) {
-        let (K, C) = (g.outChannels, g.inChannels)
-        let tiles = winogradTiles(g)
+        let (K, C, P) = (g.outChannels, g.inChannels, tile.positions)
+        let tiles = winogradTiles(g, tile)
         let total = g.batch * tiles.count
-        let block = min(total, winogradTileBlock(g))
+        let block = min(total, winogradTileBlock(g, tile))
         let blocks = (total + block - 1) / block
-        let inImage = C * g.inHeight * g.inWidth
+        let inImage = C * g.inHeight * g.inWidth, inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
         dynamicForEach(blocks, workers: scratch.count) { worker, index in
             let first = index * block, count = min(block, total - first)
-            let v = scratch[worker], m = scratch[worker] + 16 * C * block
+            let v = scratch[worker], m = scratch[worker] + P * C * block, plane = m + P * K * block
             // V[xi][c][t] = (B^T d B)[xi] for the block's tiles t.
             for c in 0..<C {
-                winogradInputTransform(g, input: x + c * g.inHeight * g.inWidth, imageStride: inImage, tiles: tiles,
-                                       first: first, count: count, v: v + c * count, stride: C * count)
+                switch tile {
+                case .f2:
+                    winograd2InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles,
+                                            first: first, count: count, v: v + c * count, stride: C * count)
+                case .f4:
+                    winograd4InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles,
+                                            first: first, count: count, v: v + c * count, stride: C * count, plane: plane)
+                }
             }
             // M[xi] = U[xi] [K, C] x V[xi] [C, count], one single-threaded SGEMM per xi.
-            for xi in 0..<16 {
+            for xi in 0..<P {
                 CPUKernels.sgemm(m: K, n: count, k: C, a: u + xi * K * C, lda: C, b: v + xi * C * count, ldb: count,
                                  c: m + xi * K * count, ldc: count)
             }
             // Y = A^T M A, plus the bias, into the output rows.
             for k in 0..<K {
-                winogradOutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
-                                        bias: bias?[k] ?? 0, output: y + k * g.outHeight * g.outWidth, imageStride: imageStride)
+                switch tile {
+                case .f2:
+                    winograd2OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
+                                             bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
+                case .f4:
+                    winograd4OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
+                                             bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
+                }
             }
         }
     }
 
     /// Calls `body(t, image, tileRow, tileColumn)` for the batch's tiles `first + t`, t < `count`, in
-    /// order; `body` returns how many tiles it took (4 for a run of a row's neighbours, else 1).
+    /// order; `body` returns how many tiles of the row it took (up to 4 neighbours, one per SIMD lane).
     @inline(__always)
-    private func winogradWalk(_ tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
-                              _ body: (_ t: Int, _ image: Int, _ row: Int, _ column: Int) -> Int) {
+    func winogradWalk(_ tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
+                      _ body: (_ t: Int, _ image: Int, _ row: Int, _ column: Int) -> Int) {
         var (image, tile) = first.quotientAndRemainder(dividingBy: tiles.count)
         var t = 0
         while t < count {
@@ -139,119 +220,6 @@ extension CPUBackend {
             t += step
             tile += step
             if tile == tiles.count { tile = 0; image += 1 }
-        }
-    }
-
-    /// V for one input channel (its plane in image 0 at `input`, `imageStride` apart): value xi of
-    /// the batch's tile `first + t` goes to `v[xi * stride + t]`. Four neighbouring tiles of a row
-    /// whose reads stay inside the input go together, one SIMD lane per tile (the even/odd gathers
-    /// take their columns 2 apart); the rest, one at a time with zeros for the padding.
-    private func winogradInputTransform(_ g: ConvGeometry, input: UnsafePointer<Float>, imageStride: Int,
-                                        tiles: (rows: Int, columns: Int, count: Int),
-                                        first: Int, count: Int, v: UnsafeMutablePointer<Float>, stride: Int) {
-        let (H, W) = (g.inHeight, g.inWidth)
-        winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
-            let x = input + image * imageStride
-            let top = tileRow * 2 - g.padTop, left = column * 2 - g.padLeft
-            // Rows above or below the input read as zero.
-            @inline(__always) func rowPointer(_ r: Int) -> UnsafePointer<Float>? {
-                let iy = top + r
-                return iy >= 0 && iy < H ? x + iy * W : nil
-            }
-            if t + 4 <= count, column + 4 <= tiles.columns, left >= 0, left + 11 <= W {
-                // d[r][j] for the four tiles: columns left + j, + 2, + 4, + 6.
-                @inline(__always) func row(_ r: Int) -> (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>) {
-                    guard let p = rowPointer(r) else { return (.zero, .zero, .zero, .zero) }
-                    let q = p + left
-                    return (CPUKernels.loadEven4(q), CPUKernels.loadEven4(q + 1), CPUKernels.loadEven4(q + 2), CPUKernels.loadEven4(q + 3))
-                }
-                let d0 = row(0), d1 = row(1), d2 = row(2), d3 = row(3)
-                @inline(__always) func store(_ i: Int, _ r: (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>)) {
-                    let o = v + i * 4 * stride + t
-                    CPUKernels.store4(r.0 - r.2, o)
-                    CPUKernels.store4(r.1 + r.2, o + stride)
-                    CPUKernels.store4(r.2 - r.1, o + 2 * stride)
-                    CPUKernels.store4(r.1 - r.3, o + 3 * stride)
-                }
-                store(0, (d0.0 - d2.0, d0.1 - d2.1, d0.2 - d2.2, d0.3 - d2.3))
-                store(1, (d1.0 + d2.0, d1.1 + d2.1, d1.2 + d2.2, d1.3 + d2.3))
-                store(2, (d2.0 - d1.0, d2.1 - d1.1, d2.2 - d1.2, d2.3 - d1.3))
-                store(3, (d1.0 - d3.0, d1.1 - d3.1, d1.2 - d3.2, d1.3 - d3.3))
-                return 4
-            } else {
-                let inside = left >= 0 && left + 4 <= W
-                @inline(__always) func row(_ r: Int) -> SIMD4<Float> {
-                    guard let p = rowPointer(r) else { return .zero }
-                    if inside { return CPUKernels.load4(p + left) }
-                    var out = SIMD4<Float>.zero
-                    for j in 0..<4 where left + j >= 0 && left + j < W { out[j] = p[left + j] }
-                    return out
-                }
-                let d0 = row(0), d1 = row(1), d2 = row(2), d3 = row(3)
-                // B^T d: combinations of rows; then (B^T d) B: the same combinations of columns.
-                @inline(__always) func store(_ i: Int, _ r: SIMD4<Float>) {
-                    let o = v + i * 4 * stride + t
-                    o[0] = r[0] - r[2]
-                    o[stride] = r[1] + r[2]
-                    o[2 * stride] = r[2] - r[1]
-                    o[3 * stride] = r[1] - r[3]
-                }
-                store(0, d0 - d2)
-                store(1, d1 + d2)
-                store(2, d2 - d1)
-                store(3, d1 - d3)
-                return 1
-            }
-        }
-    }
-
-    /// Y for one output channel: the batch's tile `first + t` has its 16 values at `m[xi * stride + t]`;
-    /// its 2x2 outputs (those inside the output) get `bias` added and go to the channel's plane of
-    /// its image (image 0's at `output`, `imageStride` apart). Four neighbouring whole tiles of a row
-    /// go together, one SIMD lane per tile, their outputs interleaved into 8-wide rows.
-    private func winogradOutputTransform(_ g: ConvGeometry, m: UnsafePointer<Float>, stride: Int,
-                                         tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
-                                         bias: Float, output: UnsafeMutablePointer<Float>, imageStride: Int) {
-        let (Ho, Wo) = (g.outHeight, g.outWidth)
-        winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
-            let y = output + image * imageStride
-            let oy = tileRow * 2, ox = column * 2
-            let p = y + oy * Wo + ox
-            if t + 4 <= count, column + 4 <= tiles.columns, ox + 8 <= Wo, oy + 2 <= Ho {
-                @inline(__always) func load(_ xi: Int) -> SIMD4<Float> { CPUKernels.load4(m + xi * stride + t) }
-                // A^T M, one row i at a time for the four columns j, then (A^T M) A.
-                let a00 = load(0) + load(4) + load(8), a01 = load(1) + load(5) + load(9)
-                let a02 = load(2) + load(6) + load(10), a03 = load(3) + load(7) + load(11)
-                let a10 = load(4) - load(8) - load(12), a11 = load(5) - load(9) - load(13)
-                let a12 = load(6) - load(10) - load(14), a13 = load(7) - load(11) - load(15)
-                let b = SIMD4<Float>(repeating: bias)
-                let y00 = a00 + a01 + a02 + b, y01 = a01 - a02 - a03 + b
-                let y10 = a10 + a11 + a12 + b, y11 = a11 - a12 - a13 + b
-                @inline(__always) func interleaved(_ e: SIMD4<Float>, _ o: SIMD4<Float>) -> SIMD8<Float> {
-                    SIMD8(e[0], o[0], e[1], o[1], e[2], o[2], e[3], o[3])
-                }
-                UnsafeMutableRawPointer(p).storeBytes(of: interleaved(y00, y01), as: SIMD8<Float>.self)
-                UnsafeMutableRawPointer(p + Wo).storeBytes(of: interleaved(y10, y11), as: SIMD8<Float>.self)
-                return 4
-            } else {
-                @inline(__always) func row(_ i: Int) -> SIMD4<Float> {
-                    let q = m + i * 4 * stride + t
-                    return SIMD4(q[0], q[stride], q[2 * stride], q[3 * stride])
-                }
-                let m0 = row(0), m1 = row(1), m2 = row(2), m3 = row(3)
-                // A^T M: two rows; then (A^T M) A: two columns of each.
-                let a0 = m0 + m1 + m2, a1 = m1 - m2 - m3
-                let y00 = a0[0] + a0[1] + a0[2] + bias, y01 = a0[1] - a0[2] - a0[3] + bias
-                let y10 = a1[0] + a1[1] + a1[2] + bias, y11 = a1[1] - a1[2] - a1[3] + bias
-                let right = ox + 1 < Wo, below = oy + 1 < Ho
-                p[0] = y00
-                if right { p[1] = y01 }
-                if below {
-                    p[Wo] = y10
-                    if right { p[Wo + 1] = y11 }
-                }
-                return 1
-            }
         }
     }
 }

@@ -36,11 +36,14 @@ public final class CPUBackend: Backend {
     let workspaceLock = NSLock()
     /// Partial weight-gradient sums of a batch-parallel convolution (held with the workspaces).
     let partialSums = CPUWorkspace()
+    /// A backward-data Winograd pass's filters, turned and transposed (held with the workspaces).
+    let turnedFilters = CPUWorkspace()
     /// Forces a convolution schedule (tests and measurements); nil chooses per geometry.
     var convolutionScheduleOverride: CPUConvolutionSchedule?
-    /// Forces the forward algorithm of the 3x3 stride-1 convolutions Winograd can compute: `.im2col`
-    /// reproduces earlier versions' results bit for bit, `.winograd` takes it even for thin layers.
-    /// nil (the default) chooses by channel counts; `UPDRAFT_WINOGRAD=off` in the environment sets `.im2col`.
+    /// Forces the forward and backward-data algorithm of the 3x3 stride-1 convolutions Winograd can
+    /// compute: `.im2col` reproduces earlier versions' results bit for bit, `.winograd` (F(2x2, 3x3)) and
+    /// `.winograd4x4` take it even for thin layers. nil (the default) chooses by channel counts and output
+    /// size; `UPDRAFT_WINOGRAD=off` in the environment sets `.im2col`, `=2x2` F(2x2, 3x3), `=4x4` F(4x4, 3x3).
     public var convolutionAlgorithmOverride: CPUConvolutionAlgorithm?
 
     /// - Parameter threads: worker threads (default: the active processor count).
@@ -48,7 +51,12 @@ public final class CPUBackend: Backend {
         threadCount = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
         // UPDRAFT_WINOGRAD=off keeps every 3x3 convolution on im2col (to compare, or to reproduce older runs bit for bit).
-        if ProcessInfo.processInfo.environment["UPDRAFT_WINOGRAD"] == "off" { convolutionAlgorithmOverride = .im2col }
+        switch ProcessInfo.processInfo.environment["UPDRAFT_WINOGRAD"] {
+        case "off": convolutionAlgorithmOverride = .im2col
+        case "2x2": convolutionAlgorithmOverride = .winograd
+        case "4x4": convolutionAlgorithmOverride = .winograd4x4
+        default: break
+        }
     }
 
     // MARK: Buffer access
