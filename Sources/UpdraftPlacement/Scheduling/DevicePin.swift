@@ -52,6 +52,10 @@ public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
         let wanted = text.trimmingCharacters(in: .whitespaces)
         let lower = wanted.lowercased()
         if lower == "cpu" || lower == "host" { return .host }
+        if wanted.contains(",") {
+            throw UpdraftError(.invalidArgument, "\(source) '\(wanted)' is a list: a list gives each rank of an mpirun job on a host its device (local rank i takes entry i mod count), and this run is one process",
+                               hint: "name one device, or run under mpirun")
+        }
         func unknown(_ what: String) -> UpdraftError {
             var listed = ["cpu (the host CPU backend)"] + openCLDevices.map { "\($0.index) (\($0.name))" }
             if openCLDevices.isEmpty { listed.append("no OpenCL devices" + (openCLProblem.map { ": \($0)" } ?? "")) }

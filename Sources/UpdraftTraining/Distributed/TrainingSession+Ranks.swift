@@ -18,3 +18,17 @@ extension TrainingSession {
         return GradientExchange(distributed: distributed, tensors: tensors)
     }
 }
+
+extension TrainingSession {
+    /// Every rank stops on the same error (a rank's device failed and it may not, or cannot, fall
+    /// back): rank 0 writes the checkpoint of the last completed step to the checkpoint URL, then
+    /// each rank throws the error, which says where that checkpoint is.
+    func stopWithTheOtherRanks(_ stop: RankStop) throws -> Never {
+        var error = stop.error
+        if let url = configuration.checkpointURL {
+            try writeCheckpoint()
+            error.message += "; rank 0 wrote the checkpoint of \(position.description) to \(url.path)"
+        }
+        throw error
+    }
+}
