@@ -138,16 +138,19 @@ final class TrainingRanksDevicesTests: XCTestCase {
     /// and the job trains like one process.
     func testARankWhoseDeviceFailsGoesOnOnItsCPU() throws {
         try requireTwoPoCLDevices()
-        let one = try alone("fallback-1", ["--device", "0"], environment: Self.twoDevices)
+        let one = try alone("fallback-1", epochs: 10, ["--device", "0"], environment: Self.twoDevices)
         XCTAssertEqual(one.status, 0, one.stderr)
-        let two = try ranks(2, "fallback-2", [], environment: Self.twoDevices.merging([InjectedRankFailure.variable: "1:3"]) { $1 })
+        let two = try ranks(2, "fallback-2", epochs: 10, [], environment: Self.twoDevices.merging([InjectedRankFailure.variable: "1:3"]) { $1 })
         XCTAssertEqual(two.status, 0, two.stderr)
         guard one.status == 0, two.status == 0 else { return }
         XCTAssertTrue(two.stderr.contains("warning: rank 1 of 2: opencl:") && two.stderr.contains("injected device failure")
                       && two.stderr.contains("continuing on cpu from the last completed step, epoch 1 mini-batch 3 again"), two.stderr)
         XCTAssertFalse(two.stderr.contains("rank 0 of 2: opencl:"), "only rank 1's device failed: \(two.stderr)")
         let a = try outcome("fallback-1"), b = try outcome("fallback-2")
-        XCTAssertEqual(b.losses.count, 5, "every step once in the log, the failed one included")
+        XCTAssertEqual(b.losses.count, 50, "every step once in the log, the failed one included")
+        // Rank 1 updates on its CPU, rank 0 on PoCL: their rounding may part them; at each epoch's end
+        // they take rank 0's state, said once (by rank 0).
+        XCTAssertLessThanOrEqual(two.stderr.components(separatedBy: "differed from rank 0's").count - 1, 1, two.stderr)
         assertAlike(a, b)
     }
 

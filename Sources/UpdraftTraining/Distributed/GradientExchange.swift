@@ -28,6 +28,8 @@ final class GradientExchange {
     private(set) var stopAgreed = false
     /// Whether the failure `UPDRAFT_TEST_FAIL_RANK` asks for was injected already (RankAgreement.swift).
     var injectionFired = false
+    /// Whether the ranks' states were found apart at an epoch's end (and brought together) already.
+    var statesDiffered = false
 
     enum Status: Double { case ok = 0, deviceFailed = 1, failed = 2 }
 

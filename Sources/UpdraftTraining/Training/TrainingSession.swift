@@ -171,6 +171,7 @@ final class TrainingSession {
                 }
             }
             try checkWeights(position: "the end of epoch \(epoch + 1)")
+            try keepRanksInStep(position: "the end of epoch \(epoch + 1)")
             let (lossSum, correct, seen) = (position.lossSum, position.correct, position.seen)
             var m = TrainingMetrics(epochIndex: epoch, lossValue: position.lastLoss)
             let seconds = Date().timeIntervalSince(start)
