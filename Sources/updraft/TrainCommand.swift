@@ -45,7 +45,8 @@ let trainCommand = CLICommand(CommandSpec(
         + "--out, --log, --sidecar and --tensorboard are checked before training starts; a TensorBoard log that cannot be written mid-run is a warning; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
-        + "from the last completed mini-batch on the other devices or the CPU, with a warning. "
+        + "from the last completed mini-batch on the other devices or the CPU, with a warning (--no-fallback: it stops instead). "
+        + "Under mpirun each rank takes the device of its rank on its host (or its entry of a --device list); rank 0 prints the map. "
         + "A k-NN classifier is updated by appending one sample per example (one pass; --batch-size sets the progress steps); "
         + "a cancelled update keeps what it appended."
 )) { args in

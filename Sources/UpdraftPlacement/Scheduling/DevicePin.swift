@@ -6,7 +6,8 @@ import UpdraftCore
 ///
 /// Accepted spellings: "cpu" (or "host") for the host CPU backend; an OpenCL device's index (the `#`
 /// column of `updraft devices`); or a case-insensitive part of an OpenCL device's name, which must
-/// pick out one device (a full name that matches exactly wins over partial matches).
+/// pick out one device (a full name that matches exactly wins over partial matches). Under mpirun a
+/// comma-separated list gives each rank on a host its entry (`RankDeviceChoice`); a single process refuses one.
 public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
     /// The host CPU backend ("cpu" or "host").
     case host

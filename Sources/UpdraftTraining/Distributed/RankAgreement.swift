@@ -49,7 +49,7 @@ extension DistributedTraining {
         let statuses = try w.run("agreeing on \(what)") { try w.allgather([failure == nil ? 0 : 1]) }
         guard statuses.contains(where: { $0[0] != 0 }) else { return }
         let messages = try w.run("gathering the ranks' errors") { try w.allgather(failure ?? "", limit: 2048) }
-        let places = try w.run("gathering the ranks' hosts") { try w.allgather("\(w.host) local rank \(w.localRank)") }
+        let places = try w.run("gathering the ranks' hosts") { try w.allgather("host \(w.host), local rank \(w.localRank)") }
         let failed = statuses.indices.filter { statuses[$0][0] != 0 }
         let named = failed.map { "rank \($0) of \(w.size) (\(places[$0])): \(messages[$0])" }
         w.stoppedTogether = true

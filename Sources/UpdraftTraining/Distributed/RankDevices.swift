@@ -68,10 +68,11 @@ extension UpdateConfiguration {
 extension DistributedTraining {
     /// Every rank's device, gathered (every rank must call it), as lines for rank 0 to print: rank,
     /// host, local rank, device and how it was chosen.
-    /// `device` is where the rank runs ("opencl:NAME"), followed by the OpenCL index it was given.
+    /// `device` is where the rank runs ("opencl:NAME", or a plan's summary), followed by the OpenCL
+    /// index it was given unless it names it.
     public func deviceMap(device: String, choice: RankDeviceChoice) throws -> [String] {
         let w = world
-        let index = choice.deviceOption.flatMap { Int($0) }.map { " #\($0)" } ?? ""
+        let index = choice.deviceOption.flatMap { Int($0) }.map { " #\($0)" }.flatMap { device.contains($0) ? nil : $0 } ?? ""
         let rows = try gather([w.host, "\(w.localRank)", device + index, choice.reason].joined(separator: "\t"))
             .map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
         let hostWidth = max(4, rows.map { $0.first?.count ?? 0 }.max() ?? 0)
