@@ -38,7 +38,12 @@ public struct DistributedTraining {
             bytes = kib << 10
         }
         let injected = try InjectedRankFailure.requested(environment)
-        return DistributedTraining(world: try MPIWorld.join(environment: environment), bucketBytes: bytes, injectedFailure: injected)
+        let world = try MPIWorld.join(environment: environment)
+        if let injected, injected.rank >= world.size {
+            throw UpdraftError(.invalidArgument, "\(InjectedRankFailure.variable) names rank \(injected.rank), and the job has \(world.size) ranks",
+                               hint: "name a rank below \(world.size), or unset it")
+        }
+        return DistributedTraining(world: world, bucketBytes: bytes, injectedFailure: injected)
     }
 
     /// This process's rank in the job, 0..<size.
