@@ -10,3 +10,6 @@ static inline MPI_Datatype updraft_mpi_char(void) { return MPI_CHAR; }
 static inline MPI_Errhandler updraft_mpi_errors_return(void) { return MPI_ERRORS_RETURN; }
 static inline int updraft_mpi_thread_serialized(void) { return MPI_THREAD_SERIALIZED; }
 static inline int updraft_mpi_max_error_string(void) { return MPI_MAX_ERROR_STRING; }
+static inline int updraft_mpi_comm_type_shared(void) { return MPI_COMM_TYPE_SHARED; }
+static inline MPI_Info updraft_mpi_info_null(void) { return MPI_INFO_NULL; }
+static inline int updraft_mpi_max_processor_name(void) { return MPI_MAX_PROCESSOR_NAME; }

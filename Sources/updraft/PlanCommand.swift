@@ -68,6 +68,9 @@ let planCommand = CLICommand(
         let rankCount = ranks?.size ?? projected ?? 1
         let perRank = RankPlanning.perRankBatch(batchSize, ranks: rankCount)
 
+        // Under mpirun each rank plans on the device `train` would give it (by its rank on its host).
+        config.distributed = ranks
+        let rankDevice = try config.chooseRankDevice()
         let (plan, warnings) = try Scheduler.place(graph: graph, batchSize: perRank, configuration: config)
         for w in warnings { printError("warning: \(w)") }
         // Several ranks: every rank's plan, and the gradient exchange (measured under mpirun).
@@ -90,6 +93,9 @@ let planCommand = CLICommand(
             }
             rankLines = RankPlanning.lines(ranks: rankCount, batch: batchSize, perRank: perRank, plans: plans,
                                            gradientBytes: bytes, exchangeSeconds: seconds, bandwidth: bandwidth)
+            if let ranks, let rankDevice {
+                rankLines += [""] + (try ranks.deviceMap(device: plan.summary, choice: rankDevice))
+            }
             rankObject = ["count": rankCount, "globalBatch": batchSize, "perRankBatch": perRank, "gradientBytes": bytes,
                           "exchangeMs": seconds * 1000, "bandwidth": bandwidth,
                           "plans": plans.map { ["rank": $0.rank, "summary": $0.summary, "totalMs": $0.ms] as [String: Any] }]

@@ -29,6 +29,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
         OptionSpec("frozen-fp16", help: "keep the frozen layers' activations in half precision: half their memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
+        OptionSpec("no-fallback", help: "stop when a device fails instead of going on on the CPU (under mpirun: every rank stops, rank 0 writes a checkpoint)"),
         OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
@@ -44,7 +45,8 @@ let trainCommand = CLICommand(CommandSpec(
         + "--out, --log, --sidecar and --tensorboard are checked before training starts; a TensorBoard log that cannot be written mid-run is a warning; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
-        + "from the last completed mini-batch on the other devices or the CPU, with a warning. "
+        + "from the last completed mini-batch on the other devices or the CPU, with a warning (--no-fallback: it stops instead). "
+        + "Under mpirun each rank takes the device of its rank on its host (or its entry of a --device list); rank 0 prints the map. "
         + "A k-NN classifier is updated by appending one sample per example (one pass; --batch-size sets the progress steps); "
         + "a cancelled update keeps what it appended."
 )) { args in
@@ -80,6 +82,7 @@ let trainCommand = CLICommand(CommandSpec(
     try computeConfiguration(args, dataParallel: true, into: &config)
     config.resumeFrom = resume?.checkpoint
     config.distributed = ranks
+    if args.flag("no-fallback") { config.fallbacks = [] }
     // The library checks the parameters and chooses the devices now, so a bad value fails before
     // any data is loaded; the task trains this run as resolved.
     var run = try ModelKinds.resolve(model: model, configuration: config)
@@ -155,7 +158,8 @@ let trainCommand = CLICommand(CommandSpec(
         config.resume(from: resume.checkpoint, keeping: resume.settingsGiven(args))
         print(resume.summary)
     }
-    if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil { config.checkpointURL = out }
+    // Under mpirun, also where rank 0 writes the last completed step when every rank must stop.
+    if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil || ranks != nil { config.checkpointURL = out }
     config.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
     run.configuration = config
     // A run without a network (a k-NN) appends samples: no optimizer settings to show.
@@ -167,9 +171,16 @@ let trainCommand = CLICommand(CommandSpec(
         ?? "appends one sample per example (k-nearest-neighbors)"))
     print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? "")"
           + (appends ? "; batch size \(parameters.miniBatchSize)" : "; \(parameters)"))
+    if let ranks, let choice = run.rankDevice {
+        // Every rank's device (each chose its own by its rank on its host); rank 0 prints them.
+        let map = try ranks.deviceMap(device: run.description, choice: choice)
+        map.forEach { print($0) }
+    }
 
+    let rankPrefix = ranks.map { "\($0.world.name): " } ?? ""   // which rank warns
     let task = UpdateTask(run: run, trainingData: train.provider,
-                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked { progress.handle($0) }, warning: { progress.warn($0) }))
+                          handlers: UpdateHandlers(progress: pauseForTestsIfAsked { progress.handle($0) },
+                                                  warning: { progress.warn(rankPrefix + $0) }))
     // Ctrl-C, SIGTERM, SIGHUP: stop after the current mini-batch; the completion below saves what was
     // trained. Under mpirun, SIGTERM is the launcher ending the ranks after one died (RankSetup.swift).
     let signals = StopSignals(ranks == nil ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGHUP]) { s in
@@ -185,6 +196,9 @@ let trainCommand = CLICommand(CommandSpec(
     let dataStop = final.task.state == .failed && (final.error as? UpdraftError)?.kind == .data
     if final.task.state == .failed {
         printError("training failed\(ranks.map { " on \($0.world.name)" } ?? ""): \(final.error.map { "\($0)" } ?? "unknown error")")
+        // Every rank stopped on the same error (and rank 0 wrote its checkpoint): end MPI together,
+        // rather than leave mpirun to end the ranks still running.
+        if let ranks, ranks.world.stoppedTogether { leaveRanks(ranks) }
         if !dataStop { return 1 }
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }

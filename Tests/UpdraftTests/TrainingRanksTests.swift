@@ -135,6 +135,9 @@ final class TrainingRanksTests: XCTestCase {
         XCTAssertEqual(run.stdout.components(separatedBy: "Total per batch").count - 1, 1, "rank 0 alone prints: \(run.stdout)")
         XCTAssertTrue(run.stdout.contains("Gradient exchange: 0.003 MB per step, measured"), run.stdout)
         XCTAssertTrue(run.stdout.contains("Estimated step:"), run.stdout)
+        // The device each rank plans on (as `train` would give it), with how it was chosen.
+        XCTAssertTrue(run.stdout.contains("Ranks and devices (2 ranks):"), run.stdout)
+        XCTAssertEqual(run.stdout.components(separatedBy: "scheduler (cpuOnly)").count - 1, 2, run.stdout)
         let projected = finish(try start(try MPITestSupport.updraftBinary(), planArgs + ["--ranks", "4", "--link-gbps", "100"]))
         XCTAssertEqual(projected.status, 0, projected.stderr)
         // 2 * 3/4 * 2504 bytes at 12.5 GB/s = 0.0003 ms.

@@ -6,7 +6,8 @@ import UpdraftCore
 ///
 /// Accepted spellings: "cpu" (or "host") for the host CPU backend; an OpenCL device's index (the `#`
 /// column of `updraft devices`); or a case-insensitive part of an OpenCL device's name, which must
-/// pick out one device (a full name that matches exactly wins over partial matches).
+/// pick out one device (a full name that matches exactly wins over partial matches). Under mpirun a
+/// comma-separated list gives each rank on a host its entry (`RankDeviceChoice`); a single process refuses one.
 public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
     /// The host CPU backend ("cpu" or "host").
     case host
@@ -52,6 +53,10 @@ public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
         let wanted = text.trimmingCharacters(in: .whitespaces)
         let lower = wanted.lowercased()
         if lower == "cpu" || lower == "host" { return .host }
+        if wanted.contains(",") {
+            throw UpdraftError(.invalidArgument, "\(source) '\(wanted)' is a list: a list gives each rank of an mpirun job on a host its device (local rank i takes entry i mod count), and this run is one process",
+                               hint: "name one device, or run under mpirun")
+        }
         func unknown(_ what: String) -> UpdraftError {
             var listed = ["cpu (the host CPU backend)"] + openCLDevices.map { "\($0.index) (\($0.name))" }
             if openCLDevices.isEmpty { listed.append("no OpenCL devices" + (openCLProblem.map { ": \($0)" } ?? "")) }

@@ -15,12 +15,15 @@ public struct DistributedTraining {
     /// while the layers before them are still computing (`UPDRAFT_MPI_BUCKET_KIB`, default 1024).
     public var bucketBytes: Int
 
+    /// A device failure to inject into one rank (tests; `UPDRAFT_TEST_FAIL_RANK`, read by `launched()`).
+    public var injectedFailure: InjectedRankFailure?
+
     /// Environment variable giving `bucketBytes` in KiB (1...2^30-1) for `launched()`.
     public static let bucketVariable = "UPDRAFT_MPI_BUCKET_KIB"
 
     /// Training over `world`, exchanging gradients in buckets of `bucketBytes` (default 1 MiB, at least 4).
-    public init(world: MPIWorld, bucketBytes: Int = 1 << 20) {
-        self.world = world; self.bucketBytes = max(4, bucketBytes)
+    public init(world: MPIWorld, bucketBytes: Int = 1 << 20, injectedFailure: InjectedRankFailure? = nil) {
+        self.world = world; self.bucketBytes = max(4, bucketBytes); self.injectedFailure = injectedFailure
     }
 
     /// The job this process was launched into by mpirun, joining MPI; nil when not launched by an
@@ -34,7 +37,13 @@ public struct DistributedTraining {
             }
             bytes = kib << 10
         }
-        return DistributedTraining(world: try MPIWorld.join(environment: environment), bucketBytes: bytes)
+        let injected = try InjectedRankFailure.requested(environment)
+        let world = try MPIWorld.join(environment: environment)
+        if let injected, injected.rank >= world.size {
+            throw UpdraftError(.invalidArgument, "\(InjectedRankFailure.variable) names rank \(injected.rank), and the job has \(world.size) ranks",
+                               hint: "name a rank below \(world.size), or unset it")
+        }
+        return DistributedTraining(world: world, bucketBytes: bytes, injectedFailure: injected)
     }
 
     /// This process's rank in the job, 0..<size.

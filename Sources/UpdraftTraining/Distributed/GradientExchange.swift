@@ -26,6 +26,10 @@ final class GradientExchange {
     private var inBackward = false
     /// Set after a step in which some rank's task was cancelled: every rank stops after that step.
     private(set) var stopAgreed = false
+    /// Whether the failure `UPDRAFT_TEST_FAIL_RANK` asks for was injected already (RankAgreement.swift).
+    var injectionFired = false
+    /// Whether the ranks' states were found apart at an epoch's end (and brought together) already.
+    var statesDiffered = false
 
     enum Status: Double { case ok = 0, deviceFailed = 1, failed = 2 }
 

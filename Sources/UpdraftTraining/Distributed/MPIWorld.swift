@@ -12,6 +12,13 @@ public final class MPIWorld: @unchecked Sendable {
     public let rank: Int
     /// Number of processes in the job (MPI_COMM_WORLD's size), at least 1.
     public let size: Int
+    /// This process's rank among the job's processes on its host (`MPI_Comm_split_type` with
+    /// `MPI_COMM_TYPE_SHARED`, ordered by world rank), 0..<localSize: it picks the rank's device.
+    public let localRank: Int
+    /// Processes of the job on this host.
+    public let localSize: Int
+    /// This host's name as MPI gives it (`MPI_Get_processor_name`).
+    public let host: String
     /// Seconds a collective may wait for the other ranks before the run stops with a `.ranks` error
     /// (`UPDRAFT_MPI_TIMEOUT`, default 300: a first step compiles kernels and fills caches).
     public var timeout: Double
@@ -57,17 +64,41 @@ public final class MPIWorld: @unchecked Sendable {
         var rank: Int32 = 0, size: Int32 = 0
         MPI_Comm_rank(comm, &rank)
         MPI_Comm_size(comm, &size)
-        let world = MPIWorld(rank: Int(rank), size: Int(size), timeout: timeout, comm: comm)
+        let (localRank, localSize) = try Self.local(comm, rank: rank)
+        var name = [CChar](repeating: 0, count: Int(updraft_mpi_max_processor_name()) + 1)
+        var length: Int32 = 0
+        let host = MPI_Get_processor_name(&name, &length) == MPI_SUCCESS ? String(cString: name) : ProcessInfo.processInfo.hostName
+        let world = MPIWorld(rank: Int(rank), size: Int(size), localRank: localRank, localSize: localSize, host: host,
+                             timeout: timeout, comm: comm)
         joined = world
         return world
     }
 
-    private init(rank: Int, size: Int, timeout: Double, comm: MPI_Comm) {
-        self.rank = rank; self.size = size; self.timeout = timeout; self.comm = comm
+    private init(rank: Int, size: Int, localRank: Int, localSize: Int, host: String, timeout: Double, comm: MPI_Comm) {
+        self.rank = rank; self.size = size; self.localRank = localRank; self.localSize = localSize; self.host = host
+        self.timeout = timeout; self.comm = comm
+    }
+
+    /// This rank's rank and the rank count on its host: the processes that can share memory
+    /// (`MPI_COMM_TYPE_SHARED`, MPI 3, the same in every implementation), ordered by world rank.
+    private static func local(_ comm: MPI_Comm, rank: Int32) throws -> (rank: Int, size: Int) {
+        var shared: MPI_Comm? = nil
+        let rc = MPI_Comm_split_type(comm, updraft_mpi_comm_type_shared(), rank, updraft_mpi_info_null(), &shared)
+        guard rc == MPI_SUCCESS, shared != nil else {
+            throw UpdraftError(.ranks, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed (error \(rc)): the ranks on this host cannot be counted",
+                               hint: "check the mpirun command line and the MPI installation")
+        }
+        defer { MPI_Comm_free(&shared) }
+        var localRank: Int32 = 0, localSize: Int32 = 0
+        MPI_Comm_rank(shared, &localRank)
+        MPI_Comm_size(shared, &localSize)
+        return (Int(localRank), Int(localSize))
     }
 
     /// "rank 1 of 2", for messages.
     public var name: String { "rank \(rank) of \(size)" }
+    /// "rank 1 of 2 (host a, local rank 1)", for messages about a rank's device.
+    public var placeName: String { "\(name) (host \(host), local rank \(localRank))" }
 
     // MARK: Running collectives with a time limit
 
@@ -100,6 +131,10 @@ public final class MPIWorld: @unchecked Sendable {
 
     /// Set once a collective timed out: MPI is then stuck and must not be finalised.
     public private(set) var stalled = false
+    /// Set when every rank agreed to stop on the same error (a rank's device failed with no
+    /// fallback allowed, a rank's validation failed): each rank then ends MPI (`finalize`) and exits
+    /// with that error, rather than leaving mpirun to end the others.
+    public internal(set) var stoppedTogether = false
 
     /// Queues `body` on the MPI queue and returns at once.
     func start<T>(_ what: String, _ body: @escaping () throws -> T) -> Pending<T> {

@@ -27,6 +27,8 @@ public struct ResolvedRun {
     public var configuration: UpdateConfiguration
     /// The scheduler's plan and opened backends; nil when the configuration gave the backends.
     public let schedule: MachineSchedule?
+    /// Under mpirun: the device this rank was given and why (`RankDeviceChoice`); nil otherwise.
+    public var rankDevice: RankDeviceChoice? = nil
 
     /// The checkpoint the run continues (`configuration.resumeFrom`); nil for a new run.
     public var resume: TrainingCheckpoint? { configuration.resumeFrom }
@@ -95,6 +97,8 @@ public struct ResolvedRun {
                                       source: overrides[.miniBatchSize] == nil ? "the model's default miniBatchSize" : "miniBatchSize")
         var config = configuration
         var schedule: MachineSchedule?
+        // Under mpirun, each rank on a host takes its own device (by local rank) unless one is named.
+        let rankDevice = try config.chooseRankDevice(environment: environment)
         if config.backends == nil && config.dataParallel == nil {
             let chosen = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize, configuration: config,
                                                 environment: environment)
@@ -106,7 +110,8 @@ public struct ResolvedRun {
             }
             schedule = chosen
         }
-        return ResolvedRun(model: model, graph: graph, parameters: parameters, configuration: config, schedule: schedule)
+        return ResolvedRun(model: model, graph: graph, parameters: parameters, configuration: config, schedule: schedule,
+                           rankDevice: rankDevice)
     }
 }
 

@@ -23,6 +23,7 @@ extension TrainingDevices {
                                 prepare: (Range<Int>) throws -> Input,
                                 gradients: (Executor, Input) throws -> Executor.BatchResult) throws -> (Executor.BatchResult, [[Float]]) {
         let exchange = share.exchange
+        let stepNumber = completedSteps + 1
         exchange.begin(weights: share.weights)
         var local = Executor.BatchResult(loss: 0, correct: 0, count: 0)
         var failure: Error? = nil
@@ -36,6 +37,7 @@ extension TrainingDevices {
                     r.gradientsReady = { [unowned r] layer in try exchange.layerReady(layer, executor: r) }
                     defer { r.gradientsReady = nil }
                     do {
+                        try exchange.injectFailureIfDue(step: stepNumber)
                         local = try gradients(r, input)
                         try exchange.contributeRest(from: r)
                     } catch where isDeviceFailure(error) {
@@ -45,6 +47,7 @@ extension TrainingDevices {
             } else {
                 let outcomes = DataParallelism.concurrently(reps.count, together: replicasRunTogether) { i -> Executor.BatchResult? in
                     guard let input = inputs[i] else { return nil }
+                    if i == 0 { try exchange.injectFailureIfDue(step: stepNumber) }
                     return try gradients(reps[i], input)
                 }
                 var results: [Executor.BatchResult] = []

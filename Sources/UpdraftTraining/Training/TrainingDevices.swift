@@ -191,8 +191,11 @@ final class TrainingDevices {
                 }
                 return result
             } catch let failure as ReplicaFailure {
-                try recover(from: failure, position: position)
+                // Several ranks: the others wait to hear whether this rank carries on (RankAgreement.swift).
+                guard let rank else { try recover(from: failure, position: position); continue }
+                try rank.exchange.agreeOnRecovery(position: position) { try recover(from: failure, position: position) }
             } catch is PeerRetry {
+                try rank?.exchange.agreeOnRecovery(position: position) {}
                 continue
             }
         }

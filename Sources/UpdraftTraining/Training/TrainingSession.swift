@@ -158,6 +158,8 @@ final class TrainingSession {
                     try handleNonFiniteLoss(e.loss, position: place)
                     position.miniBatch += 1  // skipped: a resumed run goes on after it
                     continue
+                } catch let stop as RankStop {
+                    try stopWithTheOtherRanks(stop)
                 }
                 position.complete(result)
                 var m = TrainingMetrics(epochIndex: epoch, miniBatchIndex: b, lossValue: result.loss)
@@ -169,6 +171,7 @@ final class TrainingSession {
                 }
             }
             try checkWeights(position: "the end of epoch \(epoch + 1)")
+            try keepRanksInStep(position: "the end of epoch \(epoch + 1)")
             let (lossSum, correct, seen) = (position.lossSum, position.correct, position.seen)
             var m = TrainingMetrics(epochIndex: epoch, lossValue: position.lastLoss)
             let seconds = Date().timeIntervalSince(start)
@@ -298,41 +301,55 @@ final class TrainingSession {
         }
         let size = parameters.miniBatchSize
         let chunks = stride(from: 0, to: data.count, by: size).map { Array($0..<min($0 + size, data.count)) }
+        // Several ranks: each evaluates every N-th chunk; the sums are added up over the ranks below.
+        let mine = exchange.map { e in chunks.indices.filter { $0 % e.distributed.size == e.distributed.rank } } ?? Array(chunks.indices)
+        var results: [Int: (lossSum: Double, correct: Int, count: Int)] = [:]
         let cache = self.cache
         let pixels = Self.pixelSource(data, graph: graph, configuration: configuration)
             .map { PixelLoader(provider: $0, epoch: 0, augmentation: .none, pool: pixelPool) }
-        let prefetcher = BatchPrefetcher(batches: chunks, depth: configuration.prefetchDepth,
+        let prefetcher = BatchPrefetcher(batches: mine.map { chunks[$0] }, depth: configuration.prefetchDepth,
                                          needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
                                          load: { try data.example(at: $0) }, pixels: pixels)
         defer { prefetcher.stop() }
-        for (c, indices) in chunks.enumerated() {
-            let prepared = prefetcher.take(c)
-            let r: Executor.BatchResult
-            if let cache {
-                let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
-                let targets = try indices.map { try data.target(at: $0) }
-                r = try onPrimary { executor in
-                    self.bindCache()
-                    let slice = pixels != nil
-                        ? try CachedSlice(keys: keys, cache: cache, pixels: { try prepared.pixelRows($0) })
-                        : try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
-                    return try executor.evaluate(cached: slice, targets: targets, cache: cache)
+        var failure: Error? = nil
+        do {
+            for (k, c) in mine.enumerated() {
+                let indices = chunks[c]
+                let prepared = prefetcher.take(k)
+                let r: Executor.BatchResult
+                if let cache {
+                    let keys = indices.map { FeatureCache.Key(set: .validation, index: $0, variant: 0) }
+                    let targets = try indices.map { try data.target(at: $0) }
+                    r = try onPrimary { executor in
+                        self.bindCache()
+                        let slice = pixels != nil
+                            ? try CachedSlice(keys: keys, cache: cache, pixels: { try prepared.pixelRows($0) })
+                            : try CachedSlice(keys: keys, cache: cache, example: { try prepared.example($0.index) })
+                        return try executor.evaluate(cached: slice, targets: targets, cache: cache)
+                    }
+                } else if pixels != nil {
+                    let rows = try prepared.pixelRows(indices)
+                    let targets = try indices.map { try data.target(at: $0) }
+                    r = try onPrimary { try $0.evaluate(pixels: rows, targets: targets) }
+                } else {
+                    let examples = try indices.map { try prepared.example($0) }
+                    let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+                    r = try onPrimary { try $0.evaluate(batch) }
                 }
-            } else if pixels != nil {
-                let rows = try prepared.pixelRows(indices)
-                let targets = try indices.map { try data.target(at: $0) }
-                r = try onPrimary { try $0.evaluate(pixels: rows, targets: targets) }
-            } else {
-                let examples = try indices.map { try prepared.example($0) }
-                let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-                r = try onPrimary { try $0.evaluate(batch) }
-            }
-            lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
-            if classes > 0, let predicted = r.predicted {
-                for (i, p) in zip(indices, predicted) {
-                    if case let .classIndex(t)? = try? data.target(at: i), t >= 0, t < classes, p < classes { confusion[t][p] += 1 }
+                lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
+                results[c] = (r.loss * Double(r.count), r.correct, r.count)
+                if classes > 0, let predicted = r.predicted {
+                    for (i, p) in zip(indices, predicted) {
+                        if case let .classIndex(t)? = try? data.target(at: i), t >= 0, t < classes, p < classes { confusion[t][p] += 1 }
+                    }
                 }
             }
+        } catch where exchange != nil {
+            failure = error  // the other ranks hear of it (and stop too) instead of waiting for this rank's sums
+        }
+        if let exchange {
+            (lossSum, correct, seen, confusion) = try exchange.distributed.reduceValidation(
+                chunks: chunks.count, mine: results, confusion: confusion, failure: failure.map { firstLine(of: $0) })
         }
         if classes > 0 { validationConfusion = confusion }
         return (lossSum / Double(max(1, seen)), Double(correct) / Double(max(1, seen)))

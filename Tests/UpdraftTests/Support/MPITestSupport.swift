@@ -35,6 +35,15 @@ enum MPITestSupport {
         return out + [try updraftBinary().path] + args
     }
 
+    /// `mpirun -np N updraft ARGS` to its end, with the environment `runUpdraft` gives plus
+    /// `environment` (set for mpirun and passed to every rank).
+    static func run(ranks: Int, _ args: [String], cacheDirectory: URL, environment: [String: String] = [:]) throws -> CommandRun {
+        let process = try updraftProcess(args, cacheDirectory: cacheDirectory, environment: environment)
+        process.executableURL = try mpirun()
+        process.arguments = try arguments(ranks: ranks, environment: environment, args)
+        return try runToEnd(process)
+    }
+
     /// Child processes of `pid` with the MPI rank each was given (from /proc).
     static func ranks(of pid: Int32) -> [Int: Int32] {
         var out: [Int: Int32] = [:]

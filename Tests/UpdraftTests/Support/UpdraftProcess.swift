@@ -10,7 +10,11 @@ struct CommandRun { var status: Int32; var stdout: String; var stderr: String }
 /// `cacheDirectory`, then `extra` on top.
 func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
                 file: StaticString = #filePath, line: UInt = #line) throws -> CommandRun {
-    let process = try updraftProcess(arguments, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line)
+    try runToEnd(try updraftProcess(arguments, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line))
+}
+
+/// Runs `process` (not started) to its end, with what it printed.
+func runToEnd(_ process: Process) throws -> CommandRun {
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
