@@ -38,6 +38,7 @@ let trainCommand = CLICommand(CommandSpec(
                    help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
         OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
         OptionSpec("tensorboard", value: "DIR", help: "log the run for TensorBoard in DIR (curves, histograms, hyperparameters; made when missing)"),
+        OptionSpec("profile", help: "time every layer's passes (waiting for each: slower) and print where the step time went, with GFLOP/s, % of the device's SGEMM rate and the engine"),
         OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
         neighborsOption,
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
@@ -161,6 +162,7 @@ let trainCommand = CLICommand(CommandSpec(
     // Under mpirun, also where rank 0 writes the last completed step when every rank must stop.
     if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil || ranks != nil { config.checkpointURL = out }
     config.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
+    config.profile = args.flag("profile")
     run.configuration = config
     // A run without a network (a k-NN) appends samples: no optimizer settings to show.
     let appends = run.graph == nil
@@ -191,6 +193,7 @@ let trainCommand = CLICommand(CommandSpec(
     let final = task.wait()
     signals.cancel()
     progress.finish(state: final.task.state, error: final.error)
+    if primary, let profile = task.profile { print(profile.table(), terminator: "") }
     // Training that stopped on its data (a NaN loss, an example that cannot be read) still has a
     // model worth keeping: the last finite state. Device and other failures leave nothing to trust.
     let dataStop = final.task.state == .failed && (final.error as? UpdraftError)?.kind == .data

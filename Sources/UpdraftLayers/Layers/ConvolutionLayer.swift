@@ -36,6 +36,15 @@ enum ConvolutionLayer: LayerKind {
         return w
     }
 
+    static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
+        guard let g = try? layer.convolutionGeometry(batch: batch) else { return "none" }
+        switch backend.innermost {
+        case let cpu as CPUBackend: return cpu.convolutionEngine(g, backward: backward, inputGradient: inputGradient)
+        case let ocl as OpenCLBackend: return ocl.convolutionEngine(g, backward: backward, inputGradient: inputGradient)
+        default: return "reference"
+        }
+    }
+
     /// Dense convolutions on OpenCL read and write halves (`-D X_HALF/Y_HALF`), slices of a concat included.
     static func forwardHalfStored(_ c: ForwardCall, storage: HalfStorage, slice: TrainingGraph.ConcatSlice?) throws -> Bool {
         guard c.inputs.count == 1 else { return false }

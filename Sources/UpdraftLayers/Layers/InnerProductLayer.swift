@@ -1,5 +1,6 @@
 import UpdraftCore
 import UpdraftModel
+import UpdraftBackends
 
 /// Inner product on the flattened input: one GEMM forward, one for each gradient (`Backend.innerProduct*`).
 enum InnerProductLayer: LayerKind {
@@ -19,6 +20,17 @@ enum InnerProductLayer: LayerKind {
         }, input: { dx in
             try c.backend.innerProductBackwardData(g, outputGradient: c.outputGradient, weights: c.parameters.weights!, inputGradient: dx)
         })
+    }
+
+    static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
+        switch backend.innermost {
+        case is CPUBackend: return "OpenBLAS SGEMM"
+        case let ocl as OpenCLBackend:
+            guard let g = try? layer.innerProductGeometry(batch: batch) else { return "none" }
+            let forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
+            return ocl.tuning.variant(for: KernelShape(forward))?.description ?? "in-house table tiling"
+        default: return "reference"
+        }
     }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,

@@ -29,6 +29,10 @@ package protocol LayerKind {
     static func hasHalfKernel(_ layer: GraphLayer, runsInsideAnother: Bool) -> Bool
     /// An element-wise function that follows this layer may be fused into its kernel as an epilogue.
     static var acceptsEpilogue: Bool { get }
+    /// What runs the layer's forward pass (or, with `backward`, its gradients; `inputGradient`: the
+    /// input's too) on `backend`, as a profile names it: an algorithm or library the backend chose
+    /// for the shape. By default the backend's own loops or kernels.
+    static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String
 }
 
 extension LayerKind {
@@ -37,6 +41,18 @@ extension LayerKind {
     }
     static func hasHalfKernel(_ layer: GraphLayer, runsInsideAnother: Bool) -> Bool { runsInsideAnother }
     static var acceptsEpilogue: Bool { false }
+    static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
+        backend.innermost is OpenCLBackend ? "Updraft kernel" : "Updraft loops"
+    }
+}
+
+extension Backend {
+    /// The backend under any forwarding wrappers (measuring, failing, ...).
+    package var innermost: Backend {
+        var b: Backend = self
+        while let f = b as? ForwardingBackend { b = f.inner }
+        return b
+    }
 }
 
 extension LayerOp {

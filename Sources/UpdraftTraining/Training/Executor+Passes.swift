@@ -24,6 +24,7 @@ extension Executor {
             let fusedWith = fuse ? training.fusedActivations[layer.name] : nil
             let outBlob = fusedWith?.output ?? layer.output
             let halfLayer = halfBlobs.contains(outBlob)
+            try profiled(layer, "forward", on: backend, batch: ws.batch) {
             let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws, acceptsHalf: halfLayer) }
             let inputHalf = layer.inputs.map { ws.isHalf($0) }
             let epilogue: Activation? = { if case let .activation(a)? = fusedWith?.op { return a } else { return nil } }()
@@ -59,6 +60,7 @@ extension Executor {
                     try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, batch: ws.batch, backend: backend)
                 }
                 ws.setValue(outBlob, out, on: backend, half: halfLayer)
+            }
             }
             for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) {
                 ws.dropValue(b)
@@ -168,8 +170,10 @@ extension Executor {
         for layer in training.tail.reversed() {
             guard let dy = ws.gradient(layer.output) else { continue }
             let wantsInput = layer.inputs.map { training.gradientBlobs.contains($0) }
-            try layer.op.kind.backward(BackwardCall(executor: self, layer: layer, ws: ws, backend: backend, outputGradient: dy,
-                                                    wantsInput: wantsInput))
+            try profiled(layer, "backward", on: backend, batch: ws.batch, inputGradient: wantsInput.contains(true)) {
+                try layer.op.kind.backward(BackwardCall(executor: self, layer: layer, ws: ws, backend: backend, outputGradient: dy,
+                                                        wantsInput: wantsInput))
+            }
         }
     }
 
@@ -185,11 +189,19 @@ extension Executor {
         let step = stepCount + 1
         var updated = 0
         do {
-            for t in trainableTensors() {
-                try O.step(h, step: step, on: tailBackend, parameter: t.parameter, gradient: t.slot.gradient,
-                           state: t.slot.state, count: t.slot.count)
-                updated += 1
-                isMidUpdate = true
+            // One layer's tensors after another (weights, then bias), each layer one row of a profile.
+            var tensors = trainableTensors()[...]
+            while let layer = tensors.first?.layer {
+                let group = tensors.prefix { $0.layer == layer }
+                tensors = tensors.dropFirst(group.count)
+                try profiledUpdate(layer: layer, counts: group.map(\.slot.count)) {
+                    for t in group {
+                        try O.step(h, step: step, on: tailBackend, parameter: t.parameter, gradient: t.slot.gradient,
+                                   state: t.slot.state, count: t.slot.count)
+                        updated += 1
+                        isMidUpdate = true
+                    }
+                }
             }
         } catch {
             if updated > 0 { stepCount = step }

@@ -45,6 +45,8 @@ public final class Executor {
     /// Called by backward with an updatable layer's name once its parameter gradients are computed
     /// (queued, on an OpenCL device): a multi-rank run starts exchanging them while backward goes on.
     var gradientsReady: ((String) throws -> Void)?
+    /// When set, every pass of every layer is timed into it (and waited for): see `TrainingProfile`.
+    public var profiler: TrainingProfiler?
 
     /// Uploads the model's parameters to the backends and allocates the optimizer state (gradient and moment buffers on the tail backend); throws what the backend throws when it cannot allocate.
     public init(training: TrainingGraph, optimizer: any Optimizer.Type, prefixBackend: Backend, tailBackend: Backend) throws {
@@ -191,13 +193,19 @@ public final class Executor {
     func runBatch(targets: [TrainingExample.Target], layers: [GraphLayer], keep: [String] = [], gradients: Bool,
                   stage: (Workspace) throws -> Void) throws -> BatchResult {
         let ws = workspace(targets.count)
+        // A profile covers training steps only, not evaluation.
+        let profiling = profiler
+        if !gradients { profiler = nil }
         defer {
+            profiler = profiling
             ws.clearValues()
             if gradients { ws.clearGradients(on: tailBackend) }
         }
-        try stage(ws)
+        try profiled(nil, "input", on: layers.first.map { backend(for: $0) } ?? tailBackend, batch: targets.count) { try stage(ws) }
         try forward(layers: layers, ws: ws, keep: Set(keep + [training.lossBlob].compactMap { $0 }))
-        let pending = try queueLoss(ws: ws, targets: targets, withGradient: gradients)
+        let pending = try profiled(nil, "loss", on: tailBackend, batch: targets.count) {
+            try queueLoss(ws: ws, targets: targets, withGradient: gradients)
+        }
         if gradients { try backward(ws: ws) }
         return try pending.resolve()
     }

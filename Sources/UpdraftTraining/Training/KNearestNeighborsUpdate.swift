@@ -112,6 +112,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
     let hyperparameters: [Hyperparameter] = []
     private(set) var lastMetrics: TrainingMetrics?
     var featureCacheStatistics: FeatureCacheStatistics? { nil }
+    var profile: TrainingProfile? { nil }
     /// Where the vectors come from, for the metrics' device ("cpu" for a bare k-NN).
     let device: String
 

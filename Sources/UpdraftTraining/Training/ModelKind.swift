@@ -45,6 +45,8 @@ protocol UpdateSession: AnyObject {
     var lastMetrics: TrainingMetrics? { get }
     /// The feature cache's counters, when the run keeps one.
     var featureCacheStatistics: FeatureCacheStatistics? { get }
+    /// Where the training steps' time went so far, when the run is profiled.
+    var profile: TrainingProfile? { get }
     /// Runs the update to its end (or until the task is cancelled).
     func train() throws
     /// `original` with what the run has learnt so far.

@@ -45,6 +45,7 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
 /// A network's training run, as an update task drives it.
 extension TrainingSession: UpdateSession {
     var featureCacheStatistics: FeatureCacheStatistics? { cache?.statistics }
+    var profile: TrainingProfile? { profiler?.profile() }
 
     func currentModel(updating original: CoreMLModel) throws -> CoreMLModel { try executor.exportModel(into: original) }
 

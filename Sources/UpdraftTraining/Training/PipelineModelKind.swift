@@ -153,6 +153,7 @@ final class PipelineNetworkSession: UpdateSession {
     var hyperparameters: [Hyperparameter] { training.hyperparameters }
     var lastMetrics: TrainingMetrics? { training.lastMetrics }
     var featureCacheStatistics: FeatureCacheStatistics? { training.featureCacheStatistics }
+    var profile: TrainingProfile? { training.profile }
 
     func train() throws { try training.train() }
 

@@ -12,6 +12,8 @@ final class TrainingSession {
     let training: TrainingGraph
     /// The executors (one, or data-parallel replicas), fallbacks and recovery.
     let devices: TrainingDevices
+    /// Times every pass of every layer when the configuration asks for a profile.
+    private(set) var profiler: TrainingProfiler?
     /// The executor that answers for the weights: the only one, or the first replica.
     var executor: Executor { devices.primary }
     let hyperparameters: [Hyperparameter]
@@ -81,6 +83,11 @@ final class TrainingSession {
         }
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
+        if configuration.profile {
+            let profiler = TrainingProfiler()
+            for replica in devices.replicas { replica.profiler = profiler }
+            self.profiler = profiler
+        }
         // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
         let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
@@ -153,7 +160,9 @@ final class TrainingSession {
                 let place = "epoch \(epoch + 1) mini-batch \(b + 1)"
                 let result: Executor.BatchResult
                 do {
+                    let stepStart = DispatchTime.now().uptimeNanoseconds
                     result = try step(indices: indices, epoch: epoch, position: place, prepared: prefetcher.take(b - first))
+                    profiler?.recordStep(seconds: Double(DispatchTime.now().uptimeNanoseconds - stepStart) / 1e9)
                 } catch let e as NonFiniteLoss {
                     try handleNonFiniteLoss(e.loss, position: place)
                     position.miniBatch += 1  // skipped: a resumed run goes on after it
@@ -277,7 +286,8 @@ final class TrainingSession {
     func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
         let trained = Result { try executor.exportModel(into: model) }
         let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
-                             resumePoint: keepResumePoint ? try? checkpoint() : nil)
+                             resumePoint: keepResumePoint ? try? checkpoint() : nil,
+                             profile: profiler?.profile(sgemmOn: devices.replicas.flatMap { [$0.prefixBackend, $0.tailBackend] }))
         devices.release()
         cache = nil
         return ended
@@ -364,4 +374,6 @@ struct EndedRun {
     var devices: TrainingDevices.Record
     /// Where a cancelled run stopped, to resume from (`UpdateTask.writeCheckpoint(to:)`).
     var resumePoint: TrainingCheckpoint?
+    /// Where the steps' time went, when the run was profiled.
+    var profile: TrainingProfile? = nil
 }

@@ -176,6 +176,10 @@ public struct UpdateConfiguration {
     /// that fails later is a warning, and training goes on. In an MPI job only rank 0 writes. A
     /// k-NN update logs nothing yet.
     public var tensorboardDirectory: URL? = nil
+    /// Time every pass of every layer of every training step (waiting for each, so the run is slower)
+    /// and keep the result as `UpdateTask.profile`: where the step time goes, per layer and pass, with
+    /// GFLOP/s and the engine that ran it. Off by default.
+    public var profile = false
     /// The defaults: the model's own parameters, scheduled compute units, a feature cache, no checkpoints.
     public init() {}
 }
@@ -249,6 +253,9 @@ public final class UpdateTask: @unchecked Sendable {
 
     /// What the feature cache holds (nil when it is off, or before training starts).
     public var featureCacheStatistics: FeatureCacheStatistics? { updateSession?.featureCacheStatistics ?? ended?.cacheStatistics }
+    /// Where the training steps' time went so far, per layer and pass, when `UpdateConfiguration.profile`
+    /// is on (nil otherwise). Set its `sgemmGFLOPS` to a measured SGEMM rate to see each row's share of it.
+    public var profile: TrainingProfile? { updateSession?.profile ?? ended?.profile }
 
     /// Where the task is now (MLUpdateTask.state); `.suspended` before `resume()` and while a handler runs.
     public var state: UpdateTaskState {

@@ -223,3 +223,15 @@ extension CPUBackend {
         }
     }
 }
+
+extension CPUBackend {
+    /// What runs a convolution pass here, as a profile names it: the forward algorithm (with OpenBLAS
+    /// for im2col's GEMM), the grouped direct loop, or for the backward pass the weight gradient's
+    /// im2col and the input gradient's algorithm.
+    public func convolutionEngine(_ g: ConvGeometry, backward: Bool, inputGradient: Bool) -> String {
+        func name(_ a: CPUConvolutionAlgorithm) -> String { a == .im2col ? "im2col + OpenBLAS" : a.rawValue }
+        if usesGroupedDirect(g) { return "grouped direct" }
+        guard backward else { return name(forwardAlgorithm(for: g)) }
+        return "weights im2col + OpenBLAS" + (inputGradient ? ", input " + name(backwardDataAlgorithm(for: g)) : "")
+    }
+}

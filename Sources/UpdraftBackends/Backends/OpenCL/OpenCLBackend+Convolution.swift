@@ -209,3 +209,15 @@ extension OpenCLBackend {
 }
 
 @inline(__always) private func ceilDiv(_ a: Int, _ b: Int) -> Int { (a + b - 1) / b }
+
+extension OpenCLBackend {
+    /// What runs a convolution pass here, as a profile names it: the grouped direct kernel, or per
+    /// GEMM-shaped pass the engine `updraft tune` stored for its shape (the in-house kernel's table
+    /// tiling when nothing is stored).
+    public func convolutionEngine(_ g: ConvGeometry, backward: Bool, inputGradient: Bool) -> String {
+        if usesGroupedDirect(g) { return "grouped direct kernel" }
+        func name(_ kind: KernelShape.Kind) -> String { tuning.variant(for: KernelShape(g, kind))?.description ?? "in-house table tiling" }
+        guard backward else { return name(.convForward) }
+        return "weights " + name(.convBackwardWeights) + (inputGradient ? ", input " + name(.convBackwardData) : "")
+    }
+}
