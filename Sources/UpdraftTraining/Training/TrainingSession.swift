@@ -274,7 +274,7 @@ final class TrainingSession {
     func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
         let trained = Result { try executor.exportModel(into: model) }
         let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
-                             resumePoint: keepResumePoint ? try? checkpoint() : nil)
+                             resumePoint: keepResumePoint ? try? checkpoint() : try? finiteResumePoint())
         devices.release()
         cache = nil
         return ended
@@ -345,6 +345,7 @@ struct EndedRun {
     var model: Result<CoreMLModel, Error>
     var cacheStatistics: FeatureCacheStatistics?
     var devices: TrainingDevices.Record
-    /// Where a cancelled run stopped, to resume from (`UpdateTask.writeCheckpoint(to:)`).
+    /// Where a cancelled run stopped, or the last finite step of a run the non-finite guard stopped,
+    /// to resume from (`UpdateTask.writeCheckpoint(to:)`).
     var resumePoint: TrainingCheckpoint?
 }
