@@ -136,7 +136,8 @@ public struct UpdateConfiguration {
     /// or skip the mini-batch.
     public var nonFinite: NonFinitePolicy = .stop
     /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
-    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
+    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits:
+    /// in every epoch, the first included (a cached example's features are rounded from the step that computes them).
     public var featureCacheHalfPrecision = false
     /// Keep the frozen prefix's activations (the layers before the first updatable one, forward
     /// only) as IEEE halves: half the bytes of the prefix's workspace, fp32 arithmetic, every stored
