@@ -13,15 +13,15 @@ struct CachedSlice {
     var locations: [FeatureCache.Key: FeatureCache.Location]
     /// Distinct keys the cache does not hold, in first-seen order.
     var missing: [FeatureCache.Key]
-    var missingBatch: TrainingBatch?
-    /// The missing examples' images as 8-bit samples, in `missing` order (instead of `missingBatch`).
+    /// The missing examples, in `missing` order (stacked in the executor's staging when uploaded).
+    var missingExamples: [TrainingExample]?
+    /// The missing examples' images as 8-bit samples, in `missing` order (instead of `missingExamples`).
     var missingPixels: PixelRows?
 
     init(keys: [FeatureCache.Key], cache: FeatureCache, example: (FeatureCache.Key) throws -> TrainingExample) throws {
         self.init(keys: keys, cache: cache)
         if !missing.isEmpty {
-            let examples = try missing.map(example)
-            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+            missingExamples = try missing.map(example)
         }
     }
 
@@ -64,8 +64,8 @@ extension Executor {
         // be `ws` itself) before the batch buffers are staged.
         var computed: [DeviceBuffer] = []
         let pws = slice.missing.isEmpty ? ws : transientWorkspace(slice.missing.count)
-        if slice.missingBatch != nil || slice.missingPixels != nil {
-            if let batch = slice.missingBatch { try uploadInput(batch.inputs, ws: pws) }
+        if slice.missingExamples != nil || slice.missingPixels != nil {
+            if let examples = slice.missingExamples { try uploadInput(examples: examples, ws: pws) }
             if let pixels = slice.missingPixels { try uploadInput(pixels: pixels, ws: pws) }
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))
             for blob in cache.blobs {

@@ -242,10 +242,10 @@ final class TrainingSession {
                     return (try prepared.pixelRows(slice), try slice.map { try data.target(at: $0) })
                 }, gradients: { executor, input in try executor.computeGradients(pixels: input.0, targets: input.1) })
             }
+            // The examples as they are: each executor stacks them in its own reused staging array.
             return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
-                let examples = try indices[range].map(example)
-                return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-            }, gradients: { executor, batch in try executor.computeGradients(batch) })
+                try indices[range].map(example)
+            }, gradients: { executor, examples in try executor.computeGradients(examples: examples) })
         }
         // Feature-cache path: the prefix runs only for examples (and flip variants) not cached yet.
         func variant(_ i: Int) -> Int {
@@ -324,8 +324,7 @@ final class TrainingSession {
                 r = try onPrimary { try $0.evaluate(pixels: rows, targets: targets) }
             } else {
                 let examples = try indices.map { try prepared.example($0) }
-                let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-                r = try onPrimary { try $0.evaluate(batch) }
+                r = try onPrimary { try $0.evaluate(examples: examples) }
             }
             lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
             if classes > 0, let predicted = r.predicted {
