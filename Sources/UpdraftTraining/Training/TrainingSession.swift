@@ -31,6 +31,8 @@ final class TrainingSession {
     private(set) var validationConfusion: [[Int]]?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
+    /// The memory this run reserved in the process's ledger before making its executors (given back by `end`).
+    private let admission: MemoryAdmission
     /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
     private(set) var position = TrainingPosition()
     /// The model's and the data's fingerprints, once a checkpoint needed them.
@@ -79,16 +81,23 @@ final class TrainingSession {
             try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: configuration)
             position = resume.position
         }
+        // Before any executor allocates: each planned replica's slice of a mini-batch must fit its
+        // memory (the preflight's named error), then, beside the process's other tasks, the run waits
+        // until the memory it plans to hold is there (DeviceMemoryLedger.swift).
+        let planned = Self.plannedReplicas(batchSize: parameters.miniBatchSize, configuration: configuration)
+        try Self.preflight(planned, graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix)
+        admission = try DeviceMemoryLedger.shared.admit(
+            Self.plannedMemory(planned, graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix),
+            what: "training with a mini-batch of \(parameters.miniBatchSize)",
+            stop: { [unowned task] in task.isCancelRequested }, waits: { [unowned task] in task.warn($0) })
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
-        // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
+        // Before any data moves, again on the replicas that started (a replica that could not start
+        // leaves bigger slices to the others).
         let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
-        for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
-            try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
-                                      prefix: replica.prefixBackend, tail: replica.tailBackend,
-                                      halfPrecisionPrefix: training.halfPrecisionPrefix)
-        }
+        try Self.preflight(zip(devices.replicas, slices).map { ($0.prefixBackend, $0.tailBackend, $1) },
+                           graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix)
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
         let cropped = configuration.augmentation.randomResizedCrop != nil
@@ -277,6 +286,7 @@ final class TrainingSession {
                              resumePoint: keepResumePoint ? try? checkpoint() : try? finiteResumePoint())
         devices.release()
         cache = nil
+        admission.release()
         return ended
     }
 
