@@ -30,7 +30,7 @@ let trainCommand = CLICommand(CommandSpec(
         OptionSpec("frozen-fp16", help: "keep the frozen layers' activations in half precision: half their memory, fp32 arithmetic"),
         OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
         OptionSpec("no-fallback", help: "stop when a device fails instead of going on on the CPU (under mpirun: every rank stops, rank 0 writes a checkpoint)"),
-        OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, keeping the last finite weights)"),
+        OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, saving the last finite step to resume from)"),
         OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
         OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
         OptionSpec("checkpoint-every-batches", value: "N", help: "also write a checkpoint every N mini-batches"),
@@ -44,7 +44,7 @@ let trainCommand = CLICommand(CommandSpec(
     ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
         + "--out, --log, --sidecar and --tensorboard are checked before training starts; a TensorBoard log that cannot be written mid-run is a warning; a checkpoint that cannot be written is a warning. "
-        + "A NaN or infinite loss stops training with the last finite weights saved (or, with --skip-nonfinite, skips the mini-batch). "
+        + "A NaN or infinite loss stops training with the last finite step saved with its resume state (continue with --resume once the data is fixed, or resume with --skip-nonfinite to skip the mini-batch). "
         + "If a device fails mid-training (a kernel that does not build, memory that runs out, a device error), training goes on "
         + "from the last completed mini-batch on the other devices or the CPU, with a warning (--no-fallback: it stops instead). "
         + "Under mpirun each rank takes the device of its rank on its host (or its entry of a --device list); rank 0 prints the map. "
@@ -209,8 +209,9 @@ let trainCommand = CLICommand(CommandSpec(
     if final.task.state == .cancelled && appends {
         // A k-NN keeps what it appended; there is nothing to resume.
         try task.write(to: out)
-    } else if final.task.state == .cancelled {
-        // Where it stopped, with the state to resume from (`--resume`).
+    } else if final.task.state == .cancelled || (dataStop && task.resumePoint != nil) {
+        // Where it stopped (or, stopped by the non-finite guard, its last finite step), with the
+        // state to resume from (`--resume`).
         do { try task.writeCheckpoint(to: out) } catch {
             printError("warning: no resume state for the model trained so far (\(error))")
             try task.write(to: out)
@@ -223,7 +224,9 @@ let trainCommand = CLICommand(CommandSpec(
     if let sidecar = args.value("sidecar") {
         try InteropSidecar.write(for: try CoreMLModel(contentsOf: out), to: URL(fileURLWithPath: sidecar))
     }
-    let note = dataStop ? " (training stopped: the model as trained so far, with finite weights)"
+    let note = dataStop && task.resumePoint != nil
+        ? " (training stopped: the model of the last finite step; continue with --resume \(out.path), e.g. with a lower --learning-rate)"
+        : dataStop ? " (training stopped: the model as trained so far, with finite weights)"
         : final.task.state == .cancelled && appends ? " (cancelled: the samples appended so far)"
         : final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : ""
     print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")

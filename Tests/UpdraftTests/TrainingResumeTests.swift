@@ -153,6 +153,13 @@ final class TrainingResumeTests: FolderTestCase {
         try assertResumeIsExact(Self.one { OpenCLBackend(context: context) }, optimizer: .adam, stopAfter: 5, every: 4, saved: 4)
     }
 
+    /// The fp16 feature cache rounds an example's features from the step that computes them, so a
+    /// resumed run (whose cache starts empty) reads the same features as the uninterrupted one.
+    func testTheHalfPrecisionFeatureCacheResumesBitIdentically() throws {
+        try assertResumeIsExact({ $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheHalfPrecision = true },
+                                optimizer: .sgd, stopAfter: 7, every: 3, saved: 6)
+    }
+
     func testDataParallelResumesBitIdentically() throws {
         // Two CPU replicas with unequal shares (slices of 3 and 1 of each mini-batch of 4).
         try assertResumeIsExact({ $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [3, 1]) },

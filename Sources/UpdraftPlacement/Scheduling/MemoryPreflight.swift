@@ -20,14 +20,14 @@ public enum MemoryPreflight {
 
     /// Bytes a batch of `batch` needs: on the prefix backend, on the tail backend (one figure when
     /// they are the same object), in host memory, and the largest single tensor.
-    struct Footprint {
-        var prefix: UInt64
-        var tail: UInt64
-        var host: UInt64
-        var largestTensor: UInt64
+    package struct Footprint {
+        package var prefix: UInt64
+        package var tail: UInt64
+        package var host: UInt64
+        package var largestTensor: UInt64
     }
 
-    static func footprint(graph: NetworkGraph, batch: Int, work: Work, prefix: Backend, tail: Backend,
+    package static func footprint(graph: NetworkGraph, batch: Int, work: Work, prefix: Backend, tail: Backend,
                           halfPrecisionPrefix: Bool = false) throws -> Footprint {
         let a = try GraphAnalysis(graph: graph, batch: batch, halfPrecisionPrefix: halfPrecisionPrefix)
         var prefixBytes: UInt64, tailBytes: UInt64

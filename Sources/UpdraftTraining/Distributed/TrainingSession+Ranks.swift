@@ -40,7 +40,7 @@ extension TrainingSession {
     /// differ, every rank takes rank 0's state (broadcast), with a warning the first time, so the
     /// ranks go on as one.
     func keepRanksInStep(position: String) throws {
-        guard let exchange, let state = finiteState.lastFinite else { return }
+        guard let exchange, let state = finiteState.lastFinite?.state else { return }
         let distributed = exchange.distributed, world = distributed.world
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for t in state.tensors {

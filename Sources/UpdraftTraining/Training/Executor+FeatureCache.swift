@@ -13,15 +13,15 @@ struct CachedSlice {
     var locations: [FeatureCache.Key: FeatureCache.Location]
     /// Distinct keys the cache does not hold, in first-seen order.
     var missing: [FeatureCache.Key]
-    var missingBatch: TrainingBatch?
-    /// The missing examples' images as 8-bit samples, in `missing` order (instead of `missingBatch`).
+    /// The missing examples, in `missing` order (stacked in the executor's staging when uploaded).
+    var missingExamples: [TrainingExample]?
+    /// The missing examples' images as 8-bit samples, in `missing` order (instead of `missingExamples`).
     var missingPixels: PixelRows?
 
     init(keys: [FeatureCache.Key], cache: FeatureCache, example: (FeatureCache.Key) throws -> TrainingExample) throws {
         self.init(keys: keys, cache: cache)
         if !missing.isEmpty {
-            let examples = try missing.map(example)
-            missingBatch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
+            missingExamples = try missing.map(example)
         }
     }
 
@@ -64,8 +64,8 @@ extension Executor {
         // be `ws` itself) before the batch buffers are staged.
         var computed: [DeviceBuffer] = []
         let pws = slice.missing.isEmpty ? ws : transientWorkspace(slice.missing.count)
-        if slice.missingBatch != nil || slice.missingPixels != nil {
-            if let batch = slice.missingBatch { try uploadInput(batch.inputs, ws: pws) }
+        if slice.missingExamples != nil || slice.missingPixels != nil {
+            if let examples = slice.missingExamples { try uploadInput(examples: examples, ws: pws) }
             if let pixels = slice.missingPixels { try uploadInput(pixels: pixels, ws: pws) }
             try forward(layers: training.prefix, ws: pws, keep: Set(cache.blobs))
             for blob in cache.blobs {
@@ -75,8 +75,14 @@ extension Executor {
             pws.clearValues()
             try cache.store(slice.missing, computed: computed, on: backend)
         }
+        // In half precision, what the cache now keeps is read back from it, rounded as every later
+        // epoch reads it: the tail sees one set of features per example, the first epoch included.
+        var locations = slice.locations
+        if cache.halfPrecision {
+            for key in slice.missing { if let l = cache.locate(key, counting: false) { locations[key] = l } }
+        }
         // Every position missing, in order and once each (a first epoch): the prefix's outputs are the batch.
-        if !computed.isEmpty, slice.missing == slice.keys {
+        if !computed.isEmpty, slice.missing == slice.keys, locations.count == slice.locations.count {
             for (blob, buffer) in zip(cache.blobs, computed) { ws.setValue(blob, buffer, on: backend) }
             return
         }
@@ -85,11 +91,11 @@ extension Executor {
         var missingRows: [Int] = [], missingPositions: [Int] = []
         let missingRow = Dictionary(uniqueKeysWithValues: slice.missing.enumerated().map { ($1, $0) })
         for (position, key) in slice.keys.enumerated() {
-            if let row = missingRow[key] {
+            if let row = missingRow[key], locations[key] == nil {
                 missingRows.append(row); missingPositions.append(position)
                 continue
             }
-            switch slice.locations[key] {
+            switch locations[key] {
             case let .device(tier, slot)?:
                 guard tier.backend === backend else {
                     throw UpdraftError(.invalidArgument, "cached features of example \(key.index) are on \(tier.backend.name), not on \(backend.name)",

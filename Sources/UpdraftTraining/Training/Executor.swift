@@ -37,6 +37,9 @@ public final class Executor {
     private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>
     private let skipped: Set<String>
+    /// The host array float examples are stacked in before their upload, reused batch after batch
+    /// (`Executor+Examples.swift`).
+    let inputStaging = InputStaging()
     /// Optimizer steps taken (the `step` an optimizer is handed, e.g. Adam's bias correction), advanced once per training step.
     public internal(set) var stepCount = 0
     /// True after an optimizer pass failed part-way: some tensors hold the new step's values, others
@@ -331,9 +334,15 @@ public final class Executor {
             throw UpdraftError(.data, "inputs \(inputs.shape) do not match the model input \(graph.input.shape) (batch \(ws.batch))",
                                hint: "check the data's shape against `updraft inspect`")
         }
+        try uploadInput(values: inputs.data, ws: ws)
+    }
+
+    /// Sets the network input of `ws` from `values`, `ws.batch` examples of the input's size stacked.
+    func uploadInput(values: [Float], ws: Workspace) throws {
+        let itemCount = graph.input.shape.itemCount
         let backend = training.prefix.isEmpty ? tailBackend : prefixBackend
-        let b = try ws.acquire(inputs.count, on: backend)
-        try backend.upload(inputs.data, to: b)
+        let b = try ws.acquire(values.count, on: backend)
+        try backend.upload(values, to: b)
         // The image preprocessing, x = scale * x + bias[channel], on the device, in place: the batch
         // crosses to the device once and is not copied on the host.
         if let pre = graph.input.preprocessing, !pre.bias.isEmpty {

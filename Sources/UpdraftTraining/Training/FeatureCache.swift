@@ -17,8 +17,10 @@ import UpdraftCore
 /// examples are then recomputed once. Safe to use from several threads.
 ///
 /// With `halfPrecision` both tiers keep rows as IEEE halves (`copyRows(..., toHalf:)`), half the
-/// bytes, and batches get them back as floats: the tail still computes in fp32. Features computed
-/// in a step are used at full precision in that step (the first epoch), rounded ones afterwards.
+/// bytes, and batches get them back as floats: the tail still computes in fp32. A step that computes
+/// an example's features reads them back rounded once the cache keeps them, so the tail sees the same
+/// features for it in every epoch, the first included (an example past both budgets gets fresh fp32
+/// features in every epoch).
 final class FeatureCache {
     struct Key: Hashable {
         /// Which data set: training or validation.
@@ -92,20 +94,22 @@ final class FeatureCache {
                           expectedEntries: expectedEntries, halfPrecision: halfPrecision)
     }
 
-    /// Where `key`'s rows are, or nil (counted as a miss).
-    func locate(_ key: Key) -> Location? {
+    /// Where `key`'s rows are, or nil (counted as a miss, unless `counting` is off: a step reading
+    /// back the rows it just stored is neither).
+    func locate(_ key: Key, counting: Bool = true) -> Location? {
         lock.lock(); defer { lock.unlock() }
-        if let t = tier, let slot = t.slots[key] { hits += 1; return .device(tier: t, slot: slot) }
-        if let rows = host[key] { hits += 1; return .host(rows) }
-        if let rows = hostHalf[key] { hits += 1; return .host(rows.map { $0.map(Float.init) }) }
-        misses += 1
+        let hit = counting ? 1 : 0
+        if let t = tier, let slot = t.slots[key] { hits += hit; return .device(tier: t, slot: slot) }
+        if let rows = host[key] { hits += hit; return .host(rows) }
+        if let rows = hostHalf[key] { hits += hit; return .host(rows.map { $0.map(Float.init) }) }
+        misses += hit
         return nil
     }
 
     /// Whether `key`'s rows are kept (no hit or miss counted).
     func holds(_ key: Key) -> Bool {
         lock.lock(); defer { lock.unlock() }
-        return tier?.slots[key] != nil || host[key] != nil
+        return tier?.slots[key] != nil || host[key] != nil || hostHalf[key] != nil
     }
 
     /// Keeps the rows of `keys` from `computed` (per blob, row k is `keys[k]`'s, on `backend`): in

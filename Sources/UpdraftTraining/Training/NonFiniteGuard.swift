@@ -36,15 +36,28 @@ extension ExecutorState {
 
 /// The last state of the trained tensors known to be finite, and the way back to it.
 final class FiniteStateKeeper {
-    private(set) var lastFinite: ExecutorState?
+    /// Where the run stood when the last finite state was read: what a resume from it needs besides the state.
+    struct Point {
+        var state: ExecutorState
+        var position: TrainingPosition
+        /// The parameters in force then (a handler may have changed them since).
+        var parameters: TrainingParameters
+        /// How many epochs the run's history held then.
+        var epochsInHistory: Int
+    }
+    private(set) var lastFinite: Point?
+    /// Set when the guard stopped training: the run can resume from `lastFinite`.
+    var stopped = false
 
     /// Reads the state of `devices`' primary replica; when it is finite it becomes the last finite
-    /// state and nil is returned, else the first non-finite value is (and the state is not kept).
-    func check(_ devices: TrainingDevices) throws -> (name: String, index: Int, value: Float)? {
+    /// state (with where the run stands, `at`) and nil is returned, else the first non-finite value
+    /// is (and the state is not kept).
+    func check(_ devices: TrainingDevices, at position: TrainingPosition, parameters: TrainingParameters,
+               epochsInHistory: Int) throws -> (name: String, index: Int, value: Float)? {
         try devices.primary.tailBackend.synchronize()
         let state = try devices.primary.captureState()
         if let bad = state.firstNonFinite { return bad }
-        lastFinite = state
+        lastFinite = Point(state: state, position: position, parameters: parameters, epochsInHistory: epochsInHistory)
         return nil
     }
 
@@ -52,7 +65,7 @@ final class FiniteStateKeeper {
     /// then still hold the state they started with, which the caller checked).
     func restore(_ devices: TrainingDevices) throws {
         guard let lastFinite else { return }
-        for r in devices.replicas { try r.restoreState(lastFinite) }
+        for r in devices.replicas { try r.restoreState(lastFinite.state) }
     }
 }
 
@@ -76,9 +89,15 @@ extension TrainingSession {
 }
 
 extension TrainingSession {
+    /// Reads the primary replica's state and keeps it as the last finite one (with the position,
+    /// parameters and history length of now) when it is finite; returns the first non-finite value otherwise.
+    private func checkFinite() throws -> (name: String, index: Int, value: Float)? {
+        try finiteState.check(devices, at: position, parameters: parameters, epochsInHistory: task.history.epochs.count)
+    }
+
     /// Before the first step: the weights training starts from must be finite.
     func checkInitialWeights() throws {
-        if let bad = try finiteState.check(devices) {
+        if let bad = try checkFinite() {
             throw UpdraftError(.invalidModel, "\(bad.name) holds \(bad.value) at index \(bad.index) before training starts",
                                hint: "the model's weights must be finite numbers (see `updraft inspect`)")
         }
@@ -86,22 +105,40 @@ extension TrainingSession {
 
     /// A mini-batch's loss was not finite (its update was not applied): stop, or skip it by policy.
     /// Weights that went bad in the steps before go back to the last finite state, and stop training.
+    /// A stop keeps a resume point at the last finite step (`finiteResumePoint`).
     func handleNonFiniteLoss(_ loss: Double, position: String) throws {
-        if let bad = try finiteState.check(devices) {
+        if let bad = try checkFinite() {
             try finiteState.restore(devices)
+            finiteState.stopped = true
             throw nonFiniteWeightsError(bad, position: position, restored: true)
         }
         switch task.configuration.nonFinite {
-        case .stop: throw nonFiniteLossError(loss, position: position)
+        case .stop:
+            finiteState.stopped = true
+            throw nonFiniteLossError(loss, position: position)
         case .skipBatch: task.warn("\(position): the loss is \(loss), not a finite number; skipping the mini-batch (no update)")
         }
     }
 
     /// At the end of an epoch: the trained weights must be finite (else back to the last finite state, and stop).
     func checkWeights(position: String) throws {
-        if let bad = try finiteState.check(devices) {
+        if let bad = try checkFinite() {
             try finiteState.restore(devices)
+            finiteState.stopped = true
             throw nonFiniteWeightsError(bad, position: position, restored: true)
         }
+    }
+
+    /// After the guard stopped training: the checkpoint of the last finite step — its weights and
+    /// optimizer state, position, parameters and history — so that a resumed run (with the data
+    /// fixed or a lower learning rate) continues from that step exactly. Nil when the guard did not stop the run.
+    func finiteResumePoint() throws -> TrainingCheckpoint? {
+        guard finiteState.stopped, let point = finiteState.lastFinite else { return nil }
+        var checkpoint = try self.checkpoint()
+        checkpoint.state = point.state
+        checkpoint.position = point.position
+        checkpoint.parameters = point.parameters
+        checkpoint.history = Array(checkpoint.history.prefix(point.epochsInHistory))
+        return checkpoint
     }
 }

@@ -33,6 +33,8 @@ final class TrainingSession {
     private(set) var validationConfusion: [[Int]]?
     /// The last state of the trained tensors known to be finite (see NonFiniteGuard.swift).
     let finiteState = FiniteStateKeeper()
+    /// The memory this run reserved in the process's ledger before making its executors (given back by `end`).
+    private let admission: MemoryAdmission
     /// Where the run stands: after the last completed mini-batch (a resumed run starts at its checkpoint's).
     private(set) var position = TrainingPosition()
     /// The model's and the data's fingerprints, once a checkpoint needed them.
@@ -81,6 +83,15 @@ final class TrainingSession {
             try resume.check(model: model, data: task.trainingData, optimizer: optimizer, configuration: configuration)
             position = resume.position
         }
+        // Before any executor allocates: each planned replica's slice of a mini-batch must fit its
+        // memory (the preflight's named error), then, beside the process's other tasks, the run waits
+        // until the memory it plans to hold is there (DeviceMemoryLedger.swift).
+        let planned = Self.plannedReplicas(batchSize: parameters.miniBatchSize, configuration: configuration)
+        try Self.preflight(planned, graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix)
+        admission = try DeviceMemoryLedger.shared.admit(
+            Self.plannedMemory(planned, graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix),
+            what: "training with a mini-batch of \(parameters.miniBatchSize)",
+            stop: { [unowned task] in task.isCancelRequested }, waits: { [unowned task] in task.warn($0) })
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
         if configuration.profile {
@@ -88,14 +99,12 @@ final class TrainingSession {
             for replica in devices.replicas { replica.profiler = profiler }
             self.profiler = profiler
         }
-        // Before any data moves: the largest replica's slice of a mini-batch must fit its memory.
+        // Before any data moves, again on the replicas that started (a replica that could not start
+        // leaves bigger slices to the others).
         let slices = devices.replicas.count == 1 ? [parameters.miniBatchSize]
             : DataParallelism.sliceSizes(count: parameters.miniBatchSize, shares: devices.shares)
-        for (replica, slice) in zip(devices.replicas, slices) where slice > 0 {
-            try MemoryPreflight.check(graph: graph, batchSize: slice, work: .training,
-                                      prefix: replica.prefixBackend, tail: replica.tailBackend,
-                                      halfPrecisionPrefix: training.halfPrecisionPrefix)
-        }
+        try Self.preflight(zip(devices.replicas, slices).map { ($0.prefixBackend, $0.tailBackend, $1) },
+                           graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix)
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
         let cropped = configuration.augmentation.randomResizedCrop != nil
@@ -254,10 +263,10 @@ final class TrainingSession {
                     return (try prepared.pixelRows(slice), try slice.map { try data.target(at: $0) })
                 }, gradients: { executor, input in try executor.computeGradients(pixels: input.0, targets: input.1) })
             }
+            // The examples as they are: each executor stacks them in its own reused staging array.
             return try devices.step(count: indices.count, position: position, parameters: parameters, rank: rank, prepare: { range in
-                let examples = try indices[range].map(example)
-                return try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-            }, gradients: { executor, batch in try executor.computeGradients(batch) })
+                try indices[range].map(example)
+            }, gradients: { executor, examples in try executor.computeGradients(examples: examples) })
         }
         // Feature-cache path: the prefix runs only for examples (and flip variants) not cached yet.
         func variant(_ i: Int) -> Int {
@@ -286,10 +295,11 @@ final class TrainingSession {
     func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun {
         let trained = Result { try executor.exportModel(into: model) }
         let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
-                             resumePoint: keepResumePoint ? try? checkpoint() : nil,
+                             resumePoint: keepResumePoint ? try? checkpoint() : try? finiteResumePoint(),
                              profile: profiler?.profile(sgemmOn: devices.replicas.flatMap { [$0.prefixBackend, $0.tailBackend] }))
         devices.release()
         cache = nil
+        admission.release()
         return ended
     }
 
@@ -343,8 +353,7 @@ final class TrainingSession {
                     r = try onPrimary { try $0.evaluate(pixels: rows, targets: targets) }
                 } else {
                     let examples = try indices.map { try prepared.example($0) }
-                    let batch = try ArrayBatchProvider(examples: examples).batch(at: examples.indices)
-                    r = try onPrimary { try $0.evaluate(batch) }
+                    r = try onPrimary { try $0.evaluate(examples: examples) }
                 }
                 lossSum += r.loss * Double(r.count); correct += r.correct; seen += r.count
                 results[c] = (r.loss * Double(r.count), r.correct, r.count)
@@ -372,7 +381,8 @@ struct EndedRun {
     var model: Result<CoreMLModel, Error>
     var cacheStatistics: FeatureCacheStatistics?
     var devices: TrainingDevices.Record
-    /// Where a cancelled run stopped, to resume from (`UpdateTask.writeCheckpoint(to:)`).
+    /// Where a cancelled run stopped, or the last finite step of a run the non-finite guard stopped,
+    /// to resume from (`UpdateTask.writeCheckpoint(to:)`).
     var resumePoint: TrainingCheckpoint?
     /// Where the steps' time went, when the run was profiled.
     var profile: TrainingProfile? = nil

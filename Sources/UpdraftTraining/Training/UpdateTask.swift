@@ -136,7 +136,8 @@ public struct UpdateConfiguration {
     /// or skip the mini-batch.
     public var nonFinite: NonFinitePolicy = .stop
     /// Keep cached features in half precision (fp16 storage, fp32 arithmetic): half the memory, so
-    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits.
+    /// twice the examples per budget, at the cost of rounding the tail's inputs to 11 significant bits:
+    /// in every epoch, the first included (a cached example's features are rounded from the step that computes them).
     public var featureCacheHalfPrecision = false
     /// Keep the frozen prefix's activations (the layers before the first updatable one, forward
     /// only) as IEEE halves: half the bytes of the prefix's workspace, fp32 arithmetic, every stored
@@ -461,9 +462,17 @@ public final class UpdateTask: @unchecked Sendable {
         return (try model.weights(ofLayer: name), try model.bias(ofLayer: name))
     }
 
+    /// Where an ended run can be resumed from: where a cancelled run stopped, or the last finite step
+    /// of a run the non-finite guard stopped (`NonFinitePolicy.stop`: a NaN or infinite loss or weight);
+    /// nil while training, after a completed run and after other failures. Give it to
+    /// `UpdateConfiguration.resume(from:)` (or write it with `writeCheckpoint(to:)`) to continue the run,
+    /// with the data fixed or a lower learning rate (`parameters`), from that step exactly.
+    public var resumePoint: TrainingCheckpoint? { updateSession == nil ? ended?.resumePoint : nil }
+
     /// Writes a checkpoint: the resume state (`TrainingCheckpoint`, as `<model>.resume`), then the
     /// model and its history, each atomically. While training, from a handler or another thread
-    /// between mini-batches; after a cancelled run, where it stopped.
+    /// between mini-batches; after a cancelled run, where it stopped; after a run the non-finite
+    /// guard stopped, its last finite step (`resumePoint`).
     public func writeCheckpoint(to url: URL) throws {
         let checkpoint: TrainingCheckpoint
         if let session = updateSession {
@@ -472,7 +481,7 @@ public final class UpdateTask: @unchecked Sendable {
             checkpoint = point
         } else {
             throw UpdraftError(.invalidArgument, "the task has no run to checkpoint (\(state == .completed ? "it completed" : "it is \(state)"))",
-                               hint: "write a checkpoint while the task trains, or after it was cancelled")
+                               hint: "write a checkpoint while the task trains, after it was cancelled, or after the non-finite guard stopped it")
         }
         try checkpoint.write(forModel: url)
         try write(to: url)
