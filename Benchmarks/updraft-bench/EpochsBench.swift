@@ -24,6 +24,7 @@ let epochsCommand = CLICommand(CommandSpec(
         OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_baseline.py and print Updraft/PyTorch throughput ratios"),
         OptionSpec("pytorch-script", value: "PATH", help: "the PyTorch baseline script (default: found from the working directory or the executable)"),
         OptionSpec("op-times", help: "time every backend op (waiting for each) and print where each epoch's time goes"),
+        OptionSpec("profile", help: "profile the steady epochs per layer and pass (waiting for each): time, GFLOP/s, % of SGEMM, engine"),
         OptionSpec("in-process", help: "run every configuration in this process (peak host memory is then the process's peak so far)"),
         OptionSpec("mpi", help: "under mpirun -np N: the first target on rank 0 alone, then on all N ranks; prints the scaling"),
     ],
@@ -59,6 +60,7 @@ struct EpochsBench {
     let pytorchScript: String?
     let inProcess: Bool
     let opTimes: Bool
+    let profile: Bool
     let data: String?
 
     init(_ args: ParsedArguments) throws {
@@ -111,6 +113,7 @@ struct EpochsBench {
         pytorchScript = args.value("pytorch-script")
         inProcess = args.flag("in-process")
         opTimes = args.flag("op-times")
+        profile = args.flag("profile")
     }
 
     /// The targets the options select, and notes on what is missing.
@@ -226,7 +229,7 @@ struct EpochsBench {
                                    : "the whole process so far (earlier runs included, --in-process)"
         do {
             let r = try runEpochs(workload: workload, target: target, featureCache: cache, images: images, epochs: epochs, peakScope: scope,
-                                  opTimes: opTimes, dataDir: data, progress: { printError($0) })
+                                  opTimes: opTimes, profile: profile, dataDir: data, progress: { printError($0) })
             return Outcome(runs: [r])
         } catch {
             return Outcome(notes: [skipNote(target, cache: cache, error: "\(error)")])
@@ -251,6 +254,7 @@ struct EpochsBench {
                               "--feature-cache", cache ? "on" : "off"]
         if let path = workload.path { args += ["--model", path, "--batch-size", String(workload.batch)] }
         if opTimes { args.append("--op-times") }
+        if profile { args.append("--profile") }
         if workload.frozenHalf { args.append("--frozen-fp16") }
         if let data { args += ["--data", data] }
         let result: ChildResult

@@ -43,6 +43,11 @@ extension EpochsBench {
                     + "\(formatBytes(UInt64(host))) in host arrays\n"
             }
             for r in results {
+                guard let profile = r.profile else { continue }
+                out += "\nprofile: \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), feature cache \(r.featureCache ? "on" : "off")"
+                    + ", the epochs after the first\n" + profile.table()
+            }
+            for r in results {
                 guard let epochs = r.opBreakdown, !epochs.isEmpty else { continue }
                 out += "\nwhere the time goes: \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), "
                     + "feature cache \(r.featureCache ? "on" : "off") (each op waited for)\n"

@@ -162,6 +162,8 @@ struct EpochsRunResult: Codable {
     var opBreakdown: [EpochBreakdown]?
     /// CPU runs: `CPUCalibration.gemmGflops`, measured right after the run (so as not to count in its peak memory).
     var referenceGemmGflops: Double?
+    /// With --profile: where the steady epochs' steps spent their time, per layer and pass.
+    var profile: TrainingProfile?
 
     enum CodingKeys: String, CodingKey {
         case computeUnits = "compute_units", device, deviceIndex = "device_index", deviceKind = "device_kind", backend
@@ -175,7 +177,7 @@ struct EpochsRunResult: Codable {
         case datasetBytes = "dataset_bytes", featureCacheBytes = "feature_cache_bytes"
         case featureCacheDeviceBytes = "feature_cache_device_bytes", featureCacheDevice = "feature_cache_device"
         case backendBufferBytes = "backend_buffer_bytes", deviceMemoryBytes = "device_memory_bytes"
-        case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops"
+        case opBreakdown = "op_times", referenceGemmGflops = "reference_sgemm_gflops", profile
         case firstEpochUploadBytesPerStep = "first_epoch_upload_bytes_per_step"
     }
 }
@@ -204,7 +206,7 @@ struct EpochBreakdown: Codable {
 /// With `opTimes`, each backend op is timed (and waited for) and every epoch's breakdown is kept.
 /// With `distributed`, this process trains as one rank of an MPI job (`epochs --mpi`).
 func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Bool, images: Int, epochs: Int,
-               peakScope: String, opTimes: Bool,
+               peakScope: String, opTimes: Bool, profile: Bool = false,
                dataDir: String? = nil, distributed: DistributedTraining? = nil, cpuThreads: Int? = nil,
                progress: @escaping (String) -> Void) throws -> EpochsRunResult {
     let model = try workload.model(epochs: epochs)
@@ -236,6 +238,8 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     config.featureCache = featureCache
     config.frozenActivationsHalfPrecision = workload.frozenHalf
     config.distributed = distributed
+    config.profile = profile
+    nonisolated(unsafe) var firstEpochProfile: TrainingProfile?
     nonisolated(unsafe) var seconds: [Double] = []
     nonisolated(unsafe) var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")\(workload.frozenHalf ? " frozen fp16" : "")"
@@ -246,7 +250,7 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         guard context.event == .epochEnd else { _ = backend.takeOpTimes(); _ = backend.takeUploadedBytes(); return }
         guard let m = context.metrics else { return }
         let uploaded = backend.takeUploadedBytes()
-        if m.epochIndex == 0 { firstEpochUploadBytes = uploaded }
+        if m.epochIndex == 0 { firstEpochUploadBytes = uploaded; firstEpochProfile = context.task.profile }
         if opTimes { breakdowns.append(EpochBreakdown(epochSeconds: m.seconds ?? 0, ops: backend.takeOpTimes())) }
         let s = m.seconds ?? 0
         seconds.append(s)
@@ -302,28 +306,17 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         deviceMemoryBytes: target.openCLIndex == nil ? nil : backend.peakBytes,
         firstEpochUploadBytesPerStep: firstEpochUploadBytes / max(1, batches),
         opBreakdown: opTimes ? breakdowns : nil)
+    // The steady state's profile: the epochs after the first (all of them for a one-epoch run).
+    if let whole = task.profile { result.profile = firstEpochProfile.flatMap { epochs > 1 ? whole.since($0) : nil } ?? whole }
     if target.openCLIndex == nil { result.referenceGemmGflops = CPUCalibration.gemmGflops(threads: threads) }
     return result
 }
 
 /// What the CPU's SGEMM delivers right now, for judging a CPU run on a shared machine: the CPU
 /// backend's inner product on conv10's GEMM shape (M = 64·14·14, N = 1000, K = 512; one OpenBLAS
-/// GEMM split over the threads), best of three.
+/// GEMM split over the threads), best of three: `TrainingProfile.measureSGEMM`, which profiles use too.
 enum CPUCalibration {
-    static func gemmGflops(threads: Int?) -> Double? {
-        let cpu = CPUBackend(threads: threads)
-        let g = InnerProductGeometry(batch: 64 * 14 * 14, inputChannels: 512, outputChannels: 1000, hasBias: false)
-        guard let x = try? cpu.makeBuffer(Tensor(shape: g.inputShape, uniformIn: 0...1, seed: 1)),
-              let w = try? cpu.makeBuffer(Tensor(shape: g.weightShape, uniformIn: -1...1, seed: 2)),
-              let y = try? cpu.makeBuffer(count: g.outputShape.count) else { return nil }
-        var best = Double.infinity
-        for _ in 0..<3 {
-            let start = DispatchTime.now().uptimeNanoseconds
-            guard (try? cpu.innerProductForward(g, input: x, weights: w, bias: nil, output: y)) != nil else { return nil }
-            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-        }
-        return g.forwardCost.flops / best / 1e9
-    }
+    static func gemmGflops(threads: Int?) -> Double? { TrainingProfile.measureSGEMM(on: CPUBackend(threads: threads)) }
 }
 
 /// The process's peak resident memory.

@@ -71,6 +71,21 @@ public struct TrainingProfile: Codable, Sendable, Equatable {
         return g.forwardCost.flops / best / 1e9
     }
 
+    /// What happened after `earlier` (a profile of the same run taken before, e.g. at the end of the
+    /// first epoch): rows, steps and time minus theirs, so the steady state can be read alone.
+    public func since(_ earlier: TrainingProfile) -> TrainingProfile {
+        var out = self
+        out.steps -= earlier.steps
+        out.stepMilliseconds -= earlier.stepMilliseconds
+        out.rows = rows.compactMap { r in
+            guard let e = earlier.rows.first(where: { $0.layer == r.layer && $0.pass == r.pass && $0.device == r.device }) else { return r }
+            var d = r
+            d.milliseconds -= e.milliseconds; d.calls -= e.calls; d.gflop -= e.gflop
+            return d.calls > 0 ? d : nil
+        }
+        return out
+    }
+
     /// The profile as a table: per row milliseconds per step, share of the step, GFLOP/s, % of SGEMM,
     /// device and engine; then the other time and the totals.
     public func table() -> String {

@@ -1,0 +1,83 @@
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftTraining
+
+/// `UpdateConfiguration.profile` (`updraft train --profile`): every layer's passes timed, with the
+/// cost model's work, the engine the backend chose, and the rows covering the measured step time.
+final class TrainingProfileTests: XCTestCase {
+    private func profiledRun(_ configure: (inout UpdateConfiguration) -> Void) throws -> TrainingProfile {
+        var config = UpdateConfiguration()
+        configure(&config)
+        config.profile = true
+        config.featureCache = false  // every step runs the whole network
+        config.validationData = try SqueezeShaped.data(count: 5, seed: 99)
+        let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 16),
+                              configuration: config)
+        let context = task.run()
+        XCTAssertEqual(context.task.state, .completed, "\(context.error.map { "\($0)" } ?? "")")
+        return try XCTUnwrap(task.profile, "a profiled run keeps its profile")
+    }
+
+    func testEveryLayerPassIsTimedWithItsWorkAndEngine() throws {
+        var settings: [(String, (inout UpdateConfiguration) -> Void)] = [("cpu", { c in
+            let cpu = CPUBackend()
+            cpu.convolutionAlgorithmOverride = .winograd4x4
+            c.backends = (cpu, cpu)
+        })]
+        if let context = try? OpenCLTestSupport.context() {
+            settings.append(("opencl", { c in let b = OpenCLBackend(context: context); c.backends = (b, b) }))
+        }
+        let graph = try NetworkGraph(model: try SqueezeShaped.model(batch: 4))
+        for (name, configure) in settings {
+            let profile = try profiledRun(configure)
+            // 2 epochs of 16 examples in mini-batches of 4; validation is not profiled.
+            XCTAssertEqual(profile.steps, 8, name)
+            func row(_ layer: String, _ pass: String) -> TrainingProfile.Row? { profile.rows.first { $0.layer == layer && $0.pass == pass } }
+            for layer in graph.layers where layer.name != "relu_conv10" || name == "cpu" {
+                // (a ReLU fused into the layer before it runs inside that layer's kernel)
+                if let r = row(layer.name, "forward") { XCTAssertEqual(r.calls, 8, "\(name) \(layer.name)") }
+            }
+            for updatable in ["fire2/expand1x1", "fire2/expand3x3", "conv10", "fullyconnected0"] {
+                let backward = try XCTUnwrap(row(updatable, "backward"), "\(name): \(updatable) backward")
+                let update = try XCTUnwrap(row(updatable, "update"), "\(name): \(updatable) update")
+                XCTAssertEqual(backward.calls, 8, name)
+                XCTAssertEqual(update.calls, 8, name)
+                XCTAssertGreaterThan(backward.gflop, 0, name)
+                XCTAssertEqual(update.engine, "SGD", name)
+            }
+            XCTAssertNil(row("conv1", "backward"), "\(name): the frozen prefix has no backward pass")
+            XCTAssertNil(row("conv1", "update"), "\(name): nor an update")
+            XCTAssertNotNil(row("input", "input"), name)
+            XCTAssertNotNil(row("loss", "loss"), name)
+            // The forward rows' work is the cost model's, 8 steps of it.
+            let conv1 = try XCTUnwrap(graph.layers.first { $0.name == "conv1" })
+            let expected = try XCTUnwrap(conv1.convolutionGeometry(batch: 4)).forwardCost.flops * 8 / 1e9
+            XCTAssertEqual(try XCTUnwrap(row("conv1", "forward")).gflop, expected, accuracy: expected * 1e-9, name)
+            // Every millisecond is in a row or in the host remainder, and the rows hold most of it.
+            XCTAssertEqual(profile.accountedMilliseconds + profile.otherMilliseconds, profile.stepMilliseconds,
+                           accuracy: 1e-6 * profile.stepMilliseconds, name)
+            XCTAssertGreaterThan(profile.accountedMilliseconds, 0.5 * profile.stepMilliseconds,
+                                 "\(name): rows cover most of the step:\n\(profile.table())")
+            XCTAssertTrue(profile.table().contains("rows cover"), name)
+            if name == "cpu" {
+                XCTAssertEqual(row("fire2/expand3x3", "forward")?.engine, "winograd-4x4", "the backend's forced algorithm is named")
+                // Its input (the frozen squeeze's output) needs no gradient: only the weights' pass runs.
+                XCTAssertEqual(row("fire2/expand3x3", "backward")?.engine, "weights im2col + OpenBLAS")
+                XCTAssertEqual(row("fullyconnected0", "forward")?.engine, "OpenBLAS SGEMM")
+                XCTAssertNotNil(profile.sgemmGFLOPS["cpu"], "the CPU's SGEMM rate is measured at the end")
+                XCTAssertNotNil(profile.percentOfSGEMM(try XCTUnwrap(row("fullyconnected0", "forward"))))
+            }
+        }
+    }
+
+    /// Off by default: no profile, and no waiting after each pass.
+    func testNoProfileUnlessAsked() throws {
+        var config = UpdateConfiguration()
+        config.backends = (CPUBackend(), CPUBackend())
+        let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 8), configuration: config)
+        XCTAssertEqual(task.run().task.state, .completed)
+        XCTAssertNil(task.profile)
+    }
+}
