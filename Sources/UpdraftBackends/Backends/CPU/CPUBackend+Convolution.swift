@@ -1,3 +1,4 @@
+import CUpdraftKernels
 import Dispatch
 import UpdraftCore
 
@@ -256,7 +257,7 @@ extension CPUBackend {
             }
             if runs > 1 {
                 chunks(weightCount, grain: CPUParallel.elementGrain, parallel: true) { r in
-                    for run in 1..<runs { CPUKernels.map(r, dw, sums(run), into: dw, +) }
+                    for run in 1..<runs { upd_add(dw + r.lowerBound, sums(run) + r.lowerBound, r.count) }
                 }
             }
         } }
@@ -363,7 +364,7 @@ extension CPUBackend {
                             let src = row + oh * Wo
                             let dst = plane + ih * W + colOffset
                             if sw == 1 {
-                                for ow in lo..<hi { dst[ow] += src[ow] }
+                                upd_add(dst + lo, src + lo, hi - lo)
                             } else {
                                 for ow in lo..<hi { dst[ow * sw] += src[ow] }
                             }
