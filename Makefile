@@ -89,7 +89,7 @@ demo: release
 
 # The CPU backend's comparisons with the reference, run a second time at the baseline vector level
 # (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL).
-BASELINE_LEVEL_TESTS = CPUBackendTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendPixelUploadTests
+BASELINE_LEVEL_TESTS = CPUBackendTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps
 	$(MAKE) --no-print-directory layers-check

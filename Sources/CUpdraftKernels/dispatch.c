@@ -153,3 +153,9 @@ void upd_bytes_to_float_affine(const uint8_t *x, float *y, ptrdiff_t n, float sc
 void upd_bytes_to_float(const uint8_t *x, float *y, ptrdiff_t n) { kernels()->bytes_to_float(x, y, n); }
 void upd_float_to_half(const float *x, uint16_t *y, ptrdiff_t n) { kernels()->float_to_half(x, y, n); }
 void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n) { kernels()->half_to_float(x, y, n); }
+void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t count, ptrdiff_t stride, ptrdiff_t kernel) {
+    kernels()->max_pool_row(row, max, first, count, stride, kernel);
+}
+void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n) {
+    kernels()->max_fold_rows(first, rows, row_stride, row_count, y, n);
+}

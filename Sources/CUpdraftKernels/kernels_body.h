@@ -112,6 +112,55 @@ static void UPD_FN(half_to_float)(const uint16_t *restrict x, float *restrict y,
     }
 }
 
+// Max pooling's running maximum: `best` replaced only by a strictly greater value (NaN never
+// replaces, a NaN `best` stays), so the first maximum in window order wins.
+#define UPD_FOLD(best, v) ((v) > (best) ? (v) : (best))
+
+// One row's interior windows: window o reads row[o * stride + k] for k < kernel, all inside the row.
+static void UPD_FN(max_pool_row)(const float *restrict row, float *restrict max, float *restrict first, ptrdiff_t count,
+                                 ptrdiff_t stride, ptrdiff_t kernel) {
+    if (stride == 2 && kernel == 3) {  // SqueezeNet's and ResNet's 3x3/2
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t o = 0; o < count; o++) {
+            const float *p = row + 2 * o;
+            float v0 = p[0], acc = UPD_FOLD(-__builtin_inff(), v0);
+            acc = UPD_FOLD(acc, p[1]);
+            max[o] = UPD_FOLD(acc, p[2]);
+            first[o] = v0;
+        }
+        return;
+    }
+    if (stride == 1 && kernel == 3) {
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t o = 0; o < count; o++) {
+            const float *p = row + o;
+            float v0 = p[0], acc = UPD_FOLD(-__builtin_inff(), v0);
+            acc = UPD_FOLD(acc, p[1]);
+            max[o] = UPD_FOLD(acc, p[2]);
+            first[o] = v0;
+        }
+        return;
+    }
+    UPD_VECTOR_LOOP
+    for (ptrdiff_t o = 0; o < count; o++) { first[o] = row[o * stride]; max[o] = -__builtin_inff(); }
+    for (ptrdiff_t k = 0; k < kernel; k++) {
+        const float *p = row + k;
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t o = 0; o < count; o++) max[o] = UPD_FOLD(max[o], p[o * stride]);
+    }
+}
+
+static void UPD_FN(max_fold_rows)(const float *restrict first, const float *restrict rows, ptrdiff_t row_stride,
+                                  ptrdiff_t row_count, float *restrict y, ptrdiff_t n) {
+    UPD_VECTOR_LOOP
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = first[i];
+    for (ptrdiff_t r = 0; r < row_count; r++) {
+        const float *row = rows + r * row_stride;
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = UPD_FOLD(y[i], row[i]);
+    }
+}
+
 const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .relu_forward = UPD_FN(relu_forward),
     .relu_backward = UPD_FN(relu_backward),
@@ -126,4 +175,6 @@ const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .bytes_to_float = UPD_FN(bytes_to_float),
     .float_to_half = UPD_FN(float_to_half),
     .half_to_float = UPD_FN(half_to_float),
+    .max_pool_row = UPD_FN(max_pool_row),
+    .max_fold_rows = UPD_FN(max_fold_rows),
 };

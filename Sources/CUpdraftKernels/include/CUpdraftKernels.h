@@ -76,6 +76,15 @@ void upd_bytes_to_float(const uint8_t *x, float *y, ptrdiff_t n);
 void upd_float_to_half(const float *x, uint16_t *y, ptrdiff_t n);
 void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n);
 
+/// Max pooling, one row of interior windows: for o < count, window o is row[o * stride + k] for
+/// k < kernel (all inside the row); max[o] is the first maximum of its non-NaN values (-infinity if
+/// none: a value replaces the running maximum only when strictly greater) and first[o] its first
+/// value. Outputs must not overlap the row.
+void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t count, ptrdiff_t stride, ptrdiff_t kernel);
+/// Max pooling's column pass: y[i] = first[i], then for each of `row_count` rows (row r at
+/// rows + r * row_stride) y[i] = row[i] where row[i] > y[i]. y must not overlap the inputs.
+void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n);
+
 #ifdef __cplusplus
 }
 #endif
