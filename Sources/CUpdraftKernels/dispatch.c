@@ -159,3 +159,4 @@ void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t coun
 void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n) {
     kernels()->max_fold_rows(first, rows, row_stride, row_count, y, n);
 }
+void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride) { kernels()->gather_strided(x, y, n, stride); }

@@ -19,6 +19,7 @@ typedef struct {
     void (*bytes_to_float)(const uint8_t *, float *, ptrdiff_t);
     void (*float_to_half)(const float *, uint16_t *, ptrdiff_t);
     void (*half_to_float)(const uint16_t *, float *, ptrdiff_t);
+    void (*gather_strided)(const float *, float *, ptrdiff_t, ptrdiff_t);
     void (*max_pool_row)(const float *, float *, float *, ptrdiff_t, ptrdiff_t, ptrdiff_t);
     void (*max_fold_rows)(const float *, const float *, ptrdiff_t, ptrdiff_t, float *, ptrdiff_t);
 } upd_kernel_table;

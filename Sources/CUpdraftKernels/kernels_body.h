@@ -112,6 +112,16 @@ static void UPD_FN(half_to_float)(const uint16_t *restrict x, float *restrict y,
     }
 }
 
+static void UPD_FN(gather_strided)(const float *restrict x, float *restrict y, ptrdiff_t n, ptrdiff_t stride) {
+    if (stride == 2) {
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = x[2 * i];
+        return;
+    }
+    UPD_VECTOR_LOOP
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = x[i * stride];
+}
+
 // Max pooling's running maximum: `best` replaced only by a strictly greater value (NaN never
 // replaces, a NaN `best` stays), so the first maximum in window order wins.
 #define UPD_FOLD(best, v) ((v) > (best) ? (v) : (best))
@@ -175,6 +185,7 @@ const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .bytes_to_float = UPD_FN(bytes_to_float),
     .float_to_half = UPD_FN(float_to_half),
     .half_to_float = UPD_FN(half_to_float),
+    .gather_strided = UPD_FN(gather_strided),
     .max_pool_row = UPD_FN(max_pool_row),
     .max_fold_rows = UPD_FN(max_fold_rows),
 };

@@ -76,6 +76,9 @@ void upd_bytes_to_float(const uint8_t *x, float *y, ptrdiff_t n);
 void upd_float_to_half(const float *x, uint16_t *y, ptrdiff_t n);
 void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n);
 
+/// y[i] = x[i * stride] (a strided convolution's im2col row). y must not overlap x's span.
+void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride);
+
 /// Max pooling, one row of interior windows: for o < count, window o is row[o * stride + k] for
 /// k < kernel (all inside the row); max[o] is the first maximum of its non-NaN values (-infinity if
 /// none: a value replaces the running maximum only when strictly greater) and first[o] its first

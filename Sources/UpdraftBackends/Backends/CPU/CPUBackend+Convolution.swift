@@ -303,7 +303,7 @@ extension CPUBackend {
         let shifted = sh == 1 && sw == 1 && Wo == W
         chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, kH * kW * S)), parallel: parallel) { cs in
             for c in cs {
-                let plane = UnsafePointer(image + c * H * W), planeEnd = plane + H * W
+                let plane = UnsafePointer(image + c * H * W)
                 for kh in 0..<kH {
                     let rowOffset = kh * g.dilationH - g.padTop
                     let (ohLo, ohHi) = validRows(g, offset: rowOffset)
@@ -332,7 +332,7 @@ extension CPUBackend {
                         }
                         for oh in ohLo..<ohHi {
                             let out = row + oh * Wo
-                            CPUKernels.gatherStridedRow(plane + (oh * sh + rowOffset) * W + colOffset, stride: sw, end: planeEnd,
+                            CPUKernels.gatherStridedRow(plane + (oh * sh + rowOffset) * W + colOffset, stride: sw,
                                                         into: out, lo: lo, hi: hi, width: Wo)
                         }
                     }
