@@ -5,8 +5,9 @@
 // chosen once at start-up from cpuid, or forced lower by UPDRAFT_CPU_LEVEL. A level the CPU
 // lacks is never run: asking for one falls back to the best the CPU has, with one warning.
 //
-// Every loop here is element-wise with floating-point contraction off, so the three levels give
-// bit-identical results (the vector width changes, the arithmetic of each element does not).
+// Every loop here is element-wise (no reduction is reordered) with floating-point contraction off,
+// so the three levels give bit-identical results: the vector width changes, the arithmetic of each
+// element does not (only a signalling NaN may come back quieted at one level and not at another).
 // Calls that allow in place (output == input) say so.
 
 #include <stddef.h>
