@@ -87,11 +87,15 @@ demo: release
 	  $(UPDRAFT) evaluate $(DEMO_DIR)/knn-personalised.mlmodel --data $(DEMO_DIR)/data/finetune/validation | grep -i "accuracy"
 	@echo "demo: the three stages' models, histories, event logs and curves (pretrain-curves.png, curves.png) are in $(DEMO_DIR)/"
 
+# The CPU backend's comparisons with the reference, run a second time at the baseline vector level
+# (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL).
+BASELINE_LEVEL_TESTS = CPUBackendTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 test: deps
 	$(MAKE) --no-print-directory layers-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
+	UPDRAFT_CPU_LEVEL=baseline $(SWIFT) test --skip-build --filter '$(BASELINE_LEVEL_TESTS)'
 	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory tensorboard-check

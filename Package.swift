@@ -30,6 +30,10 @@ let package = Package(
         // libdeflate inflates the common PNGs' data in one call (the shim's fast path; libpng does the rest).
         .target(name: "CImageIO", path: "Sources/CImageIO",
                 linkerSettings: [.linkedLibrary("png"), .linkedLibrary("jpeg"), .linkedLibrary("deflate")]),
+        // The CPU backend's element loops in C, each compiled for baseline x86-64, AVX2 + FMA + F16C and
+        // AVX-512 (per-function target attributes), one level chosen at start-up from cpuid or forced lower
+        // by UPDRAFT_CPU_LEVEL (Backends/CPU/CPUVectorLevel.swift).
+        .target(name: "CUpdraftKernels", path: "Sources/CUpdraftKernels"),
 
         // Kernels/*.cl are compiled into the library as string constants, so executables are self-contained.
         .executableTarget(name: "embed-kernels", path: "Plugins/EmbedKernelsTool"),
@@ -45,7 +49,7 @@ let package = Package(
                 plugins: ["EmbedKernels"]),
         // The Backend protocol, the CPU and OpenCL backends, the OpCase catalogue and gradient check.
         // The plugin embeds Kernels/*.cl here. Hot loops stay inside this target.
-        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS"],
+        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS", "CUpdraftKernels"],
                 path: "Sources/UpdraftBackends", swiftSettings: strictConcurrency, plugins: ["EmbedKernels"]),
         // The Core ML codec and typed spec, the network graph and shape inference, the optimizers.
         .target(name: "UpdraftModel", dependencies: ["UpdraftBackends"], path: "Sources/UpdraftModel",

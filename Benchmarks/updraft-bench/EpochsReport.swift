@@ -9,7 +9,8 @@ extension EpochsBench {
         var out = "\(w.title), \(w.inputDescription) input, \(w.classes) classes, batch \(w.batch), \(w.optimizer.uppercased())"
             + (w.momentum.map { " momentum \($0)" } ?? "") + (w.learningRate.map { " learning rate \($0)" } ?? "") + ", "
             + "\(images) \(data.map { "image files from \($0) (decoded every epoch that needs them)" } ?? "synthetic images"), \(epochs) epoch\(epochs == 1 ? "" : "s") per run\n"
-        out += work.summary + "\n\n"
+        out += work.summary + "\n"
+        out += "CPU vector level: \(CPUVectorLevel.summary)\n\n"
         if !results.isEmpty {
             var rows: [[String]] = [["units", "device", "cache", "first ms", "steady ms", "first img/s", "steady img/s",
                                      "GFLOP/img", "GFLOP/s", "% SGEMM", "peak host", "backend buffers", "device mem", "loss"]]
@@ -120,6 +121,8 @@ extension EpochsBench {
             "runs": try results.map(object),
             "work": workObject,
             "notes": notes,
+            // The CPU backend's vector level (CPUVectorLevel); children inherit UPDRAFT_CPU_LEVEL, so one for all runs.
+            "cpu_vector_level": CPUVectorLevel.active.description,
         ]
         if let pytorch {
             document["pytorch"] = ["command": pytorch.command, "runs": pytorch.runs.map(\.raw)] as [String: Any]

@@ -250,6 +250,7 @@ struct KernelsBenchmark {
                        "tunedShapeClasses": cl.tuning.tuned.mapValues { "\($0)" },
                        "tunedSource": cl.tuning.tunedSource ?? NSNull()] as [String: Any],
             "batch": batch, "runs": runs, "quick": quick, "buildOptions": cl.context.baseBuildOptions,
+            "cpuVectorLevel": CPUVectorLevel.active.description,
             "checks": ["passed": checks.filter(\.ok).count, "failed": checks.filter { !$0.ok }.count,
                        "rows": checks.map { ["op": $0.op, "case": $0.caseName, "quantity": $0.quantity,
                                              "maxAbsError": finite($0.maxAbsError), "maxRelError": finite($0.maxRelError),

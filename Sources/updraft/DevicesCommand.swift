@@ -9,7 +9,9 @@ let devicesCommand = CLICommand(CommandSpec(
     discussion: """
     After the devices, shows each device's calibrated speed (measured once, cached in \
     $\(CalibrationCache.directoryVariable), $XDG_CACHE_HOME/updraft or ~/.cache/updraft) and the device(s) \
-    each --compute-units setting would pick for a typical workload (SqueezeNet 1.1 at batch 64).
+    each --compute-units setting would pick for a typical workload (SqueezeNet 1.1 at batch 64). \
+    The CPU line names the CPU backend's vector level (baseline, avx2 or avx512: the best this CPU runs, \
+    or a lower one forced by UPDRAFT_CPU_LEVEL).
     """
 )) { args in
     let host = HostInfo.current
@@ -29,18 +31,21 @@ let devicesCommand = CLICommand(CommandSpec(
                     "openCLC": i.openCLCVersion, "driver": i.driverVersion, "kernelTuning": kernelTuning(i)]
         }
         list.sort { ($0["index"] as! Int) < ($1["index"] as! Int) }
-        var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "memoryBytes": host.memoryBytes],
+        var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "memoryBytes": host.memoryBytes,
+                                           "vectorLevel": CPUVectorLevel.active.description,
+                                           "supportedVectorLevel": CPUVectorLevel.supported.description],
                                    "opencl": list]
         if let problem { root["openclProblem"] = problem }
         let scheduling = schedulingSummary(host: host, devices: devices, problem: problem)
         root["calibration"] = scheduling.profiles.map(profileJSON)
         root["scheduling"] = scheduling.json
-        root["warnings"] = scheduling.warnings
+        root["warnings"] = (CPUVectorLevel.warning.map { [$0] } ?? []) + scheduling.warnings
         let data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
         print(String(decoding: data, as: UTF8.self))
         return 0
     }
     print("CPU: \(host.cpuName), \(host.cores) cores, \(formatBytes(host.memoryBytes)) memory")
+    print("CPU vector level: \(CPUVectorLevel.summary); \(CPUVectorLevel.variable)=baseline|avx2|avx512 forces a lower one")
     print("")
     let scheduling = schedulingSummary(host: host, devices: devices, problem: problem)
     if let problem {

@@ -1,3 +1,4 @@
+import CUpdraftKernels
 import UpdraftCore
 
 /// Memory that belongs to one backend: a host array for the CPU backends, a `cl_mem` for OpenCL.
@@ -371,7 +372,8 @@ public extension Backend {
 
 /// The conversion loop of `copyRows(..., toHalf:)` on host memory, over elements `range` of the rows
 /// seen as one run of `rows.count * rowLength` (so threads can split it): float rows to binary16
-/// (round to nearest even, as OpenCL's vstore_half) or back. The CPU twin of Kernels/half.cl.
+/// (round to nearest even, as OpenCL's vstore_half) or back. The CPU twin of Kernels/half.cl; the
+/// loops are CUpdraftKernels' (F16C's vcvtps2ph / vcvtph2ps at the AVX2 and AVX-512 levels).
 func convertRows(_ source: UnsafeRawPointer, rows sourceRows: [Int], _ destination: UnsafeMutableRawPointer,
                  rows destinationRows: [Int], rowLength: Int, toHalf: Bool, range: Range<Int>) {
     var row = range.lowerBound / rowLength, column = range.lowerBound - row * rowLength
@@ -381,10 +383,10 @@ func convertRows(_ source: UnsafeRawPointer, rows sourceRows: [Int], _ destinati
         let from = sourceRows[row] * rowLength + column, to = destinationRows[row] * rowLength + column
         if toHalf {
             let s = source.assumingMemoryBound(to: Float.self), d = destination.assumingMemoryBound(to: UInt16.self)
-            for i in 0..<n { d[to + i] = Float16(s[from + i]).bitPattern }
+            upd_float_to_half(s + from, d + to, n)
         } else {
             let s = source.assumingMemoryBound(to: UInt16.self), d = destination.assumingMemoryBound(to: Float.self)
-            for i in 0..<n { d[to + i] = Float(Float16(bitPattern: s[from + i])) }
+            upd_half_to_float(s + from, d + to, n)
         }
         position += n
         row += 1

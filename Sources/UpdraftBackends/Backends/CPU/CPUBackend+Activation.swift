@@ -2,6 +2,10 @@
 // inner-product epilogues. Every loop runs `ActivationKind.forward` / `.derivative` (the one table);
 // the dispatch below only turns the run-time kind into a constant so each loop is compiled for one
 // function. In-place calls (output == input) are fine: every element is read before it is written.
+// The piecewise-linear kinds (ReLU, leaky ReLU / PReLU, linear, clip) run the C loops of
+// CUpdraftKernels at the vector level chosen at start-up (CPUVectorLevel): the same expressions
+// as the table's, element for element.
+import CUpdraftKernels
 import UpdraftCore
 
 /// An activation ready to run over [N, C, S] memory: kind, scalars, per-channel constants, the
@@ -70,11 +74,10 @@ struct CPUActivationPlan {
     private static func forwardDispatch(_ k: ActivationKind, _ p: ActivationScalars, _ x: UnsafePointer<Float>,
                                         _ y: UnsafeMutablePointer<Float>, _ lo: Int, _ hi: Int) {
         switch k {
-        case .linear: forwardLoop(.linear, p, x, y, lo, hi)
-        case .relu: forwardLoop(.relu, p, x, y, lo, hi)
-        case .leakyReLU: forwardLoop(.leakyReLU, p, x, y, lo, hi)
+        case .linear: upd_linear_forward(x + lo, y + lo, hi - lo, p.a, p.b)
+        case .relu: upd_relu_forward(x + lo, y + lo, hi - lo)
+        case .leakyReLU, .prelu: upd_leaky_forward(x + lo, y + lo, hi - lo, p.a)
         case .thresholdedReLU: forwardLoop(.thresholdedReLU, p, x, y, lo, hi)
-        case .prelu: forwardLoop(.prelu, p, x, y, lo, hi)
         case .tanh: forwardLoop(.tanh, p, x, y, lo, hi)
         case .scaledTanh: forwardLoop(.scaledTanh, p, x, y, lo, hi)
         case .sigmoid: forwardLoop(.sigmoid, p, x, y, lo, hi)
@@ -83,7 +86,7 @@ struct CPUActivationPlan {
         case .softsign: forwardLoop(.softsign, p, x, y, lo, hi)
         case .softplus: forwardLoop(.softplus, p, x, y, lo, hi)
         case .parametricSoftplus: forwardLoop(.parametricSoftplus, p, x, y, lo, hi)
-        case .clip: forwardLoop(.clip, p, x, y, lo, hi)
+        case .clip: upd_clip_forward(x + lo, y + lo, hi - lo, p.a, p.b)
         case .sqrt: forwardLoop(.sqrt, p, x, y, lo, hi)
         case .rsqrt: forwardLoop(.rsqrt, p, x, y, lo, hi)
         case .inverse: forwardLoop(.inverse, p, x, y, lo, hi)
@@ -99,10 +102,9 @@ struct CPUActivationPlan {
                                          _ dy: UnsafePointer<Float>, _ dx: UnsafeMutablePointer<Float>, _ lo: Int, _ hi: Int) {
         switch k {
         case .linear: backwardLoop(.linear, p, f, v, dy, dx, lo, hi)
-        case .relu: backwardLoop(.relu, p, f, v, dy, dx, lo, hi)
-        case .leakyReLU: backwardLoop(.leakyReLU, p, f, v, dy, dx, lo, hi)
+        case .relu: upd_relu_backward(v + lo, dy + lo, dx + lo, hi - lo)
+        case .leakyReLU, .prelu: upd_leaky_backward(v + lo, dy + lo, dx + lo, hi - lo, p.a)
         case .thresholdedReLU: backwardLoop(.thresholdedReLU, p, f, v, dy, dx, lo, hi)
-        case .prelu: backwardLoop(.prelu, p, f, v, dy, dx, lo, hi)
         case .tanh: backwardLoop(.tanh, p, f, v, dy, dx, lo, hi)
         case .scaledTanh: backwardLoop(.scaledTanh, p, f, v, dy, dx, lo, hi)
         case .sigmoid: backwardLoop(.sigmoid, p, f, v, dy, dx, lo, hi)

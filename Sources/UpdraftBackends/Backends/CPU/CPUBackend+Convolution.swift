@@ -1,3 +1,4 @@
+import CUpdraftKernels
 import Dispatch
 import UpdraftCore
 
@@ -255,7 +256,7 @@ extension CPUBackend {
             }
             if runs > 1 {
                 chunks(weightCount, grain: CPUParallel.elementGrain, parallel: true) { r in
-                    for run in 1..<runs { CPUKernels.map(r, dw, sums(run), into: dw, +) }
+                    for run in 1..<runs { upd_add(dw + r.lowerBound, sums(run) + r.lowerBound, r.count) }
                 }
             }
         } }
@@ -301,7 +302,7 @@ extension CPUBackend {
         let shifted = sh == 1 && sw == 1 && Wo == W
         chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, kH * kW * S)), parallel: parallel) { cs in
             for c in cs {
-                let plane = UnsafePointer(image + c * H * W), planeEnd = plane + H * W
+                let plane = UnsafePointer(image + c * H * W)
                 for kh in 0..<kH {
                     let rowOffset = kh * g.dilationH - g.padTop
                     let (ohLo, ohHi) = validRows(g, offset: rowOffset)
@@ -330,7 +331,7 @@ extension CPUBackend {
                         }
                         for oh in ohLo..<ohHi {
                             let out = row + oh * Wo
-                            CPUKernels.gatherStridedRow(plane + (oh * sh + rowOffset) * W + colOffset, stride: sw, end: planeEnd,
+                            CPUKernels.gatherStridedRow(plane + (oh * sh + rowOffset) * W + colOffset, stride: sw,
                                                         into: out, lo: lo, hi: hi, width: Wo)
                         }
                     }
@@ -362,7 +363,7 @@ extension CPUBackend {
                             let src = row + oh * Wo
                             let dst = plane + ih * W + colOffset
                             if sw == 1 {
-                                for ow in lo..<hi { dst[ow] += src[ow] }
+                                upd_add(dst + lo, src + lo, hi - lo)
                             } else {
                                 for ow in lo..<hi { dst[ow * sw] += src[ow] }
                             }

@@ -75,7 +75,6 @@ extension CPUBackend {
     /// co at `y + co * S`), which already holds the bias (or zeros). `scratch` holds `groupedPhaseSizes`' floats.
     func groupedDirectForward(_ p: GroupedConvolutionPlan, image x: UnsafePointer<Float>, group: Int,
                               w: UnsafePointer<Float>, y: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
-        let xEnd = x + p.g.inChannels * p.plane
         let g = p.g
         let (sh, sw) = (g.strideH, g.strideW)
         let (rows, width, planeFloats, _) = groupedPhaseSizes(g)
@@ -92,7 +91,7 @@ extension CPUBackend {
                         let row = plane + u * width
                         let ih = u * sh + a - g.padTop
                         guard ih >= 0, ih < g.inHeight, lo < hi else { row.update(repeating: 0, count: width); continue }
-                        CPUKernels.gatherStridedRow(source + ih * g.inWidth + b - g.padLeft, stride: sw, end: xEnd,
+                        CPUKernels.gatherStridedRow(source + ih * g.inWidth + b - g.padLeft, stride: sw,
                                                     into: row, lo: lo, hi: hi, width: width)
                     }
                 }

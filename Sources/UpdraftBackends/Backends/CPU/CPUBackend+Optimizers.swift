@@ -1,3 +1,4 @@
+import CUpdraftKernels
 import Foundation
 import UpdraftCore
 
@@ -5,6 +6,7 @@ import UpdraftCore
 //   SGD:  g = grad + weightDecay * w;  v = momentum * v + g;  w -= learningRate * v
 //   Adam: g = grad + weightDecay * w;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //         w -= learningRate * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),  t counted from 1
+// The loops are CUpdraftKernels' (upd_sgd_step, upd_adam_step), at the vector level chosen at start-up.
 extension CPUBackend {
     /// One fused float32 pass updating `parameter` and `velocity` in place, split over threads.
     public func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
@@ -15,12 +17,8 @@ extension CPUBackend {
         let v = try pointer(velocity, count, "SGD velocity")
         let (lr, momentum, decay) = (h.learningRate, h.momentum, h.weightDecay)
         parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-            for i in r {
-                let g = grad[i] + decay * w[i]
-                let vi = momentum * v[i] + g
-                v[i] = vi
-                w[i] -= lr * vi
-            }
+            let i = r.lowerBound
+            upd_sgd_step(w + i, grad + i, v + i, r.count, lr, momentum, decay)
         }
     }
 
@@ -40,14 +38,8 @@ extension CPUBackend {
         let inv1 = Float(1 / (1 - pow(Double(b1), Double(step))))
         let inv2 = Float(1 / (1 - pow(Double(b2), Double(step))))
         parallelChunks(count, grain: CPUParallel.elementGrain) { r in
-            for i in r {
-                let g = grad[i] + decay * w[i]
-                let mi = b1 * m1[i] + (1 - b1) * g
-                let vi = b2 * m2[i] + (1 - b2) * g * g
-                m1[i] = mi
-                m2[i] = vi
-                w[i] -= lr * (mi * inv1) / ((vi * inv2).squareRoot() + eps)
-            }
+            let i = r.lowerBound
+            upd_adam_step(w + i, grad + i, m1 + i, m2 + i, r.count, lr, b1, b2, eps, decay, inv1, inv2)
         }
     }
 }

@@ -1,5 +1,6 @@
 // The CPU twin of Kernels/pixels.cl: 8-bit samples straight into the float buffer, the scaler applied
-// in the same pass (no float copy of the batch on the way).
+// in the same pass (no float copy of the batch on the way); the loops are CUpdraftKernels'.
+import CUpdraftKernels
 import UpdraftCore
 
 extension CPUBackend {
@@ -20,9 +21,9 @@ extension CPUBackend {
                 let src = x + p * S, dst = y + p * S
                 if let (a, b) = affine {
                     let (sc, sh) = (a[p % C], b[p % C])
-                    for s in 0..<S { dst[s] = sc * Float(src[s]) + sh }
+                    upd_bytes_to_float_affine(src, dst, S, sc, sh)
                 } else {
-                    for s in 0..<S { dst[s] = Float(src[s]) }
+                    upd_bytes_to_float(src, dst, S)
                 }
             }
         }

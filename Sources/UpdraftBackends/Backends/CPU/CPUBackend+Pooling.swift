@@ -12,9 +12,10 @@
 // first element through the `rowMax` of its rows, top to bottom. That picks the same element as one
 // row-major scan from the first element: a NaN first element stays, later NaNs never replace, and
 // among equal values (-0 and +0 included) the first in row-major order wins. Both passes are
-// branch-free SIMD: the vertical one over whole output rows, the horizontal one over the interior
-// columns (windows wholly inside the row) with stride-1, stride-2 or gathered vector loads; border
-// columns (clipped, ceil-mode or padded windows) take a scalar loop.
+// branch-free vector loops of CUpdraftKernels at the vector level chosen at start-up: the vertical one
+// over whole output rows, the horizontal one over the interior columns (windows wholly inside the
+// row); border columns (clipped, ceil-mode or padded windows) take a scalar loop.
+import CUpdraftKernels
 import UpdraftCore
 
 extension CPUBackend {
@@ -93,18 +94,10 @@ extension CPUBackend {
 
     // MARK: Max forward
 
-    /// `best` with each lane replaced by `v`'s where `v` is strictly greater (NaN never replaces, a NaN
-    /// `best` stays): one step of the row-major scan, four lanes at once (one maxps).
-    @inline(__always)
-    private static func fold(_ best: SIMD4<Float>, _ v: SIMD4<Float>) -> SIMD4<Float> {
-        best.replacing(with: v, where: v .> best)
-    }
-
     private func maxPoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
                                 rows r: PoolAxis, cols c: PoolAxis) {
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
         let (kW, sw, padLeft) = (g.kernelW, g.strideW, g.padLeft)
-        let readEnd = UnsafePointer(x + g.inputShape.count)
         // Rows some window reads (the windows' row spans are monotone).
         let rowLo = Ho > 0 ? r.lo[0] : 0, rowHi = Ho > 0 ? max(rowLo, r.hi[Ho - 1]) : 0
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
@@ -116,41 +109,14 @@ extension CPUBackend {
                 let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
                 for ih in rowLo..<rowHi {
                     Self.reduceRow(plane + ih * W, max: rowMax + ih * Wo, first: rowFirst + ih * Wo, outputs: Wo,
-                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft, readEnd: readEnd)
+                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft)
                 }
                 for oh in 0..<Ho {
                     let (r0, r1) = (r.lo[oh], r.hi[oh])
                     let dst = out + oh * Wo
                     guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
-                    let first = UnsafePointer(rowFirst + r0 * Wo)
-                    // Four outputs at a time; a row whose width is not a multiple of 4 ends with a
-                    // block that overlaps the one before (the same outputs, recomputed).
-                    let threeRows = r1 - r0 == 3
-                    func block(_ ow: Int) {
-                        var acc = CPUKernels.load4(first + ow)
-                        if threeRows {
-                            // The common 3-row window, unrolled.
-                            acc = Self.fold(acc, CPUKernels.load4(rowMax + r0 * Wo + ow))
-                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 1) * Wo + ow))
-                            acc = Self.fold(acc, CPUKernels.load4(rowMax + (r0 + 2) * Wo + ow))
-                        } else {
-                            var ih = r0
-                            while ih < r1 { acc = Self.fold(acc, CPUKernels.load4(rowMax + ih * Wo + ow)); ih += 1 }
-                        }
-                        CPUKernels.store4(acc, dst + ow)
-                    }
-                    if Wo >= 4 {
-                        var ow = 0
-                        while ow + 4 < Wo { block(ow); ow += 4 }
-                        block(Wo - 4)
-                    } else {
-                        for ow in 0..<Wo {
-                            var best = first[ow]
-                            var ih = r0
-                            while ih < r1 { let v = rowMax[ih * Wo + ow]; if v > best { best = v }; ih += 1 }
-                            dst[ow] = best
-                        }
-                    }
+                    // From the window's first element, through the rowMax of each of its rows (CUpdraftKernels).
+                    upd_max_fold_rows(rowFirst + r0 * Wo, rowMax + r0 * Wo, Wo, r1 - r0, dst, Wo)
                 }
             }
         }
@@ -162,7 +128,7 @@ extension CPUBackend {
     @inline(__always)
     private static func reduceRow(_ row: UnsafePointer<Float>, max dst: UnsafeMutablePointer<Float>,
                                   first: UnsafeMutablePointer<Float>, outputs Wo: Int, cols c: PoolAxis,
-                                  kernel kW: Int, stride sw: Int, padLeft: Int, readEnd: UnsafePointer<Float>) {
+                                  kernel kW: Int, stride sw: Int, padLeft: Int) {
         // Border windows: clipped to the row, scalar.
         func scalar(_ ow: Int) {
             let (c0, c1) = (c.lo[ow], c.hi[ow])
@@ -173,58 +139,13 @@ extension CPUBackend {
             dst[ow] = best
             first[ow] = row[c0]
         }
-        let floor = SIMD4<Float>(repeating: -.infinity)
         var ow = 0
         while ow < c.interiorLo { scalar(ow); ow += 1 }
-        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: 4 outputs at a time,
-        // the last block overlapping the one before when the interior is not a multiple of 4 wide
-        // (the same outputs, recomputed). `fits(o)`: block o reads only memory of the input buffer.
-        func blocks(_ fits: (Int) -> Bool, _ body: (_ ow: Int, _ p: UnsafePointer<Float>) -> Void) {
-            guard c.interiorHi - ow >= 4 else { return }
-            while ow < c.interiorHi {
-                let o = min(ow, c.interiorHi - 4)
-                guard fits(o) else { return }
-                body(o, row + sw * o - padLeft)
-                ow = o + 4
-            }
-        }
-        switch sw {
-        case 1:
-            blocks({ _ in true }) { o, p in
-                let v0 = CPUKernels.load4(p)
-                var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.load4(p + k)) }
-                CPUKernels.store4(acc, dst + o)
-                CPUKernels.store4(v0, first + o)
-            }
-        case 2 where kW == 3:
-            // The common 3x3/2 window, unrolled: taps 0 and 1 are the even and odd lanes of one
-            // 8-wide load, tap 2 the even lanes of another (reading 10 floats).
-            blocks({ row + 2 * $0 - padLeft + 10 <= readEnd }) { o, p in
-                let pair = CPUKernels.load8(p)
-                let v0 = pair.evenHalf
-                let acc = fold(fold(fold(floor, v0), pair.oddHalf), CPUKernels.loadEven4(p + 2))
-                CPUKernels.store4(acc, dst + o)
-                CPUKernels.store4(v0, first + o)
-            }
-        case 2:
-            // 8-wide loads keep their even lanes; the odd lane past the last one must still be memory
-            // of the input buffer.
-            blocks({ row + 2 * $0 - padLeft + kW + 7 <= readEnd }) { o, p in
-                let v0 = CPUKernels.loadEven4(p)
-                var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.loadEven4(p + k)) }
-                CPUKernels.store4(acc, dst + o)
-                CPUKernels.store4(v0, first + o)
-            }
-        default:
-            blocks({ _ in true }) { o, p in
-                let v0 = CPUKernels.gather4(p, stride: sw)
-                var acc = fold(floor, v0)
-                for k in 1..<kW { acc = fold(acc, CPUKernels.gather4(p + k, stride: sw)) }
-                CPUKernels.store4(acc, dst + o)
-                CPUKernels.store4(v0, first + o)
-            }
+        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: the vector loop of
+        // CUpdraftKernels, the same scan from -infinity.
+        if c.interiorHi > ow {
+            upd_max_pool_row(row + sw * ow - padLeft, dst + ow, first + ow, c.interiorHi - ow, sw, kW)
+            ow = c.interiorHi
         }
         while ow < Wo { scalar(ow); ow += 1 }
     }

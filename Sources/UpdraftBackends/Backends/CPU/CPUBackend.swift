@@ -1,3 +1,4 @@
+import CUpdraftKernels
 import Foundation
 import Synchronization
 import UpdraftCore
@@ -163,7 +164,7 @@ public final class CPUBackend: Backend {
         let d = try pointer(destination, s.count, "accumulate destination")
         let sp = s.pointer
         parallelChunks(s.count, grain: CPUParallel.elementGrain) { r in
-            CPUKernels.map(r, d, sp, into: d, +)
+            upd_add(d + r.lowerBound, sp + r.lowerBound, r.count)
         }
     }
 

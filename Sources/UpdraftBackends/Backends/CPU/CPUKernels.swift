@@ -1,4 +1,5 @@
 import COpenBLAS
+import CUpdraftKernels
 import Foundation
 
 /// The small building blocks the CPU backend's ops share: a row-major SGEMM wrapper, OpenBLAS thread
@@ -54,9 +55,10 @@ enum CPUKernels {
 
     // MARK: Vector loads and stores (any alignment)
     //
-    // Four lanes: the package builds for baseline x86-64 (SSE2), where SIMD4<Float> is one register
+    // Four lanes: the Swift code builds for baseline x86-64 (SSE2), where SIMD4<Float> is one register
     // and a compare-and-replace compiles to one maxps / cmpps+andps; wider Swift vectors are split
-    // and their masks widened lane by lane.
+    // and their masks widened lane by lane. Loops that gain from wider registers move to the C target
+    // CUpdraftKernels, built per vector level and chosen at start-up (CPUVectorLevel).
 
     @inline(__always) static func load4(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
         UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
@@ -66,19 +68,9 @@ enum CPUKernels {
         UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
     }
 
-    /// p[0...7] as one value (split with evenHalf / oddHalf).
-    @inline(__always) static func load8(_ p: UnsafePointer<Float>) -> SIMD8<Float> {
-        UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
-    }
-
     /// p[0], p[2], p[4], p[6] (reads p[0...7]).
     @inline(__always) static func loadEven4(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
         UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self).evenHalf
-    }
-
-    /// p[0], p[stride], p[2 * stride], p[3 * stride].
-    @inline(__always) static func gather4(_ p: UnsafePointer<Float>, stride s: Int) -> SIMD4<Float> {
-        SIMD4(p[0], p[s], p[2 &* s], p[3 &* s])
     }
 
     @inline(__always) static func store4(_ v: SIMD4<Float>, _ p: UnsafeMutablePointer<Float>) {
@@ -86,22 +78,15 @@ enum CPUKernels {
     }
 
     /// One padded, strided row of a convolution input: row[v] = src[v * stride] for v in lo..<hi and
-    /// zero for the rest of row[0..<width] (im2col rows and the grouped path's phase planes). Stride 2
-    /// reads eight floats for four kept, and only while the eighth is before `end`.
-    @inline(__always) static func gatherStridedRow(_ src: UnsafePointer<Float>, stride: Int, end: UnsafePointer<Float>,
+    /// zero for the rest of row[0..<width] (im2col rows and the grouped path's phase planes). Reads
+    /// only src[v * stride] for v in lo..<hi (the strided loop is CUpdraftKernels').
+    @inline(__always) static func gatherStridedRow(_ src: UnsafePointer<Float>, stride: Int,
                                                    into row: UnsafeMutablePointer<Float>, lo: Int, hi: Int, width: Int) {
         row.update(repeating: 0, count: lo)
         if stride == 1 {
             (row + lo).update(from: src + lo, count: hi - lo)
-        } else {
-            var v = lo
-            if stride == 2 {
-                while v + 4 <= hi, src + 2 * v + 8 <= end {
-                    store4(loadEven4(src + 2 * v), row + v)
-                    v += 4
-                }
-            }
-            while v < hi { row[v] = src[v * stride]; v += 1 }
+        } else if lo < hi {
+            upd_gather_strided(src + lo * stride, row + lo, hi - lo, stride)
         }
         (row + hi).update(repeating: 0, count: width - hi)
     }

@@ -1,0 +1,8 @@
+// The kernels for AVX2 + FMA + F16C (8 floats a register, vcvtps2ph for halves). Run only when
+// the dispatcher found all three in cpuid and the OS saves the AVX state.
+#if defined(__x86_64__)
+#define UPD_SUFFIX avx2
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#include "kernels_body.h"
+#pragma clang attribute pop
+#endif
