@@ -42,11 +42,20 @@ extension LayerKind {
     static func hasHalfKernel(_ layer: GraphLayer, runsInsideAnother: Bool) -> Bool { runsInsideAnother }
     static var acceptsEpilogue: Bool { false }
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
-        backend.innermost is OpenCLBackend ? "Updraft kernel" : "Updraft loops"
+        backend.ownEngine
     }
 }
 
 extension Backend {
+    /// Updraft's own loops (with the CPU's vector level) or kernels, as a profile names them.
+    package var ownEngine: String {
+        switch innermost {
+        case is OpenCLBackend: return "Updraft kernel"
+        case is CPUBackend: return "Updraft loops (\(CPUVectorLevel.active))"
+        default: return "reference"
+        }
+    }
+
     /// The backend under any forwarding wrappers (measuring, failing, ...).
     package var innermost: Backend {
         var b: Backend = self

@@ -180,7 +180,7 @@ extension Executor {
         let name = layer?.name ?? pass
         return try profiler.measure(layer: name, pass: pass, backend: backend, engine: {
             guard let layer, pass == "forward" || pass == "backward" else {
-                return pass == "update" ? optimizer.name : backend.innermost is OpenCLBackend ? "Updraft kernel" : "Updraft loops"
+                return pass == "update" ? "\(optimizer.name), \(backend.ownEngine)" : backend.ownEngine
             }
             return layer.op.kind.engine(layer, batch: batch, backward: pass == "backward", inputGradient: inputGradient, on: backend)
         }, flops: {
@@ -195,7 +195,7 @@ extension Executor {
     /// The optimizer's pass on one layer's tensors, through the profiler when there is one.
     func profiledUpdate(layer name: String, counts: [Int], _ body: () throws -> Void) throws {
         guard let profiler else { return try body() }
-        try profiler.measure(layer: name, pass: "update", backend: tailBackend, engine: { optimizer.name },
+        try profiler.measure(layer: name, pass: "update", backend: tailBackend, engine: { "\(optimizer.name), \(tailBackend.ownEngine)" },
                              flops: { counts.reduce(0) { $0 + optimizer.stepCost(count: $1).flops } }, body)
     }
 }
