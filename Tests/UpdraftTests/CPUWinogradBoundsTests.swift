@@ -41,6 +41,29 @@ final class CPUWinogradBoundsTests: XCTestCase {
         }
     }
 
+    /// F(4x4, 3x3) applies a ReLU epilogue inside its output transform: bit for bit what the separate
+    /// pass gives (x > 0 ? x : 0, so a NaN becomes 0), into a slice of a wider output too.
+    func testTheFusedReLUEqualsTheSeparatePass() throws {
+        let spec = ConvolutionSpec(inputChannels: 9, outputChannels: 6, kernelH: 3, kernelW: 3, padding: .same(.bottomRightHeavy))
+        let g = try spec.geometry(input: [2, 9, 13, 11])
+        var xs = Tensor(shape: g.inputShape, uniformIn: -1...1, seed: 4)
+        xs.data[5] = .nan  // poisons the outputs whose windows read it
+        let w = Tensor(shape: g.weightShape, uniformIn: -1...1, seed: 5), b = Tensor(shape: [6], uniformIn: -1...1, seed: 6)
+        let be = CPUBackend(threads: 2)
+        be.convolutionAlgorithmOverride = .winograd4x4
+        func run(_ epilogue: Activation?) throws -> [Float] {
+            let y = try be.makeBuffer(Tensor(shape: [2, 10, 13, 11], uniformIn: 7...8, seed: 7))
+            try be.convolutionForward(g, input: try be.makeBuffer(xs), weights: try be.makeBuffer(w), bias: try be.makeBuffer(b),
+                                      output: y, channelOffset: 3, outputChannels: 10, epilogue: epilogue)
+            return try be.download(y)
+        }
+        let fused = try run(.relu), plain = try run(nil)
+        let separate = plain.enumerated().map { i, v in (i / (13 * 11)) % 10 >= 3 && (i / (13 * 11)) % 10 < 9 ? (v > 0 ? v : 0) : v }
+        XCTAssertEqual(fused.map(\.bitPattern), separate.map(\.bitPattern))
+        XCTAssertTrue(plain.contains { $0.isNaN }, "the NaN reached some outputs")
+        XCTAssertFalse(fused.contains { $0.isNaN }, "and the ReLU made them 0")
+    }
+
     /// A padding over 2 has no Winograd backward pass (the swapped geometry would need a negative
     /// padding): it stays on im2col even when Winograd is forced, and still matches the reference.
     func testBackwardDataWithWidePaddingStaysOnIm2col() throws {

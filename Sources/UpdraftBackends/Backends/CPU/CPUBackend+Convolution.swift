@@ -111,8 +111,11 @@ extension CPUBackend {
         // Depthwise and thin grouped convolutions add into the started rows directly (GroupedConvolution).
         let grouped = usesGroupedDirect(g) ? GroupedConvolutionPlan(g) : nil
         if grouped == nil, let tile = forwardAlgorithm(for: g).winogradTile {
+            // F(4x4, 3x3) applies a plain ReLU in its output transform: one pass over the output fewer.
+            let fused: Bool = { if case .relu? = epilogue { return tile == .f4 } else { return false } }()
+            let plan = fused ? nil : plan
             return withWorkspaces { ws in
-                winogradConvolve(g, tile, input: x, weights: w, bias: b, output: y + channelOffset * S,
+                winogradConvolve(g, tile, input: x, weights: w, bias: b, relu: fused, output: y + channelOffset * S,
                                  imageStride: outputChannels * S, workspaces: ws)
                 if let plan, outputChannels == g.outChannels {
                     applyEpilogue(plan, y, count: g.outputShape.count, parallel: true)

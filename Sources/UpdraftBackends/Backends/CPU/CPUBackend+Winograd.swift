@@ -132,12 +132,12 @@ extension CPUBackend {
     /// The whole forward pass with the filters in `w`: transforms them into the backend's partial-sum
     /// scratch, then runs `winogradForward` with one scratch per worker.
     func winogradConvolve(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, weights w: UnsafePointer<Float>,
-                          bias: UnsafeMutablePointer<Float>?, output y: UnsafeMutablePointer<Float>, imageStride: Int,
+                          bias: UnsafeMutablePointer<Float>?, relu: Bool = false, output y: UnsafeMutablePointer<Float>, imageStride: Int,
                           workspaces ws: [CPUWorkspace]) {
         let u = partialSums.floats(tile.positions * g.outChannels * g.inChannels)
         winogradFilters(g, tile, weights: w, into: u, parallel: true)
         CPUKernels.withSingleThreadedBLAS {
-            winogradForward(g, tile, input: x, filters: u, bias: bias, output: y, imageStride: imageStride,
+            winogradForward(g, tile, input: x, filters: u, bias: bias, relu: relu, output: y, imageStride: imageStride,
                             scratch: ws.map { $0.floats(winogradScratchCount(g, tile)) })
         }
     }
@@ -167,8 +167,9 @@ extension CPUBackend {
     /// images share one block, so the SGEMMs stay wide); workers take blocks in turn, and as a block's
     /// results do not depend on which worker ran it, the output is the same for any thread count.
     func winogradForward(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, filters u: UnsafePointer<Float>,
-                         bias: UnsafeMutablePointer<Float>?, output y: UnsafeMutablePointer<Float>, imageStride: Int,
+                         bias: UnsafeMutablePointer<Float>?, relu: Bool = false, output y: UnsafeMutablePointer<Float>, imageStride: Int,
                          scratch: [UnsafeMutablePointer<Float>]) {
+        precondition(!relu || tile == .f4, "only F(4x4, 3x3)'s output transform fuses the ReLU")
         let (K, C, P) = (g.outChannels, g.inChannels, tile.positions)
         let tiles = winogradTiles(g, tile)
         let total = g.batch * tiles.count
@@ -202,7 +203,7 @@ extension CPUBackend {
                                              bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
                 case .f4:
                     winograd4OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
-                                             bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
+                                             bias: bias?[k] ?? 0, relu: relu, output: y + k * outPlane, imageStride: imageStride)
                 }
             }
         }

@@ -154,13 +154,18 @@ extension CPUBackend {
     }
 
     /// Y for one output channel: the batch's tile `first + t` has its 36 values at `m[xi * stride + t]`;
-    /// its 4x4 outputs (those inside the output) get `bias` added and go to the channel's plane of its
-    /// image (image 0's at `output`, `imageStride` apart).
+    /// its 4x4 outputs (those inside the output) get `bias` added (and with `relu` the ReLU applied, saving
+    /// the epilogue's pass over the output) and go to the channel's plane of its image (image 0's at
+    /// `output`, `imageStride` apart).
     func winograd4OutputTransform(_ g: ConvGeometry, m: UnsafePointer<Float>, stride: Int,
                                   tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
-                                  bias: Float, output: UnsafeMutablePointer<Float>, imageStride: Int) {
+                                  bias: Float, relu: Bool, output: UnsafeMutablePointer<Float>, imageStride: Int) {
         let (Ho, Wo) = (g.outHeight, g.outWidth)
         let b = SIMD4<Float>(repeating: bias)
+        // The fused ReLU, as the activation table defines it: x > 0 ? x : 0 (NaN gives 0).
+        @inline(__always) func activated(_ v: SIMD4<Float>) -> SIMD4<Float> {
+            relu ? SIMD4<Float>.zero.replacing(with: v, where: v .> 0) : v
+        }
         winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let lanes = min(4, count - t, tiles.columns - column)
             // Always four lanes: past the block's last tile they read the next channel's values, or (for
@@ -178,7 +183,7 @@ extension CPUBackend {
             @inline(__always) func write(_ i: Int, _ a: WinogradSix) {
                 guard oy + i < Ho else { return }
                 let (c0, c1, c2, c3) = winograd4OutputRows(a.x0, a.x1, a.x2, a.x3, a.x4, a.x5)
-                let (y0, y1, y2, y3) = (c0 + b, c1 + b, c2 + b, c3 + b)
+                let (y0, y1, y2, y3) = (activated(c0 + b), activated(c1 + b), activated(c2 + b), activated(c3 + b))
                 // Lane l's four outputs are columns 4l ..< 4l + 4: one 16-wide row.
                 let r = SIMD16<Float>(y0[0], y1[0], y2[0], y3[0], y0[1], y1[1], y2[1], y3[1],
                                       y0[2], y1[2], y2[2], y3[2], y0[3], y1[3], y2[3], y3[3])
