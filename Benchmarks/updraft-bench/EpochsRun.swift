@@ -326,17 +326,24 @@ enum CPUCalibration {
     }
 }
 
-/// The process's peak resident memory.
+/// The process's resident memory, now and at its peak.
 enum ProcessMemory {
     /// VmHWM from /proc/self/status, else getrusage's ru_maxrss.
     static func peakResidentBytes() -> Int? {
-        if let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if fields.count >= 2, let kib = Int(fields[1]) { return kib * 1024 }
-        }
+        if let bytes = status("VmHWM:") { return bytes }
         var usage = rusage()
         guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return nil }
         return Int(usage.ru_maxrss) * 1024
+    }
+
+    /// Resident memory now: VmRSS from /proc/self/status (nil where there is none).
+    static func residentBytes() -> Int? { status("VmRSS:") }
+
+    /// A "Name:  N kB" line of /proc/self/status, in bytes.
+    private static func status(_ name: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return nil }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count >= 2 ? Int(fields[1]).map { $0 * 1024 } : nil
     }
 }
