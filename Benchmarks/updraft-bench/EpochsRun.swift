@@ -336,6 +336,13 @@ enum ProcessMemory {
         return Int(usage.ru_maxrss) * 1024
     }
 
+    /// Hands the heap's free pages back to the system (glibc's `malloc_trim(0)`, looked up at run
+    /// time: Swift's Glibc module does not declare it); nothing where there is no such function.
+    static func trimHeap() {
+        guard let symbol = dlsym(nil, "malloc_trim") else { return }
+        _ = unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+
     /// Resident memory now: VmRSS from /proc/self/status (nil where there is none).
     static func residentBytes() -> Int? { status("VmRSS:") }
 

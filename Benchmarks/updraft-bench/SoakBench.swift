@@ -13,8 +13,11 @@ let soakCommand = CLICommand(CommandSpec(
         OptionSpec("tasks", value: "N", help: "update tasks in one process (default 1000)"),
         OptionSpec("concurrent", value: "K", help: "tasks at a time (default 8)"),
         OptionSpec("kills", value: "M", help: "SIGKILLs delivered to child `updraft train` runs (default 20)"),
+        OptionSpec("device", value: "D", help: "where tasks and runs train: cpu (default) or an OpenCL device index, as --device"),
+        OptionSpec("kinds", value: "K,K", help: "only these task kinds: " + SoakPlan.Kind.allCases.map(\.rawValue).joined(separator: ", ")),
         OptionSpec("seed", value: "S", help: "draws the tasks, bad inputs, cancel points and kill moments (default 1)"),
         OptionSpec("max-rss-slope", value: "MIB", help: "fail when resident memory grows faster than MIB per task (default 0.1)"),
+        OptionSpec("trim", help: "malloc_trim before each memory sample: memory in use, not what the allocator keeps"),
         OptionSpec("json", help: "print JSON"),
         OptionSpec("phase", value: "P", help: "internal: `tasks` runs the in-process half in this process"),
         OptionSpec("work", value: "DIR", help: "internal: the soak's folder, for --phase"),
@@ -32,12 +35,21 @@ let soakCommand = CLICommand(CommandSpec(
     network (SGD and Adam) are killed with SIGKILL at random moments and resumed until they finish;
     each must equal the uninterrupted run byte for byte. Exit status 1 when anything is counted in
     crashes, lost, corrupt, differing, unexpected failures or bad inputs accepted or refused without
-    an UpdraftError, or (from 100 tasks) when the RSS slope passes --max-rss-slope.
+    an UpdraftError, or (from 100 tasks) when the RSS slope passes --max-rss-slope. --device 0 runs
+    the tasks and the killed runs on an OpenCL device; --kinds keeps only some kinds (to find which
+    one grows); --trim calls malloc_trim before each sample, so the slope counts memory in use, not
+    pages glibc keeps in its per-thread arenas (on PoCL, whose buffers are host allocations made
+    from many threads, that retention is most of the raw growth).
     """
 )) { args in try SoakBench(args).run() }
 
 struct SoakBench {
     let tasks: Int, concurrent: Int, kills: Int, seed: UInt64, maxSlope: Double, json: Bool
+    /// `--device`: nil for the CPU.
+    let device: String?
+    /// `--kinds`: nil for every kind.
+    let kinds: [SoakPlan.Kind]?
+    let trim: Bool
     let phase: String?, work: URL?
 
     init(_ args: ParsedArguments) throws {
@@ -48,12 +60,22 @@ struct SoakBench {
         maxSlope = try args.double("max-rss-slope") ?? 0.1
         guard tasks >= 1, concurrent >= 1, kills >= 0 else { throw UsageError("--tasks and --concurrent must be at least 1, --kills at least 0") }
         json = args.flag("json")
+        trim = args.flag("trim")
+        device = args.value("device").flatMap { $0 == "cpu" ? nil : $0 }
+        kinds = try args.value("kinds").map { list in
+            try list.split(separator: ",").map { name in
+                guard let kind = SoakPlan.Kind(rawValue: String(name)) else {
+                    throw UsageError("--kinds: \(name) is not a kind; the kinds are " + SoakPlan.Kind.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                return kind
+            }
+        }
         phase = args.value("phase")
         work = args.value("work").map { URL(fileURLWithPath: $0, isDirectory: true) }
     }
 
     struct Report: Codable {
-        var seed: UInt64, tasks: Int, concurrent: Int, seconds: Double
+        var seed: UInt64, tasks: Int, concurrent: Int, device: String, seconds: Double
         /// The task phase's child died (or left no report): everything it had counted is lost with it.
         var crashes: Int
         var taskPhase: SoakTasks.Report?
@@ -67,7 +89,7 @@ struct SoakBench {
     func run() throws -> Int32 {
         if let phase {
             guard phase == "tasks", let work else { throw UsageError("--phase tasks needs --work") }
-            let report = try SoakTasks(count: tasks, concurrent: concurrent, seed: seed, work: work).run()
+            let report = try SoakTasks(count: tasks, concurrent: concurrent, seed: seed, device: device, kinds: kinds, trim: trim, work: work).run()
             print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
             return 0
         }
@@ -88,13 +110,17 @@ struct SoakBench {
         final class Phase: @unchecked Sendable { var result: Result<ChildResult, Error>? }  // set before the semaphore, read after
         let phase = Phase()
         let done = DispatchSemaphore(value: 0)
-        let arguments = ["soak", "--phase", "tasks", "--tasks", "\(tasks)", "--concurrent", "\(concurrent)", "--seed", "\(seed)",
+        var arguments = ["soak", "--phase", "tasks", "--tasks", "\(tasks)", "--concurrent", "\(concurrent)", "--seed", "\(seed)",
                          "--work", folder.path]
+        if let device { arguments += ["--device", device] }
+        if let kinds { arguments += ["--kinds", kinds.map(\.rawValue).joined(separator: ",")] }
+        if trim { arguments.append("--trim") }
+        let childArguments = arguments
         Thread.detachNewThread {
-            phase.result = Result { try runChild(executable: exe, arguments: arguments, captureStandardError: true) }
+            phase.result = Result { try runChild(executable: exe, arguments: childArguments, captureStandardError: true) }
             done.signal()
         }
-        let killReport = try SoakKills(updraft: updraft, kills: kills, seed: seed, work: folder).run()
+        let killReport = try SoakKills(updraft: updraft, kills: kills, seed: seed, device: device, work: folder).run()
         done.wait()
         let child = try phase.result!.get()
         let line = child.standardOutput.split(separator: "\n").last(where: { $0.hasPrefix("{") })
@@ -118,7 +144,7 @@ struct SoakBench {
         let tail = Array(samples.dropFirst(samples.count / 10))
         let slope = Self.slope(tail)
         let judged = tasks >= 100 && slope != nil
-        var report = Report(seed: seed, tasks: tasks, concurrent: concurrent, seconds: seconds, crashes: t == nil ? 1 : 0,
+        var report = Report(seed: seed, tasks: tasks, concurrent: concurrent, device: device ?? "cpu", seconds: seconds, crashes: t == nil ? 1 : 0,
                             taskPhase: t, kills: k, rssSlopeMiBPerTask: slope, rssSlopeTasks: tail.count,
                             rssFirstMiB: tail.first, rssLastMiB: tail.last, rssSlopeJudged: judged, maxRssSlope: maxSlope, passed: false)
         let counted = report.crashes + k.crashes + k.failures + k.corruptFiles + k.lostModels + k.resumesDiffering
@@ -143,7 +169,7 @@ struct SoakBench {
         let t = r.taskPhase, k = r.kills
         let f = { (x: Double?) in x.map { String(format: "%.2f", $0) } ?? "-" }
         let kinds = t.map { $0.kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") } ?? "-"
-        var rows: [[String]] = [["soak (seed \(r.seed))", "count", "must be"]]
+        var rows: [[String]] = [["soak (seed \(r.seed), device \(r.device))", "count", "must be"]]
         func row(_ name: String, _ value: Int?, _ rule: String = "") { rows.append([name, value.map(String.init) ?? "-", rule]) }
         row("tasks (\(r.concurrent) at a time)", r.tasks)
         row("tasks completed", t?.completed)

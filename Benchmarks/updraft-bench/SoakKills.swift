@@ -8,7 +8,10 @@ import Updraft
 /// byte, as `TrainingResumeCommandTests` shows it does on the CPU, and every file a killed run
 /// left must be absent or whole.
 struct SoakKills {
-    let updraft: String, kills: Int, seed: UInt64, work: URL
+    let updraft: String, kills: Int, seed: UInt64, device: String?, work: URL
+
+    /// Where every run trains: the CPU, or the OpenCL device `device` (the resume tests hold on both).
+    var deviceArguments: [String] { device.map { ["--device", $0] } ?? ["--compute-units", "cpuOnly"] }
 
     struct Report: Codable {
         var seconds = 0.0
@@ -57,7 +60,7 @@ struct SoakKills {
     }
 
     func trainArguments(model: URL, data: URL, out: URL) -> [String] {
-        ["train", model.path, "--train", data.path, "--out", out.path, "--checkpoint-every-batches", "3", "--compute-units", "cpuOnly"]
+        ["train", model.path, "--train", data.path, "--out", out.path, "--checkpoint-every-batches", "3"] + deviceArguments
     }
 
     /// Run `index`: 1 to 3 kills (fewer when the soak's count is reached), then to the end.
@@ -70,7 +73,7 @@ struct SoakKills {
         var attempts = 0
         while true {
             let resuming = FileManager.default.fileExists(atPath: state.path)
-            let arguments = resuming ? ["train", "--resume", out.path, "--train", images.path, "--compute-units", "cpuOnly"]
+            let arguments = resuming ? ["train", "--resume", out.path, "--train", images.path] + deviceArguments
                                      : trainArguments(model: model, data: images, out: out)
             if resuming { report.resumes += 1 } else if attempts > 0 { report.restarts += 1 }
             attempts += 1

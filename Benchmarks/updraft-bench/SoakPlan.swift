@@ -39,7 +39,8 @@ struct SoakPlan: Codable {
     static let shares: [(Kind, Int)] = [(.lastLayer, 36), (.knnPipeline, 18), (.bareKnn, 14), (.imageNetwork, 12),
                                         (.corruptModel, 5), (.unreadableImage, 5), (.badHyperparameter, 5), (.missingFile, 5)]
 
-    init(index: Int, seed: UInt64) {
+    /// Plan `index` of `seed`; with `kinds`, a kind outside them is replaced by one of them (the other draws stay).
+    init(index: Int, seed: UInt64, kinds: [Kind]? = nil) {
         self.index = index
         var rng = SplitMix64(seed: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index) &* 0xBF58_476D_1CE4_E5B9)
         func pick<T>(_ values: [T]) -> T { values[Int(rng.next() % UInt64(values.count))] }
@@ -49,6 +50,7 @@ struct SoakPlan: Codable {
             if roll < share { kind = k; break }
             roll -= share
         }
+        if let kinds, !kinds.isEmpty, !kinds.contains(kind) { kind = kinds[index % kinds.count] }
         // A few data sets and settings, so that identical plans recur and must give identical models.
         dataSeed = 1000 + rng.next() % 6
         learningRate = pick([0.005, 0.01, 0.02, 0.05])

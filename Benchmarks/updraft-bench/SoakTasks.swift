@@ -6,7 +6,15 @@ import Updraft
 /// seen and counted by the parent): `count` tasks drawn by `SoakPlan`, `concurrent` at a time,
 /// each model written under `work/models` and read back; resident memory after each task.
 struct SoakTasks {
-    let count: Int, concurrent: Int, seed: UInt64, work: URL
+    let count: Int, concurrent: Int, seed: UInt64
+    /// An OpenCL device every task is pinned to (as `--device`); nil: the CPU.
+    let device: String?
+    /// Only these kinds (nil: all, by `SoakPlan.shares`).
+    let kinds: [SoakPlan.Kind]?
+    /// Hand free heap pages back (`malloc_trim`) before each sample, so the samples count memory in
+    /// use rather than what the allocator keeps for later (`--trim`).
+    let trim: Bool
+    let work: URL
 
     /// What the phase reports to the parent (one JSON line).
     struct Report: Codable {
@@ -52,7 +60,8 @@ struct SoakTasks {
                 while true {
                     let i = next.take()
                     if i >= count { break }
-                    runOne(SoakPlan(index: i, seed: seed), models: models, tally: tally)
+                    runOne(SoakPlan(index: i, seed: seed, kinds: kinds), models: models, tally: tally)
+                    if trim { ProcessMemory.trimHeap() }
                     let mib = Double(ProcessMemory.residentBytes() ?? 0) / 1_048_576
                     tally.update { $0.residentMiB.append(mib) }
                 }
@@ -176,7 +185,8 @@ struct SoakTasks {
 
     func makeTask(_ plan: SoakPlan) throws -> UpdateTask {
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.computeUnits = device == nil ? .cpuOnly : .all
+        config.deviceOption = device
         config.parameters[.miniBatchSize] = .int(Int64(plan.miniBatchSize))
         var handlers = UpdateHandlers()
         if case let .afterMiniBatch(n) = plan.cancel {
