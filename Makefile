@@ -171,9 +171,10 @@ fuzz: deps
 # kinds and hyperparameters, some cancelled, bad inputs mixed in, plus `updraft train` runs killed with
 # SIGKILL at random moments and resumed. Fails on any crash, lost or corrupt model, resume differing from
 # the uninterrupted run, or resident memory growing more than 0.1 MiB per task over the last 900.
+# Prints a table; the same report as JSON goes to .build/soak.json.
 SOAK_FLAGS ?= --tasks 1000 --concurrent 8 --kills 20 --seed 1
 soak: release
-	.build/release/updraft-bench soak $(SOAK_FLAGS)
+	.build/release/updraft-bench soak $(SOAK_FLAGS) --json-out .build/soak.json
 
 clean:
 	rm -rf .build

@@ -19,6 +19,7 @@ let soakCommand = CLICommand(CommandSpec(
         OptionSpec("max-rss-slope", value: "MIB", help: "fail when resident memory grows faster than MIB per task (default 0.1)"),
         OptionSpec("trim", help: "malloc_trim before each memory sample: memory in use, not what the allocator keeps"),
         OptionSpec("json", help: "print JSON"),
+        OptionSpec("json-out", value: "FILE", help: "also write the JSON report to FILE (the table is printed)"),
         OptionSpec("phase", value: "P", help: "internal: `tasks` runs the in-process half in this process"),
         OptionSpec("work", value: "DIR", help: "internal: the soak's folder, for --phase"),
     ],
@@ -50,6 +51,8 @@ struct SoakBench {
     /// `--kinds`: nil for every kind.
     let kinds: [SoakPlan.Kind]?
     let trim: Bool
+    /// `--json-out`: where to write the JSON report as well.
+    let jsonOut: String?
     let phase: String?, work: URL?
 
     init(_ args: ParsedArguments) throws {
@@ -61,6 +64,7 @@ struct SoakBench {
         guard tasks >= 1, concurrent >= 1, kills >= 0 else { throw UsageError("--tasks and --concurrent must be at least 1, --kills at least 0") }
         json = args.flag("json")
         trim = args.flag("trim")
+        jsonOut = args.value("json-out")
         device = args.value("device").flatMap { $0 == "cpu" ? nil : $0 }
         kinds = try args.value("kinds").map { list in
             try list.split(separator: ",").map { name in
@@ -129,13 +133,11 @@ struct SoakBench {
             printError("the task phase ended \(child.signalled ? "by signal" : "with status") \(child.status): \(child.standardError.suffix(2000))")
         }
         let report = makeReport(taskReport, kills: killReport, seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
-        } else {
-            print(table(report))
-        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let encoded = try encoder.encode(report)
+        if let path = jsonOut { try writeAtomically(encoded, to: URL(fileURLWithPath: path)) }
+        print(json ? String(decoding: encoded, as: UTF8.self) : table(report) + (jsonOut.map { "\nJSON report: \($0)" } ?? ""))
         return report.passed ? 0 : 1
     }
 
