@@ -150,7 +150,8 @@ struct SoakBench {
                             taskPhase: t, kills: k, rssSlopeMiBPerTask: slope, rssSlopeTasks: tail.count,
                             rssFirstMiB: tail.first, rssLastMiB: tail.last, rssSlopeJudged: judged, maxRssSlope: maxSlope, passed: false)
         let counted = report.crashes + k.crashes + k.failures + k.corruptFiles + k.lostModels + k.resumesDiffering
-            + (t.map { $0.unexpectedFailures + $0.lostModels + $0.corruptModels + $0.repeatsDiffering + $0.refusedUnclearly + $0.acceptedBadInputs } ?? 0)
+            + (t.map { $0.unexpectedFailures + $0.lostModels + $0.corruptModels + $0.unchangedModels + $0.repeatsDiffering
+                      + $0.refusedUnclearly + $0.acceptedBadInputs } ?? 0)
         report.passed = counted == 0 && k.kills >= kills && (!judged || slope! <= maxSlope)
         return report
     }
@@ -183,6 +184,7 @@ struct SoakBench {
         row("models written and read back", t?.modelsWritten)
         row("models lost", t?.lostModels, "0")
         row("models corrupt", t?.corruptModels, "0")
+        row("completed models unchanged (nothing trained)", t?.unchangedModels, "0")
         row("repeated plans checked", t?.repeatsChecked)
         row("repeated plans differing", t?.repeatsDiffering, "0")
         row("task process crashes", r.crashes, "0")

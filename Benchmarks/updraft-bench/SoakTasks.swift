@@ -26,6 +26,8 @@ struct SoakTasks {
         var refusedClearly = 0, refusedUnclearly = 0, acceptedBadInputs = 0
         /// Valid tasks that failed, and models the task had but no readable file holds.
         var unexpectedFailures = 0, lostModels = 0, corruptModels = 0
+        /// Completed tasks whose written model is byte-equal to the model they started from (nothing trained or appended).
+        var unchangedModels = 0
         /// Model files written and read back (every one once more at the end).
         var modelsWritten = 0
         /// Completed tasks of one plan whose models differ from the first of that plan; plans seen twice or more.
@@ -167,7 +169,12 @@ struct SoakTasks {
             tally.problem("task \(plan.index) (\(plan.kind.rawValue)): \(url.lastPathComponent) \(problem)")
             return
         }
-        guard task.state == .completed, let key = plan.key, let bytes = try? Data(contentsOf: url) else { return }
+        guard task.state == .completed, let bytes = try? Data(contentsOf: url) else { return }
+        if bytes == Data(task.originalModel.serializedBytes()) {
+            tally.update { $0.unchangedModels += 1 }
+            tally.problem("task \(plan.index) (\(plan.kind.rawValue)) completed, but its model is the one it started from")
+        }
+        guard let key = plan.key else { return }
         tally.update { report in
             if let first = tally.firstModel[key] {
                 report.repeatsChecked += 1

@@ -14,7 +14,8 @@ final class SoakBenchTests: FolderTestCase {
         XCTAssertEqual(report["crashes"] as? Int, 0, "the task process died: \(run.stderr)")
         let tasks = try XCTUnwrap(report["taskPhase"] as? [String: Any], "no report from the task process")
         let problems = (tasks["problems"] as? [String] ?? []).joined(separator: "\n")
-        for key in ["unexpectedFailures", "lostModels", "corruptModels", "repeatsDiffering", "refusedUnclearly", "acceptedBadInputs"] {
+        for key in ["unexpectedFailures", "lostModels", "corruptModels", "unchangedModels", "repeatsDiffering", "refusedUnclearly",
+                    "acceptedBadInputs"] {
             XCTAssertEqual(tasks[key] as? Int, 0, "\(key): \(problems)")
         }
         let completed = try XCTUnwrap(tasks["completed"] as? Int), cancelled = try XCTUnwrap(tasks["cancelled"] as? Int)
