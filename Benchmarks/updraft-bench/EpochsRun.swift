@@ -319,17 +319,31 @@ enum CPUCalibration {
     static func gemmGflops(threads: Int?) -> Double? { TrainingProfile.measureSGEMM(on: CPUBackend(threads: threads)) }
 }
 
-/// The process's peak resident memory.
+/// The process's resident memory, now and at its peak.
 enum ProcessMemory {
     /// VmHWM from /proc/self/status, else getrusage's ru_maxrss.
     static func peakResidentBytes() -> Int? {
-        if let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if fields.count >= 2, let kib = Int(fields[1]) { return kib * 1024 }
-        }
+        if let bytes = status("VmHWM:") { return bytes }
         var usage = rusage()
         guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return nil }
         return Int(usage.ru_maxrss) * 1024
+    }
+
+    /// Hands the heap's free pages back to the system (glibc's `malloc_trim(0)`, looked up at run
+    /// time: Swift's Glibc module does not declare it); nothing where there is no such function.
+    static func trimHeap() {
+        guard let symbol = dlsym(nil, "malloc_trim") else { return }
+        _ = unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+
+    /// Resident memory now: VmRSS from /proc/self/status (nil where there is none).
+    static func residentBytes() -> Int? { status("VmRSS:") }
+
+    /// A "Name:  N kB" line of /proc/self/status, in bytes.
+    private static func status(_ name: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return nil }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count >= 2 ? Int(fields[1]).map { $0 * 1024 } : nil
     }
 }

@@ -55,8 +55,11 @@ struct TasksBench {
 
     // MARK: The tasks
 
-    /// The frozen-features network: two convolutions with pooling, a trainable inner product to 10 classes.
-    static func network(learningRate: Double) throws -> CoreMLModel {
+    /// The frozen-features network: two convolutions with pooling, a trainable inner product to 10
+    /// classes; SGD with momentum 0.9 unless given, batch size and epochs the first of their allowed
+    /// values (`updraft-bench soak` allows several).
+    static func network(learningRate: Double, momentum: Double = 0.9, miniBatchSizes: [Int64] = [16],
+                        epochs: [Int64] = [2]) throws -> CoreMLModel {
         let image = FeatureDescription(name: "image", type: .multiArray(ArrayFeatureType(shape: shape, dataType: .float32)))
         var b = try ModelBuilder(input: image, seed: 5)
         try b.convolution("conv1", outputChannels: 8, kernel: (3, 3), stride: (2, 2))
@@ -70,25 +73,46 @@ struct TasksBench {
         try b.makeClassifier(labels: .strings((0..<10).map(String.init)), probabilities: "probabilities")
         try b.makeUpdatable(["classifier"])
         try b.setCrossEntropyLoss(input: "probabilities")
-        b.setOptimizer(.sgd(learningRate: learningRate, miniBatchSize: 16, momentum: 0.9))
-        b.setEpochs(2)
+        b.setOptimizer(.sgd(learningRate: learningRate, miniBatchSize: miniBatchSizes[0], allowedMiniBatchSizes: miniBatchSizes,
+                            momentum: momentum))
+        b.setEpochs(epochs[0], allowed: epochs)
         b.setShuffle(true, seed: 1)
         return try b.build()
     }
 
+    /// The two kinds of task.
+    enum Kind: String, Codable, CaseIterable {
+        /// The network's last layer trains (`network`).
+        case lastLayer = "last-layer"
+        /// The network's embeddings are appended to an empty k-NN behind it (a pipeline).
+        case knnAppend = "knn-append"
+    }
+
+    /// A task of `kind` on `examples` synthetic images seeded by `dataSeed`, with `configuration`
+    /// (its parameters override the model's defaults) and `model` built for it (by default `network`
+    /// at `learningRate`; for `.knnAppend`, the network becomes the pipeline's feature extractor).
+    static func task(_ kind: Kind, dataSeed: UInt64, learningRate: Double, model: CoreMLModel? = nil, neighbors: Int = 3,
+                     configuration: UpdateConfiguration, handlers: UpdateHandlers = UpdateHandlers()) throws -> UpdateTask {
+        let images = try SyntheticImageDataset(count: examples, itemShape: Shape(shape), classes: 10, seed: dataSeed)
+        let network = try model ?? network(learningRate: learningRate)
+        switch kind {
+        case .lastLayer:
+            return UpdateTask(model: network, trainingData: images, configuration: configuration, handlers: handlers)
+        case .knnAppend:
+            let pipeline = try NearestNeighborsPipeline(neighbors: neighbors).make(featureExtractor: network)
+            return UpdateTask(model: pipeline, trainingData: KnnBench.LabelledImages(images: images), configuration: configuration,
+                              handlers: handlers)
+        }
+    }
+
     /// Task `i`: its model and data (see the discussion).
     static func task(_ i: Int, computeUnits: ComputeUnits, device: String?) throws -> UpdateTask {
-        let images = try SyntheticImageDataset(count: examples, itemShape: Shape(shape), classes: 10, seed: UInt64(1000 + i))
         var config = UpdateConfiguration()
         config.computeUnits = computeUnits
         config.deviceOption = device
         config.parameters[.miniBatchSize] = .int(16)
-        let learningRate = 0.01 * Double(1 + i % 7)
-        if i % 2 == 0 {
-            return UpdateTask(model: try network(learningRate: learningRate), trainingData: images, configuration: config)
-        }
-        let pipeline = try NearestNeighborsPipeline(neighbors: 3).make(featureExtractor: try network(learningRate: learningRate))
-        return UpdateTask(model: pipeline, trainingData: KnnBench.LabelledImages(images: images), configuration: config)
+        return try task(i % 2 == 0 ? .lastLayer : .knnAppend, dataSeed: UInt64(1000 + i), learningRate: 0.01 * Double(1 + i % 7),
+                        configuration: config)
     }
 
     // MARK: Phases (child processes)
@@ -178,7 +202,7 @@ struct TasksBench {
         for i in 0..<count {
             let name = "task-\(i).mlmodel"
             let a = try Data(contentsOf: together.appendingPathComponent(name)), b = try Data(contentsOf: alone.appendingPathComponent(name))
-            rows.append(TaskRow(task: i, kind: i % 2 == 0 ? "last-layer" : "knn-append", soloSeconds: solo[i].seconds,
+            rows.append(TaskRow(task: i, kind: (i % 2 == 0 ? Kind.lastLayer : .knnAppend).rawValue, soloSeconds: solo[i].seconds,
                                 soloPeakBytes: solo[i].peakBytes, identical: a == b))
         }
         let soloSeconds = solo.map(\.seconds).reduce(0, +)

@@ -12,6 +12,7 @@ let commands: [CLICommand] = [
     cpuConvolutionCommand,
     knnCommand,
     tasksCommand,
+    soakCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

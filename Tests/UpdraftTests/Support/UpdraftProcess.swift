@@ -7,10 +7,10 @@ struct CommandRun { var status: Int32; var stdout: String; var stderr: String }
 
 /// Runs the `updraft` built next to this test bundle (.build/debug/UpdraftPackageTests.xctest), as a
 /// user would: the device-pin and data-parallel variables cleared, the calibration cache in
-/// `cacheDirectory`, then `extra` on top.
-func runUpdraft(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
+/// `cacheDirectory`, then `extra` on top. `program`: another executable built beside it (`updraft-bench`).
+func runUpdraft(_ arguments: [String], program: String = "updraft", cacheDirectory: URL, environment extra: [String: String] = [:],
                 file: StaticString = #filePath, line: UInt = #line) throws -> CommandRun {
-    try runToEnd(try updraftProcess(arguments, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line))
+    try runToEnd(try updraftProcess(arguments, program: program, cacheDirectory: cacheDirectory, environment: extra, file: file, line: line))
 }
 
 /// Runs `process` (not started) to its end, with what it printed.
@@ -33,15 +33,15 @@ func runToEnd(_ process: Process) throws -> CommandRun {
 
 /// A `Process` for the `updraft` built next to this test bundle, not started, with the environment
 /// `runUpdraft` describes.
-func updraftProcess(_ arguments: [String], cacheDirectory: URL, environment extra: [String: String] = [:],
+func updraftProcess(_ arguments: [String], program: String = "updraft", cacheDirectory: URL, environment extra: [String: String] = [:],
                     file: StaticString = #filePath, line: UInt = #line) throws -> Process {
     let candidates = [Bundle.main.executableURL?.deletingLastPathComponent(), Bundle.main.bundleURL,
                       Bundle.main.bundleURL.deletingLastPathComponent()]
-        .compactMap { $0 }.map { $0.appendingPathComponent("updraft") }
+        .compactMap { $0 }.map { $0.appendingPathComponent(program) }
     guard let binary = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-        XCTFail("the updraft executable is not built next to the tests (\(candidates.map(\.path))); run `swift build` first",
+        XCTFail("the \(program) executable is not built next to the tests (\(candidates.map(\.path))); run `swift build` first",
                 file: file, line: line)
-        throw XCTSkip("no updraft binary")
+        throw XCTSkip("no \(program) binary")
     }
     var env = ProcessInfo.processInfo.environment
     for key in [DevicePin.environmentVariable, DataParallelMode.environmentVariable] { env.removeValue(forKey: key) }
