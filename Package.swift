@@ -36,6 +36,9 @@ let package = Package(
         .plugin(name: "EmbedKernels", capability: .buildTool(), dependencies: ["embed-kernels"],
                 path: "Plugins/EmbedKernels"),
 
+        // oneDNN: a second CPU convolution engine, loaded with dlopen (a host without it runs the own path).
+        .target(name: "CDNNL", path: "Sources/CDNNL", linkerSettings: [.linkedLibrary("dl")]),
+
         // The library, as targets in dependency order: each may import only the ones above it here (and
         // the C modules it names), so a reach upward does not compile. ARCHITECTURE.md section 2 lists them.
         // Names one target uses from another are `package`, not `public`: the product's API does not grow.
@@ -45,7 +48,7 @@ let package = Package(
                 plugins: ["EmbedKernels"]),
         // The Backend protocol, the CPU and OpenCL backends, the OpCase catalogue and gradient check.
         // The plugin embeds Kernels/*.cl here. Hot loops stay inside this target.
-        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS"],
+        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS", "CDNNL"],
                 path: "Sources/UpdraftBackends", swiftSettings: strictConcurrency, plugins: ["EmbedKernels"]),
         // The Core ML codec and typed spec, the network graph and shape inference, the optimizers.
         .target(name: "UpdraftModel", dependencies: ["UpdraftBackends"], path: "Sources/UpdraftModel",
