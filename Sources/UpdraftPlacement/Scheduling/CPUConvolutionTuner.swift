@@ -13,6 +13,9 @@ public struct CPUConvolutionTuner {
         public var name: String
         public var geometry: ConvGeometry
         public var pass: CPUConvolutionPass
+        public init(name: String, geometry: ConvGeometry, pass: CPUConvolutionPass) {
+            self.name = name; self.geometry = geometry; self.pass = pass
+        }
     }
 
     /// What was measured for one problem: best milliseconds per algorithm that ran it, the choice,
