@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
-// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, libdeflate, Open MPI.
+// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, oneDNN (dlopen), libpng, libjpeg, libdeflate, Open MPI.
 // Every Swift target is checked with complete strict concurrency (Swift 6's data-race rules as
 // warnings in the Swift 5 language mode the sources are written in); the build has none.
 let strictConcurrency: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
