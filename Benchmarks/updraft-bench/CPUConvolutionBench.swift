@@ -40,13 +40,6 @@ let cpuConvolutionCommand = CLICommand(CommandSpec(
     let layers = try cpuConvolutionBenchLayers(batch: batch, all: args.flag("all-layers"))
     let algorithms = CPUConvolutionAlgorithm.allCases
     let short: [CPUConvolutionAlgorithm: String] = [.im2col: "  im2col", .winograd: " wino2x2", .winograd4x4: " wino4x4", .onednn: "  oneDNN"]
-    func algorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
-        switch pass {
-        case .forward: return backend.forwardAlgorithm(for: g)
-        case .backwardData: return backend.backwardDataAlgorithm(for: g)
-        case .backwardWeights: return backend.backwardWeightsAlgorithm(for: g)
-        }
-    }
     var rows: [[String: Any]] = []
     print("CPU convolution \(pass.rawValue), batch \(batch), \(backend.threadCount) threads, best of \(repeats) (\(cpuTime ? "CPU " : "")ms; GFLOP/s counts direct convolution's work); oneDNN \(OneDNN.version ?? "unavailable: " + (OneDNN.unavailableReason ?? ""))")
     print("layer                          shape                          " + algorithms.map { (short[$0] ?? $0.rawValue).padding(toLength: 9, withPad: " ", startingAt: 0) }.joined()
@@ -70,13 +63,13 @@ let cpuConvolutionCommand = CLICommand(CommandSpec(
             }
         }
         backend.convolutionAlgorithmOverride = nil
-        let chosen = algorithm(for: g)
+        let chosen = backend.algorithm(for: g, pass)
         var outputs: [CPUConvolutionAlgorithm: [Float]] = [:]
         var best: [CPUConvolutionAlgorithm: Double] = [:]
         var runs: Set<CPUConvolutionAlgorithm> = []
         for a in algorithms {
             backend.convolutionAlgorithmOverride = a
-            if algorithm(for: g) == a && (a != .onednn || backend.oneDNNImplementation(g, pass) != nil) { runs.insert(a) }
+            if backend.canRun(a, g, pass) { runs.insert(a) }
             try call()
             outputs[a] = try backend.download(y)
         }

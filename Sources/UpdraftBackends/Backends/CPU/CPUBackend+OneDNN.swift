@@ -30,6 +30,24 @@ extension CPUBackend {
         }
     }
 
+    /// The algorithm `g`'s `pass` runs with as things are set now.
+    public func algorithm(for g: ConvGeometry, _ pass: CPUConvolutionPass) -> CPUConvolutionAlgorithm {
+        switch pass {
+        case .forward: return forwardAlgorithm(for: g)
+        case .backwardData: return backwardDataAlgorithm(for: g)
+        case .backwardWeights: return backwardWeightsAlgorithm(for: g)
+        }
+    }
+
+    /// True when `a` really runs `g`'s `pass` if forced (it applies to the shape; for oneDNN, the
+    /// library loads and has a primitive for it). Leaves the override as it was.
+    public func canRun(_ a: CPUConvolutionAlgorithm, _ g: ConvGeometry, _ pass: CPUConvolutionPass) -> Bool {
+        let saved = convolutionAlgorithmOverride
+        defer { convolutionAlgorithmOverride = saved }
+        convolutionAlgorithmOverride = a
+        return algorithm(for: g, pass) == a && (a != .onednn || oneDNNImplementation(g, pass) != nil)
+    }
+
     /// The weight-gradient algorithm for `g`: oneDNN where asked for and available, else im2col.
     public func backwardWeightsAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
         requestedAlgorithm(g, .backwardWeights) == .onednn ? .onednn : .im2col
