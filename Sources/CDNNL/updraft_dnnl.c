@@ -24,6 +24,7 @@ static void say(char *why, size_t capacity, const char *format, ...) {
 #define DNNL_FUNCTIONS(X)                                                                                  \
     X(dnnl_version) X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_stream_destroy) \
     X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_init_by_strides) X(dnnl_memory_desc_equal)           \
+    X(dnnl_memory_desc_get_size)                                                                           \
     X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_memory_destroy)                             \
     X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_dilated_convolution_backward_data_desc_init)       \
     X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_primitive_desc_create)                    \
@@ -106,12 +107,14 @@ int updraft_dnnl_load(char *why, size_t why_capacity) {
 
 const char *updraft_dnnl_version(void) { return loaded ? version_string : ""; }
 
-/// One operand: the user's plain memory, and when oneDNN wants another layout, its own memory and
-/// the reorder between the two (user -> inner for inputs, inner -> user for outputs).
+/// One operand: the user's plain memory, and when oneDNN wants another layout, its own memory (placed
+/// in the caller's scratch at `offset` on each call) and the reorder between the two (user -> inner for
+/// inputs, inner -> user for outputs).
 typedef struct {
     dnnl_memory_t user, inner;
     dnnl_primitive_t reorder;
     int arg, output;
+    size_t offset;
 } operand;
 
 struct updraft_dnnl_conv {
@@ -120,6 +123,7 @@ struct updraft_dnnl_conv {
     operand operands[3];
     dnnl_memory_t bias;
     int bias_arg;
+    size_t scratch_bytes;
     char implementation[64];
 };
 
@@ -146,7 +150,7 @@ void updraft_dnnl_conv_destroy(updraft_dnnl_conv *c) {
         }                                                                                         \
     } while (0)
 
-static int make_operand(operand *o, const dnnl_memory_desc_t *user_md, const_dnnl_primitive_desc_t pd,
+static int make_operand(updraft_dnnl_conv *c, operand *o, const dnnl_memory_desc_t *user_md, const_dnnl_primitive_desc_t pd,
                         dnnl_query_t query, int arg, int output, char *why, size_t why_capacity) {
     dnnl_primitive_desc_t reorder_pd = NULL;
     o->arg = arg;
@@ -155,7 +159,9 @@ static int make_operand(operand *o, const dnnl_memory_desc_t *user_md, const_dnn
     const dnnl_memory_desc_t *inner_md = p_dnnl_primitive_desc_query_md(pd, query, 0);
     if (!inner_md) { say(why, why_capacity, "oneDNN gave no layout for argument %d", arg); return 0; }
     if (p_dnnl_memory_desc_equal(inner_md, user_md)) return 1;
-    CHECK(p_dnnl_memory_create(&o->inner, inner_md, engine, DNNL_MEMORY_ALLOCATE), "memory_create (layout)");
+    CHECK(p_dnnl_memory_create(&o->inner, inner_md, engine, NULL), "memory_create (layout)");
+    o->offset = c->scratch_bytes;
+    c->scratch_bytes += (p_dnnl_memory_desc_get_size(inner_md) + 63) / 64 * 64;
     if (output) {
         CHECK(p_dnnl_reorder_primitive_desc_create(&reorder_pd, inner_md, engine, user_md, engine, NULL), "reorder");
     } else {
@@ -245,20 +251,20 @@ updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *s, in
     int ok;
     switch (pass) {
     case UPDRAFT_DNNL_FORWARD:
-        ok = make_operand(&c->operands[0], &src_md, pd, dnnl_query_src_md, DNNL_ARG_SRC, 0, why, why_capacity)
-            && make_operand(&c->operands[1], &weights_md, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, 0, why, why_capacity)
-            && make_operand(&c->operands[2], &dst_md, pd, dnnl_query_dst_md, DNNL_ARG_DST, 1, why, why_capacity);
+        ok = make_operand(c, &c->operands[0], &src_md, pd, dnnl_query_src_md, DNNL_ARG_SRC, 0, why, why_capacity)
+            && make_operand(c, &c->operands[1], &weights_md, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, 0, why, why_capacity)
+            && make_operand(c, &c->operands[2], &dst_md, pd, dnnl_query_dst_md, DNNL_ARG_DST, 1, why, why_capacity);
         c->bias_arg = DNNL_ARG_BIAS;
         break;
     case UPDRAFT_DNNL_BACKWARD_DATA:
-        ok = make_operand(&c->operands[0], &dst_md, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, 0, why, why_capacity)
-            && make_operand(&c->operands[1], &weights_md, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, 0, why, why_capacity)
-            && make_operand(&c->operands[2], &src_md, pd, dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, 1, why, why_capacity);
+        ok = make_operand(c, &c->operands[0], &dst_md, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, 0, why, why_capacity)
+            && make_operand(c, &c->operands[1], &weights_md, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, 0, why, why_capacity)
+            && make_operand(c, &c->operands[2], &src_md, pd, dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, 1, why, why_capacity);
         break;
     default:
-        ok = make_operand(&c->operands[0], &src_md, pd, dnnl_query_src_md, DNNL_ARG_SRC, 0, why, why_capacity)
-            && make_operand(&c->operands[1], &dst_md, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, 0, why, why_capacity)
-            && make_operand(&c->operands[2], &weights_md, pd, dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, 1, why,
+        ok = make_operand(c, &c->operands[0], &src_md, pd, dnnl_query_src_md, DNNL_ARG_SRC, 0, why, why_capacity)
+            && make_operand(c, &c->operands[1], &dst_md, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, 0, why, why_capacity)
+            && make_operand(c, &c->operands[2], &weights_md, pd, dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, 1, why,
                             why_capacity);
         c->bias_arg = DNNL_ARG_DIFF_BIAS;
         break;
@@ -290,7 +296,8 @@ fail:
 }
 
 int updraft_dnnl_conv_execute(updraft_dnnl_conv *c, int threads, const float *a, const float *b, const float *bias,
-                              float *out, float *out_bias, char *why, size_t why_capacity) {
+                              float *out, float *out_bias, void *scratch, char *why, size_t why_capacity) {
+    if (c->scratch_bytes && !scratch) { say(why, why_capacity, "no scratch for oneDNN's layouts"); return 0; }
     if (p_omp_set_num_threads) p_omp_set_num_threads(threads > 0 ? threads : 1);
     void *handles[3] = {(void *)a, (void *)b, out};
     dnnl_exec_arg_t args[4];
@@ -298,6 +305,7 @@ int updraft_dnnl_conv_execute(updraft_dnnl_conv *c, int threads, const float *a,
     for (int i = 0; i < 3; i++) {
         operand *o = &c->operands[i];
         CHECK(p_dnnl_memory_set_data_handle(o->user, handles[i]), "set_data_handle");
+        if (o->inner) CHECK(p_dnnl_memory_set_data_handle(o->inner, (char *)scratch + o->offset), "set_data_handle (layout)");
         if (o->reorder && !o->output && !run_reorder(c, o, why, why_capacity)) return 0;
         args[count++] = (dnnl_exec_arg_t){o->arg, o->inner ? o->inner : o->user};
     }
@@ -317,6 +325,8 @@ fail:
 
 const char *updraft_dnnl_conv_implementation(const updraft_dnnl_conv *c) { return c ? c->implementation : ""; }
 
+size_t updraft_dnnl_conv_scratch_bytes(const updraft_dnnl_conv *c) { return c ? c->scratch_bytes : 0; }
+
 #else // no <oneapi/dnnl/dnnl.h> at build time: the engine is absent, and says so.
 
 int updraft_dnnl_load(char *why, size_t why_capacity) {
@@ -334,12 +344,14 @@ updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *shape
 }
 
 int updraft_dnnl_conv_execute(updraft_dnnl_conv *conv, int threads, const float *a, const float *b, const float *bias,
-                              float *out, float *out_bias, char *why, size_t why_capacity) {
-    (void)conv; (void)threads; (void)a; (void)b; (void)bias; (void)out; (void)out_bias;
+                              float *out, float *out_bias, void *scratch, char *why, size_t why_capacity) {
+    (void)conv; (void)threads; (void)a; (void)b; (void)bias; (void)out; (void)out_bias; (void)scratch;
     return updraft_dnnl_load(why, why_capacity);
 }
 
 const char *updraft_dnnl_conv_implementation(const updraft_dnnl_conv *conv) { (void)conv; return ""; }
+
+size_t updraft_dnnl_conv_scratch_bytes(const updraft_dnnl_conv *conv) { (void)conv; return 0; }
 
 void updraft_dnnl_conv_destroy(updraft_dnnl_conv *conv) { (void)conv; }
 

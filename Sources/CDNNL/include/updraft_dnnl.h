@@ -44,11 +44,16 @@ typedef struct updraft_dnnl_conv updraft_dnnl_conv;
 updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *shape, int pass, int relu, int blocked,
                                             char *why, size_t why_capacity);
 
+/// Bytes of scratch `updraft_dnnl_conv_execute` needs for the operands in oneDNN's own layouts (0 when
+/// every operand is plain). Primitives run one at a time can share one scratch.
+size_t updraft_dnnl_conv_scratch_bytes(const updraft_dnnl_conv *conv);
+
 /// Runs the pass on `threads` OpenMP threads. Forward: a = src, b = weights, bias, out = dst.
 /// Backward data: a = diff_dst, b = weights, out = diff_src. Backward weights: a = src, b = diff_dst,
-/// out = diff_weights, out_bias = diff_bias (or NULL). 1 on success, 0 with the reason in `why`.
+/// out = diff_weights, out_bias = diff_bias (or NULL). `scratch`: `updraft_dnnl_conv_scratch_bytes`
+/// bytes, 64-byte aligned. 1 on success, 0 with the reason in `why`.
 int updraft_dnnl_conv_execute(updraft_dnnl_conv *conv, int threads, const float *a, const float *b, const float *bias,
-                              float *out, float *out_bias, char *why, size_t why_capacity);
+                              float *out, float *out_bias, void *scratch, char *why, size_t why_capacity);
 
 /// The implementation oneDNN chose (e.g. "jit:avx2", "gemm:jit"), for profiles and benchmarks.
 const char *updraft_dnnl_conv_implementation(const updraft_dnnl_conv *conv);

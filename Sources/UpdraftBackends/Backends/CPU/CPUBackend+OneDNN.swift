@@ -9,7 +9,8 @@ import UpdraftCore
 //   3. the built-in rule (im2col, or Winograd for wide 3x3 layers), which never picks oneDNN.
 // oneDNN chosen where the library is missing, or for a shape it has no implementation for, runs the
 // own path (with one warning for a missing library). Operands stay in Updraft's NCHW layout; with
-// `oneDNNBlockedLayouts` oneDNN reorders them into its blocked layouts around each call.
+// `oneDNNBlockedLayouts` oneDNN reorders them into its blocked layouts around each call, in the first
+// worker's workspace (shared by every primitive, as they run one at a time under the workspace lock).
 
 extension CPUBackend {
     /// The algorithm the override or the stored tuning asks for `g`'s `pass`, when it can run it.
@@ -74,7 +75,7 @@ extension CPUBackend {
                        plan: CPUActivationPlan?) throws -> Bool {
         let relu = epilogue == .relu
         guard let p = oneDNNPrimitive(g, .forward, relu: relu, outputImageStride: imageStride) else { return false }
-        try withWorkspaces { _ in try p.run(threads: threadCount, x, w, bias: bias, out: y) }
+        try withWorkspaces { ws in try p.run(threads: threadCount, x, w, bias: bias, out: y, scratch: ws[0]) }
         if let plan, !relu {
             let S = g.outHeight * g.outWidth
             for n in 0..<g.batch { applyEpilogue(plan, y + n * imageStride, count: g.outChannels * S, parallel: true) }
@@ -86,7 +87,7 @@ extension CPUBackend {
     func oneDNNBackwardData(_ g: ConvGeometry, dy: UnsafePointer<Float>, w: UnsafePointer<Float>,
                             dx: UnsafeMutablePointer<Float>) throws -> Bool {
         guard let p = oneDNNPrimitive(g, .backwardData) else { return false }
-        try withWorkspaces { _ in try p.run(threads: threadCount, dy, w, out: dx) }
+        try withWorkspaces { ws in try p.run(threads: threadCount, dy, w, out: dx, scratch: ws[0]) }
         return true
     }
 
@@ -94,7 +95,7 @@ extension CPUBackend {
     func oneDNNBackwardWeights(_ g: ConvGeometry, x: UnsafePointer<Float>, dy: UnsafePointer<Float>,
                                dw: UnsafeMutablePointer<Float>, db: UnsafeMutablePointer<Float>?) throws -> Bool {
         guard let p = oneDNNPrimitive(g, .backwardWeights) else { return false }
-        try withWorkspaces { _ in try p.run(threads: threadCount, x, dy, out: dw, outBias: db) }
+        try withWorkspaces { ws in try p.run(threads: threadCount, x, dy, out: dw, outBias: db, scratch: ws[0]) }
         return true
     }
 }

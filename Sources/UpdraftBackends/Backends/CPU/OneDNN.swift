@@ -48,8 +48,10 @@ public enum CPUConvolutionPass: String, Sendable, Codable, CaseIterable {
 /// destroyed with the object. Not for concurrent use: the CPU backend runs it under its workspace lock.
 final class OneDNNConvolution {
     private let handle: OpaquePointer
-    /// The implementation oneDNN chose ("brgconv:avx2", "gemm:jit", ...).
+    /// The implementation oneDNN chose ("jit:avx2", "gemm:jit", ...).
     let implementation: String
+    /// Floats of scratch `run` needs for the operands in oneDNN's own layouts.
+    let scratchCount: Int
 
     /// nil (with the reason in `why`) when oneDNN is unavailable or has no implementation for the shape.
     init?(_ g: ConvGeometry, pass: CPUConvolutionPass, relu: Bool, outputImageStride: Int, blocked: Bool, why: inout String) {
@@ -67,15 +69,18 @@ final class OneDNNConvolution {
         }
         handle = h
         implementation = String(cString: updraft_dnnl_conv_implementation(h))
+        scratchCount = (updraft_dnnl_conv_scratch_bytes(h) + 3) / 4
     }
 
     deinit { updraft_dnnl_conv_destroy(handle) }
 
-    /// Runs the pass on `threads` threads (operands as `updraft_dnnl_conv_execute` names them).
+    /// Runs the pass on `threads` threads (operands as `updraft_dnnl_conv_execute` names them), with
+    /// `scratchCount` floats of `scratch` for the reordered operands.
     func run(threads: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, bias: UnsafePointer<Float>? = nil,
-             out: UnsafeMutablePointer<Float>, outBias: UnsafeMutablePointer<Float>? = nil) throws {
+             out: UnsafeMutablePointer<Float>, outBias: UnsafeMutablePointer<Float>? = nil, scratch: CPUWorkspace) throws {
         var message = [CChar](repeating: 0, count: 256)
-        guard updraft_dnnl_conv_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, &message, message.count) == 1 else {
+        let space = scratch.floats(scratchCount)
+        guard updraft_dnnl_conv_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, &message, message.count) == 1 else {
             throw UpdraftError(.device, "oneDNN convolution (\(implementation)) failed: \(String(cString: message))",
                                hint: "set UPDRAFT_ONEDNN=off to run Updraft's own convolutions")
         }
