@@ -112,13 +112,20 @@ public struct CPUConvolutionTuner {
                 rejected[a] = "differs from im2col by \(difference) (largest output \(scale))"
             }
         }
+        // With one thread, the thread's CPU time (steadier on a loaded machine); else wall time.
+        func now() -> Double {
+            guard backend.threadCount == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+            var t = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+            return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
+        }
         var best: [CPUConvolutionAlgorithm: Double] = [:]
         for _ in 0..<max(1, repeats) {
             for a in candidates {
                 backend.convolutionAlgorithmOverride = a
-                let start = DispatchTime.now().uptimeNanoseconds
+                let start = now()
                 try call()
-                best[a] = min(best[a] ?? .infinity, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                best[a] = min(best[a] ?? .infinity, now() - start)
             }
         }
         backend.convolutionAlgorithmOverride = nil
