@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Updraft: Core ML-style training of updatable models on Linux, with OpenCL kernels and a CPU path.
-// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, libpng, libjpeg, libdeflate, Open MPI.
+// Only the toolchain and distribution C libraries are used: OpenCL (ocl-icd), CLBlast, OpenBLAS, oneDNN (dlopen), libpng, libjpeg, libdeflate, Open MPI.
 // Every Swift target is checked with complete strict concurrency (Swift 6's data-race rules as
 // warnings in the Swift 5 language mode the sources are written in); the build has none.
 let strictConcurrency: [SwiftSetting] = [.enableUpcomingFeature("StrictConcurrency")]
@@ -40,6 +40,9 @@ let package = Package(
         .plugin(name: "EmbedKernels", capability: .buildTool(), dependencies: ["embed-kernels"],
                 path: "Plugins/EmbedKernels"),
 
+        // oneDNN: a second CPU convolution engine, loaded with dlopen (a host without it runs the own path).
+        .target(name: "CDNNL", path: "Sources/CDNNL", linkerSettings: [.linkedLibrary("dl")]),
+
         // The library, as targets in dependency order: each may import only the ones above it here (and
         // the C modules it names), so a reach upward does not compile. ARCHITECTURE.md section 2 lists them.
         // Names one target uses from another are `package`, not `public`: the product's API does not grow.
@@ -49,7 +52,7 @@ let package = Package(
                 plugins: ["EmbedKernels"]),
         // The Backend protocol, the CPU and OpenCL backends, the OpCase catalogue and gradient check.
         // The plugin embeds Kernels/*.cl here. Hot loops stay inside this target.
-        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS", "CUpdraftKernels"],
+        .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS", "CUpdraftKernels", "CDNNL"],
                 path: "Sources/UpdraftBackends", swiftSettings: strictConcurrency, plugins: ["EmbedKernels"]),
         // The Core ML codec and typed spec, the network graph and shape inference, the optimizers.
         .target(name: "UpdraftModel", dependencies: ["UpdraftBackends"], path: "Sources/UpdraftModel",

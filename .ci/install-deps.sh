@@ -7,6 +7,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo   # OpenCL loader, headers, and OpenCL on the CPU
   libopenblas-dev                                           # the fast CPU path's GEMM
   libclblast-dev                                            # CLBlast, the second OpenCL GEMM engine
+  libdnnl-dev                                               # oneDNN, the second CPU convolution engine (dlopen)
   libpng-dev libjpeg-dev libdeflate-dev                     # image decoding for training data
   libopenmpi-dev openmpi-bin                                # MPI: data-parallel training across hosts (mpirun)
 )

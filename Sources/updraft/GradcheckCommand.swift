@@ -2,18 +2,44 @@ import Foundation
 import Updraft
 import UpdraftCommandLine
 
-/// The backends `updraft gradcheck` compares with the reference, after the finite-difference checks.
-/// Other backends (each OpenCL device, the optimized CPU path) add themselves here; a backend that
-/// cannot start (no device) should simply be left out.
-func gradcheckBackends() -> [Backend] {
-    var backends: [Backend] = [CPUBackend()]
+/// One engine `updraft gradcheck` compares with the reference: a backend, what to call it, and
+/// for an engine that only some ops use, the op names it runs (substrings, as `--op` takes them).
+struct GradcheckEngine {
+    var label: String
+    var backend: Backend
+    var ops: [String]? = nil
+}
+
+/// The engines `updraft gradcheck` compares with the reference, after the finite-difference checks:
+/// every engine a tuner may choose. The CPU backend by its built-in rule, then with each other
+/// convolution algorithm forced (Winograd F(2x2) and F(4x4), oneDNN where libdnnl.so.2 loads);
+/// each OpenCL device, then with CLBlast forced for its GEMM-shaped ops. A backend that cannot start
+/// (no device) is left out, named on stderr.
+func gradcheckBackends() -> [GradcheckEngine] {
+    var engines = [GradcheckEngine(label: "cpu", backend: CPUBackend())]
+    for algorithm in CPUConvolutionAlgorithm.allCases where algorithm != .im2col {
+        if algorithm == .onednn, let reason = OneDNN.unavailableReason {
+            FileHandle.standardError.write(Data("warning: gradcheck leaves out oneDNN: \(reason)\n".utf8))
+            continue
+        }
+        let cpu = CPUBackend()
+        cpu.convolutionAlgorithmOverride = algorithm
+        engines.append(GradcheckEngine(label: "cpu, convolutions on \(algorithm.rawValue)", backend: cpu, ops: ["convolution"]))
+    }
     // Every OpenCL device present; one that fails to open is named on stderr and left out.
     let openCL = OpenCLBackend.all()
     for failure in openCL.failures {
         FileHandle.standardError.write(Data("warning: gradcheck leaves out an OpenCL device: \(failure)\n".utf8))
     }
-    backends += openCL.backends as [Backend]
-    return backends
+    for backend in openCL.backends {
+        engines.append(GradcheckEngine(label: backend.name, backend: backend))
+        var tuning = OpenCLTuning.forDevice(backend.device)
+        tuning.forced = .clblast
+        engines.append(GradcheckEngine(label: backend.name + ", GEMMs on CLBlast",
+                                       backend: OpenCLBackend(context: backend.context, tuning: tuning),
+                                       ops: ["convolution", "innerProduct"]))
+    }
+    return engines
 }
 
 let gradcheckCommand = CLICommand(CommandSpec(
@@ -45,10 +71,14 @@ let gradcheckCommand = CLICommand(CommandSpec(
     report("finite differences (reference, Double, step \(GradientCheck.step), \(GradientCheck.tolerance))",
            GradientCheck.run(gradientCases, only: filter))
 
-    for backend in gradcheckBackends() {
-        let comparison = BackendComparison(backend: backend)
-        report("\(backend.name) vs reference (float32, \(comparison.tolerance))",
-               comparison.run(quick ? .quick : .full, only: filter))
+    for engine in gradcheckBackends() {
+        let comparison = BackendComparison(backend: engine.backend)
+        let cases: [OpCase] = quick ? .quick : .full
+        // An engine for some ops runs only their cases (those of them --op names, with --op).
+        let own = engine.ops.map { ops in cases.filter { c in ops.contains { c.matches($0) } } } ?? cases
+        let rows = comparison.run(own, only: filter)
+        if engine.ops != nil && rows.isEmpty { continue }
+        report("\(engine.label) vs reference (float32, \(comparison.tolerance))", rows)
     }
 
     print("\ngradcheck: \(passed) passed, \(failed) failed")

@@ -19,6 +19,9 @@ let tuneCommand = CLICommand(
             OptionSpec("batch-size", value: "B", help: "the batch size to tune for (default: the model's miniBatchSize, else 64)"),
             OptionSpec("no-clblast", help: "leave CLBlast out of the candidates"),
             OptionSpec("json", help: "print what was measured as JSON"),
+            OptionSpec("cpu", help: "tune the CPU backend's convolutions instead: per shape and pass, Updraft's own algorithms against oneDNN"),
+            OptionSpec("threads", value: "T", help: "with --cpu: the CPU backend's threads to tune for (default: the cores)"),
+            OptionSpec("repeats", value: "R", help: "with --cpu: timed calls per algorithm and shape, the best kept (default 3)"),
         ],
         discussion: """
         Each candidate is built, checked against the Double reference on a small problem of the same kind, then \
@@ -26,6 +29,9 @@ let tuneCommand = CLICommand(
         Results go to \(CalibrationCache.tuningFileName) in the calibration cache ($\(CalibrationCache.directoryVariable), \
         $XDG_CACHE_HOME/updraft or ~/.cache/updraft), keyed by device, driver version and kernel-source hash; \
         devices without a tuning use the built-in table. \(CalibrationCache.tuningVariable)=off ignores stored tunings.
+        With --cpu, each CPU convolution algorithm that runs a shape (im2col + OpenBLAS, Winograd F(2x2) and F(4x4), \
+        oneDNN when libdnnl.so.2 loads) is checked against im2col and timed; the fastest per shape and pass goes to \
+        \(CPUConvolutionTuning.fileName), keyed by CPU model, oneDNN version and thread count (UPDRAFT_ONEDNN=off ignores it).
         """),
     run: { args in
         let space: KernelTuningSpace
@@ -50,6 +56,10 @@ let tuneCommand = CLICommand(
             ?? graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) } ?? 64
         guard batch >= 1 else { throw UsageError("--batch-size must be at least 1, got \(batch)") }
 
+        if args.flag("cpu") {
+            return try tuneCPU(graph: graph, modelName: modelName, batch: batch, threads: try args.int("threads"),
+                               repeats: try args.int("repeats") ?? 3, json: args.flag("json"))
+        }
         let device = try pickDevice(try args.int("device"))
         var tuner = KernelTuner(context: try OpenCLContext(device: device), space: space, budgetSeconds: budget)
         tuner.includeCLBlast = !args.flag("no-clblast")
@@ -114,4 +124,40 @@ private func reportJSON(_ r: KernelTuner.Report, device: OpenCLDevice, model: St
             ]
         },
     ]
+}
+
+/// `updraft tune --cpu`: measures and stores the CPU convolution choices for `graph`'s shapes.
+private func tuneCPU(graph: NetworkGraph, modelName: String, batch: Int, threads: Int?, repeats: Int, json: Bool) throws -> Int32 {
+    guard repeats >= 1 else { throw UsageError("--repeats must be at least 1, got \(repeats)") }
+    if let threads, threads < 1 { throw UsageError("--threads must be at least 1, got \(threads)") }
+    let backend = CPUBackend(threads: threads)
+    var tuner = CPUConvolutionTuner(backend: backend)
+    tuner.repeats = repeats
+    tuner.log = { line in printError("  " + line) }
+    let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: batch)
+    guard !problems.isEmpty else {
+        throw UpdraftError(.invalidArgument, "\(modelName) has no convolution layer to tune", hint: "tune with a model that has them, or leave out --model")
+    }
+    if let reason = OneDNN.unavailableReason { printError("warning: oneDNN is unavailable (\(reason)); tuning Updraft's own algorithms only") }
+    let directory = CacheDirectory.url(environment: ProcessInfo.processInfo.environment)
+    let key = CPUConvolutionTuning.machineKey(threads: backend.threadCount)
+    printError("tuning \(problems.count) convolution passes of \(modelName) at batch \(batch) on \(key)")
+    let (tuning, outcomes) = try tuner.tune(problems, start: CPUConvolutionTuning.load(directory: directory, machineKey: key) ?? CPUConvolutionTuning())
+    try tuning.store(directory: directory, machineKey: key)
+    if json {
+        let rows = outcomes.map { o -> [String: Any] in
+            ["layer": o.problem.name, "pass": o.problem.pass.rawValue, "shape": CPUConvolutionTuning.shapeKey(o.problem.geometry),
+             "choice": o.choice.rawValue, "builtIn": o.builtIn.rawValue,
+             "milliseconds": Dictionary(uniqueKeysWithValues: o.milliseconds.map { ($0.key.rawValue, $0.value) }),
+             "rejected": Dictionary(uniqueKeysWithValues: o.rejected.map { ($0.key.rawValue, $0.value) })]
+        }
+        let data = try JSONSerialization.data(withJSONObject: ["key": key, "model": modelName, "batch": batch, "passes": rows],
+                                              options: [.prettyPrinted, .sortedKeys])
+        print(String(decoding: data, as: UTF8.self))
+    } else {
+        let changed = outcomes.filter { $0.choice != $0.builtIn }
+        print("tuned \(outcomes.count) convolution passes on \(key); stored in \(directory.appendingPathComponent(CPUConvolutionTuning.fileName).path)")
+        print("\(changed.count) differ from the built-in rule (\(changed.filter { $0.choice == .onednn }.count) on oneDNN)")
+    }
+    return 0
 }

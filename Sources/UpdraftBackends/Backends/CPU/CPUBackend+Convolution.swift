@@ -104,6 +104,9 @@ extension CPUBackend {
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let b = try bias.map { try pointer($0, g.outChannels, "convolution bias") }
         let y = try pointer(output, g.batch * outputChannels * g.outHeight * g.outWidth, "convolution output")
+        if forwardAlgorithm(for: g) == .onednn,
+           try oneDNNForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
+                             epilogue: epilogue, plan: plan) { return }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth
@@ -175,6 +178,7 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let dx = try pointer(inputGradient, g.inputShape.count, "convolution input gradient")
+        if backwardDataAlgorithm(for: g) == .onednn, try oneDNNBackwardData(g, dy: dy, w: w, dx: dx) { return }
         if usesGroupedDirect(g) {
             return groupedDirectBackwardData(GroupedConvolutionPlan(g), dy: dy, w: w, dx: dx)
         }
@@ -212,6 +216,7 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, g.outputShape.count, "convolution output gradient")
         let dw = try pointer(weightGradient, g.weightShape.count, "convolution weight gradient")
         let db = try biasGradient.map { try pointer($0, g.outChannels, "convolution bias gradient") }
+        if backwardWeightsAlgorithm(for: g) == .onednn, try oneDNNBackwardWeights(g, x: x, dy: dy, dw: dw, db: db) { return }
         let grouped = usesGroupedDirect(g)
         if grouped { groupedDirectBackwardWeights(GroupedConvolutionPlan(g), x: x, xEnd: x + g.inputShape.count, dy: dy, dw: dw) }
         let direct = isDirect(g)

@@ -24,18 +24,21 @@
 import UpdraftCore
 
 /// Which algorithm a CPU convolution pass uses.
-public enum CPUConvolutionAlgorithm: String, Sendable, CaseIterable {
+public enum CPUConvolutionAlgorithm: String, Sendable, Codable, CaseIterable {
     /// im2col (no columns for 1x1 stride-1) then one SGEMM per image and group.
     case im2col
     /// Winograd F(2x2, 3x3): 2.25x fewer multiply-adds, for 3x3 stride-1 undilated ungrouped layers.
     case winograd
     /// Winograd F(4x4, 3x3): 4x fewer multiply-adds than direct convolution, for the same layers.
     case winograd4x4 = "winograd-4x4"
+    /// oneDNN's convolution (CPUBackend+OneDNN.swift), any shape it implements, all three passes;
+    /// chosen only by the override or a stored tuning, never by the built-in rule.
+    case onednn
 
-    /// The tile a Winograd algorithm uses; nil for im2col.
+    /// The tile a Winograd algorithm uses; nil for im2col and oneDNN.
     var winogradTile: WinogradTile? {
         switch self {
-        case .im2col: return nil
+        case .im2col, .onednn: return nil
         case .winograd: return .f2
         case .winograd4x4: return .f4
         }
@@ -78,11 +81,16 @@ extension CPUBackend {
             && g.groups == 1 && g.outHeight >= 2 && g.outWidth >= 2
     }
 
-    /// The forward algorithm for `g`: the override when it applies, else Winograd for shapes wide
-    /// enough to gain from it, F(4x4, 3x3) where the output is large enough for its tiles.
+    /// The forward algorithm for `g`: the override or the stored tuning when it applies
+    /// (`requestedAlgorithm`, CPUBackend+OneDNN.swift), else the built-in rule.
     public func forwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
+        requestedAlgorithm(g, .forward) ?? builtInForwardAlgorithm(for: g)
+    }
+
+    /// The built-in rule: Winograd for shapes wide enough to gain from it, F(4x4, 3x3) where the
+    /// output is large enough for its tiles, else im2col.
+    func builtInForwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
         guard winogradApplies(g) else { return .im2col }
-        if let forced = convolutionAlgorithmOverride { return forced }
         guard g.inChannels >= Self.winogradMinChannels && g.outChannels >= Self.winogradMinChannels else { return .im2col }
         return min(g.outHeight, g.outWidth) >= Self.winograd4x4MinSide ? .winograd4x4 : .winograd
     }
@@ -100,10 +108,12 @@ extension CPUBackend {
         return t
     }
 
-    /// The backward-data algorithm for `g`: what the forward rule picks for the swapped geometry.
+    /// The backward-data algorithm for `g`: the override or stored tuning when it applies, else what
+    /// the built-in forward rule picks for the swapped geometry.
     public func backwardDataAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
+        if let requested = requestedAlgorithm(g, .backwardData) { return requested }
         guard let t = winogradBackwardDataGeometry(g) else { return .im2col }
-        return forwardAlgorithm(for: t)
+        return builtInForwardAlgorithm(for: t)
     }
 
     /// Tile rows and columns (each tile makes m x m outputs) and their product.
@@ -230,9 +240,16 @@ extension CPUBackend {
     /// for im2col's GEMM), the grouped direct loop, or for the backward pass the weight gradient's
     /// im2col and the input gradient's algorithm.
     public func convolutionEngine(_ g: ConvGeometry, backward: Bool, inputGradient: Bool) -> String {
-        func name(_ a: CPUConvolutionAlgorithm) -> String { a == .im2col ? "im2col + OpenBLAS" : a.rawValue }
-        if usesGroupedDirect(g) { return "grouped direct" }
-        guard backward else { return name(forwardAlgorithm(for: g)) }
-        return "weights im2col + OpenBLAS" + (inputGradient ? ", input " + name(backwardDataAlgorithm(for: g)) : "")
+        func name(_ a: CPUConvolutionAlgorithm, _ pass: CPUConvolutionPass) -> String? {
+            switch a {
+            case .onednn: return oneDNNImplementation(g, pass).map { "oneDNN \($0)" }
+            case .im2col: return usesGroupedDirect(g) ? "grouped direct" : "im2col + OpenBLAS"
+            default: return usesGroupedDirect(g) ? "grouped direct" : a.rawValue
+            }
+        }
+        func named(_ a: CPUConvolutionAlgorithm, _ pass: CPUConvolutionPass) -> String { name(a, pass) ?? name(.im2col, pass)! }
+        guard backward else { return named(forwardAlgorithm(for: g), .forward) }
+        return "weights " + named(backwardWeightsAlgorithm(for: g), .backwardWeights)
+            + (inputGradient ? ", input " + named(backwardDataAlgorithm(for: g), .backwardData) : "")
     }
 }

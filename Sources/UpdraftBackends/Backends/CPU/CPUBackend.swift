@@ -46,6 +46,14 @@ public final class CPUBackend: Backend {
     /// `.winograd4x4` take it even for thin layers. nil (the default) chooses by channel counts and output
     /// size; `UPDRAFT_WINOGRAD=off` in the environment sets `.im2col`, `=2x2` F(2x2, 3x3), `=4x4` F(4x4, 3x3).
     public var convolutionAlgorithmOverride: CPUConvolutionAlgorithm?
+    /// The per-shape choices `updraft tune --cpu` stored for this CPU model, oneDNN version and thread
+    /// count (loaded at init unless `UPDRAFT_ONEDNN=off`); nil uses the built-in rule.
+    public var convolutionTuning: CPUConvolutionTuning?
+    /// oneDNN in its own blocked layouts, with reorders from and to NCHW around each call (true), or
+    /// on NCHW directly (false, `UPDRAFT_ONEDNN_LAYOUT=plain`).
+    public var oneDNNBlockedLayouts = true
+    /// oneDNN's primitives per geometry and pass (CPUBackend+OneDNN.swift).
+    let oneDNNPrimitives = OneDNNPrimitiveCache()
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {
@@ -58,6 +66,14 @@ public final class CPUBackend: Backend {
         case "4x4": convolutionAlgorithmOverride = .winograd4x4
         default: break
         }
+        // UPDRAFT_ONEDNN=on runs every convolution oneDNN implements on it; =off ignores stored tunings.
+        let environment = ProcessInfo.processInfo.environment
+        switch environment["UPDRAFT_ONEDNN"] {
+        case "on": convolutionAlgorithmOverride = .onednn
+        case "off": break
+        default: convolutionTuning = CPUConvolutionTuning.stored(threads: threadCount, environment: environment)
+        }
+        oneDNNBlockedLayouts = environment["UPDRAFT_ONEDNN_LAYOUT"] != "plain"
     }
 
     // MARK: Buffer access

@@ -1,0 +1,113 @@
+import CDNNL
+import Foundation
+import Synchronization
+import UpdraftCore
+
+/// oneDNN (libdnnl.so.2), the second CPU convolution engine, as the CDNNL shim loads it at run time.
+/// A host without the library (or a build without its header) has `unavailableReason` set and runs
+/// Updraft's own convolutions; the first convolution that would have used oneDNN prints one warning.
+public enum OneDNN {
+    /// nil when oneDNN is loaded and usable; otherwise why not (loaded once per process).
+    public static let unavailableReason: String? = {
+        var why = [CChar](repeating: 0, count: 256)
+        return updraft_dnnl_load(&why, why.count) == 1 ? nil : String(cString: why)
+    }()
+
+    /// True when oneDNN is loaded and usable.
+    public static var isAvailable: Bool { unavailableReason == nil }
+
+    /// "2.6.3 (OpenMP)", or nil when oneDNN is unavailable.
+    public static var version: String? { isAvailable ? String(cString: updraft_dnnl_version()) : nil }
+
+    private static let warned = Atomic<Bool>(false)
+
+    /// Prints, once per process, that a convolution chosen for oneDNN runs on the own path.
+    static func warnUnavailable() {
+        guard let reason = unavailableReason, !warned.exchange(true, ordering: .relaxed) else { return }
+        FileHandle.standardError.write(Data(
+            "warning: oneDNN is unavailable (\(reason)); the CPU convolutions chosen for it run on Updraft's own path. Install libdnnl2 (Debian: apt-get install libdnnl2) to use it.\n".utf8))
+    }
+}
+
+/// The three passes of a convolution, as oneDNN's primitives and the stored CPU tuning name them.
+public enum CPUConvolutionPass: String, Sendable, Codable, CaseIterable {
+    case forward
+    case backwardData = "backward-data"
+    case backwardWeights = "backward-weights"
+
+    var shimPass: Int32 {
+        switch self {
+        case .forward: return Int32(UPDRAFT_DNNL_FORWARD)
+        case .backwardData: return Int32(UPDRAFT_DNNL_BACKWARD_DATA)
+        case .backwardWeights: return Int32(UPDRAFT_DNNL_BACKWARD_WEIGHTS)
+        }
+    }
+}
+
+/// One oneDNN convolution primitive (with its reorders and memory objects) for one geometry and pass;
+/// destroyed with the object. Not for concurrent use: the CPU backend runs it under its workspace lock.
+final class OneDNNConvolution {
+    private let handle: OpaquePointer
+    /// The implementation oneDNN chose ("jit:avx2", "gemm:jit", ...).
+    let implementation: String
+    /// Floats of scratch `run` needs for the operands in oneDNN's own layouts.
+    let scratchCount: Int
+
+    /// nil (with the reason in `why`) when oneDNN is unavailable or has no implementation for the shape.
+    init?(_ g: ConvGeometry, pass: CPUConvolutionPass, relu: Bool, outputImageStride: Int, blocked: Bool, why: inout String) {
+        var shape = updraft_dnnl_conv_shape(
+            batch: g.batch, in_channels: g.inChannels, in_height: g.inHeight, in_width: g.inWidth,
+            out_channels: g.outChannels, out_height: g.outHeight, out_width: g.outWidth,
+            kernel_h: g.kernelH, kernel_w: g.kernelW, stride_h: g.strideH, stride_w: g.strideW,
+            dilation_h: g.dilationH, dilation_w: g.dilationW, pad_top: g.padTop, pad_left: g.padLeft,
+            pad_bottom: g.padBottom, pad_right: g.padRight, groups: g.groups, has_bias: g.hasBias ? 1 : 0,
+            output_image_stride: outputImageStride)
+        var message = [CChar](repeating: 0, count: 256)
+        guard let h = updraft_dnnl_conv_create(&shape, pass.shimPass, relu ? 1 : 0, blocked ? 1 : 0, &message, message.count) else {
+            why = String(cString: message)
+            return nil
+        }
+        handle = h
+        implementation = String(cString: updraft_dnnl_conv_implementation(h))
+        scratchCount = (updraft_dnnl_conv_scratch_bytes(h) + 3) / 4
+    }
+
+    deinit { updraft_dnnl_conv_destroy(handle) }
+
+    /// Runs the pass on `threads` threads (operands as `updraft_dnnl_conv_execute` names them), with
+    /// `scratchCount` floats of `scratch` for the reordered operands.
+    func run(threads: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, bias: UnsafePointer<Float>? = nil,
+             out: UnsafeMutablePointer<Float>, outBias: UnsafeMutablePointer<Float>? = nil, scratch: CPUWorkspace) throws {
+        var message = [CChar](repeating: 0, count: 256)
+        let space = scratch.floats(scratchCount)
+        guard updraft_dnnl_conv_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, &message, message.count) == 1 else {
+            throw UpdraftError(.device, "oneDNN convolution (\(implementation)) failed: \(String(cString: message))",
+                               hint: "set UPDRAFT_ONEDNN=off to run Updraft's own convolutions")
+        }
+    }
+}
+
+/// The primitives a CPU backend made, per geometry, pass, fused ReLU, output stride and layout; a shape
+/// oneDNN cannot run is remembered too (as nil), so it is asked once.
+final class OneDNNPrimitiveCache: @unchecked Sendable {
+    struct Key: Hashable {
+        var geometry: ConvGeometry
+        var pass: CPUConvolutionPass
+        var relu: Bool
+        var outputImageStride: Int
+        var blocked: Bool
+    }
+    private var primitives: [Key: OneDNNConvolution?] = [:]
+    private let lock = NSLock()
+
+    /// The cached or new primitive for `key`; nil when oneDNN cannot run it.
+    func primitive(_ key: Key) -> OneDNNConvolution? {
+        lock.lock(); defer { lock.unlock() }
+        if let known = primitives[key] { return known }
+        var why = ""
+        let made = OneDNNConvolution(key.geometry, pass: key.pass, relu: key.relu, outputImageStride: key.outputImageStride,
+                                     blocked: key.blocked, why: &why)
+        primitives[key] = .some(made)
+        return made
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import UpdraftCore
+import UpdraftBackends
+import UpdraftModel
+
+/// `updraft tune --cpu`: times each CPU convolution algorithm that can run a layer's pass (im2col +
+/// OpenBLAS, Winograd F(2x2) and F(4x4), oneDNN) on the shapes a model trains with, and keeps the
+/// fastest per shape and pass as a `CPUConvolutionTuning`, stored under this CPU model, oneDNN version
+/// and thread count. Runs then read the stored choice and never time anything themselves.
+public struct CPUConvolutionTuner {
+    /// One layer's pass at the training batch.
+    public struct Problem: Sendable {
+        public var name: String
+        public var geometry: ConvGeometry
+        public var pass: CPUConvolutionPass
+        public init(name: String, geometry: ConvGeometry, pass: CPUConvolutionPass) {
+            self.name = name; self.geometry = geometry; self.pass = pass
+        }
+    }
+
+    /// What was measured for one problem: best milliseconds per algorithm that ran it, the choice,
+    /// and the algorithms left out because their result disagreed with im2col's.
+    public struct Outcome: Sendable {
+        public var problem: Problem
+        public var milliseconds: [CPUConvolutionAlgorithm: Double]
+        public var choice: CPUConvolutionAlgorithm
+        public var builtIn: CPUConvolutionAlgorithm
+        public var rejected: [CPUConvolutionAlgorithm: String]
+    }
+
+    /// The backend measured (its thread count is part of the stored key).
+    public var backend: CPUBackend
+    /// Timed calls per algorithm (after one untimed call); the best is kept.
+    public var repeats = 3
+    /// Progress lines.
+    public var log: (String) -> Void = { _ in }
+
+    public init(backend: CPUBackend) { self.backend = backend }
+
+    /// The convolutions training `graph` at `batch` runs: every layer's forward pass, the weight
+    /// gradients of the updatable layers, the input gradients of the layers after the first updatable
+    /// one; each distinct shape and pass once.
+    public static func problems(forTraining graph: NetworkGraph, batch: Int) throws -> [Problem] {
+        var out: [Problem] = [], seen = Set<String>()
+        var pastFirstUpdatable = false
+        func add(_ name: String, _ g: ConvGeometry, _ pass: CPUConvolutionPass) {
+            if seen.insert(CPUConvolutionTuning.shapeKey(g) + pass.rawValue).inserted { out.append(Problem(name: name, geometry: g, pass: pass)) }
+        }
+        for layer in graph.layers {
+            let backwardData = pastFirstUpdatable
+            if layer.isUpdatable { pastFirstUpdatable = true }
+            guard let g = try layer.convolutionGeometry(batch: batch) else { continue }
+            add(layer.name, g, .forward)
+            if layer.isUpdatable { add(layer.name, g, .backwardWeights) }
+            if backwardData { add(layer.name, g, .backwardData) }
+        }
+        return out
+    }
+
+    /// Measures every problem and returns the choices (added to `start`) with what was measured.
+    public func tune(_ problems: [Problem], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
+        -> (tuning: CPUConvolutionTuning, outcomes: [Outcome]) {
+        var tuning = start
+        tuning.measuredAt = Date()
+        var outcomes: [Outcome] = []
+        let saved = (backend.convolutionAlgorithmOverride, backend.convolutionTuning)
+        defer { (backend.convolutionAlgorithmOverride, backend.convolutionTuning) = saved }
+        backend.convolutionTuning = nil
+        for p in problems {
+            let outcome = try measure(p)
+            tuning.set(outcome.choice, for: p.geometry, p.pass)
+            log(String(format: "%@ %@ %@: %@ (%@)", p.name, p.pass.rawValue, CPUConvolutionTuning.shapeKey(p.geometry),
+                       outcome.choice.rawValue,
+                       outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.2f ms", $0.key.rawValue, $0.value) }
+                           .joined(separator: ", ")))
+            outcomes.append(outcome)
+        }
+        return (tuning, outcomes)
+    }
+
+    private func measure(_ p: Problem) throws -> Outcome {
+        let g = p.geometry
+        backend.convolutionAlgorithmOverride = nil
+        let builtIn = backend.algorithm(for: g, p.pass)
+        let x = try backend.makeBuffer(Tensor(shape: g.inputShape, uniformIn: 0...1, seed: 1))
+        let dy = try backend.makeBuffer(Tensor(shape: g.outputShape, uniformIn: -1...1, seed: 2))
+        let w = try backend.makeBuffer(Tensor(shape: g.weightShape, uniformIn: -0.1...0.1, seed: 3))
+        let b = g.hasBias ? try backend.makeBuffer(Tensor(shape: [g.outChannels], uniformIn: -0.1...0.1, seed: 4)) : nil
+        let db = g.hasBias ? try backend.makeBuffer(count: g.outChannels) : nil
+        let out = try backend.makeBuffer(count: [.forward: g.outputShape.count, .backwardData: g.inputShape.count,
+                                                 .backwardWeights: g.weightShape.count][p.pass]!)
+        func call() throws {
+            switch p.pass {
+            case .forward: try backend.convolutionForward(g, input: x, weights: w, bias: b, output: out, epilogue: nil)
+            case .backwardData: try backend.convolutionBackwardData(g, outputGradient: dy, weights: w, inputGradient: out)
+            case .backwardWeights:
+                try backend.convolutionBackwardWeights(g, input: x, outputGradient: dy, weightGradient: out, biasGradient: db)
+            }
+        }
+        // The candidates that really run this shape, each checked against im2col before it is timed.
+        var candidates: [CPUConvolutionAlgorithm] = [], rejected: [CPUConvolutionAlgorithm: String] = [:]
+        var reference: [Float] = []
+        for a in CPUConvolutionAlgorithm.allCases {
+            guard backend.canRun(a, g, p.pass) else { continue }
+            backend.convolutionAlgorithmOverride = a
+            try call()
+            let result = try backend.download(out)
+            if a == .im2col { reference = result; candidates.append(a); continue }
+            let scale = max(reference.map(abs).max() ?? 1, 1e-30)
+            let difference = zip(reference, result).map { abs($0 - $1) }.max() ?? 0
+            if difference <= 1e-4 * scale { candidates.append(a) } else {
+                rejected[a] = "differs from im2col by \(difference) (largest output \(scale))"
+            }
+        }
+        // With one thread, the thread's CPU time (steadier on a loaded machine); else wall time.
+        func now() -> Double {
+            guard backend.threadCount == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+            var t = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+            return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
+        }
+        var best: [CPUConvolutionAlgorithm: Double] = [:]
+        for _ in 0..<max(1, repeats) {
+            for a in candidates {
+                backend.convolutionAlgorithmOverride = a
+                let start = now()
+                try call()
+                best[a] = min(best[a] ?? .infinity, now() - start)
+            }
+        }
+        backend.convolutionAlgorithmOverride = nil
+        // The built-in rule's algorithm keeps the shape unless another is more than 3% faster (timing noise).
+        let fastest = best.min { $0.value < $1.value }
+        let keepBuiltIn = fastest.map { f in best[builtIn].map { $0 <= 1.03 * f.value } ?? false } ?? true
+        let choice = keepBuiltIn ? builtIn : fastest!.key
+        return Outcome(problem: p, milliseconds: best, choice: choice, builtIn: builtIn, rejected: rejected)
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftPlacement
+
+/// `updraft tune --cpu`'s measurement: the passes a model trains, every candidate that runs a shape
+/// timed, the fastest (or the built-in rule's, within 3%) kept, and the backend left as it was.
+final class CPUConvolutionTunerTests: XCTestCase {
+    func testProblemsFollowWhatTrainingRuns() throws {
+        let graph = try NetworkGraph(model: try SqueezeNet.build(.init(classes: 10)))
+        let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: 2)
+        let convolutions = try graph.layers.compactMap { try $0.convolutionGeometry(batch: 2) }
+        let forward = problems.filter { $0.pass == .forward }
+        XCTAssertEqual(forward.count, Set(convolutions.map(CPUConvolutionTuning.shapeKey)).count)
+        let updatable = Set(graph.updatableLayers.map(\.name))
+        XCTAssertFalse(updatable.isEmpty)
+        for p in problems where p.pass == .backwardWeights { XCTAssertTrue(updatable.contains(p.name), p.name) }
+        XCTAssertTrue(problems.contains { $0.pass == .backwardWeights })
+        XCTAssertTrue(problems.allSatisfy { $0.geometry.batch == 2 })
+    }
+
+    func testTuneTimesEveryCandidateAndKeepsAFastOne() throws {
+        let pad1 = ConvolutionPadding.valid(top: 1, bottom: 1, left: 1, right: 1)
+        let wide = try ConvolutionSpec(inputChannels: 32, outputChannels: 32, kernelH: 3, kernelW: 3, padding: pad1)
+            .geometry(input: [2, 32, 12, 12])
+        let pointwise = try ConvolutionSpec(inputChannels: 16, outputChannels: 8, kernelH: 1, kernelW: 1).geometry(input: [2, 16, 6, 6])
+        let backend = CPUBackend(threads: 2)
+        backend.convolutionAlgorithmOverride = .im2col
+        var tuner = CPUConvolutionTuner(backend: backend)
+        tuner.repeats = 2
+        let problems = [CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .forward),
+                        CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .backwardData),
+                        CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .backwardWeights),
+                        CPUConvolutionTuner.Problem(name: "pointwise", geometry: pointwise, pass: .forward)]
+        let (tuning, outcomes) = try tuner.tune(problems)
+        XCTAssertEqual(backend.convolutionAlgorithmOverride, .im2col, "the backend's override is restored")
+        let oneDNN: Set<CPUConvolutionAlgorithm> = OneDNN.isAvailable ? [.onednn] : []
+        let expected: [Set<CPUConvolutionAlgorithm>] = [[.im2col, .winograd, .winograd4x4], [.im2col, .winograd, .winograd4x4],
+                                                        [.im2col], [.im2col]]
+        for (o, candidates) in zip(outcomes, expected) {
+            let what = "\(o.problem.name) \(o.problem.pass.rawValue)"
+            XCTAssertEqual(Set(o.milliseconds.keys), candidates.union(oneDNN), what)
+            XCTAssertEqual(o.rejected, [:], what)
+            let fastest = o.milliseconds.values.min()!
+            XCTAssertLessThanOrEqual(o.milliseconds[o.choice]!, 1.03 * fastest + 1e-9, what)
+            XCTAssertEqual(tuning.choice(o.problem.geometry, o.problem.pass), o.choice, what)
+        }
+        // A backend reading the stored tuning runs the choices.
+        let reader = CPUBackend(threads: 2)
+        reader.convolutionAlgorithmOverride = nil
+        reader.convolutionTuning = tuning
+        XCTAssertEqual(reader.forwardAlgorithm(for: wide), outcomes[0].choice)
+        XCTAssertEqual(reader.backwardDataAlgorithm(for: wide), outcomes[1].choice)
+        XCTAssertEqual(reader.backwardWeightsAlgorithm(for: wide), outcomes[2].choice)
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+
+/// oneDNN, the CPU backend's second convolution engine: its three passes against the Double reference
+/// on strided, padded, dilated, grouped (and depthwise), 1x1 and 3x3 shapes, in its blocked layouts and
+/// on plain NCHW, at 1 and 3 threads, with gradient buffers that start dirty; the stored per-shape
+/// choice and its machine key. Skipped where libdnnl.so.2 is not installed.
+final class CPUOneDNNTests: XCTestCase {
+    private func requireOneDNN() throws {
+        if let reason = OneDNN.unavailableReason { throw XCTSkip("oneDNN unavailable: \(reason)") }
+    }
+
+    private let shapes: [(ConvolutionSpec, Shape)] = [
+        (ConvolutionSpec(inputChannels: 5, outputChannels: 7, kernelH: 3, kernelW: 3,
+                         padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [2, 5, 9, 11]),
+        (ConvolutionSpec(inputChannels: 16, outputChannels: 32, kernelH: 1, kernelW: 1, hasBias: false), [3, 16, 7, 6]),
+        (ConvolutionSpec(inputChannels: 3, outputChannels: 8, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [2, 3, 15, 13]),
+        (ConvolutionSpec(inputChannels: 6, outputChannels: 4, kernelH: 5, kernelW: 3, strideH: 2, strideW: 1,
+                         padding: .valid(top: 2, bottom: 0, left: 1, right: 2)), [1, 6, 10, 8]),
+        (ConvolutionSpec(inputChannels: 4, outputChannels: 6, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 2,
+                         padding: .valid(top: 2, bottom: 2, left: 2, right: 2)), [2, 4, 9, 9]),
+        (ConvolutionSpec(inputChannels: 8, outputChannels: 12, kernelH: 3, kernelW: 3, groups: 4,
+                         padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [2, 8, 8, 7]),
+        (ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, groups: 16,
+                         padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [2, 16, 14, 14]),
+        // SqueezeNet's conv1 (stride 2, 7x7 -> 3x3 kernel on 3 channels) at a small size.
+        (ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2), [2, 3, 33, 33]),
+    ]
+
+    func testThreePassesMatchReference() throws {
+        try requireOneDNN()
+        for (i, (spec, input)) in shapes.enumerated() {
+            let g = try spec.geometry(input: input)
+            let seed = UInt64(40 + 10 * i)
+            let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
+            let b = spec.hasBias ? randomFloats(g.outChannels, seed: seed + 2) : nil
+            let dy = randomFloats(g.outputShape.count, seed: seed + 3)
+            let d = { (v: [Float]) in v.map(Double.init) }
+            let y = try Reference.convolutionForward(g, input: d(x), weights: d(w), bias: b.map(d))
+            let dx = try Reference.convolutionBackwardData(g, outputGradient: d(dy), weights: d(w))
+            let (dw, db) = try Reference.convolutionBackwardWeights(g, input: d(x), outputGradient: d(dy))
+            for blocked in [true, false] {
+                for threads in [1, 3] {
+                    let be = CPUBackend(threads: threads)
+                    be.convolutionAlgorithmOverride = .onednn
+                    be.oneDNNBlockedLayouts = blocked
+                    let what = "case \(i) \(spec) on \(input), \(blocked ? "blocked" : "plain"), \(threads) threads"
+                    for pass in CPUConvolutionPass.allCases {
+                        XCTAssertNotNil(be.oneDNNImplementation(g, pass), "\(what): oneDNN has no \(pass.rawValue) primitive")
+                    }
+                    XCTAssertEqual(be.forwardAlgorithm(for: g), .onednn, what)
+                    XCTAssertEqual(be.backwardDataAlgorithm(for: g), .onednn, what)
+                    XCTAssertEqual(be.backwardWeightsAlgorithm(for: g), .onednn, what)
+                    let xb = try be.makeBuffer(x), wb = try be.makeBuffer(w), dyb = try be.makeBuffer(dy)
+                    let bb = try b.map { try be.makeBuffer($0) }
+                    let dirty = { (n: Int) in try be.makeBuffer(Tensor(shape: [n], uniformIn: 5...6, seed: 9)) }
+                    let yb = try dirty(g.outputShape.count), dxb = try dirty(g.inputShape.count)
+                    let dwb = try dirty(g.weightShape.count), dbb = try dirty(g.outChannels)
+                    try be.convolutionForward(g, input: xb, weights: wb, bias: bb, output: yb, epilogue: nil)
+                    assertWithin(try be.download(yb), y, "\(what) forward")
+                    try be.convolutionForward(g, input: xb, weights: wb, bias: bb, output: yb, epilogue: .relu)
+                    assertWithin(try be.download(yb), y.map { max(0, $0) }, "\(what) forward + ReLU")
+                    try be.convolutionBackwardData(g, outputGradient: dyb, weights: wb, inputGradient: dxb)
+                    assertWithin(try be.download(dxb), dx, "\(what) dx")
+                    try be.convolutionBackwardWeights(g, input: xb, outputGradient: dyb, weightGradient: dwb,
+                                                      biasGradient: spec.hasBias ? dbb : nil)
+                    assertWithin(try be.download(dwb), dw, atol: 1e-3, "\(what) dw")
+                    if spec.hasBias { assertWithin(try be.download(dbb), db, atol: 1e-3, "\(what) db") }
+                }
+            }
+        }
+    }
+
+    /// A channel slice of a wider output (a concatenation's input) with a non-ReLU epilogue: the other
+    /// channels are left as they were.
+    func testForwardIntoChannelSlice() throws {
+        try requireOneDNN()
+        let spec = ConvolutionSpec(inputChannels: 6, outputChannels: 5, kernelH: 3, kernelW: 3,
+                                   padding: .valid(top: 1, bottom: 1, left: 1, right: 1))
+        let g = try spec.geometry(input: [3, 6, 7, 8])
+        let (offset, total, S) = (3, 11, g.outHeight * g.outWidth)
+        let x = randomFloats(g.inputShape.count, seed: 1), w = randomFloats(g.weightShape.count, seed: 2)
+        let b = randomFloats(g.outChannels, seed: 3)
+        let y = try Reference.convolutionForward(g, input: x.map(Double.init), weights: w.map(Double.init), bias: b.map(Double.init))
+        let start = Tensor(shape: [g.batch, total, g.outHeight, g.outWidth], uniformIn: 5...6, seed: 4)
+        var expected = start.data.map(Double.init)
+        for n in 0..<g.batch {
+            for i in 0..<(g.outChannels * S) {
+                let v = y[n * g.outChannels * S + i]
+                expected[(n * total + offset) * S + i] = v > 0 ? v : 0.1 * v
+            }
+        }
+        for blocked in [true, false] {
+            let be = CPUBackend(threads: 2)
+            be.convolutionAlgorithmOverride = .onednn
+            be.oneDNNBlockedLayouts = blocked
+            let yb = try be.makeBuffer(start)
+            try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w), bias: try be.makeBuffer(b),
+                                      output: yb, channelOffset: offset, outputChannels: total, epilogue: .leakyReLU(alpha: 0.1))
+            assertWithin(try be.download(yb), expected, "slice, \(blocked ? "blocked" : "plain")")
+        }
+    }
+
+    /// The stored choice is used for its shape and pass only, and only on the machine key it was stored
+    /// under: another CPU model or oneDNN version reads nothing.
+    func testStoredChoiceIsPerShapeAndMachine() throws {
+        try requireOneDNN()
+        let spec = ConvolutionSpec(inputChannels: 8, outputChannels: 8, kernelH: 1, kernelW: 1)
+        let g = try spec.geometry(input: [2, 8, 5, 5]), other = try spec.geometry(input: [3, 8, 5, 5])
+        var tuning = CPUConvolutionTuning()
+        tuning.set(.onednn, for: g, .forward)
+        tuning.set(.onednn, for: g, .backwardWeights)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-onednn-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = CPUConvolutionTuning.machineKey(threads: 2)
+        try tuning.store(directory: directory, machineKey: key)
+        XCTAssertEqual(CPUConvolutionTuning.load(directory: directory, machineKey: key)?.choices, tuning.choices)
+        XCTAssertNil(CPUConvolutionTuning.load(directory: directory,
+                                               machineKey: CPUConvolutionTuning.machineKey(cpuName: "Another CPU", threads: 2)))
+        XCTAssertNil(CPUConvolutionTuning.load(directory: directory,
+                                               machineKey: CPUConvolutionTuning.machineKey(oneDNNVersion: "9.9.9 (OpenMP)", threads: 2)))
+        XCTAssertNil(CPUConvolutionTuning.load(directory: directory, machineKey: CPUConvolutionTuning.machineKey(threads: 3)))
+        let be = CPUBackend(threads: 2)
+        be.convolutionAlgorithmOverride = nil
+        be.convolutionTuning = CPUConvolutionTuning.stored(threads: 2, environment: [CacheDirectory.variable: directory.path])
+        XCTAssertEqual(be.forwardAlgorithm(for: g), .onednn)
+        XCTAssertEqual(be.backwardWeightsAlgorithm(for: g), .onednn)
+        XCTAssertEqual(be.backwardDataAlgorithm(for: g), .im2col)
+        XCTAssertEqual(be.forwardAlgorithm(for: other), .im2col)
+        XCTAssertTrue(be.convolutionEngine(g, backward: false, inputGradient: false).hasPrefix("oneDNN "))
+    }
+}
