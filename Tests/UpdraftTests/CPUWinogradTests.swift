@@ -72,14 +72,17 @@ final class CPUWinogradTests: XCTestCase {
     func testWinogradIsDeterministicAcrossSchedules() throws {
         let c = cases[3]
         let g = try c.spec.geometry(input: c.input)
-        var first: [Float]?
-        for schedule in [CPUConvolutionSchedule.gemmThreads, .imageThreads] {
-            for threads in [1, 2, 5] {
-                let be = CPUBackend(threads: threads)
-                be.convolutionAlgorithmOverride = .winograd
-                be.convolutionScheduleOverride = schedule
-                let got = try run(be, c, g, seed: 7)
-                if let first { XCTAssertEqual(got, first, "\(schedule), \(threads) threads") } else { first = got }
+        // One block of tiles here: with more threads than blocks, the block's phases split over them.
+        for algorithm in [CPUConvolutionAlgorithm.winograd, .winograd4x4] {
+            var first: [Float]?
+            for schedule in [CPUConvolutionSchedule.gemmThreads, .imageThreads] {
+                for threads in [1, 2, 5] {
+                    let be = CPUBackend(threads: threads)
+                    be.convolutionAlgorithmOverride = algorithm
+                    be.convolutionScheduleOverride = schedule
+                    let got = try run(be, c, g, seed: 7)
+                    if let first { XCTAssertEqual(got, first, "\(algorithm), \(schedule), \(threads) threads") } else { first = got }
+                }
             }
         }
     }

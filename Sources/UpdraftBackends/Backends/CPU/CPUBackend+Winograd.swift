@@ -186,27 +186,35 @@ extension CPUBackend {
         let block = min(total, winogradTileBlock(g, tile))
         let blocks = (total + block - 1) / block
         let inImage = C * g.inHeight * g.inWidth, inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
-        dynamicForEach(blocks, workers: scratch.count) { worker, index in
+        // Each block's three phases split over `split` workers when there are fewer blocks than workers
+        // (a few large-channel tiles: ResNet's 7x7 layers), else run whole by the worker that took it.
+        // Either way every value is computed by the same calls, so the output does not change.
+        func run(_ index: Int, worker: Int, split: Int) {
             let first = index * block, count = min(block, total - first)
-            let v = scratch[worker], m = scratch[worker] + P * C * block, plane = m + P * K * block
+            let v = scratch[worker], m = scratch[worker] + P * C * block
+            // (every worker's own padded plane sits at the same place in its scratch)
+            let planeOffset = P * C * block + P * K * block
+            func phase(_ n: Int, _ body: (_ worker: Int, _ i: Int) -> Void) {
+                if split > 1 { dynamicForEach(n, workers: split, body) } else { for i in 0..<n { body(worker, i) } }
+            }
             // V[xi][c][t] = (B^T d B)[xi] for the block's tiles t.
-            for c in 0..<C {
+            phase(C) { w, c in
                 switch tile {
                 case .f2:
                     winograd2InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles,
                                             first: first, count: count, v: v + c * count, stride: C * count)
                 case .f4:
-                    winograd4InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles,
-                                            first: first, count: count, v: v + c * count, stride: C * count, plane: plane)
+                    winograd4InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles, first: first,
+                                            count: count, v: v + c * count, stride: C * count, plane: scratch[w] + planeOffset)
                 }
             }
             // M[xi] = U[xi] [K, C] x V[xi] [C, count], one single-threaded SGEMM per xi.
-            for xi in 0..<P {
+            phase(P) { _, xi in
                 CPUKernels.sgemm(m: K, n: count, k: C, a: u + xi * K * C, lda: C, b: v + xi * C * count, ldb: count,
                                  c: m + xi * K * count, ldc: count)
             }
             // Y = A^T M A, plus the bias, into the output rows.
-            for k in 0..<K {
+            phase(K) { _, k in
                 switch tile {
                 case .f2:
                     winograd2OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
@@ -216,6 +224,11 @@ extension CPUBackend {
                                              bias: bias?[k] ?? 0, relu: relu, output: y + k * outPlane, imageStride: imageStride)
                 }
             }
+        }
+        if blocks < min(scratch.count, threadCount) {
+            for index in 0..<blocks { run(index, worker: 0, split: scratch.count) }
+        } else {
+            dynamicForEach(blocks, workers: scratch.count) { worker, index in run(index, worker: worker, split: 1) }
         }
     }
 
