@@ -47,20 +47,22 @@ extension Executor {
 final class InputStaging {
     private var values: [Float] = []
     private var storage: UnsafeRawPointer?
-    /// Times the staging array got new storage, and the bytes those took.
+    /// Times the staging array got new storage, and the bytes asked for each time.
     private(set) var allocations = 0, allocatedBytes = 0
 
     /// The examples' inputs one after another. The array returned shares the staging's storage: a
     /// caller that keeps it past the next `stack` only makes that one copy its own.
     func stack(_ examples: [TrainingExample]) -> [Float] {
+        let wanted = examples.reduce(0) { $0 + $1.input.count }
         values.removeAll(keepingCapacity: true)
-        values.reserveCapacity(examples.reduce(0) { $0 + $1.input.count })
+        values.reserveCapacity(wanted)
         for e in examples { values.append(contentsOf: e.input.data) }
         let now = values.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
         if now != storage {
             storage = now
             allocations += 1
-            allocatedBytes += values.capacity * MemoryLayout<Float>.stride
+            // The size asked for, not the capacity the allocator rounded it to (which varies with its state).
+            allocatedBytes += wanted * MemoryLayout<Float>.stride
         }
         return values
     }
