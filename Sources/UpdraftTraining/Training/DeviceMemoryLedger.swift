@@ -110,7 +110,7 @@ final class DeviceMemoryLedger: @unchecked Sendable {
                 waits("\(what) waits for \(formatBytes(short.value)) of \(short.key.name): the tasks running hold "
                       + "\(formatBytes(reserved[short.key.key, default: 0])) of the \(formatBytes(capacity(short.key))) admitted")
             }
-            condition.wait(until: Date().addingTimeInterval(0.05))
+            _ = condition.wait(until: Date().addingTimeInterval(0.05))
         }
         for (memory, bytes) in need {
             reserved[memory.key, default: 0] += bytes
