@@ -63,6 +63,8 @@ final class CPUBackendTests: XCTestCase {
         for schedule in [CPUConvolutionSchedule.gemmThreads, .imageThreads] {
             let be = CPUBackend()
             be.convolutionScheduleOverride = schedule
+            // The im2col path's threading is what this checks (Winograd has CPUWinograd*Tests and its own, looser bound).
+            be.convolutionAlgorithmOverride = .im2col
             let what = "\(spec) on \(input), \(schedule)"
             let xb = try be.makeBuffer(x), wb = try be.makeBuffer(w), dyb = try be.makeBuffer(dy)
             let bb = try b.map { try be.makeBuffer($0) }

@@ -87,8 +87,8 @@ final class CPUWinogradTests: XCTestCase {
         }
     }
 
-    /// Chosen by itself for 3x3 layers with 32 or more channels (ResNet's, most of SqueezeNet's
-    /// expand3x3), F(4x4) where the output has 4 or more rows and columns, F(2x2) below that; not for
+    /// Chosen by itself for 3x3 layers with 16 or more channels (ResNet's, SqueezeNet's expand3x3),
+    /// F(4x4) where the output has 4 or more rows and columns, F(2x2) below that; not for
     /// thinner layers, where it measured no faster; never for shapes it cannot compute (stride 2, 1x1,
     /// dilated, grouped), even when forced. The backward pass for the input follows the same rule on
     /// its swapped geometry.
@@ -107,9 +107,13 @@ final class CPUWinogradTests: XCTestCase {
         XCTAssertEqual(be.backwardDataAlgorithm(for: try ConvolutionSpec(inputChannels: 512, outputChannels: 512, kernelH: 3, kernelW: 3,
                                                                          padding: pad1).geometry(input: [8, 512, 7, 7])), .winograd4x4)
         XCTAssertEqual(be.backwardDataAlgorithm(for: try ConvolutionSpec(inputChannels: 16, outputChannels: 64, kernelH: 3, kernelW: 3,
-                                                                         padding: pad1).geometry(input: [8, 16, 28, 28])), .im2col)
+                                                                         padding: pad1).geometry(input: [8, 16, 28, 28])), .winograd4x4)
+        XCTAssertEqual(be.backwardDataAlgorithm(for: try ConvolutionSpec(inputChannels: 8, outputChannels: 64, kernelH: 3, kernelW: 3,
+                                                                         padding: pad1).geometry(input: [8, 8, 28, 28])), .im2col)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 16, outputChannels: 64, kernelH: 3, kernelW: 3,
-                                                  padding: .same(.bottomRightHeavy)), [64, 16, 56, 56]), .im2col)
+                                                  padding: .same(.bottomRightHeavy)), [64, 16, 56, 56]), .winograd4x4)
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 8, outputChannels: 64, kernelH: 3, kernelW: 3,
+                                                  padding: .same(.bottomRightHeavy)), [64, 8, 56, 56]), .im2col)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .im2col)
         be.convolutionAlgorithmOverride = .winograd
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .winograd)

@@ -64,15 +64,16 @@ extension CPUBackend {
     }
 
     /// Winograd is chosen by itself only when both channel counts reach this. Measured with
-    /// `updraft-bench cpu-conv --repeats 8` on a 2-core EPYC (batch 64): 1.3–1.6x faster than im2col
-    /// on SqueezeNet's expand3x3 layers with 32–64 input channels and on ResNet-18's 3x3 layers, but
-    /// only 0.9–1.1x with 16 input channels, where the transforms cost about what the 16 thin SGEMMs save.
-    static let winogradMinChannels = 32
+    /// `updraft-bench cpu-conv --batch 64 --repeats 5` on the 2-core EPYC, quiet: F(4x4) 1.6x faster
+    /// than im2col forward and 1.2x backward-data on SqueezeNet's 16-channel expand3x3 (fire2, fire3),
+    /// 1.5–2.5x on the wider layers (F(2x2) alone had been 0.9–1.1x at 16 channels). Thinner layers
+    /// (a first layer's 3 channels) stay on im2col.
+    static let winogradMinChannels = 16
     /// F(4x4, 3x3) is chosen over F(2x2, 3x3) when the output is at least this many rows and columns.
     /// Measured with `updraft-bench cpu-conv --batch 16 --threads 1 --cpu-time` on the 2-core EPYC
     /// (CPU time, best of 3): F(4x4) 1.1–1.7x faster than F(2x2) on every 3x3 layer of ResNet-18
-    /// (7x7 to 56x56 outputs) and SqueezeNet's expand3x3 layers with 32 or more input channels;
-    /// all three algorithms tie on SqueezeNet's 16-channel layers, which stay on im2col.
+    /// (7x7 to 56x56 outputs) and SqueezeNet's expand3x3 layers with 32 or more input channels; on
+    /// the 16-channel ones F(2x2) ties with im2col and F(4x4) wins (see `winogradMinChannels`).
     static let winograd4x4MinSide = 4
 
     /// True when `g` has the shape Winograd computes.
