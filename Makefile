@@ -48,7 +48,7 @@ dist-check: dist
 # models, histories, JSON Lines logs and loss/accuracy curves (PNG) go to demo-output/.
 DEMO_DIR = demo-output
 DEMO_DIGITS = Tests/Data/digits
-DEMO_PRETRAIN_FLAGS ?= --epochs 10 --batch-size 16 --learning-rate 0.003 --momentum 0.9 --random-resized-crop 0.6,1
+DEMO_PRETRAIN_FLAGS ?= --epochs 10 --batch-size 16 --learning-rate 0.002 --momentum 0.9 --random-resized-crop 0.6,1
 DEMO_FINETUNE_FLAGS ?= --epochs 50 --batch-size 16 --learning-rate 0.01 --momentum 0.9
 DEMO_KNN_SHOTS ?= 5
 DEMO_KNN_FLAGS ?= --layer pool5 --l2-normalize --neighbors 1
