@@ -329,3 +329,12 @@ open class ForwardingBackend: Backend {
         "\(g.kind) \(g.kernelH)x\(g.kernelW)/\(g.strideH) \(g.channels)ch at \(g.inHeight)x\(g.inWidth)"
     }
 }
+
+extension Backend {
+    /// The backend under any forwarding wrappers (measuring, failing, ...).
+    package var innermost: Backend {
+        var b: Backend = self
+        while let f = b as? ForwardingBackend { b = f.inner }
+        return b
+    }
+}

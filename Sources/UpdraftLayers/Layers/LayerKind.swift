@@ -56,12 +56,6 @@ extension Backend {
         }
     }
 
-    /// The backend under any forwarding wrappers (measuring, failing, ...).
-    package var innermost: Backend {
-        var b: Backend = self
-        while let f = b as? ForwardingBackend { b = f.inner }
-        return b
-    }
 }
 
 extension LayerOp {

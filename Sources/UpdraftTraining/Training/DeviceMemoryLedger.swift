@@ -36,9 +36,7 @@ final class DeviceMemoryLedger: @unchecked Sendable {
         case .host:
             return host
         case let .device(bytes, _):
-            var inner: Backend = backend
-            while let f = inner as? ForwardingBackend { inner = f.inner }
-            let key = (inner as? OpenCLBackend).map { "opencl:\($0.device.index)" } ?? backend.name
+            let key = (backend.innermost as? OpenCLBackend).map { "opencl:\($0.device.index)" } ?? backend.name
             return Memory(key: key, name: "\(backend.name) memory", bytes: bytes)
         }
     }
