@@ -117,11 +117,11 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let counter = FailingBackend(ReferenceBackend())
         let downloadsAfterStep = Locked<[Int]>([])
         let task = UpdateTask(model: try model.get(), trainingData: try data.get(), configuration: {
-            var c = UpdateConfiguration(); c.backends = (counter, counter); c.fallbacks = [ReferenceBackend()]; return c
+            var c = UpdateConfiguration(); c.backends = (counter, counter); c.fallbacks = [ReferenceBackend()]; c.snapshots = .every(1); return c
         }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { [counter = UncheckedSendable(counter)] _ in downloadsAfterStep.append(counter.value.calls[.download] ?? 0) }))
         XCTAssertEqual(task.run().task.state, .completed)
         let failing = FailingBackend(ReferenceBackend(), failing: .download, onCall: downloadsAfterStep.value[2], deadAfterFailure: true)
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()] }
+        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.snapshots = .every(1) }
         assertSameTraining(recovered, try baseline(ReferenceBackend()), tolerance: 0, "snapshot failure")
         assertOneWarning(recovered, mentions: ["epoch 1 mini-batch 3"])
     }
