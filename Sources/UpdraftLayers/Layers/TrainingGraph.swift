@@ -57,20 +57,38 @@ public struct TrainingGraph: Sendable {
     }
 
     /// A graph that only runs forward (prediction, evaluation of models without a loss): every layer
-    /// is in the prefix, nothing is trained.
+    /// is in the prefix, nothing is trained. Activations fuse into the convolution or inner product
+    /// before them and convolutions write their concat slices, as in a training prefix, except where
+    /// the blob skipped is one a caller reads: the loss blobs, the predicted probabilities and the
+    /// blobs no layer reads (the network's outputs). A prediction of a blob that fusion skips runs
+    /// unfused (`fusionSkips`).
     public static func inference(graph: NetworkGraph) -> TrainingGraph { TrainingGraph(inferenceOnly: graph) }
 
     private init(inferenceOnly graph: NetworkGraph) {
         self.graph = graph
         loss = graph.loss
-        lossBlob = graph.loss.map { $0.kind == .categoricalCrossEntropy && $0.logits != nil ? $0.logits! : $0.input }
+        let lossBlob = graph.loss.map { $0.kind == .categoricalCrossEntropy && $0.logits != nil ? $0.logits! : $0.input }
+        self.lossBlob = lossBlob
         tail = []
         prefix = graph.layers
         backwardLayers = []
         gradientBlobs = []
         boundary = []
-        fusedActivations = [:]
-        concatSlices = [:]
+        var protected = Set([lossBlob, graph.loss?.input, graph.predictedProbabilitiesName].compactMap { $0 })
+        for l in graph.layers where graph.consumers(of: l.output).isEmpty { protected.insert(l.output) }
+        let fused = Self.fusedActivations(graph: graph, layers: graph.layers, needed: Set(graph.layers.map(\.name)),
+                                          protected: protected, backward: [])
+        fusedActivations = fused
+        concatSlices = Self.concatSlices(graph: graph, prefix: graph.layers, fused: fused)
+    }
+
+    /// Whether the fused forward skips `blob`: the output of a convolution or inner product whose
+    /// activation is fused (only the activation's output is written), or what a convolution that
+    /// writes its slice of a concat's output would otherwise write (its own or its activation's output).
+    public func fusionSkips(_ blob: String) -> Bool {
+        guard let producer = graph.producer(of: blob) else { return false }
+        if fusedActivations[producer.name] != nil || concatSlices[producer.name] != nil { return true }
+        return fusedActivations.contains { $0.value.name == producer.name && concatSlices[$0.key] != nil }
     }
 
     /// Analyses `graph` for training. Throws when it has no usable loss (`NetworkGraph.requireLoss()`), `.invalidModel` when it has no updatable layer.

@@ -267,7 +267,9 @@ public final class Executor {
         let ws = workspace(count)
         defer { ws.clearValues() }
         try stage(ws)
-        try forward(layers: graph.layers.filter { needed.contains($0.name) }, ws: ws, keep: [target], fuse: false)
+        // Fused as in training, unless the blob asked for is one that fusion does not write.
+        try forward(layers: graph.layers.filter { needed.contains($0.name) }, ws: ws, keep: [target],
+                    fuse: !training.fusionSkips(target))
         guard let v = try floatValue(target, ws: ws) else { throw UpdraftError(.invalidModel, "blob '\(target)' was not computed") }
         return Tensor(shape: shape.withBatch(count), data: Array(try v.backend.download(v.buffer)))
     }
