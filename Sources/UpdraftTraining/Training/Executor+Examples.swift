@@ -21,6 +21,11 @@ extension Executor {
         }
     }
 
+    /// `predict` on float examples, stacked in the staging array rather than a new batch tensor.
+    func predict(examples: [TrainingExample], blob: String? = nil) throws -> Tensor {
+        try predict(count: examples.count, blob: blob) { try uploadInput(examples: examples, ws: $0) }
+    }
+
     /// Sets the network input of `ws` from the examples' inputs, stacked in the staging array.
     func uploadInput(examples: [TrainingExample], ws: Workspace) throws {
         let itemCount = graph.input.shape.itemCount

@@ -81,8 +81,9 @@ final class NeuralNetworkPredictor: ModelPredictor {
             let b = try pixels.pixelBatch(at: range)
             return (try runner.run(position: position) { try $0.predict(b, blob: blob) }, b.targets)
         }
-        let b = try data.batch(at: range)
-        return (try runner.run(position: position) { try $0.predict(b.inputs, blob: blob) }, b.targets)
+        // Float examples are stacked in the executor's staging array, not a new tensor per batch.
+        let examples = try range.map { try data.example(at: $0) }
+        return (try runner.run(position: position) { try $0.predict(examples: examples, blob: blob) }, examples.map(\.target))
     }
 
     func classify(_ input: Tensor, position: String) throws -> Tensor {
