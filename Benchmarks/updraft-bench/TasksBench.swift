@@ -9,15 +9,15 @@ import UpdraftCommandLine
 let tasksCommand = CLICommand(CommandSpec(
     name: "tasks",
     summary: "run N small update tasks at once, then each alone: throughput, peak memory, identical models",
-    options: [
-        OptionSpec("tasks", value: "N", help: "tasks (default 16)"),
-        OptionSpec("compute-units", value: "U", help: "cpuOnly, cpuAndGPU or all (default cpuOnly; all with --device)"),
-        OptionSpec("device", value: "D", help: "pin every task to this device, as --device (an OpenCL index, or cpu)"),
-        OptionSpec("phase", value: "P", help: "internal: run one phase in this process (together, or one task with --index)"),
-        OptionSpec("index", value: "I", help: "internal: the task of --phase one"),
-        OptionSpec("out", value: "DIR", help: "internal: where a phase writes its models"),
-        OptionSpec("json", help: "print JSON"),
-    ],
+    options: OptionSpec.table("""
+        --tasks N          tasks (default 16)
+        --compute-units U  cpuOnly, cpuAndGPU or all (default cpuOnly; all with --device)
+        --device D         pin every task to this device, as --device (an OpenCL index, or cpu)
+        --phase P          internal: run one phase in this process (together, or one task with --index)
+        --index I          internal: the task of --phase one
+        --out DIR          internal: where a phase writes its models
+        --json             print JSON
+        """),
     discussion: """
     Tasks alternate between two kinds, each on 64 synthetic 3x32x32 images of 10 classes (seeded by
     the task's index): even tasks train the last layer of a small network (two frozen convolutions,

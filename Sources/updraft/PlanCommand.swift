@@ -9,19 +9,17 @@ let planCommand = CLICommand(
         name: "plan",
         summary: "Show where each layer of a model would train (device, estimated forward and backward times, transfers)",
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("compute-units", value: "U",
-                       help: "devices the plan may use: cpuOnly, cpuAndGPU or all (default all, as in Core ML)"),
-            OptionSpec("batch-size", value: "N", help: "examples per batch (default: the model's miniBatchSize)"),
-            OptionSpec("device", value: "NAME|INDEX",
-                       help: "run everything on one device: cpu, or an index or part of a name from `updraft devices`"),
-            OptionSpec("json", help: "print the plan as JSON"),
-            OptionSpec("frozen-fp16", help: "show what `train --frozen-fp16` would save: the frozen layers' activations as halves"),
-            OptionSpec("feature-cache-fp16", help: "show what `train --feature-cache-fp16` would save: cached features as halves"),
-            dataParallelOption,
-            OptionSpec("ranks", value: "N", help: "without mpirun: project N ranks (each planning its share of the batch)"),
-            OptionSpec("link-gbps", value: "G", help: "with --ranks: the link speed in Gb/s to estimate the gradient exchange with"),
-        ],
+        options: OptionSpec.table("""
+            --compute-units U     devices the plan may use: cpuOnly, cpuAndGPU or all (default all, as in Core ML)
+            --batch-size N        examples per batch (default: the model's miniBatchSize)
+            --device NAME|INDEX   run everything on one device: cpu, or an index or part of a name from `updraft devices`
+            --json                print the plan as JSON
+            --frozen-fp16         show what `train --frozen-fp16` would save: the frozen layers' activations as halves
+            --feature-cache-fp16  show what `train --feature-cache-fp16` would save: cached features as halves
+            """) + [dataParallelOption] + OptionSpec.table("""
+            --ranks N      without mpirun: project N ranks (each planning its share of the batch)
+            --link-gbps G  with --ranks: the link speed in Gb/s to estimate the gradient exchange with
+            """),
         discussion: """
         Devices are calibrated once (a short measurement) and cached in $\(CalibrationCache.directoryVariable), \
         $XDG_CACHE_HOME/updraft or ~/.cache/updraft. Times are estimates from each layer's FLOPs and bytes and \
