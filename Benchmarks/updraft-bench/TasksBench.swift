@@ -66,11 +66,7 @@ struct TasksBench {
         try b.activation("relu1", .relu)
         try b.convolution("conv2", outputChannels: 16, kernel: (3, 3), stride: (2, 2))
         try b.activation("relu2", .relu)
-        try b.pooling("pool", .average, global: true)
-        try b.flatten("flatten")
-        try b.innerProduct("classifier", outputChannels: 10)
-        try b.softmax("softmax", output: "probabilities")
-        try b.makeClassifier(labels: .strings((0..<10).map(String.init)), probabilities: "probabilities")
+        try b.globalPoolClassifierHead(pool: "pool", dense: "classifier", labels: .numbered(10))
         try b.makeUpdatable(["classifier"])
         try b.setCrossEntropyLoss(input: "probabilities")
         b.setOptimizer(.sgd(learningRate: learningRate, miniBatchSize: miniBatchSizes[0], allowedMiniBatchSizes: miniBatchSizes,
