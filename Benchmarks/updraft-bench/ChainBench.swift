@@ -8,11 +8,11 @@ import UpdraftCommandLine
 let chainCommand = CLICommand(CommandSpec(
     name: "chain",
     summary: "time reading, validating, planning and training models of N chained layers",
-    options: [
-        OptionSpec("layers", value: "N,N,...", help: "ReLU layers in the chain (default 25000,50000,100000,200000)"),
-        OptionSpec("no-train", help: "skip the training epoch (8 examples, batch 4, CPU backend)"),
-        OptionSpec("out", value: "FILE.mlmodel", help: "also write the longest model here (for `updraft inspect`)"),
-    ]
+    options: OptionSpec.table("""
+        --layers N,N,...    ReLU layers in the chain (default 25000,50000,100000,200000)
+        --no-train          skip the training epoch (8 examples, batch 4, CPU backend)
+        --out FILE.mlmodel  also write the longest model here (for `updraft inspect`)
+        """)
 )) { args in
     let sizes = try (args.value("layers") ?? "25000,50000,100000,200000").split(separator: ",").map { part -> Int in
         guard let n = Int(part), n >= 0 else { throw UsageError("--layers takes counts like 25000,50000; got '\(part)'") }

@@ -9,18 +9,18 @@ import UpdraftCommandLine
 let dataCommand = CLICommand(CommandSpec(
     name: "data",
     summary: "time decoding and preprocessing image files (JPEG and PNG), side by side with torchvision",
-    options: [
-        OptionSpec("images", value: "N", help: "images per format (default 1000)"),
-        OptionSpec("format", value: "jpeg|png|both", help: "which files to generate and read (default both)"),
-        OptionSpec("width", value: "W", help: "generated image width (default 500)"),
-        OptionSpec("height", value: "H", help: "generated image height (default 375)"),
-        OptionSpec("dir", value: "DIR", help: "where to write the images (kept; default: a temporary folder, removed after)"),
-        OptionSpec("generate-only", help: "write the images to --dir and stop (class folders 0...9 under DIR/jpeg and DIR/png)"),
-        OptionSpec("reuse", help: "with --dir: read the images a previous run left there when their count matches, instead of writing them again"),
-        OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_data.py on the same files and print the ratios"),
-        OptionSpec("pytorch-script", value: "PATH", help: "the torchvision script (default: found like pytorch_baseline.py)"),
-        OptionSpec("json", help: "print JSON"),
-    ],
+    options: OptionSpec.table("""
+        --images N              images per format (default 1000)
+        --format jpeg|png|both  which files to generate and read (default both)
+        --width W               generated image width (default 500)
+        --height H              generated image height (default 375)
+        --dir DIR               where to write the images (kept; default: a temporary folder, removed after)
+        --generate-only         write the images to --dir and stop (class folders 0...9 under DIR/jpeg and DIR/png)
+        --reuse                 with --dir: read the images a previous run left there when their count matches, instead of writing them again
+        --compare-pytorch       also run Benchmarks/pytorch_data.py on the same files and print the ratios
+        --pytorch-script PATH   the torchvision script (default: found like pytorch_baseline.py)
+        --json                  print JSON
+        """),
     discussion: """
     The transforms are torchvision's evaluation recipe for a 227x227 model: the shorter side to 259
     (227 / 0.875), the middle 227x227 kept, antialiased bilinear (Pillow's filter), then a float

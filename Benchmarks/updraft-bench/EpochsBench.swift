@@ -8,26 +8,26 @@ import UpdraftCommandLine
 let epochsCommand = CLICommand(CommandSpec(
     name: "epochs",
     summary: "time training epochs of the SqueezeNet 1.1 fine-tuning workload (or of any updatable model) on each device",
-    options: [
-        OptionSpec("model", value: "M.mlmodel", help: "time this updatable model instead (its updatable layers, optimizer and loss; synthetic data shaped for its input)"),
-        OptionSpec("batch-size", value: "N", help: "with --model: the mini-batch size (default: the model's)"),
-        OptionSpec("pytorch-model", value: "ARCH", help: "with --model --compare-pytorch: the torchvision architecture to run (mobilenet_v2 or resnet18; default: the one make_bench_models.py recorded in the model)"),
-        OptionSpec("images", value: "N", help: "synthetic training images per epoch (default 128)"),
-        OptionSpec("data", value: "DIR", help: "train from image files instead (class folders 0...9, e.g. from `updraft-bench data --generate-only`)"),
-        OptionSpec("epochs", value: "E", help: "epochs per run: the first, then the steady state (default 2)"),
-        OptionSpec("compute-units", value: "U", help: "only cpuOnly (CPU backend), cpuAndGPU (OpenCL GPUs) or all (every OpenCL device)"),
-        OptionSpec("device", value: "INDEX", help: "only this OpenCL device index (see `updraft devices`), or cpu"),
-        OptionSpec("no-feature-cache", help: "only runs without the feature cache (default: with and without)"),
-        OptionSpec("feature-cache", value: "on|off|both", help: "which runs to make (default both)"),
-        OptionSpec("frozen-fp16", help: "train with the frozen layers' activations in half precision (train --frozen-fp16)"),
-        OptionSpec("json", help: "print JSON: {\"runs\": [one object per run], \"work\", \"pytorch\", \"ratios\", \"notes\"}"),
-        OptionSpec("compare-pytorch", help: "also run Benchmarks/pytorch_baseline.py and print Updraft/PyTorch throughput ratios"),
-        OptionSpec("pytorch-script", value: "PATH", help: "the PyTorch baseline script (default: found from the working directory or the executable)"),
-        OptionSpec("op-times", help: "time every backend op (waiting for each) and print where each epoch's time goes"),
-        OptionSpec("profile", help: "profile the steady epochs per layer and pass (waiting for each): time, GFLOP/s, % of SGEMM, engine"),
-        OptionSpec("in-process", help: "run every configuration in this process (peak host memory is then the process's peak so far)"),
-        OptionSpec("mpi", help: "under mpirun -np N: the first target on rank 0 alone, then on all N ranks; prints the scaling"),
-    ],
+    options: OptionSpec.table("""
+        --model M.mlmodel            time this updatable model instead (its updatable layers, optimizer and loss; synthetic data shaped for its input)
+        --batch-size N               with --model: the mini-batch size (default: the model's)
+        --pytorch-model ARCH         with --model --compare-pytorch: the torchvision architecture to run (mobilenet_v2 or resnet18; default: the one make_bench_models.py recorded in the model)
+        --images N                   synthetic training images per epoch (default 128)
+        --data DIR                   train from image files instead (class folders 0...9, e.g. from `updraft-bench data --generate-only`)
+        --epochs E                   epochs per run: the first, then the steady state (default 2)
+        --compute-units U            only cpuOnly (CPU backend), cpuAndGPU (OpenCL GPUs) or all (every OpenCL device)
+        --device INDEX               only this OpenCL device index (see `updraft devices`), or cpu
+        --no-feature-cache           only runs without the feature cache (default: with and without)
+        --feature-cache on|off|both  which runs to make (default both)
+        --frozen-fp16                train with the frozen layers' activations in half precision (train --frozen-fp16)
+        --json                       print JSON: {"runs": [one object per run], "work", "pytorch", "ratios", "notes"}
+        --compare-pytorch            also run Benchmarks/pytorch_baseline.py and print Updraft/PyTorch throughput ratios
+        --pytorch-script PATH        the PyTorch baseline script (default: found from the working directory or the executable)
+        --op-times                   time every backend op (waiting for each) and print where each epoch's time goes
+        --profile                    profile the steady epochs per layer and pass (waiting for each): time, GFLOP/s, % of SGEMM, engine
+        --in-process                 run every configuration in this process (peak host memory is then the process's peak so far)
+        --mpi                        under mpirun -np N: the first target on rank 0 alone, then on all N ranks; prints the scaling
+        """),
     discussion: """
     The default workload: SqueezeNet 1.1 built in memory (227x227 RGB, 10 classes), conv10 and fullyconnected0
     trained with SGD (learning rate 0.001, momentum 0.9), mini-batch 64, categorical cross-entropy, on

@@ -9,12 +9,12 @@ import UpdraftCommandLine
 let fuzzCommand = CLICommand(CommandSpec(
     name: "fuzz",
     summary: "run mutated models through the reader, validator and planner (no crash, no hang, no disagreement)",
-    options: [
-        OptionSpec("models", value: "N", help: "how many mutated models (default 10000)"),
-        OptionSpec("start", value: "I", help: "index of the first (default 0): model I of a seed is always the same"),
-        OptionSpec("seed", value: "S", help: "the mutation sequence (default 1)"),
-        OptionSpec("save", value: "DIR", help: "write each model that breaks a rule here, as model-<index>.mlmodel"),
-    ]
+    options: OptionSpec.table("""
+        --models N  how many mutated models (default 10000)
+        --start I   index of the first (default 0): model I of a seed is always the same
+        --seed S    the mutation sequence (default 1)
+        --save DIR  write each model that breaks a rule here, as model-<index>.mlmodel
+        """)
 )) { args in
     let count = try args.int("models") ?? 10_000, start = try args.int("start") ?? 0
     let seed = UInt64(truncatingIfNeeded: try args.int("seed") ?? 1)

@@ -5,13 +5,13 @@ import UpdraftCommandLine
 let kernelsCommand = CLICommand(CommandSpec(
     name: "kernels",
     summary: "Check the OpenCL GEMM, convolution and inner-product kernels against the reference, then time them.",
-    options: [
-        OptionSpec("quick", help: "a small run: batch 1, four layers, a 256^3 SGEMM, one warm-up (seconds on PoCL once its kernel cache is warm)"),
-        OptionSpec("json", help: "print JSON (device, tilings and defines, every timing) instead of a table"),
-        OptionSpec("device", value: "INDEX", help: "OpenCL device index as `updraft devices` lists them (default: the first GPU, else 0)"),
-        OptionSpec("batch", value: "N", help: "batch size of the layer timings (default 64; 1 with --quick)"),
-        OptionSpec("runs", value: "N", help: "timed runs per workload after the warm-ups; the median is reported (default 7; 3 with --quick)"),
-    ],
+    options: OptionSpec.table("""
+        --quick         a small run: batch 1, four layers, a 256^3 SGEMM, one warm-up (seconds on PoCL once its kernel cache is warm)
+        --json          print JSON (device, tilings and defines, every timing) instead of a table
+        --device INDEX  OpenCL device index as `updraft devices` lists them (default: the first GPU, else 0)
+        --batch N       batch size of the layer timings (default 64; 1 with --quick)
+        --runs N        timed runs per workload after the warm-ups; the median is reported (default 7; 3 with --quick)
+        """),
     discussion: """
     First every kernel is compared with the Double reference (BackendComparison): the shared awkward-size
     cases for convolution and inner product, each benchmarked layer at batch 1, and the SGEMM variants

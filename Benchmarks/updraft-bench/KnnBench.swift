@@ -9,19 +9,19 @@ import UpdraftCommandLine
 let knnCommand = CLICommand(CommandSpec(
     name: "knn",
     summary: "time exact k-NN search (linear index) side by side with faiss and scikit-learn",
-    options: [
-        OptionSpec("sizes", value: "NxD,...", help: "stored samples x dimension (default 10000x128,100000x128,1000000x128,10000x1000,100000x1000)"),
-        OptionSpec("k", value: "K", help: "neighbours per query (default 10)"),
-        OptionSpec("batches", value: "B,...", help: "query batch sizes (default 1,256)"),
-        OptionSpec("threads", value: "T", help: "threads for every side (default: every core)"),
-        OptionSpec("repeat", value: "R", help: "runs per figure, the best kept (default 3)"),
-        OptionSpec("compare", help: "also run Benchmarks/knn_baseline.py (faiss-cpu, scikit-learn) on the same data"),
-        OptionSpec("script", value: "PATH", help: "the baseline script (default: found like pytorch_baseline.py)"),
-        OptionSpec("device", value: "N", help: "run batches' distance products on OpenCL device N (`updraft devices`); default the CPU"),
-        OptionSpec("append", value: "N", help: "also time a k-NN update through SqueezeNet 1.1 at 227x227, batch 64: N synthetic images appended"),
-        OptionSpec("compute-units", value: "U", help: "with --append: cpuOnly, cpuAndGPU or all (default cpuOnly)"),
-        OptionSpec("json", help: "print JSON"),
-    ],
+    options: OptionSpec.table("""
+        --sizes NxD,...    stored samples x dimension (default 10000x128,100000x128,1000000x128,10000x1000,100000x1000)
+        --k K              neighbours per query (default 10)
+        --batches B,...    query batch sizes (default 1,256)
+        --threads T        threads for every side (default: every core)
+        --repeat R         runs per figure, the best kept (default 3)
+        --compare          also run Benchmarks/knn_baseline.py (faiss-cpu, scikit-learn) on the same data
+        --script PATH      the baseline script (default: found like pytorch_baseline.py)
+        --device N         run batches' distance products on OpenCL device N (`updraft devices`); default the CPU
+        --append N         also time a k-NN update through SqueezeNet 1.1 at 227x227, batch 64: N synthetic images appended
+        --compute-units U  with --append: cpuOnly, cpuAndGPU or all (default cpuOnly)
+        --json             print JSON
+        """),
     discussion: """
     Data: uniform random floats in [-1, 1] from a fixed seed; 256 queries of the same law. Updraft's
     search is `NeighborSearch` (the k-NN predictor's): float distances (SGEMM for a batch, a SIMD loop

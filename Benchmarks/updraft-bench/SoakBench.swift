@@ -9,20 +9,20 @@ import UpdraftCommandLine
 let soakCommand = CLICommand(CommandSpec(
     name: "soak",
     summary: "N update tasks K at a time, cancelled and fed bad inputs, plus killed and resumed `updraft train` runs",
-    options: [
-        OptionSpec("tasks", value: "N", help: "update tasks in one process (default 1000)"),
-        OptionSpec("concurrent", value: "K", help: "tasks at a time (default 8)"),
-        OptionSpec("kills", value: "M", help: "SIGKILLs delivered to child `updraft train` runs (default 20)"),
-        OptionSpec("device", value: "D", help: "where tasks and runs train: cpu (default) or an OpenCL device index, as --device"),
-        OptionSpec("kinds", value: "K,K", help: "only these task kinds: " + SoakPlan.Kind.allCases.map(\.rawValue).joined(separator: ", ")),
-        OptionSpec("seed", value: "S", help: "draws the tasks, bad inputs, cancel points and kill moments (default 1)"),
-        OptionSpec("max-rss-slope", value: "MIB", help: "fail when resident memory grows faster than MIB per task (default 0.1)"),
-        OptionSpec("trim", help: "malloc_trim before each memory sample: memory in use, not what the allocator keeps"),
-        OptionSpec("json", help: "print JSON"),
-        OptionSpec("json-out", value: "FILE", help: "also write the JSON report to FILE (the table is printed)"),
-        OptionSpec("phase", value: "P", help: "internal: `tasks` runs the in-process half in this process"),
-        OptionSpec("work", value: "DIR", help: "internal: the soak's folder, for --phase"),
-    ],
+    options: OptionSpec.table("""
+        --tasks N            update tasks in one process (default 1000)
+        --concurrent K       tasks at a time (default 8)
+        --kills M            SIGKILLs delivered to child `updraft train` runs (default 20)
+        --device D           where tasks and runs train: cpu (default) or an OpenCL device index, as --device
+        --kinds K,K          only these task kinds: \(SoakPlan.Kind.allCases.map(\.rawValue).joined(separator: ", "))
+        --seed S             draws the tasks, bad inputs, cancel points and kill moments (default 1)
+        --max-rss-slope MIB  fail when resident memory grows faster than MIB per task (default 0.1)
+        --trim               malloc_trim before each memory sample: memory in use, not what the allocator keeps
+        --json               print JSON
+        --json-out FILE      also write the JSON report to FILE (the table is printed)
+        --phase P            internal: `tasks` runs the in-process half in this process
+        --work DIR           internal: the soak's folder, for --phase
+        """),
     discussion: """
     The tasks (SoakPlan) run in a child process, K at a time, each from a plan the seed and its index
     draw: TasksBench's last-layer and k-NN pipeline tasks, a bare k-NN, a small image network on a

@@ -9,15 +9,15 @@ import UpdraftCommandLine
 let tasksCommand = CLICommand(CommandSpec(
     name: "tasks",
     summary: "run N small update tasks at once, then each alone: throughput, peak memory, identical models",
-    options: [
-        OptionSpec("tasks", value: "N", help: "tasks (default 16)"),
-        OptionSpec("compute-units", value: "U", help: "cpuOnly, cpuAndGPU or all (default cpuOnly; all with --device)"),
-        OptionSpec("device", value: "D", help: "pin every task to this device, as --device (an OpenCL index, or cpu)"),
-        OptionSpec("phase", value: "P", help: "internal: run one phase in this process (together, or one task with --index)"),
-        OptionSpec("index", value: "I", help: "internal: the task of --phase one"),
-        OptionSpec("out", value: "DIR", help: "internal: where a phase writes its models"),
-        OptionSpec("json", help: "print JSON"),
-    ],
+    options: OptionSpec.table("""
+        --tasks N          tasks (default 16)
+        --compute-units U  cpuOnly, cpuAndGPU or all (default cpuOnly; all with --device)
+        --device D         pin every task to this device, as --device (an OpenCL index, or cpu)
+        --phase P          internal: run one phase in this process (together, or one task with --index)
+        --index I          internal: the task of --phase one
+        --out DIR          internal: where a phase writes its models
+        --json             print JSON
+        """),
     discussion: """
     Tasks alternate between two kinds, each on 64 synthetic 3x32x32 images of 10 classes (seeded by
     the task's index): even tasks train the last layer of a small network (two frozen convolutions,
@@ -66,11 +66,7 @@ struct TasksBench {
         try b.activation("relu1", .relu)
         try b.convolution("conv2", outputChannels: 16, kernel: (3, 3), stride: (2, 2))
         try b.activation("relu2", .relu)
-        try b.pooling("pool", .average, global: true)
-        try b.flatten("flatten")
-        try b.innerProduct("classifier", outputChannels: 10)
-        try b.softmax("softmax", output: "probabilities")
-        try b.makeClassifier(labels: .strings((0..<10).map(String.init)), probabilities: "probabilities")
+        try b.globalPoolClassifierHead(pool: "pool", dense: "classifier", labels: .numbered(10))
         try b.makeUpdatable(["classifier"])
         try b.setCrossEntropyLoss(input: "probabilities")
         b.setOptimizer(.sgd(learningRate: learningRate, miniBatchSize: miniBatchSizes[0], allowedMiniBatchSizes: miniBatchSizes,

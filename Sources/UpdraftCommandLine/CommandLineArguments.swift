@@ -13,6 +13,31 @@ public struct OptionSpec: Sendable {
     }
 }
 
+extension OptionSpec {
+    /// Options written as the help prints them, one a line: `--name  help` for a flag,
+    /// `--name VALUE  help` for an option with a value (the value is one word; two or more spaces
+    /// end it). Blank lines are skipped; `repeatable` names the options that may be given more than
+    /// once. A line of another form is a programming error and stops the program, naming the line.
+    public static func table(_ text: String, repeatable: Set<String> = []) -> [OptionSpec] {
+        text.split(separator: "\n").compactMap { raw -> OptionSpec? in
+            let line = raw.drop(while: { $0 == " " })
+            if line.isEmpty { return nil }
+            guard line.hasPrefix("--"), let gap = line.range(of: "  ") else {
+                preconditionFailure("option table line '\(raw)' is not `--name [VALUE]  help`")
+            }
+            let head = line[line.index(line.startIndex, offsetBy: 2)..<gap.lowerBound]
+            let help = line[gap.upperBound...].drop(while: { $0 == " " })
+            let words = head.split(separator: " ")
+            guard (1...2).contains(words.count), !help.isEmpty else {
+                preconditionFailure("option table line '\(raw)' is not `--name [VALUE]  help`")
+            }
+            let name = String(words[0])
+            return OptionSpec(name, value: words.count == 2 ? String(words[1]) : nil, help: String(help),
+                              repeatable: repeatable.contains(name))
+        }
+    }
+}
+
 public struct CommandSpec: Sendable {
     public var name: String
     public var summary: String

@@ -3,10 +3,10 @@ import Updraft
 import UpdraftCommandLine
 
 /// The `--compute-units` and `--device` options shared by train, evaluate and predict.
-let computeOptions: [OptionSpec] = [
-    OptionSpec("compute-units", value: "U", help: "cpuOnly, cpuAndGPU or all (default \(ComputeUnits.default.rawValue), as Core ML)"),
-    OptionSpec("device", value: "NAME|INDEX", help: "pin a device: an index or name from `updraft devices`, or cpu (also UPDRAFT_DEVICE); under mpirun a list such as 1,0 gives local rank i entry i mod count"),
-]
+let computeOptions: [OptionSpec] = OptionSpec.table("""
+    --compute-units U    cpuOnly, cpuAndGPU or all (default \(ComputeUnits.default.rawValue), as Core ML)
+    --device NAME|INDEX  pin a device: an index or name from `updraft devices`, or cpu (also UPDRAFT_DEVICE); under mpirun a list such as 1,0 gives local rank i entry i mod count
+    """)
 
 /// `--data-parallel`, for train only: evaluation and prediction run on one device.
 let dataParallelOption = OptionSpec(

@@ -9,25 +9,25 @@ let createCommand = CLICommand(
         name: "create",
         summary: "Create an updatable Core ML model: SqueezeNet 1.1 with fresh weights, or a k-NN on a network's embedding",
         positionals: "squeezenet|knn", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("classes", value: "N", help: "number of classes (labels \"0\"...\"N-1\" unless --labels)"),
-            OptionSpec("labels", value: "A,B,...", help: "class labels, comma-separated"),
-            OptionSpec("updatable", value: "LAYERS", help: "layers to make updatable (default conv10,fullyconnected0; all: every layer)"),
-            OptionSpec("seed", value: "S", help: "seed of the initial weights and the shuffle seed (default 0)"),
-            OptionSpec("input-size", value: "PIXELS", help: "input image side (default 227)"),
-            OptionSpec("frozen-from", value: "MODEL", help: "frozen layers take their weights from MODEL (transfer learning)"),
-            OptionSpec("feature-extractor", value: "MODEL", help: "knn: the neural network whose embedding the k-NN searches (required)"),
-            OptionSpec("layer", value: "NAME", help: "knn: the layer whose output is the embedding (default: what the classifier head reads)"),
-            OptionSpec("neighbors", value: "K", help: "knn: numberOfNeighbors (required), allowed 1...1000 unless --max-neighbors"),
-            OptionSpec("max-neighbors", value: "N", help: "knn: the largest k an update may choose (default 1000)"),
-            OptionSpec("weighting", value: "uniform|distance", help: "knn: one vote each, or 1/distance (default uniform)"),
-            OptionSpec("index", value: "linear|kdtree", help: "knn: the index Core ML keeps (default linear)"),
-            OptionSpec("leaf-size", value: "N", help: "knn: the kd-tree's leaf size (default 30)"),
-            OptionSpec("l2-normalize", help: "knn: L2-normalise the embedding (Core ML's l2normalize layer): neighbours by angle"),
-            OptionSpec("default-label", value: "LABEL", help: "knn: the answer of an empty k-NN (default unknown)"),
-            OptionSpec("out", value: "FILE.mlmodel", help: "where to write the model (required)"),
-            OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the weights (for interop checks)"),
-        ],
+        options: OptionSpec.table("""
+            --classes N                   number of classes (labels "0"..."N-1" unless --labels)
+            --labels A,B,...              class labels, comma-separated
+            --updatable LAYERS            layers to make updatable (default conv10,fullyconnected0; all: every layer)
+            --seed S                      seed of the initial weights and the shuffle seed (default 0)
+            --input-size PIXELS           input image side (default 227)
+            --frozen-from MODEL           frozen layers take their weights from MODEL (transfer learning)
+            --feature-extractor MODEL     knn: the neural network whose embedding the k-NN searches (required)
+            --layer NAME                  knn: the layer whose output is the embedding (default: what the classifier head reads)
+            --neighbors K                 knn: numberOfNeighbors (required), allowed 1...1000 unless --max-neighbors
+            --max-neighbors N             knn: the largest k an update may choose (default 1000)
+            --weighting uniform|distance  knn: one vote each, or 1/distance (default uniform)
+            --index linear|kdtree         knn: the index Core ML keeps (default linear)
+            --leaf-size N                 knn: the kd-tree's leaf size (default 30)
+            --l2-normalize                knn: L2-normalise the embedding (Core ML's l2normalize layer): neighbours by angle
+            --default-label LABEL         knn: the answer of an empty k-NN (default unknown)
+            --out FILE.mlmodel            where to write the model (required)
+            --sidecar FILE.json           also write a JSON summary of the weights (for interop checks)
+            """),
         discussion: """
         SqueezeNet 1.1 (torchvision layout, Caffe layer names): a 227x227 RGB image scaled by 1/255,
         fire modules, conv10 and a fullyconnected0 head to N classes with softmax; a classifier with

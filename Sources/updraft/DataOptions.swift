@@ -3,16 +3,14 @@ import Updraft
 import UpdraftCommandLine
 
 /// The image data options train, evaluate and predict share.
-let imageDataOptionSpecs: [OptionSpec] = [
-    OptionSpec("resize", value: "stretch|shorter[:N]",
-               help: "stretch to the input size (default), or the shorter side to N (default: the input size) and the middle kept"),
-    OptionSpec("center-crop", help: "torchvision's evaluation recipe: the shorter side to the input size / 0.875 (256 for 224), the middle kept"),
-    OptionSpec("resize-filter", value: "triangle|area", help: "antialiasing filter (default triangle: Pillow/torchvision bilinear)"),
-    OptionSpec("no-dct-scaling", help: "decode JPEGs at full size (exact torchvision samples; slower on large photos)"),
-    OptionSpec("max-image-pixels", value: "N",
-               help: "refuse images declaring more pixels, before decoding (default \(ImageDecodingLimits.defaultMaxPixels), Pillow's)"),
-    OptionSpec("image-cache-mib", value: "MIB", help: "memory for decoded images (default: all of them if they fit in 512; 0: none)"),
-]
+let imageDataOptionSpecs: [OptionSpec] = OptionSpec.table("""
+    --resize stretch|shorter[:N]   stretch to the input size (default), or the shorter side to N (default: the input size) and the middle kept
+    --center-crop                  torchvision's evaluation recipe: the shorter side to the input size / 0.875 (256 for 224), the middle kept
+    --resize-filter triangle|area  antialiasing filter (default triangle: Pillow/torchvision bilinear)
+    --no-dct-scaling               decode JPEGs at full size (exact torchvision samples; slower on large photos)
+    --max-image-pixels N           refuse images declaring more pixels, before decoding (default \(ImageDecodingLimits.defaultMaxPixels), Pillow's)
+    --image-cache-mib MIB          memory for decoded images (default: all of them if they fit in 512; 0: none)
+    """)
 
 /// The data options from the command line; `input` is the model's image input size.
 func imageDataOptions(_ args: ParsedArguments, input: (width: Int, height: Int)?) throws -> ImageDataOptions {

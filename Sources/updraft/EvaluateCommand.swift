@@ -6,14 +6,13 @@ let evaluateCommand = CLICommand(CommandSpec(
     name: "evaluate",
     summary: "Loss, accuracy and confusion matrix of a model on a folder of labelled data.",
     positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-    options: [
-        OptionSpec("data", value: "DIR", help: "one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy"),
-        OptionSpec("batch-size", value: "N", help: "examples per forward pass (default 32)"),
-        OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
-        OptionSpec("json", help: "print JSON"),
-        OptionSpec("report", value: "DIR", help: "also write confusion.png, mistakes.png (the worst mistakes) and report.json into DIR"),
-        neighborsOption, unknownDistanceOption,
-    ] + imageDataOptionSpecs + computeOptions
+    options: OptionSpec.table("""
+        --data DIR         one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy
+        --batch-size N     examples per forward pass (default 32)
+        --skip-unreadable  skip images that fail to decode, with a warning
+        --json             print JSON
+        --report DIR       also write confusion.png, mistakes.png (the worst mistakes) and report.json into DIR
+        """) + [neighborsOption, unknownDistanceOption] + imageDataOptionSpecs + computeOptions
 )) { args in
     guard let dataPath = args.value("data") else { throw UsageError("--data DIR is required") }
     let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: args.positionals[0]))

@@ -45,10 +45,10 @@ func gradcheckBackends() -> [GradcheckEngine] {
 let gradcheckCommand = CLICommand(CommandSpec(
     name: "gradcheck",
     summary: "check every op's gradients by finite differences, then compare each backend with the reference",
-    options: [
-        OptionSpec("op", value: "NAME", help: "only ops whose name contains NAME (e.g. convolution, pooling, adam)"),
-        OptionSpec("quick", help: "a handful of cases instead of the full lists"),
-    ],
+    options: OptionSpec.table("""
+        --op NAME  only ops whose name contains NAME (e.g. convolution, pooling, adam)
+        --quick    a handful of cases instead of the full lists
+        """),
     discussion: """
         The finite-difference table checks the Double reference's backward passes against central \
         differences of its forward passes (optimizers: against their closed forms). Each backend table \

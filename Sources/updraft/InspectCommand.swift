@@ -8,10 +8,10 @@ let inspectCommand = CLICommand(
         name: "inspect",
         summary: "Show a Core ML model's inputs, layers, loss, optimizer and hyperparameters, and check it for training",
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("json", help: "print the report as JSON"),
-            OptionSpec("strict", help: "exit with status 1 when the validator reports errors"),
-        ],
+        options: OptionSpec.table("""
+            --json    print the report as JSON
+            --strict  exit with status 1 when the validator reports errors
+            """),
         discussion: """
         Lists inputs, outputs and training inputs; the layers in execution order with their type,
         per-example output shape (channels x height x width), parameter count and updatable flag; the

@@ -6,18 +6,18 @@ let knnCommand = CLICommand(CommandSpec(
     name: "knn",
     summary: "Count, edit, export and import a k-NN classifier's samples (past Core ML, which only appends).",
     positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-    options: [
-        OptionSpec("import", value: "DIR", help: "append the samples of DIR (inputs.npy with labels.txt or targets.npy)"),
-        OptionSpec("remove-label", value: "LABEL", help: "remove every sample of LABEL (repeatable)", repeatable: true),
-        OptionSpec("dedupe", help: "drop samples that repeat an earlier one exactly (values and label)"),
-        OptionSpec("max-per-label", value: "N", help: "keep at most N samples of each label, chosen by seeded reservoir sampling"),
-        OptionSpec("seed", value: "S", help: "the reservoir sampling's seed (default 0)"),
-        neighborsOption,
-        OptionSpec("export", value: "DIR", help: "write the samples to DIR/inputs.npy and their labels to DIR/labels.txt (after the edits)"),
-        OptionSpec("out", value: "OUT.mlmodel", help: "where to write the edited model (required for an edit; may be MODEL itself)"),
-        OptionSpec("json", help: "print the samples per label as JSON"),
-        OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the written model (interop checks)"),
-    ],
+    options: OptionSpec.table("""
+        --import DIR          append the samples of DIR (inputs.npy with labels.txt or targets.npy)
+        --remove-label LABEL  remove every sample of LABEL (repeatable)
+        --dedupe              drop samples that repeat an earlier one exactly (values and label)
+        --max-per-label N     keep at most N samples of each label, chosen by seeded reservoir sampling
+        --seed S              the reservoir sampling's seed (default 0)
+        """, repeatable: ["remove-label"]) + [neighborsOption] + OptionSpec.table("""
+        --export DIR         write the samples to DIR/inputs.npy and their labels to DIR/labels.txt (after the edits)
+        --out OUT.mlmodel    where to write the edited model (required for an edit; may be MODEL itself)
+        --json               print the samples per label as JSON
+        --sidecar FILE.json  also write a JSON summary of the written model (interop checks)
+        """),
     discussion: "The edits run in this order: --import, --remove-label, --dedupe, --max-per-label, --neighbors; then --export, "
         + "then the samples per label are printed. The model is written atomically to --out; MODEL is never touched unless --out names it."
 )) { args in

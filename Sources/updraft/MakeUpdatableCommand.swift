@@ -9,31 +9,31 @@ let makeUpdatableCommand = CLICommand(
         name: "make-updatable",
         summary: "Make a model updatable (layers, loss, optimizer, hyperparameters and their allowed values), or change those of an updatable one",
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("layers", value: "L1,L2", help: "convolution/innerProduct layers to train (replaces the updatable set; required for a model that has none)"),
-            OptionSpec("loss", value: "cross-entropy|mse", help: "loss (default: the model's; new: cross-entropy for a classifier or a softmax output, else mse)"),
-            OptionSpec("loss-input", value: "BLOB", help: "blob the loss reads (default: a classifier's probabilities, else the only output)"),
-            OptionSpec("loss-name", value: "NAME", help: "loss layer name (default: the model's, else lossLayer)"),
-            OptionSpec("optimizer", value: "sgd|adam", help: "optimizer (default: the model's, else sgd)"),
-            OptionSpec("learning-rate", value: "X", help: "default learning rate (new: 0.01)"),
-            OptionSpec("allowed-learning-rate", value: "MIN..MAX", help: "allowed learning rates (new: 0..1)"),
-            OptionSpec("batch-size", value: "N", help: "default mini-batch size (new: 10)"),
-            OptionSpec("allowed-batch-sizes", value: "A,B|MIN..MAX", help: "allowed mini-batch sizes, a set or a range (new: the default alone)"),
-            OptionSpec("momentum", value: "X", help: "SGD momentum (new: 0)"),
-            OptionSpec("allowed-momentum", value: "MIN..MAX", help: "allowed momentum (new: 0..1)"),
-            OptionSpec("beta1", value: "X", help: "Adam beta1 (new: 0.9)"),
-            OptionSpec("allowed-beta1", value: "MIN..MAX", help: "allowed beta1 (new: 0..1)"),
-            OptionSpec("beta2", value: "X", help: "Adam beta2 (new: 0.999)"),
-            OptionSpec("allowed-beta2", value: "MIN..MAX", help: "allowed beta2 (new: 0..1)"),
-            OptionSpec("eps", value: "X", help: "Adam epsilon (new: 1e-8)"),
-            OptionSpec("allowed-eps", value: "MIN..MAX", help: "allowed epsilon (new: 0..1)"),
-            OptionSpec("epochs", value: "N", help: "default epochs (new: 1)"),
-            OptionSpec("allowed-epochs", value: "A,B|MIN..MAX", help: "allowed epochs, a set or a range (new: the default alone)"),
-            OptionSpec("shuffle", value: "on|off", help: "shuffle the examples every epoch (new: on)"),
-            OptionSpec("seed", value: "S", help: "shuffle seed stored in the model (new: none, i.e. 0)"),
-            OptionSpec("out", value: "FILE.mlmodel", help: "where to write the model (required; may be MODEL itself)"),
-            OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the weights (for interop checks)"),
-        ],
+        options: OptionSpec.table("""
+            --layers L1,L2                      convolution/innerProduct layers to train (replaces the updatable set; required for a model that has none)
+            --loss cross-entropy|mse            loss (default: the model's; new: cross-entropy for a classifier or a softmax output, else mse)
+            --loss-input BLOB                   blob the loss reads (default: a classifier's probabilities, else the only output)
+            --loss-name NAME                    loss layer name (default: the model's, else lossLayer)
+            --optimizer sgd|adam                optimizer (default: the model's, else sgd)
+            --learning-rate X                   default learning rate (new: 0.01)
+            --allowed-learning-rate MIN..MAX    allowed learning rates (new: 0..1)
+            --batch-size N                      default mini-batch size (new: 10)
+            --allowed-batch-sizes A,B|MIN..MAX  allowed mini-batch sizes, a set or a range (new: the default alone)
+            --momentum X                        SGD momentum (new: 0)
+            --allowed-momentum MIN..MAX         allowed momentum (new: 0..1)
+            --beta1 X                           Adam beta1 (new: 0.9)
+            --allowed-beta1 MIN..MAX            allowed beta1 (new: 0..1)
+            --beta2 X                           Adam beta2 (new: 0.999)
+            --allowed-beta2 MIN..MAX            allowed beta2 (new: 0..1)
+            --eps X                             Adam epsilon (new: 1e-8)
+            --allowed-eps MIN..MAX              allowed epsilon (new: 0..1)
+            --epochs N                          default epochs (new: 1)
+            --allowed-epochs A,B|MIN..MAX       allowed epochs, a set or a range (new: the default alone)
+            --shuffle on|off                    shuffle the examples every epoch (new: on)
+            --seed S                            shuffle seed stored in the model (new: none, i.e. 0)
+            --out FILE.mlmodel                  where to write the model (required; may be MODEL itself)
+            --sidecar FILE.json                 also write a JSON summary of the weights (for interop checks)
+            """),
         discussion: """
         What coremltools' NeuralNetworkBuilder.make_updatable, set_categorical_cross_entropy_loss /
         set_mean_squared_error_loss, set_sgd_optimizer / set_adam_optimizer, set_epochs and

@@ -9,19 +9,17 @@ let planCommand = CLICommand(
         name: "plan",
         summary: "Show where each layer of a model would train (device, estimated forward and backward times, transfers)",
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("compute-units", value: "U",
-                       help: "devices the plan may use: cpuOnly, cpuAndGPU or all (default all, as in Core ML)"),
-            OptionSpec("batch-size", value: "N", help: "examples per batch (default: the model's miniBatchSize)"),
-            OptionSpec("device", value: "NAME|INDEX",
-                       help: "run everything on one device: cpu, or an index or part of a name from `updraft devices`"),
-            OptionSpec("json", help: "print the plan as JSON"),
-            OptionSpec("frozen-fp16", help: "show what `train --frozen-fp16` would save: the frozen layers' activations as halves"),
-            OptionSpec("feature-cache-fp16", help: "show what `train --feature-cache-fp16` would save: cached features as halves"),
-            dataParallelOption,
-            OptionSpec("ranks", value: "N", help: "without mpirun: project N ranks (each planning its share of the batch)"),
-            OptionSpec("link-gbps", value: "G", help: "with --ranks: the link speed in Gb/s to estimate the gradient exchange with"),
-        ],
+        options: OptionSpec.table("""
+            --compute-units U     devices the plan may use: cpuOnly, cpuAndGPU or all (default all, as in Core ML)
+            --batch-size N        examples per batch (default: the model's miniBatchSize)
+            --device NAME|INDEX   run everything on one device: cpu, or an index or part of a name from `updraft devices`
+            --json                print the plan as JSON
+            --frozen-fp16         show what `train --frozen-fp16` would save: the frozen layers' activations as halves
+            --feature-cache-fp16  show what `train --feature-cache-fp16` would save: cached features as halves
+            """) + [dataParallelOption] + OptionSpec.table("""
+            --ranks N      without mpirun: project N ranks (each planning its share of the batch)
+            --link-gbps G  with --ranks: the link speed in Gb/s to estimate the gradient exchange with
+            """),
         discussion: """
         Devices are calibrated once (a short measurement) and cached in $\(CalibrationCache.directoryVariable), \
         $XDG_CACHE_HOME/updraft or ~/.cache/updraft. Times are estimates from each layer's FLOPs and bytes and \
@@ -36,7 +34,7 @@ let planCommand = CLICommand(
         """),
     run: { args in
         let path = args.positionals[0]
-        // The same configuration `train` resolves; `Scheduler.place` is the placement its run is scheduled with.
+        // The same configuration `train` resolves; `ResolvedRun.plan` places it as `resolve` does, opening nothing.
         var config = UpdateConfiguration()
         try computeConfiguration(args, dataParallel: true, into: &config)
         let file = try CoreMLModel(contentsOf: URL(fileURLWithPath: path))
@@ -52,12 +50,7 @@ let planCommand = CLICommand(
             }
             return 0
         }
-        let graph = try NetworkGraph(model: model)
-        let option = try args.int("batch-size")
-        let modelDefault = graph.updateParameters?.optimizer?.miniBatchSize.map { Int(clamping: $0.defaultValue) }
-        let batchSize = option ?? modelDefault ?? 8
-        try SizeLimits.checkBatchSize(batchSize, graph: graph, source: option != nil ? "--batch-size"
-                                          : modelDefault != nil ? "the model's default miniBatchSize" : "the default mini-batch size")
+        let batchOption = try args.int("batch-size")
         let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
         let projected = try args.int("ranks")
         let linkGbps = try args.double("link-gbps")
@@ -66,12 +59,13 @@ let planCommand = CLICommand(
         if projected != nil && ranks != nil { throw UsageError("--ranks is for a projection without mpirun; under mpirun the job's ranks are planned") }
         if (projected != nil) != (linkGbps != nil) { throw UsageError("--ranks and --link-gbps go together") }
         let rankCount = ranks?.size ?? projected ?? 1
-        let perRank = RankPlanning.perRankBatch(batchSize, ranks: rankCount)
 
-        // Under mpirun each rank plans on the device `train` would give it (by its rank on its host).
+        // Under mpirun each rank plans its share on the device `train` would give it (by its rank on its host).
         config.distributed = ranks
-        let rankDevice = try config.chooseRankDevice()
-        let (plan, warnings) = try Scheduler.place(graph: graph, batchSize: perRank, configuration: config)
+        let resolved = try ResolvedRun.plan(network: model, batchSize: batchOption, batchSizeSource: "--batch-size",
+                                            ranks: rankCount, configuration: config)
+        let (graph, plan, batchSize, perRank) = (resolved.graph, resolved.plan, resolved.batchSize, resolved.perRankBatchSize)
+        let warnings = resolved.warnings
         for w in warnings { printError("warning: \(w)") }
         // Several ranks: every rank's plan, and the gradient exchange (measured under mpirun).
         var rankLines: [String] = []
@@ -93,7 +87,7 @@ let planCommand = CLICommand(
             }
             rankLines = RankPlanning.lines(ranks: rankCount, batch: batchSize, perRank: perRank, plans: plans,
                                            gradientBytes: bytes, exchangeSeconds: seconds, bandwidth: bandwidth)
-            if let ranks, let rankDevice {
+            if let ranks, let rankDevice = resolved.rankDevice {
                 rankLines += [""] + (try ranks.deviceMap(device: plan.summary, choice: rankDevice))
             }
             rankObject = ["count": rankCount, "globalBatch": batchSize, "perRankBatch": perRank, "gradientBytes": bytes,

@@ -14,12 +14,6 @@ struct RankPlanning {
         }
     }
 
-    /// Examples per rank of a global batch (the most any rank gets when examples split evenly).
-    static func perRankBatch(_ batch: Int, ranks: Int) -> Int {
-        let r = max(1, ranks)  // rounded up without batch + ranks - 1, which overflows for --ranks near Int.max
-        return max(1, batch / r + (batch % r == 0 ? 0 : 1))
-    }
-
     /// Lines describing the ranks, the exchange and the step, printed after the plan.
     static func lines(ranks: Int, batch: Int, perRank: Int, plans: [(rank: Int, summary: String, ms: Double)],
                       gradientBytes: Int, exchangeSeconds: Double, bandwidth: String) -> [String] {

@@ -8,11 +8,11 @@ let plotCommand = CLICommand(
         name: "plot",
         summary: "Draw a training history's loss and accuracy curves as a PNG",
         positionals: "HISTORY.json", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("out", value: "FILE.png", help: "where to write the PNG (default: HISTORY with .png for .json)"),
-            OptionSpec("width", value: "PIXELS", help: "image width (default 1200)"),
-            OptionSpec("height", value: "PIXELS", help: "image height (default 520)"),
-        ],
+        options: OptionSpec.table("""
+            --out FILE.png   where to write the PNG (default: HISTORY with .png for .json)
+            --width PIXELS   image width (default 1200)
+            --height PIXELS  image height (default 520)
+            """),
         discussion: """
         Reads the history `updraft train` writes next to the trained model (<model>.history.json) and
         draws, as DIGITS does, a loss panel (every mini-batch's loss, the mean training loss and the

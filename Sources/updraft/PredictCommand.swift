@@ -6,9 +6,10 @@ let predictCommand = CLICommand(CommandSpec(
     name: "predict",
     summary: "The top-5 labels with probabilities for each image, or each row of an .npy of inputs.",
     positionals: "MODEL.mlmodel IMAGE...|INPUTS.npy", minPositionals: 2, maxPositionals: nil,
-    options: [OptionSpec("top", value: "K", help: "how many labels to show (default 5)"),
-              OptionSpec("json", help: "print JSON Lines, one object per image or row (a k-NN's adds its neighbors)"),
-              neighborsOption, unknownDistanceOption] + imageDataOptionSpecs + computeOptions,
+    options: OptionSpec.table("""
+        --top K  how many labels to show (default 5)
+        --json   print JSON Lines, one object per image or row (a k-NN's adds its neighbors)
+        """) + [neighborsOption, unknownDistanceOption] + imageDataOptionSpecs + computeOptions,
     discussion: "An image model takes image files; a multi-array model takes .npy files of shape [N] + its input shape, "
         + "one answer per row. For a k-NN, --json lists each answer's neighbors: sample index, label and Euclidean distance."
 )) { args in

@@ -8,12 +8,12 @@ let reinitCommand = CLICommand(
         name: "reinit",
         summary: "Give layers of a model fresh Kaiming-uniform weights (and zero bias) and write it",
         positionals: "MODEL.mlmodel", minPositionals: 1, maxPositionals: 1,
-        options: [
-            OptionSpec("layers", value: "LAYERS", help: "comma-separated layers (default: the updatable layers)"),
-            OptionSpec("seed", value: "S", help: "seed of the new weights (default 0)"),
-            OptionSpec("out", value: "FILE.mlmodel", help: "where to write the model (required; may be MODEL itself)"),
-            OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the weights (for interop checks)"),
-        ],
+        options: OptionSpec.table("""
+            --layers LAYERS      comma-separated layers (default: the updatable layers)
+            --seed S             seed of the new weights (default 0)
+            --out FILE.mlmodel   where to write the model (required; may be MODEL itself)
+            --sidecar FILE.json  also write a JSON summary of the weights (for interop checks)
+            """),
         discussion: """
         Resets the chosen convolution and inner-product layers, e.g. a classifier head before
         fine-tuning on new classes. Only those layers' weight fields are re-encoded (as float32);

@@ -6,42 +6,38 @@ let trainCommand = CLICommand(CommandSpec(
     name: "train",
     summary: "Fine-tune a Core ML updatable model's updatable layers on a folder of data, or append samples to a k-NN.",
     positionals: "MODEL.mlmodel", minPositionals: 0, maxPositionals: 1,
-    options: [
-        OptionSpec("train", value: "DIR", help: "training data: one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy"),
-        OptionSpec("labels-csv", value: "FILE", help: "training images listed as path,label rows (paths relative to the file), instead of --train"),
-        OptionSpec("validation", value: "DIR", help: "validation data, evaluated after every epoch (a folder or a labels .csv)"),
-        OptionSpec("epochs", value: "N", help: "epochs (default: the model's)"),
-        OptionSpec("batch-size", value: "N", help: "mini-batch size (default: the model's; must be an allowed value)"),
-        OptionSpec("learning-rate", value: "X", help: "learning rate (default: the model's)"),
-        OptionSpec("momentum", value: "X", help: "SGD momentum (default: the model's)"),
-        OptionSpec("weight-decay", value: "X", help: "L2 weight decay (default 0; Core ML has none)"),
-        OptionSpec("no-shuffle", help: "keep the data's order every epoch"),
-        OptionSpec("seed", value: "S", help: "shuffling and augmentation seed (default: the model's)"),
-        OptionSpec("augment", value: "flip", help: "random flips: flip (horizontal), vflip, or flip,vflip"),
-        OptionSpec("random-resized-crop", value: "MIN,MAX",
-                   help: "torchvision's RandomResizedCrop for training images, area fraction MIN...MAX (turns the feature cache off)"),
-        OptionSpec("prefetch", value: "N", help: "mini-batches decoded ahead of training on worker threads (default 2)"),
-        OptionSpec("short-last-batch", help: "keep a short last batch instead of wrapping round (Core ML wraps)"),
-        OptionSpec("no-feature-cache", help: "recompute the frozen layers every epoch"),
-        OptionSpec("feature-cache-device-mib", value: "MIB",
-                   help: "device memory for cached features before host memory (default: half the GPU's; 0: host only)"),
-        OptionSpec("feature-cache-host-mib", value: "MIB", help: "host memory for cached features (default 4096)"),
-        OptionSpec("feature-cache-fp16", help: "keep cached features in half precision: half the memory, fp32 arithmetic"),
-        OptionSpec("frozen-fp16", help: "keep the frozen layers' activations in half precision: half their memory, fp32 arithmetic"),
-        OptionSpec("skip-unreadable", help: "skip images that fail to decode, with a warning"),
-        OptionSpec("no-fallback", help: "stop when a device fails instead of going on on the CPU (under mpirun: every rank stops, rank 0 writes a checkpoint)"),
-        OptionSpec("skip-nonfinite", help: "skip a mini-batch whose loss is NaN or infinite (default: stop, saving the last finite step to resume from)"),
-        OptionSpec("out", value: "OUT.mlmodel", help: "where to write the trained model (default: MODEL-trained.mlmodel)"),
-        OptionSpec("checkpoint-every", value: "N", help: "also write a checkpoint (the model and its .resume state) every N epochs"),
-        OptionSpec("checkpoint-every-batches", value: "N", help: "also write a checkpoint every N mini-batches"),
-        OptionSpec("resume", value: "CHECKPOINT.mlmodel",
-                   help: "continue the run of this checkpoint exactly where it stood (MODEL may then be left out)"),
-        OptionSpec("log", value: "FILE.jsonl", help: "write every event as JSON Lines"),
-        OptionSpec("tensorboard", value: "DIR", help: "log the run for TensorBoard in DIR (curves, histograms, hyperparameters; made when missing)"),
-        OptionSpec("profile", help: "time every layer's passes (waiting for each: slower) and print where the step time went, with GFLOP/s, % of the device's SGEMM rate and the engine"),
-        OptionSpec("sidecar", value: "FILE.json", help: "also write a JSON summary of the trained weights (interop checks)"),
-        neighborsOption,
-    ] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
+    options: OptionSpec.table("""
+        --train DIR                     training data: one subfolder per class (images), a labels .csv, or inputs.npy + labels.txt or targets.npy
+        --labels-csv FILE               training images listed as path,label rows (paths relative to the file), instead of --train
+        --validation DIR                validation data, evaluated after every epoch (a folder or a labels .csv)
+        --epochs N                      epochs (default: the model's)
+        --batch-size N                  mini-batch size (default: the model's; must be an allowed value)
+        --learning-rate X               learning rate (default: the model's)
+        --momentum X                    SGD momentum (default: the model's)
+        --weight-decay X                L2 weight decay (default 0; Core ML has none)
+        --no-shuffle                    keep the data's order every epoch
+        --seed S                        shuffling and augmentation seed (default: the model's)
+        --augment flip                  random flips: flip (horizontal), vflip, or flip,vflip
+        --random-resized-crop MIN,MAX   torchvision's RandomResizedCrop for training images, area fraction MIN...MAX (turns the feature cache off)
+        --prefetch N                    mini-batches decoded ahead of training on worker threads (default 2)
+        --short-last-batch              keep a short last batch instead of wrapping round (Core ML wraps)
+        --no-feature-cache              recompute the frozen layers every epoch
+        --feature-cache-device-mib MIB  device memory for cached features before host memory (default: half the GPU's; 0: host only)
+        --feature-cache-host-mib MIB    host memory for cached features (default 4096)
+        --feature-cache-fp16            keep cached features in half precision: half the memory, fp32 arithmetic
+        --frozen-fp16                   keep the frozen layers' activations in half precision: half their memory, fp32 arithmetic
+        --skip-unreadable               skip images that fail to decode, with a warning
+        --no-fallback                   stop when a device fails instead of going on on the CPU (under mpirun: every rank stops, rank 0 writes a checkpoint)
+        --skip-nonfinite                skip a mini-batch whose loss is NaN or infinite (default: stop, saving the last finite step to resume from)
+        --out OUT.mlmodel               where to write the trained model (default: MODEL-trained.mlmodel)
+        --checkpoint-every N            also write a checkpoint (the model and its .resume state) every N epochs
+        --checkpoint-every-batches N    also write a checkpoint every N mini-batches
+        --resume CHECKPOINT.mlmodel     continue the run of this checkpoint exactly where it stood (MODEL may then be left out)
+        --log FILE.jsonl                write every event as JSON Lines
+        --tensorboard DIR               log the run for TensorBoard in DIR (curves, histograms, hyperparameters; made when missing)
+        --profile                       time every layer's passes (waiting for each: slower) and print where the step time went, with GFLOP/s, % of the device's SGEMM rate and the engine
+        --sidecar FILE.json             also write a JSON summary of the trained weights (interop checks)
+        """) + [neighborsOption] + imageDataOptionSpecs + computeOptions + [dataParallelOption],
     discussion: "Defaults come from the model's update parameters. Ctrl-C, SIGTERM and SIGHUP stop after the current mini-batch and save the model trained so far. "
         + "--out, --log, --sidecar and --tensorboard are checked before training starts; a TensorBoard log that cannot be written mid-run is a warning; a checkpoint that cannot be written is a warning. "
         + "A NaN or infinite loss stops training with the last finite step saved with its resume state (continue with --resume once the data is fixed, or resume with --skip-nonfinite to skip the mini-batch). "

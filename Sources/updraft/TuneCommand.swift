@@ -10,19 +10,19 @@ let tuneCommand = CLICommand(
     CommandSpec(
         name: "tune",
         summary: "Tune the GEMM and convolution kernels (tilings, k unroll, local staging, split-K, CLBlast) for one OpenCL device",
-        options: [
-            OptionSpec("device", value: "INDEX", help: "OpenCL device index from `updraft devices` (default: the first GPU, else 0)"),
-            OptionSpec("quick", help: "the quick space (table tilings, common GPU shapes, k unroll, global reads, split-K 1/4/16, CLBlast), 90 s budget"),
-            OptionSpec("space", value: "S", help: "tiny, quick or full (default full: every well-formed tiling, 900 s budget)"),
-            OptionSpec("budget", value: "SECONDS", help: "stop after this long and keep the best so far (default: the space's)"),
-            OptionSpec("model", value: "M.mlmodel", help: "tune the shapes this model trains with (default: SqueezeNet 1.1, 10 classes)"),
-            OptionSpec("batch-size", value: "B", help: "the batch size to tune for (default: the model's miniBatchSize, else 64)"),
-            OptionSpec("no-clblast", help: "leave CLBlast out of the candidates"),
-            OptionSpec("json", help: "print what was measured as JSON"),
-            OptionSpec("cpu", help: "tune the CPU backend's convolutions instead: per shape and pass, Updraft's own algorithms against oneDNN"),
-            OptionSpec("threads", value: "T", help: "with --cpu: the CPU backend's threads to tune for (default: the cores)"),
-            OptionSpec("repeats", value: "R", help: "with --cpu: timed calls per algorithm and shape, the best kept (default 3)"),
-        ],
+        options: OptionSpec.table("""
+            --device INDEX     OpenCL device index from `updraft devices` (default: the first GPU, else 0)
+            --quick            the quick space (table tilings, common GPU shapes, k unroll, global reads, split-K 1/4/16, CLBlast), 90 s budget
+            --space S          tiny, quick or full (default full: every well-formed tiling, 900 s budget)
+            --budget SECONDS   stop after this long and keep the best so far (default: the space's)
+            --model M.mlmodel  tune the shapes this model trains with (default: SqueezeNet 1.1, 10 classes)
+            --batch-size B     the batch size to tune for (default: the model's miniBatchSize, else 64)
+            --no-clblast       leave CLBlast out of the candidates
+            --json             print what was measured as JSON
+            --cpu              tune the CPU backend's convolutions instead: per shape and pass, Updraft's own algorithms against oneDNN
+            --threads T        with --cpu: the CPU backend's threads to tune for (default: the cores)
+            --repeats R        with --cpu: timed calls per algorithm and shape, the best kept (default 3)
+            """),
         discussion: """
         Each candidate is built, checked against the Double reference on a small problem of the same kind, then \
         timed on the real shape (forward, input gradient, weight gradient); the fastest per shape class wins. \

@@ -17,6 +17,29 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(spec.usage(program: "p").contains("-h"))
     }
 
+    func testAnOptionTableReadsAsTheHelpPrintsIt() throws {
+        let table = OptionSpec.table("""
+            --count N        how many (default \(3))
+
+            --json           print JSON
+            --tag A,B  with  labels, comma-separated
+            """, repeatable: ["tag"])
+        XCTAssertEqual(table.map(\.name), ["count", "json", "tag"])
+        XCTAssertEqual(table.map(\.valueName), ["N", nil, "A,B"])
+        XCTAssertEqual(table.map(\.help), ["how many (default 3)", "print JSON", "with  labels, comma-separated"],
+                       "the first gap of two spaces ends the name and value; the help keeps the rest as written")
+        XCTAssertEqual(table.map(\.repeatable), [false, false, true])
+        let written = [OptionSpec("count", value: "N", help: "how many (default 3)"), OptionSpec("json", help: "print JSON"),
+                       OptionSpec("tag", value: "A,B", help: "with  labels, comma-separated", repeatable: true)]
+        XCTAssertEqual(CommandSpec(name: "demo", summary: "a demo", options: table).usage(program: "p"),
+                       CommandSpec(name: "demo", summary: "a demo", options: written).usage(program: "p"))
+        let parsed = try ParsedArguments(["--count", "4", "--json", "--tag", "a", "--tag", "b"],
+                                         spec: CommandSpec(name: "demo", summary: "a demo", options: table))
+        XCTAssertEqual(try parsed.int("count"), 4)
+        XCTAssertTrue(parsed.flag("json"))
+        XCTAssertEqual(parsed.all("tag"), ["a", "b"])
+    }
+
     func testVersionCarriesTheGitCommitItWasBuiltFrom() throws {
         XCTAssertTrue(UpdraftVersion.version.split(separator: ".").count == 3
                       && UpdraftVersion.version.split(separator: ".").allSatisfy { Int($0) != nil },

@@ -108,6 +108,35 @@ final class TrainingResolvedRunTests: XCTestCase {
         XCTAssertFalse(cli.stdout.contains("training data:"), "checked before any data is loaded: \(cli.stdout)")
     }
 
+    func testPlanPlacesAsResolveDoesWithoutCheckingHyperparametersOrOpeningBackends() throws {
+        let model = try HardeningSizeTests.imageModel(batch: 4)
+        var config = UpdateConfiguration()
+        config.computeUnits = .cpuOnly
+        let run = try ResolvedRun.resolve(model: model, configuration: config, environment: environment)
+        let planned = try ResolvedRun.plan(network: model, configuration: config, environment: environment)
+        XCTAssertEqual(planned.plan.text(), try XCTUnwrap(run.schedule).plan.text(), "the placement resolve opened")
+        XCTAssertEqual([planned.batchSize, planned.perRankBatchSize], [4, 4], "the model's default mini-batch")
+
+        // A size the model does not allow is planned (resolve refuses it); ranks place their share, rounded up.
+        XCTAssertThrowsError(try ResolvedRun.resolve(model: model, configuration: { var c = config; c.parameters[.miniBatchSize] = .int(3); return c }(),
+                                                     environment: environment))
+        let shared = try ResolvedRun.plan(network: model, batchSize: 3, ranks: 2, configuration: config, environment: environment)
+        XCTAssertEqual([shared.batchSize, shared.perRankBatchSize], [3, 2])
+        XCTAssertEqual(shared.plan.batchSize, 2)
+
+        // What the network cannot hold is refused as resolve refuses it, naming the size's source.
+        XCTAssertThrowsError(try ResolvedRun.plan(network: model, batchSize: 1 << 62, batchSizeSource: "--batch-size",
+                                                  configuration: config, environment: environment)) { error in
+            XCTAssertTrue("\(error)".contains("--batch-size 4611686018427387904 is too large"), "\(error)")
+        }
+        // Backends given by the configuration are not placed: there is nothing to plan.
+        let cpu = CPUBackend()
+        config.backends = (cpu, cpu)
+        XCTAssertThrowsError(try ResolvedRun.plan(network: model, configuration: config, environment: environment)) { error in
+            XCTAssertTrue("\(error)".contains("no placement to plan"), "\(error)")
+        }
+    }
+
     func testTrainAndPlanShowTheLibrarysPlan() throws {
         let (url, folder) = try modelAndData()
         var config = UpdateConfiguration()

@@ -231,6 +231,20 @@ public struct ModelBuilder {
         description.predictedProbabilitiesName = probabilities
     }
 
+    /// The usual classifier head on the last blob, in this order: global average pooling `pool`, a
+    /// flatten, the inner product `dense` to one output per label, softmax `softmax` into
+    /// `probabilities`, then `makeClassifier` (the label output named `predictedFeatureName`).
+    public mutating func globalPoolClassifierHead(pool: String, flatten flattenName: String = "flatten", dense: String,
+                                                  labels: ClassLabels, softmax softmaxName: String = "softmax",
+                                                  probabilities: String = "probabilities",
+                                                  predictedFeatureName: String = "label") throws {
+        try pooling(pool, .average, global: true)
+        try flatten(flattenName)
+        try innerProduct(dense, outputChannels: labels.count)
+        try softmax(softmaxName, output: probabilities)
+        try makeClassifier(labels: labels, probabilities: probabilities, predictedFeatureName: predictedFeatureName)
+    }
+
     /// Makes the network a NeuralNetworkRegressor (its outputs are the declared multi-array outputs).
     public mutating func makeRegressor() { network.kind = .regressor }
 

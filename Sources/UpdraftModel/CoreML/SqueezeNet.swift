@@ -94,12 +94,8 @@ public enum SqueezeNet {
         }
         try b.convolution("conv10", outputChannels: 1000, kernel: (1, 1))
         try b.activation("relu_conv10", .relu)
-        try b.pooling("pool10", .average, global: true)
-        try b.flatten("flatten")
-        try b.innerProduct("fullyconnected0", outputChannels: options.labels.count)
-        try b.softmax("softmax", output: probabilitiesName)
-
-        try b.makeClassifier(labels: .strings(options.labels), probabilities: probabilitiesName, predictedFeatureName: labelName)
+        try b.globalPoolClassifierHead(pool: "pool10", dense: "fullyconnected0", labels: .strings(options.labels),
+                                       probabilities: probabilitiesName, predictedFeatureName: labelName)
         try b.makeUpdatable(options.updatableLayers)
         try b.setCrossEntropyLoss(name: "lossLayer", input: probabilitiesName)
         b.setOptimizer(.sgd(learningRate: 0.001, learningRateRange: DoubleBounds(min: 1e-6, max: 1),

@@ -10,8 +10,9 @@ import UpdraftPlacement
 ///
 /// `UpdateTask(run:trainingData:handlers:)` trains it as resolved; `UpdateTask(model:...)`
 /// resolves its configuration the same way when it starts. `updraft train` and
-/// `updraft-bench epochs` resolve through `resolve`, `updraft plan` through the placement it
-/// calls (`Scheduler.place`), so every caller gets the same plan for the same settings.
+/// `updraft-bench epochs` resolve through `resolve`, `updraft plan` through `plan` (`RunPlan.swift`),
+/// which places as `resolve` does (`place`) without opening anything, so every caller gets the
+/// same plan for the same settings.
 public struct ResolvedRun {
     /// The model the run trains.
     public let model: CoreMLModel
@@ -66,7 +67,7 @@ public struct ResolvedRun {
     ///    `resumeFrom` is set (`TrainingCheckpoint.resumedParameters`), each value checked once against
     ///    what the model allows, and the mini-batch size against what the network can hold;
     /// 2. where it runs: the configuration's `backends` or `dataParallel` when either is set (the
-    ///    expert override, not scheduled); otherwise `Scheduler.schedule(graph:batchSize:configuration:)`
+    ///    expert override, not scheduled); otherwise `place` (`Scheduler.place`, as `plan` shows it)
     ///    within `computeUnits`, `deviceOption`/`preferredDevice` and `dataParallelMode` (`environment`
     ///    supplies `UPDRAFT_DEVICE`, `UPDRAFT_DATA_PARALLEL` and the calibration cache), its backends
     ///    opened; a resumed run scheduled on as many replicas as its checkpoint's splits its
@@ -93,15 +94,15 @@ public struct ResolvedRun {
         let overrides = configuration.parameters
         let parameters = try configuration.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
             ?? TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters, overrides: overrides)
-        try SizeLimits.checkBatchSize(parameters.miniBatchSize, graph: graph,
-                                      source: overrides[.miniBatchSize] == nil ? "the model's default miniBatchSize" : "miniBatchSize")
         var config = configuration
         var schedule: MachineSchedule?
-        // Under mpirun, each rank on a host takes its own device (by local rank) unless one is named.
-        let rankDevice = try config.chooseRankDevice(environment: environment)
-        if config.backends == nil && config.dataParallel == nil {
-            let chosen = try Scheduler.schedule(graph: graph, batchSize: parameters.miniBatchSize, configuration: config,
-                                                environment: environment)
+        let (placement, rankDevice) = try place(
+            graph: graph, batchSize: parameters.miniBatchSize,
+            batchSizeSource: overrides[.miniBatchSize] == nil ? "the model's default miniBatchSize" : "miniBatchSize",
+            placing: parameters.miniBatchSize, configuration: &config, environment: environment)
+        if let placement {
+            let backends = try Scheduler.backends(for: placement.plan)
+            let chosen = MachineSchedule(plan: placement.plan, backends: backends, warnings: placement.warnings + backends.warnings)
             config.backends = (chosen.backends.prefix, chosen.backends.tail)
             if chosen.backends.isDataParallel {
                 let replicas = chosen.backends.replicas

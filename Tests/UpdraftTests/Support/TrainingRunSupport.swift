@@ -94,11 +94,7 @@ enum SqueezeShaped {
         try b.concat("fire2/concat", inputs: [left, right])
         try b.convolution("conv10", outputChannels: classes, kernel: (1, 1))
         try b.activation("relu_conv10", .relu)
-        try b.pooling("pool10", .average, global: true)
-        try b.flatten("flatten")
-        try b.innerProduct("fullyconnected0", outputChannels: classes)
-        try b.softmax("softmax", output: "probabilities")
-        try b.makeClassifier(labels: .strings((0..<classes).map(String.init)), probabilities: "probabilities")
+        try b.globalPoolClassifierHead(pool: "pool10", dense: "fullyconnected0", labels: .numbered(classes))
         try b.makeUpdatable(["fire2/expand1x1", "fire2/expand3x3", "conv10", "fullyconnected0"])
         try b.setCrossEntropyLoss(input: "probabilities")
         switch optimizer {

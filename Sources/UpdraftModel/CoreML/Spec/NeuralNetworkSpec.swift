@@ -75,6 +75,9 @@ public enum ClassLabels: Hashable, Sendable {
     /// NeuralNetworkClassifier.int64ClassLabels: labels are integers (the predicted-label output is an Int64 feature).
     case int64([Int64])
 
+    /// String labels "0", "1", ... "count-1".
+    public static func numbered(_ count: Int) -> ClassLabels { .strings((0..<count).map(String.init)) }
+
     /// Number of classes.
     public var count: Int {
         switch self {
