@@ -39,7 +39,7 @@ let cpuConvolutionCommand = CLICommand(CommandSpec(
     }
     let layers = try cpuConvolutionBenchLayers(batch: batch, all: args.flag("all-layers"))
     let algorithms = CPUConvolutionAlgorithm.allCases
-    let short: [CPUConvolutionAlgorithm: String] = [.im2col: "  im2col", .winograd: " wino2x2", .winograd4x4: " wino4x4", .onednn: "  oneDNN"]
+    let short: [CPUConvolutionAlgorithm: String] = [.im2col: "  im2col", .winograd: " wino2x2", .winograd4x4: " wino4x4", .onednn: "  oneDNN", .direct: "  direct"]
     var rows: [[String: Any]] = []
     print("CPU convolution \(pass.rawValue), batch \(batch), \(backend.threadCount) threads, best of \(repeats) (\(cpuTime ? "CPU " : "")ms; GFLOP/s counts direct convolution's work); oneDNN \(OneDNN.version ?? "unavailable: " + (OneDNN.unavailableReason ?? ""))")
     print("layer                          shape                          " + algorithms.map { (short[$0] ?? $0.rawValue).padding(toLength: 9, withPad: " ", startingAt: 0) }.joined()

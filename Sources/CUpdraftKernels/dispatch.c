@@ -160,3 +160,29 @@ void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stri
     kernels()->max_fold_rows(first, rows, row_stride, row_count, y, n);
 }
 void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride) { kernels()->gather_strided(x, y, n, stride); }
+
+void upd_conv_small_rows(const float *x, const upd_conv_shape *s, const float *packed, const float *bias, float *y,
+                         ptrdiff_t oy0, ptrdiff_t oy1, int relu, float *scratch) {
+    kernels()->conv_small_rows(x, s, packed, bias, y, oy0, oy1, relu, scratch);
+}
+
+static ptrdiff_t conv_small_k(const upd_conv_shape *s) { return s->cin * s->kh * s->kw; }
+static ptrdiff_t round_up(ptrdiff_t n, ptrdiff_t m) { return (n + m - 1) / m * m; }
+
+ptrdiff_t upd_conv_small_packed_count(const upd_conv_shape *s) { return conv_small_k(s) * round_up(s->cout, 8); }
+
+void upd_conv_small_pack(const float *w, const upd_conv_shape *s, float *packed) {
+    ptrdiff_t K = conv_small_k(s), coutp = round_up(s->cout, 8);
+    for (ptrdiff_t k = 0; k < K; k++) {
+        for (ptrdiff_t c = 0; c < coutp; c++) packed[k * coutp + c] = c < s->cout ? w[c * K + k] : 0.0f;
+    }
+}
+
+ptrdiff_t upd_conv_small_rows_per_chunk(const upd_conv_shape *s) {
+    ptrdiff_t rows = 512 / (s->wo > 0 ? s->wo : 1);
+    return rows < 1 ? 1 : rows;
+}
+
+ptrdiff_t upd_conv_small_scratch_count(const upd_conv_shape *s) {
+    return conv_small_k(s) * round_up(upd_conv_small_rows_per_chunk(s) * s->wo, 16);
+}

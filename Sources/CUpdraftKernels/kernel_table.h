@@ -4,6 +4,7 @@
 // per level and installs one.
 #include <stddef.h>
 #include <stdint.h>
+#include "include/CUpdraftKernels.h"
 
 typedef struct {
     void (*relu_forward)(const float *, float *, ptrdiff_t);
@@ -22,6 +23,8 @@ typedef struct {
     void (*gather_strided)(const float *, float *, ptrdiff_t, ptrdiff_t);
     void (*max_pool_row)(const float *, float *, float *, ptrdiff_t, ptrdiff_t, ptrdiff_t);
     void (*max_fold_rows)(const float *, const float *, ptrdiff_t, ptrdiff_t, float *, ptrdiff_t);
+    void (*conv_small_rows)(const float *, const upd_conv_shape *, const float *, const float *, float *, ptrdiff_t,
+                            ptrdiff_t, int, float *);
 } upd_kernel_table;
 
 extern const upd_kernel_table upd_kernel_table_baseline;

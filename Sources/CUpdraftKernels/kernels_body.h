@@ -171,6 +171,8 @@ static void UPD_FN(max_fold_rows)(const float *restrict first, const float *rest
     }
 }
 
+#include "conv_body.h"
+
 const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .relu_forward = UPD_FN(relu_forward),
     .relu_backward = UPD_FN(relu_backward),
@@ -188,4 +190,5 @@ const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .gather_strided = UPD_FN(gather_strided),
     .max_pool_row = UPD_FN(max_pool_row),
     .max_fold_rows = UPD_FN(max_fold_rows),
+    .conv_small_rows = UPD_FN(conv_small_rows),
 };

@@ -38,8 +38,9 @@ final class CPUConvolutionTunerTests: XCTestCase {
         let (tuning, outcomes) = try tuner.tune(problems)
         XCTAssertEqual(backend.convolutionAlgorithmOverride, .im2col, "the backend's override is restored")
         let oneDNN: Set<CPUConvolutionAlgorithm> = OneDNN.isAvailable ? [.onednn] : []
-        let expected: [Set<CPUConvolutionAlgorithm>] = [[.im2col, .winograd, .winograd4x4], [.im2col, .winograd, .winograd4x4],
-                                                        [.im2col], [.im2col]]
+        // The direct convolution is a forward candidate wherever K = Cin*kH*kW is at most `directMaxK`.
+        let expected: [Set<CPUConvolutionAlgorithm>] = [[.im2col, .winograd, .winograd4x4, .direct], [.im2col, .winograd, .winograd4x4],
+                                                        [.im2col], [.im2col, .direct]]
         for (o, candidates) in zip(outcomes, expected) {
             let what = "\(o.problem.name) \(o.problem.pass.rawValue)"
             XCTAssertEqual(Set(o.milliseconds.keys), candidates.union(oneDNN), what)

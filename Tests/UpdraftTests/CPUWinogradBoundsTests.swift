@@ -30,7 +30,8 @@ final class CPUWinogradBoundsTests: XCTestCase {
                 return try backend.download(dx)
             }
             let expected = try run(ReferenceBackend()).map(Double.init)
-            for algorithm in CPUConvolutionAlgorithm.allCases where algorithm != .onednn || OneDNN.isAvailable {
+            // The direct convolution runs forward passes only.
+            for algorithm in CPUConvolutionAlgorithm.allCases where algorithm != .direct && (algorithm != .onednn || OneDNN.isAvailable) {
                 for threads in [1, 3] {
                     let be = CPUBackend(threads: threads)
                     be.convolutionAlgorithmOverride = algorithm
@@ -96,7 +97,7 @@ final class CPUWinogradBoundsTests: XCTestCase {
             ("resnet18 512@7", 512, 512, 7), ("fire2 expand3x3", 16, 64, 55), ("fire4 expand3x3", 32, 128, 27),
             ("fire6 expand3x3", 48, 192, 13), ("fire8 expand3x3", 64, 256, 13),
         ]
-        let bound: [CPUConvolutionAlgorithm: Double] = [.im2col: 5e-7, .winograd: 5e-7, .winograd4x4: 2e-6, .onednn: 5e-7]
+        let bound: [CPUConvolutionAlgorithm: Double] = [.im2col: 5e-7, .winograd: 5e-7, .winograd4x4: 2e-6, .onednn: 5e-7, .direct: 5e-7]
         var worst: [CPUConvolutionAlgorithm: Double] = [:]
         for (name, cin, cout, side) in shapes {
             let spec = ConvolutionSpec(inputChannels: cin, outputChannels: cout, kernelH: 3, kernelW: 3, padding: pad1, hasBias: false)
@@ -122,7 +123,8 @@ final class CPUWinogradBoundsTests: XCTestCase {
                 }
                 return (sum, magnitude)
             }
-            for algorithm in CPUConvolutionAlgorithm.allCases {
+            // The direct convolution where it runs (K up to `directMaxK`: the fire modules' expand3x3).
+            for algorithm in CPUConvolutionAlgorithm.allCases where algorithm != .direct || g.gemmK <= CPUBackend.directMaxK {
                 let be = CPUBackend(threads: 2)
                 be.convolutionAlgorithmOverride = algorithm
                 let y = try be.makeBuffer(count: g.outputShape.count)

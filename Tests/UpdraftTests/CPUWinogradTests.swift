@@ -114,7 +114,10 @@ final class CPUWinogradTests: XCTestCase {
                                                   padding: .same(.bottomRightHeavy)), [64, 16, 56, 56]), .winograd4x4)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 8, outputChannels: 64, kernelH: 3, kernelW: 3,
                                                   padding: .same(.bottomRightHeavy)), [64, 8, 56, 56]), .im2col)
-        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .im2col)
+        // A first layer (K = 3*3*3 = 27) takes the small-K direct convolution; a larger K stays on im2col.
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .direct)
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 7, kernelW: 7, strideH: 2, strideW: 2),
+                                  [1, 3, 32, 32]), .im2col)
         be.convolutionAlgorithmOverride = .winograd
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .winograd)
         for spec in [ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2),

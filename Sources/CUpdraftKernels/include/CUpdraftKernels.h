@@ -89,6 +89,28 @@ void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t coun
 /// rows + r * row_stride) y[i] = row[i] where row[i] > y[i]. y must not overlap the inputs.
 void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n);
 
+/// A convolution's geometry for one image: x [cin, h, w], weights [cout, cin, kh, kw], y [cout, ho, wo];
+/// output (oy, ox) reads x at (oy*sh - pt + ky*dh, ox*sw - pl + kx*dw), zero outside.
+typedef struct {
+    ptrdiff_t cin, h, w, cout, kh, kw, sh, sw, dh, dw, pt, pl, ho, wo;
+} upd_conv_shape;
+
+/// Floats of the packed weights `upd_conv_small_rows` reads: K x cout rounded up to 8 (K = cin*kh*kw).
+ptrdiff_t upd_conv_small_packed_count(const upd_conv_shape *s);
+/// packed[k * coutp + c] = w[c * K + k] for c < cout, 0 for the padding channels (w is [cout, K]).
+void upd_conv_small_pack(const float *w, const upd_conv_shape *s, float *packed);
+/// Output rows `upd_conv_small_rows` computes together (about 512 outputs: the chunk's columns).
+ptrdiff_t upd_conv_small_rows_per_chunk(const upd_conv_shape *s);
+/// Floats of scratch one `upd_conv_small_rows` call needs: K x (a chunk's outputs rounded up to 16).
+ptrdiff_t upd_conv_small_scratch_count(const upd_conv_shape *s);
+/// The small-K direct convolution of one image, output rows [oy0, oy1): y[c, oy, ox] = bias[c] (0
+/// when bias is NULL) + sum over k of w[c, k] * col[k](oy, ox), with ReLU (NaN gives 0) when `relu`
+/// is nonzero. Every output of those rows is written once; y's channel planes are ho*wo apart. The
+/// sum runs over k in order, with FMA where the level has it (levels round differently; a level is
+/// deterministic). For first layers: K = cin*kh*kw small. Scratch: `upd_conv_small_scratch_count`.
+void upd_conv_small_rows(const float *x, const upd_conv_shape *s, const float *packed, const float *bias, float *y,
+                         ptrdiff_t oy0, ptrdiff_t oy1, int relu, float *scratch);
+
 #ifdef __cplusplus
 }
 #endif

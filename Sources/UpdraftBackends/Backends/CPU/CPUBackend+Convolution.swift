@@ -107,6 +107,10 @@ extension CPUBackend {
         if forwardAlgorithm(for: g) == .onednn,
            try oneDNNForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
                              epilogue: epilogue, plan: plan) { return }
+        if forwardAlgorithm(for: g) == .direct {
+            return directForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
+                                 epilogue: epilogue, plan: plan)
+        }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
         let cinG = g.inChannels / G, inPlane = g.inHeight * g.inWidth

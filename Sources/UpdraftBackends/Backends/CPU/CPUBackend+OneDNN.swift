@@ -22,6 +22,8 @@ extension CPUBackend {
             return g.batch > 0 ? .onednn : nil
         case .im2col:
             return .im2col
+        case .direct:
+            return pass == .forward && directApplies(g) ? .direct : nil
         case .winograd, .winograd4x4:
             switch pass {
             case .forward: return winogradApplies(g) ? wanted : nil

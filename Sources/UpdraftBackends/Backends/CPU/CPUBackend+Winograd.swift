@@ -34,11 +34,14 @@ public enum CPUConvolutionAlgorithm: String, Sendable, Codable, CaseIterable {
     /// oneDNN's convolution (CPUBackend+OneDNN.swift), any shape it implements, all three passes;
     /// chosen only by the override or a stored tuning, never by the built-in rule.
     case onednn
+    /// The small-K direct convolution (CPUBackend+SmallKConvolution.swift), forward only, for
+    /// ungrouped layers with few input channels (a network's first layer).
+    case direct
 
-    /// The tile a Winograd algorithm uses; nil for im2col and oneDNN.
+    /// The tile a Winograd algorithm uses; nil for im2col, oneDNN and the direct convolution.
     var winogradTile: WinogradTile? {
         switch self {
-        case .im2col, .onednn: return nil
+        case .im2col, .onednn, .direct: return nil
         case .winograd: return .f2
         case .winograd4x4: return .f4
         }
@@ -88,9 +91,10 @@ extension CPUBackend {
         requestedAlgorithm(g, .forward) ?? builtInForwardAlgorithm(for: g)
     }
 
-    /// The built-in rule: Winograd for shapes wide enough to gain from it, F(4x4, 3x3) where the
-    /// output is large enough for its tiles, else im2col.
+    /// The built-in rule: the direct convolution for small K (first layers), Winograd for shapes wide
+    /// enough to gain from it, F(4x4, 3x3) where the output is large enough for its tiles, else im2col.
     func builtInForwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
+        if directApplies(g) && g.gemmK <= Self.directBuiltInMaxK && !isDirect(g) { return .direct }
         guard winogradApplies(g) else { return .im2col }
         guard g.inChannels >= Self.winogradMinChannels && g.outChannels >= Self.winogradMinChannels else { return .im2col }
         return min(g.outHeight, g.outWidth) >= Self.winograd4x4MinSide ? .winograd4x4 : .winograd
