@@ -62,13 +62,24 @@ static void UPD_FN(conv_small_rows)(const float *restrict x, const upd_conv_shap
     const ptrdiff_t coutp = (s->cout + UPD_CONV_CHANNELS - 1) / UPD_CONV_CHANNELS * UPD_CONV_CHANNELS;
     const ptrdiff_t plane = s->ho * s->wo;
     const upd_conv_v16 zero = {0};
+    // A 1x1, stride-1, unpadded convolution reads its columns from the image itself (channel k's
+    // plane is row k); only a block running past the end of the plane is copied, zero-padded.
+    const int pointwise = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0
+        && s->ho == s->h && s->wo == s->w;
     for (ptrdiff_t oy = oy0; oy < oy1; oy += rows) {
         // A chunk of output rows is one run of columns: output (oy + r, ox) is column r*wo + ox, and
         // lies at the same offset from the chunk's start in every output channel's plane.
         const ptrdiff_t count = (oy1 - oy < rows ? oy1 - oy : rows) * s->wo;
-        for (ptrdiff_t r = 0; oy + r < oy1 && r < rows; r++) UPD_FN(conv_gather_row)(x, s, oy + r, ld, scratch + r * s->wo);
-        for (ptrdiff_t k = 0; k < K; k++) {
-            for (ptrdiff_t i = count; i < ld; i++) scratch[k * ld + i] = 0.0f;
+        const float *columns0 = scratch;
+        ptrdiff_t step = ld;
+        if (pointwise) {
+            columns0 = x + oy * s->wo;
+            step = plane;
+        } else {
+            for (ptrdiff_t r = 0; oy + r < oy1 && r < rows; r++) UPD_FN(conv_gather_row)(x, s, oy + r, ld, scratch + r * s->wo);
+            for (ptrdiff_t k = 0; k < K; k++) {
+                for (ptrdiff_t i = count; i < ld; i++) scratch[k * ld + i] = 0.0f;
+            }
         }
         for (ptrdiff_t c0 = 0; c0 < s->cout; c0 += UPD_CONV_CHANNELS) {
             const ptrdiff_t cb = s->cout - c0 < UPD_CONV_CHANNELS ? s->cout - c0 : UPD_CONV_CHANNELS;
@@ -77,9 +88,18 @@ static void UPD_FN(conv_small_rows)(const float *restrict x, const upd_conv_shap
                 upd_conv_v16 acc[UPD_CONV_CHANNELS];
 #pragma clang loop unroll(full)
                 for (int c = 0; c < UPD_CONV_CHANNELS; c++) acc[c] = zero + (bias && c < cb ? bias[c0 + c] : 0.0f);
-                const float *v = scratch + ox0;
+                const float *v = columns0 + ox0;
+                ptrdiff_t vstep = step;
+                if (pointwise && (oy * s->wo + ox0 + UPD_CONV_COLUMNS > plane)) {
+                    const ptrdiff_t left = plane - oy * s->wo - ox0;
+                    for (ptrdiff_t k = 0; k < K; k++) {
+                        for (ptrdiff_t j = 0; j < UPD_CONV_COLUMNS; j++) scratch[k * UPD_CONV_COLUMNS + j] = j < left ? v[k * plane + j] : 0.0f;
+                    }
+                    v = scratch;
+                    vstep = UPD_CONV_COLUMNS;
+                }
                 const float *wk = packed + c0;
-                for (ptrdiff_t k = 0; k < K; k++, v += ld, wk += coutp) {
+                for (ptrdiff_t k = 0; k < K; k++, v += vstep, wk += coutp) {
                     const upd_conv_v16 columns = *(const upd_conv_v16 *)v;
 #pragma clang loop unroll(full)
                     for (int c = 0; c < UPD_CONV_CHANNELS; c++) acc[c] += wk[c] * columns;

@@ -34,6 +34,10 @@ final class CPUDirectConvolutionTests: XCTestCase {
         // an item and the last chunk of each item end part-way.
         Case(spec: ConvolutionSpec(inputChannels: 2, outputChannels: 10, kernelH: 3, kernelW: 3), input: [1, 2, 37, 230],
              epilogue: .relu),
+        // 1x1 stride 1 unpadded: the columns are read from the image itself; 7 x 9 = 63 outputs, so
+        // the last block runs past the plane and is copied, zero-padded.
+        Case(spec: ConvolutionSpec(inputChannels: 37, outputChannels: 12, kernelH: 1, kernelW: 1), input: [3, 37, 7, 9],
+             epilogue: .relu, offset: 2, total: 16),
         // Dilation, one output channel, an output narrower than one column block.
         Case(spec: ConvolutionSpec(inputChannels: 4, outputChannels: 1, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 3),
              input: [2, 4, 11, 12]),
@@ -103,6 +107,7 @@ final class CPUDirectConvolutionTests: XCTestCase {
         XCTAssertEqual(be.backwardDataAlgorithm(for: try cases[0].spec.geometry(input: cases[0].input)), .im2col, "forward only")
         be.convolutionAlgorithmOverride = nil
         XCTAssertEqual(be.forwardAlgorithm(for: try cases[0].spec.geometry(input: cases[0].input)), .direct, "K = 27")
-        XCTAssertEqual(be.forwardAlgorithm(for: try cases[2].spec.geometry(input: cases[2].input)), .im2col, "K = 147")
+        XCTAssertEqual(be.forwardAlgorithm(for: try cases[2].spec.geometry(input: cases[2].input)), .direct, "K = 147, 3 channels")
+        XCTAssertEqual(be.forwardAlgorithm(for: try cases[5].spec.geometry(input: cases[5].input)), .direct, "1x1 with K = 37")
     }
 }

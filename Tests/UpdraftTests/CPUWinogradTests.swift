@@ -114,17 +114,22 @@ final class CPUWinogradTests: XCTestCase {
                                                   padding: .same(.bottomRightHeavy)), [64, 16, 56, 56]), .winograd4x4)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 8, outputChannels: 64, kernelH: 3, kernelW: 3,
                                                   padding: .same(.bottomRightHeavy)), [64, 8, 56, 56]), .im2col)
-        // A first layer (K = 3*3*3 = 27) takes the small-K direct convolution; a larger K stays on im2col.
+        // First layers (up to 4 input channels, K up to 160) take the small-K direct convolution, as do
+        // 1x1 layers with K up to 48; others stay on im2col.
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .direct)
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 7, kernelW: 7, strideH: 2, strideW: 2),
-                                  [1, 3, 32, 32]), .im2col)
+                                  [1, 3, 32, 32]), .direct)
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 8, outputChannels: 64, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2),
+                                  [1, 8, 32, 32]), .im2col)
+        XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 64, outputChannels: 16, kernelH: 1, kernelW: 1), [1, 64, 32, 32]), .im2col)
         be.convolutionAlgorithmOverride = .winograd
         XCTAssertEqual(try choice(ConvolutionSpec(inputChannels: 3, outputChannels: 64, kernelH: 3, kernelW: 3), [1, 3, 32, 32]), .winograd)
         for spec in [ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2),
                      ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 1, kernelW: 1),
                      ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, dilationH: 2, dilationW: 2),
                      ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, groups: 2)] {
-            XCTAssertEqual(try choice(spec, [1, 16, 20, 20]), .im2col, "\(spec)")
+            // Winograd cannot run these: the built-in rule decides (the 1x1 goes to the direct convolution).
+            XCTAssertEqual(try choice(spec, [1, 16, 20, 20]), spec.kernelH == 1 ? .direct : .im2col, "\(spec)")
         }
     }
 }

@@ -7,14 +7,21 @@ import UpdraftCore
 // such a layer packing a [27, 12769] operand per image and then runs its epilogue as a pass of its
 // own; here each output row's columns are gathered into a few KiB that stay in L1, blocks of 8
 // channels x 16 columns accumulate in registers over K, and the bias and a ReLU are applied as the
-// block is stored: the output is written once. Forward only: a first layer's input needs no gradient.
+// block is stored: the output is written once. A 1x1 stride-1 layer's columns are its input planes,
+// read in place (no packing of a [K, S] operand): the thin pointwise layers gain too. Forward only.
 
 extension CPUBackend {
     /// The largest K the direct convolution runs when forced (its gathered rows are K x Wo floats).
     static let directMaxK = 512
-    /// The largest K the built-in rule gives it: measured faster than im2col + OpenBLAS (quiet,
-    /// `updraft-bench cpu-conv`) on SqueezeNet's and MobileNetV2's conv1 (K = 27).
-    static let directBuiltInMaxK = 32
+    /// What the built-in rule gives it (`updraft-bench cpu-conv --batch 16 --threads 1 --cpu-time
+    /// --all-layers`, CPU ms against im2col + OpenBLAS): first layers of at most 4 input channels and
+    /// K up to 160 (SqueezeNet's conv1, K = 27: 9.6 against 11.9; ResNet-18's 7x7, K = 147: 41.2
+    /// against 56.0), and 1x1 stride-1 layers with K up to 48, whose columns are the image itself
+    /// (SqueezeNet's expand1x1, K = 16-48: 1.0-1.4 against 1.3-2.0; at K = 64 and over, the squeeze
+    /// layers, they are even).
+    static let directBuiltInMaxChannels = 4
+    static let directBuiltInMaxK = 160
+    static let directBuiltInMaxPointwiseK = 48
 
     /// Whether the direct convolution can run `g`'s forward pass: ungrouped, K at most `directMaxK`.
     func directApplies(_ g: ConvGeometry) -> Bool {

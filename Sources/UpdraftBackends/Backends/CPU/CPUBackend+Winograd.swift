@@ -94,7 +94,10 @@ extension CPUBackend {
     /// The built-in rule: the direct convolution for small K (first layers), Winograd for shapes wide
     /// enough to gain from it, F(4x4, 3x3) where the output is large enough for its tiles, else im2col.
     func builtInForwardAlgorithm(for g: ConvGeometry) -> CPUConvolutionAlgorithm {
-        if directApplies(g) && g.gemmK <= Self.directBuiltInMaxK && !isDirect(g) { return .direct }
+        if directApplies(g) && (isDirect(g) ? g.gemmK <= Self.directBuiltInMaxPointwiseK
+                                            : g.inChannels <= Self.directBuiltInMaxChannels && g.gemmK <= Self.directBuiltInMaxK) {
+            return .direct
+        }
         guard winogradApplies(g) else { return .im2col }
         guard g.inChannels >= Self.winogradMinChannels && g.outChannels >= Self.winogradMinChannels else { return .im2col }
         return min(g.outHeight, g.outWidth) >= Self.winograd4x4MinSide ? .winograd4x4 : .winograd
