@@ -101,13 +101,7 @@ public struct CPUOpTuner {
         } else {
             rejected = "oneDNN has no primitive for the shape as Updraft defines it"
         }
-        // With one thread, the thread's CPU time (steadier on a loaded machine); else wall time.
-        func now() -> Double {
-            guard backend.threadCount == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
-            var t = timespec()
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
-            return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
-        }
+        let now = { tunerMilliseconds(threads: backend.threadCount) }
         var best: [CPUOpEngine: Double] = [:]
         for _ in 0..<max(1, repeats) {
             for e in engines {
@@ -151,4 +145,13 @@ public struct CPUOpTuner {
             }
         }
     }
+}
+
+/// Milliseconds for the CPU tuners' timings: with one thread, the thread's CPU time (steadier on a
+/// loaded machine); else wall time.
+func tunerMilliseconds(threads: Int) -> Double {
+    guard threads == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+    var t = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
 }
