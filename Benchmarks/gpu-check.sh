@@ -4,7 +4,10 @@
 # There:  bash Benchmarks/gpu-check.sh       (device `run` with carry [".device"]; results in $OUT)
 #
 # 1. which OpenCL devices the NVIDIA driver shows; 2. every backend against the reference (gradcheck,
-# quick lists); 3. the kernel tuner (--quick, 80 s budget) for SqueezeNet's shapes, stored in
+# quick lists), then the CPU backend and its engines alone (OpenCL hidden), on the full lists, at the
+# host CPU's AVX-512 level and at the baseline level (UPDRAFT_CPU_LEVEL; a CPU without AVX-512 runs its
+# best level with one warning, in cpu-avx512.err, and `devices` names the level); 3. the kernel tuner
+# (--quick, 80 s budget) for SqueezeNet's shapes, stored in
 # $OUT/cache so that the next steps run what it chose; 4. kernel timings at SqueezeNet's shapes against
 # the device's measured peak, both GEMM engines side by side; 5. training epochs on the GPU, with and
 # without the feature cache, side by side with PyTorch on CUDA (TF32 off); 6. the same on the host's
@@ -19,7 +22,7 @@ export UPDRAFT_CACHE_DIR="$out/cache"      # calibration and kernel tuning, shar
 images=${GPU_CHECK_IMAGES:-4096}
 status=0
 started=$SECONDS
-# step NAME LIMIT_SECONDS PRODUCT ARGS...: runs the bundled PRODUCT; the limits add up to 530 s, so the whole run fits in 9 minutes
+# step NAME LIMIT_SECONDS PRODUCT ARGS...: runs the bundled PRODUCT; the limits add up to 570 s, so the whole run fits in 10 minutes
 # even when a step hangs (it is then stopped, reported as failed, and the next step runs).
 step() {
   local name=$1 limit=$2; shift 2
@@ -33,6 +36,10 @@ step() {
 : > "$out/step-seconds.txt"
 step devices    20 updraft devices
 step gradcheck  50 updraft gradcheck --quick
+# The CPU comparisons at two vector levels: an ICD folder with no vendor in it hides the OpenCL devices.
+mkdir -p "$out/no-opencl"
+OCL_ICD_VENDORS="$out/no-opencl" UPDRAFT_CPU_LEVEL=avx512 step cpu-avx512 20 updraft gradcheck
+OCL_ICD_VENDORS="$out/no-opencl" UPDRAFT_CPU_LEVEL=baseline step cpu-baseline 20 updraft gradcheck
 step tune      110 updraft tune --quick --budget 80 --json
 step kernels   110 updraft-bench kernels --json
 step epochs    120 updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json

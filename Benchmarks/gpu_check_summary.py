@@ -4,6 +4,7 @@ SGEMM >= 40 TFLOP/s at 4096^3 and >= 30 at conv10's shape; epochs >= 1.5x PyTorc
 feature cache and >= 3x with it. Usage: gpu_check_summary.py OUT_DIR (prints the JSON)."""
 import json
 import os
+import re
 import sys
 
 TARGETS = {"sgemm_4096_tflops": 40.0, "conv10_gemm_tflops": 30.0,
@@ -19,6 +20,24 @@ def load(out, name):
         return json.loads(text[start:]) if start >= 0 else None
     except (OSError, ValueError) as e:
         return {"error": f"{path}: {e}"}
+
+
+def gradcheck_summary(out, name):
+    """The last "gradcheck: N passed, M failed" line of a gradcheck step, and its first warning (a level the CPU lacks)."""
+    try:
+        with open(os.path.join(out, name + ".txt")) as f:
+            counts = re.findall(r"gradcheck: (\d+) passed, (\d+) failed", f.read())
+    except OSError as e:
+        return {"error": str(e)}
+    warning = None
+    try:
+        with open(os.path.join(out, name + ".err")) as f:
+            warning = next((line.strip() for line in f if line.startswith("warning:")), None)
+    except OSError:
+        pass
+    if not counts:
+        return {"error": "no gradcheck totals", "warning": warning}
+    return {"passed": int(counts[-1][0]), "failed": int(counts[-1][1]), "warning": warning}
 
 
 def kernels_summary(k):
@@ -90,8 +109,10 @@ def main():
         append = knn.get("append") or {}
         if append.get("pytorch"):
             figures["knn_append_vs_pytorch"] = append["imagesPerSecond"] / append["pytorch"]
+    cpu_levels = {level: gradcheck_summary(out, "cpu-" + level) for level in ("avx512", "baseline")}
     json.dump({"targets": verdicts, "figures": figures, "step_seconds": steps, "tune": tune, "kernels": kernels,
-               "epochs": epochs, "epochs_cpu": epochs_cpu, "knn": knn}, sys.stdout, indent=1, sort_keys=True)
+               "epochs": epochs, "epochs_cpu": epochs_cpu, "knn": knn, "cpu_levels": cpu_levels},
+              sys.stdout, indent=1, sort_keys=True)
     print()
 
 

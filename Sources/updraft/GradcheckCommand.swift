@@ -12,7 +12,8 @@ struct GradcheckEngine {
 
 /// The engines `updraft gradcheck` compares with the reference, after the finite-difference checks:
 /// every engine a tuner may choose. The CPU backend by its built-in rule, then with each other
-/// convolution algorithm forced (Winograd F(2x2) and F(4x4), oneDNN where libdnnl.so.2 loads);
+/// convolution algorithm forced (Winograd F(2x2) and F(4x4), oneDNN where libdnnl.so.2 loads) and
+/// with oneDNN's pooling and inner products forced;
 /// each OpenCL device, then with CLBlast forced for its GEMM-shaped ops. A backend that cannot start
 /// (no device) is left out, named on stderr.
 func gradcheckBackends() -> [GradcheckEngine] {
@@ -25,6 +26,12 @@ func gradcheckBackends() -> [GradcheckEngine] {
         let cpu = CPUBackend()
         cpu.convolutionAlgorithmOverride = algorithm
         engines.append(GradcheckEngine(label: "cpu, convolutions on \(algorithm.rawValue)", backend: cpu, ops: ["convolution"]))
+    }
+    // oneDNN's pooling and inner product, which `updraft tune --cpu` may also choose per shape.
+    if OneDNN.isAvailable {
+        let cpu = CPUBackend()
+        cpu.opEngineOverride = .onednn
+        engines.append(GradcheckEngine(label: "cpu, pooling and inner products on onednn", backend: cpu, ops: ["pooling", "innerProduct"]))
     }
     // Every OpenCL device present; one that fails to open is named on stderr and left out.
     let openCL = OpenCLBackend.all()

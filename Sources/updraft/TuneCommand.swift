@@ -19,7 +19,7 @@ let tuneCommand = CLICommand(
             --batch-size B     the batch size to tune for (default: the model's miniBatchSize, else 64)
             --no-clblast       leave CLBlast out of the candidates
             --json             print what was measured as JSON
-            --cpu              tune the CPU backend's convolutions instead: per shape and pass, Updraft's own algorithms against oneDNN
+            --cpu              tune the CPU backend's convolutions, pooling and inner products instead: per shape and pass, Updraft's own algorithms against oneDNN
             --threads T        with --cpu: the CPU backend's threads to tune for (default: the cores)
             --repeats R        with --cpu: timed calls per algorithm and shape, the best kept (default 3)
             """),
@@ -31,7 +31,9 @@ let tuneCommand = CLICommand(
         devices without a tuning use the built-in table. \(CalibrationCache.tuningVariable)=off ignores stored tunings.
         With --cpu, each CPU convolution algorithm that runs a shape (im2col + OpenBLAS, Winograd F(2x2) and F(4x4), \
         oneDNN when libdnnl.so.2 loads) is checked against im2col and timed; the fastest per shape and pass goes to \
-        \(CPUConvolutionTuning.fileName), keyed by CPU model, oneDNN version and thread count (UPDRAFT_ONEDNN=off ignores it).
+        \(CPUConvolutionTuning.fileName), keyed by CPU model, oneDNN version and thread count (UPDRAFT_ONEDNN=off ignores it). \
+        The pooling and inner-product passes are timed the same way, Updraft's own against oneDNN (checked against the \
+        own result first); oneDNN is stored only where it is more than 3% faster.
         """),
     run: { args in
         let space: KernelTuningSpace
@@ -135,14 +137,21 @@ private func tuneCPU(graph: NetworkGraph, modelName: String, batch: Int, threads
     tuner.repeats = repeats
     tuner.log = { line in printError("  " + line) }
     let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: batch)
-    guard !problems.isEmpty else {
-        throw UpdraftError(.invalidArgument, "\(modelName) has no convolution layer to tune", hint: "tune with a model that has them, or leave out --model")
+    var opTuner = CPUOpTuner(backend: backend)
+    opTuner.repeats = repeats
+    opTuner.log = tuner.log
+    let opProblems = try CPUOpTuner.problems(forTraining: graph, batch: batch)
+    guard !problems.isEmpty || !opProblems.isEmpty else {
+        throw UpdraftError(.invalidArgument, "\(modelName) has no convolution, pooling or inner-product layer to tune",
+                           hint: "tune with a model that has them, or leave out --model")
     }
     if let reason = OneDNN.unavailableReason { printError("warning: oneDNN is unavailable (\(reason)); tuning Updraft's own algorithms only") }
     let directory = CacheDirectory.url(environment: ProcessInfo.processInfo.environment)
     let key = CPUConvolutionTuning.machineKey(threads: backend.threadCount)
     printError("tuning \(problems.count) convolution passes of \(modelName) at batch \(batch) on \(key)")
-    let (tuning, outcomes) = try tuner.tune(problems, start: CPUConvolutionTuning.load(directory: directory, machineKey: key) ?? CPUConvolutionTuning())
+    let (convolutions, outcomes) = try tuner.tune(problems, start: CPUConvolutionTuning.load(directory: directory, machineKey: key) ?? CPUConvolutionTuning())
+    printError("tuning \(opProblems.count) pooling and inner-product passes")
+    let (tuning, opOutcomes) = try opTuner.tune(opProblems, start: convolutions)
     try tuning.store(directory: directory, machineKey: key)
     if json {
         let rows = outcomes.map { o -> [String: Any] in
@@ -151,13 +160,20 @@ private func tuneCPU(graph: NetworkGraph, modelName: String, batch: Int, threads
              "milliseconds": Dictionary(uniqueKeysWithValues: o.milliseconds.map { ($0.key.rawValue, $0.value) }),
              "rejected": Dictionary(uniqueKeysWithValues: o.rejected.map { ($0.key.rawValue, $0.value) })]
         }
-        let data = try JSONSerialization.data(withJSONObject: ["key": key, "model": modelName, "batch": batch, "passes": rows],
+        let opRows = opOutcomes.map { o -> [String: Any] in
+            ["layer": o.problem.name, "pass": o.problem.pass.rawValue, "shape": o.problem.shape.key, "choice": o.choice.rawValue,
+             "milliseconds": Dictionary(uniqueKeysWithValues: o.milliseconds.map { ($0.key.rawValue, $0.value) }),
+             "rejected": o.rejected.map { $0 as Any } ?? NSNull()]
+        }
+        let data = try JSONSerialization.data(withJSONObject: ["key": key, "model": modelName, "batch": batch, "passes": rows,
+                                                               "opPasses": opRows],
                                               options: [.prettyPrinted, .sortedKeys])
         print(String(decoding: data, as: UTF8.self))
     } else {
         let changed = outcomes.filter { $0.choice != $0.builtIn }
         print("tuned \(outcomes.count) convolution passes on \(key); stored in \(directory.appendingPathComponent(CPUConvolutionTuning.fileName).path)")
         print("\(changed.count) differ from the built-in rule (\(changed.filter { $0.choice == .onednn }.count) on oneDNN)")
+        print("tuned \(opOutcomes.count) pooling and inner-product passes; \(opOutcomes.filter { $0.choice == .onednn }.count) on oneDNN")
     }
     return 0
 }

@@ -63,4 +63,7 @@ void updraft_dnnl_conv_destroy(updraft_dnnl_conv *conv);
 #ifdef __cplusplus
 }
 #endif
+
+// Pooling and inner product on the same library.
+#include "updraft_dnnl_ops.h"
 #endif

@@ -112,13 +112,7 @@ public struct CPUConvolutionTuner {
                 rejected[a] = "differs from im2col by \(difference) (largest output \(scale))"
             }
         }
-        // With one thread, the thread's CPU time (steadier on a loaded machine); else wall time.
-        func now() -> Double {
-            guard backend.threadCount == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
-            var t = timespec()
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
-            return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
-        }
+        let now = { tunerMilliseconds(threads: backend.threadCount) }  // CPUOpTuner.swift
         var best: [CPUConvolutionAlgorithm: Double] = [:]
         for _ in 0..<max(1, repeats) {
             for a in candidates {

@@ -28,6 +28,7 @@ extension CPUBackend {
         let w = try pointer(weights, Cout * Cin, "inner product weights")
         let b = try bias.map { try pointer($0, Cout, "inner product bias") }
         let y = try pointer(output, N * Cout, "inner product output")
+        if try oneDNNInnerProductForward(g, x: x, w: w, bias: b, y: y, plan: plan) { return }
         if let b {
             for n in 0..<N { (y + n * Cout).update(from: b, count: Cout) }
         }
@@ -46,6 +47,7 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, N * Cout, "inner product output gradient")
         let w = try pointer(weights, Cout * Cin, "inner product weights")
         let dx = try pointer(inputGradient, N * Cin, "inner product input gradient")
+        if try oneDNNInnerProductBackwardData(g, dy: dy, w: w, dx: dx) { return }
         CPUKernels.withSingleThreadedBLAS {
             parallelSGEMM(m: N, n: Cin, k: Cout, a: dy, lda: Cout, b: w, ldb: Cin, c: dx, ldc: Cin)
         }
@@ -61,6 +63,7 @@ extension CPUBackend {
         let dy = try pointer(outputGradient, N * Cout, "inner product output gradient")
         let dw = try pointer(weightGradient, Cout * Cin, "inner product weight gradient")
         let db = try biasGradient.map { try pointer($0, Cout, "inner product bias gradient") }
+        if try oneDNNInnerProductBackwardWeights(g, x: x, dy: dy, dw: dw, db: db) { return }
         CPUKernels.withSingleThreadedBLAS {
             parallelSGEMM(transA: true, m: Cout, n: Cin, k: N, a: dy, lda: Cout, b: x, ldb: Cin, c: dw, ldc: Cin)
         }

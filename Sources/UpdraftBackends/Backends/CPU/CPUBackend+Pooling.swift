@@ -83,6 +83,7 @@ extension CPUBackend {
         try validate(g)
         let x = try pointer(input, g.inputShape.count, "pooling input")
         let y = try pointer(output, g.outputShape.count, "pooling output")
+        if try oneDNNPoolingForward(g, x: x, y: y) { return }
         let (r, c) = axes(g)
         defer { r.deallocate(); c.deallocate() }
         if g.kind == .max {
@@ -208,6 +209,7 @@ extension CPUBackend {
         _ = try pointer(output, g.outputShape.count, "pooling output")  // max recomputes its argmax from x
         let dy = try pointer(outputGradient, g.outputShape.count, "pooling output gradient")
         let dx = try pointer(inputGradient, g.inputShape.count, "pooling input gradient")
+        if try oneDNNPoolingBackward(g, x: x, dy: dy, dx: dx) { return }
         let (r, c) = axes(g)
         defer { r.deallocate(); c.deallocate() }
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)

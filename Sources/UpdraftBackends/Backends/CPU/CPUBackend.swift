@@ -54,6 +54,11 @@ public final class CPUBackend: Backend {
     public var oneDNNBlockedLayouts = true
     /// oneDNN's primitives per geometry and pass (CPUBackend+OneDNN.swift).
     let oneDNNPrimitives = OneDNNPrimitiveCache()
+    /// Forces the engine of every pooling and inner-product pass (tests, gradcheck, UPDRAFT_ONEDNN=on);
+    /// nil uses the stored tuning, else Updraft's own (CPUBackend+OneDNNOps.swift).
+    public var opEngineOverride: CPUOpEngine?
+    /// oneDNN's pooling and inner-product primitives per shape and pass.
+    let oneDNNOpPrimitives = OneDNNOpCache()
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {
@@ -66,10 +71,10 @@ public final class CPUBackend: Backend {
         case "4x4": convolutionAlgorithmOverride = .winograd4x4
         default: break
         }
-        // UPDRAFT_ONEDNN=on runs every convolution oneDNN implements on it; =off ignores stored tunings.
+        // UPDRAFT_ONEDNN=on runs every convolution, pooling and inner product oneDNN implements on it; =off ignores stored tunings.
         let environment = ProcessInfo.processInfo.environment
         switch environment["UPDRAFT_ONEDNN"] {
-        case "on": convolutionAlgorithmOverride = .onednn
+        case "on": convolutionAlgorithmOverride = .onednn; opEngineOverride = .onednn
         case "off": break
         default: convolutionTuning = CPUConvolutionTuning.stored(threads: threadCount, environment: environment)
         }

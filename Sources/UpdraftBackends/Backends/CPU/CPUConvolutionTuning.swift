@@ -16,6 +16,8 @@ public struct CPUConvolutionTuning: Codable, Sendable, Equatable {
     public var choices: [String: [CPUConvolutionPass.RawValue: CPUConvolutionAlgorithm]]
     /// When it was measured.
     public var measuredAt: Date
+    /// Pooling and inner-product engine by pass, by `CPUOpShape.key` (OneDNNOps.swift); absent in older files.
+    public var opEngines: [String: [CPUOpPass.RawValue: CPUOpEngine]]?
 
     public init(choices: [String: [CPUConvolutionPass.RawValue: CPUConvolutionAlgorithm]] = [:], measuredAt: Date = Date()) {
         self.choices = choices

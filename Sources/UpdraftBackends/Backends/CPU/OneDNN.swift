@@ -21,11 +21,11 @@ public enum OneDNN {
 
     private static let warned = Atomic<Bool>(false)
 
-    /// Prints, once per process, that a convolution chosen for oneDNN runs on the own path.
+    /// Prints, once per process, that a convolution, pooling or inner product chosen for oneDNN runs on the own path.
     static func warnUnavailable() {
         guard let reason = unavailableReason, !warned.exchange(true, ordering: .relaxed) else { return }
         FileHandle.standardError.write(Data(
-            "warning: oneDNN is unavailable (\(reason)); the CPU convolutions chosen for it run on Updraft's own path. Install libdnnl2 (Debian: apt-get install libdnnl2) to use it.\n".utf8))
+            "warning: oneDNN is unavailable (\(reason)); the CPU convolutions, pooling and inner products chosen for it run on Updraft's own path. Install libdnnl2 (Debian: apt-get install libdnnl2) to use it.\n".utf8))
     }
 }
 

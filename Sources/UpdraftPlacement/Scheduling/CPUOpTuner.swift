@@ -1,0 +1,157 @@
+import Foundation
+import UpdraftCore
+import UpdraftBackends
+import UpdraftModel
+
+/// `updraft tune --cpu`, pooling and inner products: times Updraft's own pass and oneDNN's on the
+/// shapes a model trains with, checks oneDNN's result against the own one first, and keeps oneDNN
+/// only where it is more than 3% faster; stored in the same `CPUConvolutionTuning` (same file and
+/// machine key) as the convolutions' choices. Runs read the choice and never time anything.
+public struct CPUOpTuner {
+    /// One layer's pass at the training batch.
+    public struct Problem: Sendable {
+        public var name: String
+        public var shape: CPUOpShape
+        public var pass: CPUOpPass
+        public init(name: String, shape: CPUOpShape, pass: CPUOpPass) {
+            self.name = name; self.shape = shape; self.pass = pass
+        }
+    }
+
+    /// Best milliseconds per engine that ran the problem, the choice, and why oneDNN was left out.
+    public struct Outcome: Sendable {
+        public var problem: Problem
+        public var milliseconds: [CPUOpEngine: Double]
+        public var choice: CPUOpEngine
+        public var rejected: String?
+    }
+
+    /// The backend measured (its thread count is part of the stored key).
+    public var backend: CPUBackend
+    /// Timed calls per engine (after one untimed call); the best is kept.
+    public var repeats = 3
+    /// Progress lines.
+    public var log: (String) -> Void = { _ in }
+
+    public init(backend: CPUBackend) { self.backend = backend }
+
+    /// The pooling and inner-product passes training `graph` at `batch` runs: every forward pass, the
+    /// weight gradient of updatable inner products, and the input gradients of the layers after the
+    /// first updatable one; each distinct shape and pass once.
+    public static func problems(forTraining graph: NetworkGraph, batch: Int) throws -> [Problem] {
+        var out: [Problem] = [], seen = Set<String>()
+        var pastFirstUpdatable = false
+        func add(_ name: String, _ shape: CPUOpShape, _ pass: CPUOpPass) {
+            if seen.insert(shape.key + " " + pass.rawValue).inserted { out.append(Problem(name: name, shape: shape, pass: pass)) }
+        }
+        for layer in graph.layers {
+            let backward = pastFirstUpdatable
+            if layer.isUpdatable { pastFirstUpdatable = true }
+            if case let .pooling(spec) = layer.op {
+                let shape = CPUOpShape.pooling(try spec.geometry(input: layer.inputShape.withBatch(batch)))
+                add(layer.name, shape, .forward)
+                if backward { add(layer.name, shape, .backward) }
+            } else if let g = try layer.innerProductGeometry(batch: batch) {
+                add(layer.name, .innerProduct(g), .forward)
+                if layer.isUpdatable { add(layer.name, .innerProduct(g), .backwardWeights) }
+                if backward { add(layer.name, .innerProduct(g), .backwardData) }
+            }
+        }
+        return out
+    }
+
+    /// Measures every problem and returns the choices (added to `start`) with what was measured.
+    public func tune(_ problems: [Problem], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
+        -> (tuning: CPUConvolutionTuning, outcomes: [Outcome]) {
+        var tuning = start
+        tuning.measuredAt = Date()
+        var outcomes: [Outcome] = []
+        let saved = backend.opEngineOverride
+        defer { backend.opEngineOverride = saved }
+        for p in problems {
+            let outcome = try measure(p)
+            tuning.set(outcome.choice, for: p.shape, p.pass)
+            log(String(format: "%@ %@ %@: %@ (%@)%@", p.name, p.pass.rawValue, p.shape.key, outcome.choice.rawValue,
+                       outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.3f ms", $0.key.rawValue, $0.value) }
+                           .joined(separator: ", "),
+                       outcome.rejected.map { "; oneDNN left out: " + $0 } ?? ""))
+            outcomes.append(outcome)
+        }
+        return (tuning, outcomes)
+    }
+
+    private func measure(_ p: Problem) throws -> Outcome {
+        let call = try Self.call(backend, p.shape, p.pass)
+        var engines: [CPUOpEngine] = [.own]
+        var rejected: String?
+        backend.opEngineOverride = .own
+        try call.run()
+        let reference = try backend.download(call.output)
+        if backend.oneDNNImplementation(p.shape, p.pass) != nil {
+            backend.opEngineOverride = .onednn
+            try call.run()
+            let result = try backend.download(call.output)
+            let scale = max(reference.map(abs).max() ?? 1, 1e-30)
+            let difference = zip(reference, result).map { abs($0 - $1) }.max() ?? 0
+            if difference <= 1e-4 * scale { engines.append(.onednn) } else {
+                rejected = "differs from the own path by \(difference) (largest output \(scale))"
+            }
+        } else if let reason = OneDNN.unavailableReason {
+            rejected = reason
+        } else {
+            rejected = "oneDNN has no primitive for the shape as Updraft defines it"
+        }
+        let now = { tunerMilliseconds(threads: backend.threadCount) }
+        var best: [CPUOpEngine: Double] = [:]
+        for _ in 0..<max(1, repeats) {
+            for e in engines {
+                backend.opEngineOverride = e
+                let start = now()
+                try call.run()
+                best[e] = min(best[e] ?? .infinity, now() - start)
+            }
+        }
+        // The own path keeps the shape unless oneDNN is more than 3% faster (timing noise).
+        let choice: CPUOpEngine = (best[.onednn].map { $0 * 1.03 < best[.own]! } ?? false) ? .onednn : .own
+        return Outcome(problem: p, milliseconds: best, choice: choice, rejected: rejected)
+    }
+
+    /// One pass on random operands: `run` calls it, `output` holds what it computes (dx, dw, y).
+    static func call(_ backend: CPUBackend, _ shape: CPUOpShape, _ pass: CPUOpPass) throws
+        -> (run: () throws -> Void, output: DeviceBuffer) {
+        func random(_ shape: Shape, _ seed: UInt64) throws -> DeviceBuffer {
+            try backend.makeBuffer(Tensor(shape: shape, uniformIn: -1...1, seed: seed))
+        }
+        switch shape {
+        case let .pooling(g):
+            let x = try random(g.inputShape, 1), y = try backend.makeBuffer(count: g.outputShape.count)
+            if pass == .forward { return ({ try backend.poolingForward(g, input: x, output: y) }, y) }
+            let dy = try random(g.outputShape, 2), dx = try backend.makeBuffer(count: g.inputShape.count)
+            return ({ try backend.poolingBackward(g, input: x, output: y, outputGradient: dy, inputGradient: dx) }, dx)
+        case let .innerProduct(g):
+            let x = try random(g.inputShape, 1), w = try random(g.weightShape, 3), dy = try random(g.outputShape, 2)
+            let b = g.hasBias ? try random([g.outputChannels], 4) : nil
+            switch pass {
+            case .forward, .backward:
+                let y = try backend.makeBuffer(count: g.outputShape.count)
+                return ({ try backend.innerProductForward(g, input: x, weights: w, bias: b, output: y, epilogue: nil) }, y)
+            case .backwardData:
+                let dx = try backend.makeBuffer(count: g.inputShape.count)
+                return ({ try backend.innerProductBackwardData(g, outputGradient: dy, weights: w, inputGradient: dx) }, dx)
+            case .backwardWeights:
+                let dw = try backend.makeBuffer(count: g.weightShape.count)
+                let db = g.hasBias ? try backend.makeBuffer(count: g.outputChannels) : nil
+                return ({ try backend.innerProductBackwardWeights(g, input: x, outputGradient: dy, weightGradient: dw, biasGradient: db) }, dw)
+            }
+        }
+    }
+}
+
+/// Milliseconds for the CPU tuners' timings: with one thread, the thread's CPU time (steadier on a
+/// loaded machine); else wall time.
+func tunerMilliseconds(threads: Int) -> Double {
+    guard threads == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+    var t = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
+}
