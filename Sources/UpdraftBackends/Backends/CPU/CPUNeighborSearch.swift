@@ -76,6 +76,22 @@ public final class NeighborSearch: @unchecked Sendable {
         return d
     }
 
+    /// `exactDistance` of one query to four samples, the same sums (each in dimension order), side
+    /// by side: one sum's additions wait on each other; four independent chains hide that latency.
+    @inlinable static func exactDistances(_ query: UnsafePointer<Float>, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>,
+                                          _ c: UnsafePointer<Float>, _ e: UnsafePointer<Float>, dimension: Int) -> (Double, Double, Double, Double) {
+        var da = 0.0, db = 0.0, dc = 0.0, de = 0.0
+        for j in 0..<dimension {
+            let q = Double(query[j])
+            let ta = q - Double(a[j]), tb = q - Double(b[j]), tc = q - Double(c[j]), te = q - Double(e[j])
+            da += ta * ta
+            db += tb * tb
+            dc += tc * tc
+            de += te * te
+        }
+        return (da, db, dc, de)
+    }
+
     /// The k nearest samples of each query (`queries`: whole rows of `dimension`), nearest first;
     /// all samples when k ≥ count.
     public func search(_ queries: [Float], k: Int) -> [[NeighborMatch]] {
@@ -99,7 +115,6 @@ public final class NeighborSearch: @unchecked Sendable {
         let gamma = Self.gamma(d + 2)
         found.withUnsafeMutableBufferPointer { out in
             samples.withUnsafeBufferPointer { xs in
-                let measure = { (s: Int) in Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d) }
                 forkJoin(iterations: parts) { p in
                     var best = PendingMatches(k: k)
                     let lo = count * p / parts, hi = count * (p + 1) / parts
@@ -107,9 +122,9 @@ public final class NeighborSearch: @unchecked Sendable {
                         let approx = Double(Self.floatDistance(query, xs.baseAddress! + s * d, d))
                         let lower = approx * (1 - gamma)
                         if lower > best.limit { continue }
-                        if best.offer(s, lower: lower, upper: approx / (1 - gamma)) { best.resolve(measure) }
+                        if best.offer(s, lower: lower, upper: approx / (1 - gamma)) { best.resolve(query: query, samples: xs.baseAddress!, dimension: d) }
                     }
-                    best.resolve(measure)
+                    best.resolve(query: query, samples: xs.baseAddress!, dimension: d)
                     out[p] = best.sorted()
                 }
             }
@@ -178,7 +193,7 @@ public final class NeighborSearch: @unchecked Sendable {
                     forkJoin(iterations: parts) { p in
                         let rows = q * p / parts..<q * (p + 1) / parts
                         for (r, var best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: 0..<blocks, k: k, norms: queryNorms)) {
-                            best.resolve(measure(qs.baseAddress!, row: r))
+                            resolve(&best, qs.baseAddress!, row: r)
                             out[r] = best.sorted()
                         }
                     }
@@ -207,7 +222,7 @@ public final class NeighborSearch: @unchecked Sendable {
                         for r in q * w / workers..<q * (w + 1) / workers {
                             var merged = found[0][r]
                             for part in found.dropFirst() { merged.absorb(part[r]) }
-                            merged.resolve(measure(qs.baseAddress!, row: r))
+                            resolve(&merged, qs.baseAddress!, row: r)
                             out[r] = merged.sorted()
                         }
                     }
@@ -217,10 +232,9 @@ public final class NeighborSearch: @unchecked Sendable {
         return results
     }
 
-    /// The exact distance of query `row` to a sample.
-    private func measure(_ queries: UnsafePointer<Float>, row: Int) -> (Int) -> Double {
-        let d = dimension, query = queries + row * d
-        return { s in self.samples.withUnsafeBufferPointer { Self.exactDistance(query, $0.baseAddress! + s * d, dimension: d) } }
+    /// Measures the pending samples of query `row`.
+    private func resolve(_ best: inout PendingMatches, _ queries: UnsafePointer<Float>, row: Int) {
+        samples.withUnsafeBufferPointer { best.resolve(query: queries + row * dimension, samples: $0.baseAddress!, dimension: dimension) }
     }
 
     /// The candidates of the sample blocks `blocks` for each query of `rows` (still to `resolve`):
@@ -293,7 +307,7 @@ public final class NeighborSearch: @unchecked Sendable {
         }
         return queries.withUnsafeBufferPointer { qs in
             (0..<q).map { r in
-                best[r].resolve(measure(qs.baseAddress!, row: r))
+                resolve(&best[r], qs.baseAddress!, row: r)
                 return best[r].sorted()
             }
         }
@@ -368,7 +382,7 @@ public final class NeighborSearch: @unchecked Sendable {
                                 // exact ∈ approx ± slack·(qn + xn), approx = qn + xn − 2·dot.
                                 let s = range.lowerBound + j
                                 let lower = reduced + keep * qn
-                                if kept[i].offer(s, lower: lower, upper: lower + 2 * slack * (qn + norms[s])) { kept[i].resolve(measure(queries, row: r)) }
+                                if kept[i].offer(s, lower: lower, upper: lower + 2 * slack * (qn + norms[s])) { resolve(&kept[i], queries, row: r) }
                                 limit = kept[i].limit - keep * qn
                             }
                             j += 1

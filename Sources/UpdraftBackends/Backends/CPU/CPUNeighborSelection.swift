@@ -85,10 +85,20 @@ struct PendingMatches {
         updateLimit()
     }
 
-    /// Measures every pending sample that can still be among the k best.
-    mutating func resolve(_ measure: (Int) -> Double) {
+    /// Measures every pending sample that can still be among the k best (`samples`: rows of `dimension`).
+    mutating func resolve(query: UnsafePointer<Float>, samples x: UnsafePointer<Float>, dimension d: Int) {
         prune()
-        for p in pending { exact.offer(NeighborMatch(sample: p.sample, squaredDistance: measure(p.sample))) }
+        var i = 0
+        while i + 4 <= pending.count {
+            let s = (pending[i].sample, pending[i + 1].sample, pending[i + 2].sample, pending[i + 3].sample)
+            let e = NeighborSearch.exactDistances(query, x + s.0 * d, x + s.1 * d, x + s.2 * d, x + s.3 * d, dimension: d)
+            exact.offer(NeighborMatch(sample: s.0, squaredDistance: e.0))
+            exact.offer(NeighborMatch(sample: s.1, squaredDistance: e.1))
+            exact.offer(NeighborMatch(sample: s.2, squaredDistance: e.2))
+            exact.offer(NeighborMatch(sample: s.3, squaredDistance: e.3))
+            i += 4
+        }
+        for p in pending[i...] { exact.offer(NeighborMatch(sample: p.sample, squaredDistance: NeighborSearch.exactDistance(query, x + p.sample * d, dimension: d))) }
         pending.removeAll(keepingCapacity: true)
         updateLimit()
     }
