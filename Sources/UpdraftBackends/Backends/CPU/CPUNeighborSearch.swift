@@ -1,5 +1,6 @@
 import COpenBLAS
 import Foundation
+import Synchronization
 import UpdraftCore
 
 /// One neighbour found by a search: the sample's index and its squared Euclidean distance to the
@@ -192,7 +193,9 @@ public final class NeighborSearch: @unchecked Sendable {
                 queries.withUnsafeBufferPointer { qs in
                     forkJoin(iterations: parts) { p in
                         let rows = q * p / parts..<q * (p + 1) / parts
-                        for (r, var best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: 0..<blocks, k: k, norms: queryNorms)) {
+                        var next = 0
+                        let nextBlock = { () -> Int? in next += 1; return next <= blocks ? next - 1 : nil }
+                        for (r, var best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: nextBlock, k: k, norms: queryNorms)) {
                             resolve(&best, qs.baseAddress!, row: r)
                             out[r] = best.sorted()
                         }
@@ -208,11 +211,18 @@ public final class NeighborSearch: @unchecked Sendable {
         let parts = max(1, min(threads, blocks))
         var found = [[PendingMatches]](repeating: [], count: parts)
         var results = [[NeighborMatch]](repeating: [], count: q)
+        // Each thread claims the next block when it is done with one: a thread the machine holds
+        // back (other processes on the cores) leaves its blocks to the others instead of stalling the batch.
+        let claimed = Atomic<Int>(0)
         CPUKernels.withSingleThreadedBLAS {
             queries.withUnsafeBufferPointer { qs in
                 found.withUnsafeMutableBufferPointer { out in
                     forkJoin(iterations: parts) { p in
-                        out[p] = scan(qs.baseAddress!, rows: 0..<q, blocks: blocks * p / parts..<blocks * (p + 1) / parts, k: k, norms: queryNorms)
+                        let nextBlock = { () -> Int? in
+                            let b = claimed.wrappingAdd(1, ordering: .relaxed).oldValue
+                            return b < blocks ? b : nil
+                        }
+                        out[p] = scan(qs.baseAddress!, rows: 0..<q, blocks: nextBlock, k: k, norms: queryNorms)
                     }
                 }
                 // The parts' states merged before measuring: about k exact distances per query, not k per part.
@@ -237,15 +247,15 @@ public final class NeighborSearch: @unchecked Sendable {
         samples.withUnsafeBufferPointer { best.resolve(query: queries + row * dimension, samples: $0.baseAddress!, dimension: dimension) }
     }
 
-    /// The candidates of the sample blocks `blocks` for each query of `rows` (still to `resolve`):
-    /// one SGEMM per block (OpenBLAS held to this thread by the caller), then the bound filter.
-    private func scan(_ queries: UnsafePointer<Float>, rows: Range<Int>, blocks: Range<Int>, k: Int, norms queryNorms: [Double]) -> [PendingMatches] {
+    /// The candidates of the sample blocks `nextBlock` gives (until nil) for each query of `rows`
+    /// (still to `resolve`): one SGEMM per block (OpenBLAS held to this thread by the caller), then the bound filter.
+    private func scan(_ queries: UnsafePointer<Float>, rows: Range<Int>, blocks nextBlock: () -> Int?, k: Int, norms queryNorms: [Double]) -> [PendingMatches] {
         let d = dimension
         var best = rows.map { _ in PendingMatches(k: k) }
         var dots = [Float](repeating: 0, count: rows.count * block)
         samples.withUnsafeBufferPointer { xs in
             dots.withUnsafeMutableBufferPointer { c in
-                for b in blocks {
+                while let b = nextBlock() {
                     let start = b * block, n = min(block, count - start)
                     CPUKernels.sgemm(transB: true, m: rows.count, n: n, k: d, a: queries + rows.lowerBound * d, lda: d,
                                      b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
