@@ -24,7 +24,7 @@ public struct NeighborMatch: Hashable, Sendable {
 /// per block of samples for a batch of queries, ‖q‖² + ‖x‖² − 2 q·x with the sample norms kept; a
 /// SIMD loop for a few queries, which is bound by memory, not arithmetic) and only a sample whose
 /// float distance, less its proven rounding bound, could still enter the k best is measured again
-/// exactly. The bounds: a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of
+/// exactly, once the scan is over and has ruled most of those out (`PendingMatches`). The bounds: a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of
 /// the true value, γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within
 /// γ_{D+2} of it relatively.
 public final class NeighborSearch: @unchecked Sendable {
