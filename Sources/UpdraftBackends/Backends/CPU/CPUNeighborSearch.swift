@@ -24,9 +24,9 @@ public struct NeighborMatch: Hashable, Sendable {
 /// per block of samples for a batch of queries, ‖q‖² + ‖x‖² − 2 q·x with the sample norms kept; a
 /// SIMD loop for a few queries, which is bound by memory, not arithmetic) and only a sample whose
 /// float distance, less its proven rounding bound, could still enter the k best is measured again
-/// exactly, once the scan is over and has ruled most of those out (`PendingMatches`). The bounds: a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of
-/// the true value, γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within
-/// γ_{D+2} of it relatively.
+/// exactly, once the scan is over and has ruled most of those out (`PendingMatches`). The bounds:
+/// a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of the true value,
+/// γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within γ_{D+2} of it relatively.
 public final class NeighborSearch: @unchecked Sendable {
     public let dimension: Int
     public let count: Int
@@ -370,32 +370,42 @@ public final class NeighborSearch: @unchecked Sendable {
         // keep·xn − 2·dot > limit − keep·qn: eight samples at a time, and a closer look only when
         // one of them passes (rare once the k best are known).
         let scaled = norms[range].map { keep * $0 }
+        // The eight-at-a-time skip runs in float: keep·xn rounded down, and a limit raised by the
+        // float subtraction's rounding, at most u·|keep·xn − 2·dot| ≤ u·2·(qn + max xn) (|dot| ≤
+        // (qn + xn)/2), taken twice. What it skips, the Double test would skip; the rest goes through it.
+        let scaledDown = scaled.map { Self.roundedDown($0) }
+        let largest = norms[range].max() ?? 0
         scaled.withUnsafeBufferPointer { kx in
-            best.withUnsafeMutableBufferPointer { kept in
-                for r in rows {
-                    let i = r - rows.lowerBound
-                    let qn = queryNorms[r]
-                    let row = dots + i * ld
-                    var limit = kept[i].limit - keep * qn
-                    var j = 0
-                    while j < range.count {
-                        // Eight at a time: past them all unless one passes.
-                        if j + 8 <= range.count {
-                            var m = Double.infinity
-                            for t in j..<j + 8 { m = Swift.min(m, kx[t] - 2 * Double(row[t])) }
-                            if m > limit { j += 8; continue }
-                        }
-                        let end = min(j + 8, range.count)
-                        while j < end {
-                            let reduced = kx[j] - 2 * Double(row[j])
-                            if reduced <= limit {
-                                // exact ∈ approx ± slack·(qn + xn), approx = qn + xn − 2·dot.
-                                let s = range.lowerBound + j
-                                let lower = reduced + keep * qn
-                                if kept[i].offer(s, lower: lower, upper: lower + 2 * slack * (qn + norms[s])) { resolve(&kept[i], queries, row: r) }
-                                limit = kept[i].limit - keep * qn
+            scaledDown.withUnsafeBufferPointer { kxDown in
+                best.withUnsafeMutableBufferPointer { kept in
+                    for r in rows {
+                        let i = r - rows.lowerBound
+                        let qn = queryNorms[r]
+                        let row = dots + i * ld
+                        let roundoff = 0x1p-22 * (qn + largest)
+                        var limit = kept[i].limit - keep * qn
+                        var floatLimit = SIMD8<Float>(repeating: limit.isFinite ? Self.roundedUp(limit + roundoff) : .infinity)
+                        var j = 0
+                        while j < range.count {
+                            // Eight at a time: past them all unless one passes (NaN passes, to the Double test).
+                            if j + 8 <= range.count {
+                                let products = UnsafeRawPointer(row + j).loadUnaligned(as: SIMD8<Float>.self)
+                                let reduced = UnsafeRawPointer(kxDown.baseAddress! + j).loadUnaligned(as: SIMD8<Float>.self) - (products + products)
+                                if all(reduced .> floatLimit) { j += 8; continue }
                             }
-                            j += 1
+                            let end = min(j + 8, range.count)
+                            while j < end {
+                                let reduced = kx[j] - 2 * Double(row[j])
+                                if reduced <= limit {
+                                    // exact ∈ approx ± slack·(qn + xn), approx = qn + xn − 2·dot.
+                                    let s = range.lowerBound + j
+                                    let lower = reduced + keep * qn
+                                    if kept[i].offer(s, lower: lower, upper: lower + 2 * slack * (qn + norms[s])) { resolve(&kept[i], queries, row: r) }
+                                    limit = kept[i].limit - keep * qn
+                                    floatLimit = SIMD8(repeating: limit.isFinite ? Self.roundedUp(limit + roundoff) : .infinity)
+                                }
+                                j += 1
+                            }
                         }
                     }
                 }

@@ -53,8 +53,8 @@ struct PendingMatches {
     let k: Int
     /// The measured samples' k best.
     private(set) var exact: BoundedMatches
-    /// The k smallest upper bounds seen, as a max-heap.
-    private var uppers: [Double] = []
+    /// The k smallest upper bounds seen (as distances of their samples).
+    private var uppers: BoundedMatches
     /// Samples not yet measured, with a lower bound of their exact distance.
     private var pending: [(sample: Int, lower: Double)] = []
     /// A sample whose exact distance is above this (lower bound above it) is not among the k best.
@@ -65,15 +65,18 @@ struct PendingMatches {
     init(k: Int) {
         self.k = k
         exact = BoundedMatches(k: k)
+        uppers = BoundedMatches(k: k)
         capacity = 4 * k + 64
-        uppers.reserveCapacity(k)
     }
 
     /// A sample whose exact distance lies in lower...upper (and lower ≤ `limit`). True when the
     /// pending list stays full after a prune: the caller then measures it (`resolve`).
     @inline(__always) mutating func offer(_ sample: Int, lower: Double, upper: Double) -> Bool {
         pending.append((sample, lower))
-        offerUpper(upper)
+        if uppers.worst.map({ upper < $0.squaredDistance }) ?? true {
+            uppers.offer(NeighborMatch(sample: sample, squaredDistance: upper))
+            updateLimit()
+        }
         guard pending.count >= capacity else { return false }
         prune()
         return pending.count > capacity / 2
@@ -105,7 +108,7 @@ struct PendingMatches {
 
     /// Takes in the state of another scan of the same query over other samples.
     mutating func absorb(_ other: PendingMatches) {
-        for u in other.uppers { offerUpper(u) }
+        for u in other.uppers.sorted() { uppers.offer(u) }
         for m in other.exact.sorted() { exact.offer(m) }
         pending += other.pending
         updateLimit()
@@ -122,36 +125,7 @@ struct PendingMatches {
         pending.removeAll { $0.lower > l }
     }
 
-    private mutating func offerUpper(_ u: Double) {
-        if uppers.count < k {
-            uppers.append(u)
-            var i = uppers.count - 1
-            while i > 0 {
-                let parent = (i - 1) / 2
-                guard uppers[parent] < uppers[i] else { break }
-                uppers.swapAt(parent, i)
-                i = parent
-            }
-        } else if u < uppers[0] {
-            uppers[0] = u
-            var i = 0
-            while true {
-                let l = 2 * i + 1, r = l + 1
-                var largest = i
-                if l < k && uppers[largest] < uppers[l] { largest = l }
-                if r < k && uppers[largest] < uppers[r] { largest = r }
-                if largest == i { break }
-                uppers.swapAt(i, largest)
-                i = largest
-            }
-        } else {
-            return
-        }
-        updateLimit()
-    }
-
     private mutating func updateLimit() {
-        let byBounds = uppers.count == k ? uppers[0] : .infinity
-        limit = Swift.min(byBounds, exact.worst?.squaredDistance ?? .infinity)
+        limit = Swift.min(uppers.worst?.squaredDistance ?? .infinity, exact.worst?.squaredDistance ?? .infinity)
     }
 }
