@@ -92,4 +92,56 @@ final class NeighborSearchTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(tree.leafCount, 100)
         XCTAssertLessThanOrEqual(tree.leafCount, 128)
     }
+
+    // MARK: Deferred measurement (`PendingMatches`)
+
+    /// The four-at-once sums are the single sums, bit for bit.
+    func testFourDistancesAtOnceAreTheSingleSums() {
+        for d in [1, 3, 17, 1000] {
+            let x = random(5, d, seed: UInt64(d)), q = random(1, d, seed: 99, offset: 0.5)
+            x.withUnsafeBufferPointer { xs in
+                q.withUnsafeBufferPointer { qs in
+                    let p = xs.baseAddress!, one = qs.baseAddress!
+                    let four = NeighborSearch.exactDistances(one, p + 4 * d, p, p + 2 * d, p + d, dimension: d)
+                    let single = [4, 0, 2, 1].map { NeighborSearch.exactDistance(one, p + $0 * d, dimension: d).bitPattern }
+                    XCTAssertEqual([four.0, four.1, four.2, four.3].map(\.bitPattern), single, "d \(d)")
+                }
+            }
+        }
+    }
+
+    /// Samples stored farthest first: every one passes the float filter when it arrives, so the
+    /// pending lists fill and are pruned and measured mid-scan; short and long samples, a batch
+    /// (several sample blocks, split by query and by block) and single queries.
+    func testSamplesStoredFarthestFirstMatchThePlainLoop() {
+        for (n, d, k) in [(9000, 8, 3), (3 * 1024 + 5, 520, 9)] {
+            var rng = SplitMix64(seed: UInt64(d))
+            var samples: [Float] = []
+            for i in 0..<n {
+                let radius = Float(n - i) * 0.01
+                samples += (0..<d).map { j in (j == i % d ? radius : 0) + rng.nextFloat(in: -0.001...0.001) }
+            }
+            let queries = random(9, d, seed: 5).map { $0 * 0.0001 }
+            let search = NeighborSearch(samples: samples, dimension: d, threads: 2)
+            let expected = (0..<9).map { plain(samples, queries[$0 * d..<($0 + 1) * d], d: d, k: k) }
+            XCTAssertEqual(search.search(queries, k: k), expected, "batch, n \(n) d \(d)")
+            XCTAssertEqual((0..<2).map { search.search(Array(queries[$0 * d..<($0 + 1) * d]), k: k)[0] }, Array(expected.prefix(2)), "single, n \(n) d \(d)")
+        }
+    }
+
+    /// More exact ties than a pending list holds (600 copies of one row among others): the lower
+    /// indices first, in a batch and alone.
+    func testMoreTiesThanAPendingListHoldsGoToTheLowerIndex() {
+        let d = 5
+        var samples = random(300, d, seed: 11, offset: 3)
+        let copy: [Float] = [0.5, 0.25, -0.5, 0, 1]
+        for _ in 0..<600 { samples += copy }
+        samples += random(300, d, seed: 12, offset: 3)
+        let queries = (0..<8).flatMap { i in copy.map { $0 + Float(i) * 0.01 } }
+        let search = NeighborSearch(samples: samples, dimension: d, threads: 2)
+        let expected = (0..<8).map { plain(samples, queries[$0 * d..<($0 + 1) * d], d: d, k: 12) }
+        XCTAssertEqual(expected[0].map(\.sample), Array(300..<312))
+        XCTAssertEqual(search.search(queries, k: 12), expected)
+        XCTAssertEqual(search.search(Array(queries.prefix(d)), k: 12), [expected[0]])
+    }
 }

@@ -1,5 +1,6 @@
 import COpenBLAS
 import Foundation
+import Synchronization
 import UpdraftCore
 
 /// One neighbour found by a search: the sample's index and its squared Euclidean distance to the
@@ -23,9 +24,9 @@ public struct NeighborMatch: Hashable, Sendable {
 /// per block of samples for a batch of queries, ‖q‖² + ‖x‖² − 2 q·x with the sample norms kept; a
 /// SIMD loop for a few queries, which is bound by memory, not arithmetic) and only a sample whose
 /// float distance, less its proven rounding bound, could still enter the k best is measured again
-/// exactly. The bounds: a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of
-/// the true value, γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within
-/// γ_{D+2} of it relatively.
+/// exactly, once the scan is over and has ruled most of those out (`PendingMatches`). The bounds:
+/// a dot product of D floats is within γ_D·Σ|q_i x_i| ≤ γ_D·(‖q‖²+‖x‖²)/2 of the true value,
+/// γ_D = D·u/(1 − D·u), u = 2⁻²⁴; a float sum of D squared differences within γ_{D+2} of it relatively.
 public final class NeighborSearch: @unchecked Sendable {
     public let dimension: Int
     public let count: Int
@@ -76,6 +77,22 @@ public final class NeighborSearch: @unchecked Sendable {
         return d
     }
 
+    /// `exactDistance` of one query to four samples, the same sums (each in dimension order), side
+    /// by side: one sum's additions wait on each other; four independent chains hide that latency.
+    @inlinable static func exactDistances(_ query: UnsafePointer<Float>, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>,
+                                          _ c: UnsafePointer<Float>, _ e: UnsafePointer<Float>, dimension: Int) -> (Double, Double, Double, Double) {
+        var da = 0.0, db = 0.0, dc = 0.0, de = 0.0
+        for j in 0..<dimension {
+            let q = Double(query[j])
+            let ta = q - Double(a[j]), tb = q - Double(b[j]), tc = q - Double(c[j]), te = q - Double(e[j])
+            da += ta * ta
+            db += tb * tb
+            dc += tc * tc
+            de += te * te
+        }
+        return (da, db, dc, de)
+    }
+
     /// The k nearest samples of each query (`queries`: whole rows of `dimension`), nearest first;
     /// all samples when k ≥ count.
     public func search(_ queries: [Float], k: Int) -> [[NeighborMatch]] {
@@ -95,18 +112,20 @@ public final class NeighborSearch: @unchecked Sendable {
         let parts = min(threads, max(1, count / 4096))
         var found = [[NeighborMatch]](repeating: [], count: parts)
         let d = dimension
+        // |float − exact| ≤ γ·exact, so exact lies in approx·(1 − γ)...approx / (1 − γ).
         let gamma = Self.gamma(d + 2)
         found.withUnsafeMutableBufferPointer { out in
             samples.withUnsafeBufferPointer { xs in
                 forkJoin(iterations: parts) { p in
-                    var best = BoundedMatches(k: k)
+                    var best = PendingMatches(k: k)
                     let lo = count * p / parts, hi = count * (p + 1) / parts
                     for s in lo..<hi {
-                        let row = xs.baseAddress! + s * d
-                        let approx = Double(Self.floatDistance(query, row, d))
-                        if let worst = best.worst, approx * (1 - gamma) > worst.squaredDistance { continue }
-                        best.offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, row, dimension: d)))
+                        let approx = Double(Self.floatDistance(query, xs.baseAddress! + s * d, d))
+                        let lower = approx * (1 - gamma)
+                        if lower > best.limit { continue }
+                        if best.offer(s, lower: lower, upper: approx / (1 - gamma)) { best.resolve(query: query, samples: xs.baseAddress!, dimension: d) }
                     }
+                    best.resolve(query: query, samples: xs.baseAddress!, dimension: d)
                     out[p] = best.sorted()
                 }
             }
@@ -174,7 +193,10 @@ public final class NeighborSearch: @unchecked Sendable {
                 queries.withUnsafeBufferPointer { qs in
                     forkJoin(iterations: parts) { p in
                         let rows = q * p / parts..<q * (p + 1) / parts
-                        for (r, best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: 0..<blocks, k: k, norms: queryNorms)) {
+                        var next = 0
+                        let nextBlock = { () -> Int? in next += 1; return next <= blocks ? next - 1 : nil }
+                        for (r, var best) in zip(rows, scan(qs.baseAddress!, rows: rows, blocks: nextBlock, k: k, norms: queryNorms)) {
+                            resolve(&best, qs.baseAddress!, row: r)
                             out[r] = best.sorted()
                         }
                     }
@@ -187,32 +209,53 @@ public final class NeighborSearch: @unchecked Sendable {
     private func splitSamples(_ queries: [Float], q: Int, k: Int, norms queryNorms: [Double]) -> [[NeighborMatch]] {
         let blocks = (count + block - 1) / block
         let parts = max(1, min(threads, blocks))
-        var found = [[BoundedMatches]](repeating: [], count: parts)
+        var found = [[PendingMatches]](repeating: [], count: parts)
+        var results = [[NeighborMatch]](repeating: [], count: q)
+        // Each thread claims the next block when it is done with one: a thread the machine holds
+        // back (other processes on the cores) leaves its blocks to the others instead of stalling the batch.
+        let claimed = Atomic<Int>(0)
         CPUKernels.withSingleThreadedBLAS {
-            found.withUnsafeMutableBufferPointer { out in
-                queries.withUnsafeBufferPointer { qs in
+            queries.withUnsafeBufferPointer { qs in
+                found.withUnsafeMutableBufferPointer { out in
                     forkJoin(iterations: parts) { p in
-                        out[p] = scan(qs.baseAddress!, rows: 0..<q, blocks: blocks * p / parts..<blocks * (p + 1) / parts, k: k, norms: queryNorms)
+                        let nextBlock = { () -> Int? in
+                            let b = claimed.wrappingAdd(1, ordering: .relaxed).oldValue
+                            return b < blocks ? b : nil
+                        }
+                        out[p] = scan(qs.baseAddress!, rows: 0..<q, blocks: nextBlock, k: k, norms: queryNorms)
+                    }
+                }
+                // The parts' states merged before measuring: about k exact distances per query, not k per part.
+                results.withUnsafeMutableBufferPointer { out in
+                    let workers = min(threads, q)
+                    forkJoin(iterations: workers) { w in
+                        for r in q * w / workers..<q * (w + 1) / workers {
+                            var merged = found[0][r]
+                            for part in found.dropFirst() { merged.absorb(part[r]) }
+                            resolve(&merged, qs.baseAddress!, row: r)
+                            out[r] = merged.sorted()
+                        }
                     }
                 }
             }
         }
-        return (0..<q).map { r in
-            var merged = BoundedMatches(k: k)
-            for part in found { for m in part[r].sorted() { merged.offer(m) } }
-            return merged.sorted()
-        }
+        return results
     }
 
-    /// The k best samples of the sample blocks `blocks` for each query of `rows`: one SGEMM per
-    /// block (OpenBLAS held to this thread by the caller), then the bound filter.
-    private func scan(_ queries: UnsafePointer<Float>, rows: Range<Int>, blocks: Range<Int>, k: Int, norms queryNorms: [Double]) -> [BoundedMatches] {
+    /// Measures the pending samples of query `row`.
+    private func resolve(_ best: inout PendingMatches, _ queries: UnsafePointer<Float>, row: Int) {
+        samples.withUnsafeBufferPointer { best.resolve(query: queries + row * dimension, samples: $0.baseAddress!, dimension: dimension) }
+    }
+
+    /// The candidates of the sample blocks `nextBlock` gives (until nil) for each query of `rows`
+    /// (still to `resolve`): one SGEMM per block (OpenBLAS held to this thread by the caller), then the bound filter.
+    private func scan(_ queries: UnsafePointer<Float>, rows: Range<Int>, blocks nextBlock: () -> Int?, k: Int, norms queryNorms: [Double]) -> [PendingMatches] {
         let d = dimension
-        var best = rows.map { _ in BoundedMatches(k: k) }
+        var best = rows.map { _ in PendingMatches(k: k) }
         var dots = [Float](repeating: 0, count: rows.count * block)
         samples.withUnsafeBufferPointer { xs in
             dots.withUnsafeMutableBufferPointer { c in
-                for b in blocks {
+                while let b = nextBlock() {
                     let start = b * block, n = min(block, count - start)
                     CPUKernels.sgemm(transB: true, m: rows.count, n: n, k: d, a: queries + rows.lowerBound * d, lda: d,
                                      b: xs.baseAddress! + start * d, ldb: d, c: c.baseAddress!, ldc: block)
@@ -227,7 +270,7 @@ public final class NeighborSearch: @unchecked Sendable {
     /// The device's GEMM may sum in any order and contract to FMA; the bound allows 4 times γ_D.
     private func onDevice(_ backend: Backend, blocks: [DeviceBuffer], _ queries: [Float], norms: [Double], k: Int) throws -> [[NeighborMatch]] {
         let q = queries.count / dimension
-        var best = (0..<q).map { _ in BoundedMatches(k: k) }
+        var best = (0..<q).map { _ in PendingMatches(k: k) }
         let input = try backend.makeBuffer(count: queries.count)
         try backend.upload(queries, to: input)
         let output = try backend.makeBuffer(count: q * Self.deviceBlock)
@@ -240,8 +283,8 @@ public final class NeighborSearch: @unchecked Sendable {
             let g = InnerProductGeometry(batch: q, inputChannels: dimension, outputChannels: n, hasBias: false)
             try backend.innerProductForward(g, input: input, weights: block, bias: nil, output: output, epilogue: nil)
             var whole = Array(0..<q)
-            if let candidates, best.contains(where: { $0.worst != nil }) {
-                let limits = (0..<q).map { r in best[r].worst.map { Self.roundedUp(($0.squaredDistance - keep * norms[r])) } ?? .infinity }
+            if let candidates, best.contains(where: { $0.limit.isFinite }) {
+                let limits = (0..<q).map { r in best[r].limit.isFinite ? Self.roundedUp(best[r].limit - keep * norms[r]) : .infinity }
                 let scaled = (start..<start + n).map { Self.roundedDown(keep * self.norms[$0]) }
                 let found = try candidates.run(dots: output, scaledNorms: scaled, limits: limits, n: n)
                 deviceFilteredBlocks += 1
@@ -272,7 +315,12 @@ public final class NeighborSearch: @unchecked Sendable {
                 best[r] = one[0]
             }
         }
-        return best.map { $0.sorted() }
+        return queries.withUnsafeBufferPointer { qs in
+            (0..<q).map { r in
+                resolve(&best[r], qs.baseAddress!, row: r)
+                return best[r].sorted()
+            }
+        }
     }
 
     /// The nearest float at or below `x`, and at or above it.
@@ -314,38 +362,47 @@ public final class NeighborSearch: @unchecked Sendable {
 
     /// Offers each sample of `samples` to each query of `rows` whose float distance (from the dot
     /// products `dots`, row r at `(r - rows.lowerBound) * ld`), less `margin` times its rounding
-    /// bound, could still be among the k best; those are measured exactly.
+    /// bound, could still be among the k best; those are measured exactly later (`PendingMatches`).
     private func filter(_ dots: UnsafePointer<Float>, ld: Int, samples range: Range<Int>, queries: UnsafePointer<Float>, rows: Range<Int>,
-                        norms queryNorms: [Double], margin: Double, best: inout [BoundedMatches]) {
-        let d = dimension
-        let keep = 1 - margin * Self.gamma(d)
-        // A sample is skipped when qn + xn − 2·dot − γ·(qn + xn) > worst, i.e. when
-        // keep·xn − 2·dot > worst − keep·qn: eight samples at a time, and a closer look only when
+                        norms queryNorms: [Double], margin: Double, best: inout [PendingMatches]) {
+        let slack = margin * Self.gamma(dimension), keep = 1 - slack
+        // A sample is skipped when qn + xn − 2·dot − γ·(qn + xn) > limit, i.e. when
+        // keep·xn − 2·dot > limit − keep·qn: eight samples at a time, and a closer look only when
         // one of them passes (rare once the k best are known).
         let scaled = norms[range].map { keep * $0 }
-        samples.withUnsafeBufferPointer { xs in
-            scaled.withUnsafeBufferPointer { kx in
+        // The eight-at-a-time skip runs in float: keep·xn rounded down, and a limit raised by the
+        // float subtraction's rounding, at most u·|keep·xn − 2·dot| ≤ u·2·(qn + max xn) (|dot| ≤
+        // (qn + xn)/2), taken twice. What it skips, the Double test would skip; the rest goes through it.
+        let scaledDown = scaled.map { Self.roundedDown($0) }
+        let largest = norms[range].max() ?? 0
+        scaled.withUnsafeBufferPointer { kx in
+            scaledDown.withUnsafeBufferPointer { kxDown in
                 best.withUnsafeMutableBufferPointer { kept in
                     for r in rows {
                         let i = r - rows.lowerBound
                         let qn = queryNorms[r]
-                        let query = queries + r * d
                         let row = dots + i * ld
-                        var limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                        let roundoff = 0x1p-22 * (qn + largest)
+                        var limit = kept[i].limit - keep * qn
+                        var floatLimit = SIMD8<Float>(repeating: limit.isFinite ? Self.roundedUp(limit + roundoff) : .infinity)
                         var j = 0
                         while j < range.count {
-                            // Eight at a time: past them all unless one passes.
+                            // Eight at a time: past them all unless one passes (NaN passes, to the Double test).
                             if j + 8 <= range.count {
-                                var m = Double.infinity
-                                for t in j..<j + 8 { m = Swift.min(m, kx[t] - 2 * Double(row[t])) }
-                                if m > limit { j += 8; continue }
+                                let products = UnsafeRawPointer(row + j).loadUnaligned(as: SIMD8<Float>.self)
+                                let reduced = UnsafeRawPointer(kxDown.baseAddress! + j).loadUnaligned(as: SIMD8<Float>.self) - (products + products)
+                                if all(reduced .> floatLimit) { j += 8; continue }
                             }
                             let end = min(j + 8, range.count)
                             while j < end {
-                                if kx[j] - 2 * Double(row[j]) <= limit {
+                                let reduced = kx[j] - 2 * Double(row[j])
+                                if reduced <= limit {
+                                    // exact ∈ approx ± slack·(qn + xn), approx = qn + xn − 2·dot.
                                     let s = range.lowerBound + j
-                                    kept[i].offer(NeighborMatch(sample: s, squaredDistance: Self.exactDistance(query, xs.baseAddress! + s * d, dimension: d)))
-                                    limit = (kept[i].worst?.squaredDistance ?? .infinity) - keep * qn
+                                    let lower = reduced + keep * qn
+                                    if kept[i].offer(s, lower: lower, upper: lower + 2 * slack * (qn + norms[s])) { resolve(&kept[i], queries, row: r) }
+                                    limit = kept[i].limit - keep * qn
+                                    floatLimit = SIMD8(repeating: limit.isFinite ? Self.roundedUp(limit + roundoff) : .infinity)
                                 }
                                 j += 1
                             }
@@ -367,43 +424,4 @@ public final class NeighborSearch: @unchecked Sendable {
         for part in parts { for m in part { best.offer(m) } }
         return best.sorted()
     }
-}
-
-/// The k best matches seen so far (`NeighborMatch.precedes` order), as a max-heap on the worst.
-struct BoundedMatches {
-    let k: Int
-    private var heap: [NeighborMatch] = []
-
-    init(k: Int) { self.k = k; heap.reserveCapacity(k + 1) }
-
-    /// The worst of the k kept, once k are kept; nil before.
-    var worst: NeighborMatch? { heap.count == k ? heap.first : nil }
-
-    mutating func offer(_ m: NeighborMatch) {
-        if heap.count < k {
-            heap.append(m)
-            var i = heap.count - 1
-            while i > 0 {
-                let parent = (i - 1) / 2
-                guard heap[parent].precedes(heap[i]) else { break }
-                heap.swapAt(parent, i)
-                i = parent
-            }
-        } else if let top = heap.first, m.precedes(top) {
-            heap[0] = m
-            var i = 0
-            while true {
-                let l = 2 * i + 1, r = l + 1
-                var largest = i
-                if l < heap.count && heap[largest].precedes(heap[l]) { largest = l }
-                if r < heap.count && heap[largest].precedes(heap[r]) { largest = r }
-                if largest == i { break }
-                heap.swapAt(i, largest)
-                i = largest
-            }
-        }
-    }
-
-    /// The kept matches, nearest first.
-    func sorted() -> [NeighborMatch] { heap.sorted { $0.precedes($1) } }
 }
