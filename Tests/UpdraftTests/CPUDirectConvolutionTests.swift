@@ -8,12 +8,7 @@ import XCTest
 /// blocks, widths that are not multiples of its 16 columns, a ReLU fused at the store (NaN to 0), a
 /// leaky ReLU as a pass after, a slice of a wider output; the same bits on 1 and 3 threads.
 final class CPUDirectConvolutionTests: XCTestCase {
-    private struct Case {
-        var spec: ConvolutionSpec
-        var input: Shape
-        var epilogue: Activation? = nil
-        var offset = 0, total: Int? = nil
-    }
+    private typealias Case = ConvolutionForwardCase
 
     private let cases: [Case] = [
         // SqueezeNet's conv1 on a smaller image: 3x3 stride 2, K = 27, 64 channels.
@@ -44,16 +39,7 @@ final class CPUDirectConvolutionTests: XCTestCase {
     ]
 
     private func run(_ backend: Backend, _ c: Case, _ g: ConvGeometry, seed: UInt64, poison: Bool = false) throws -> [Float] {
-        let total = c.total ?? g.outChannels
-        var x = Tensor(shape: c.input, uniformIn: -2...2, seed: seed)
-        if poison { x.data[7] = .nan }
-        let w = Tensor(shape: g.weightShape, uniformIn: -1...1, seed: seed + 1)
-        let b = Tensor(shape: [g.outChannels], uniformIn: -1...1, seed: seed + 2)
-        let y = try backend.makeBuffer(Tensor(shape: [g.batch, total, g.outHeight, g.outWidth], uniformIn: 5...6, seed: seed + 3))
-        try backend.convolutionForward(g, input: try backend.makeBuffer(x), weights: try backend.makeBuffer(w),
-                                       bias: g.hasBias ? try backend.makeBuffer(b) : nil, output: y,
-                                       channelOffset: c.offset, outputChannels: total, epilogue: c.epilogue)
-        return try backend.download(y)
+        try c.run(backend, g, seed: seed, poison: poison)
     }
 
     func testMatchesTheReferenceAtEveryLevelAndThreadCount() throws {

@@ -7,12 +7,7 @@ import XCTest
 /// counts that are multiples of nothing, slices of a wider output, the epilogue, both schedules and
 /// more tiles than one block.
 final class CPUWinogradTests: XCTestCase {
-    private struct Case {
-        var spec: ConvolutionSpec
-        var input: Shape
-        var epilogue: Activation? = nil
-        var offset = 0, total: Int? = nil
-    }
+    private typealias Case = ConvolutionForwardCase
 
     private let cases: [Case] = [
         Case(spec: ConvolutionSpec(inputChannels: 5, outputChannels: 7, kernelH: 3, kernelW: 3), input: [3, 5, 9, 13]),
@@ -30,16 +25,8 @@ final class CPUWinogradTests: XCTestCase {
         Case(spec: ConvolutionSpec(inputChannels: 2, outputChannels: 2, kernelH: 3, kernelW: 3), input: [1, 2, 4, 4]),
     ]
 
-    private func run(_ backend: Backend, _ c: Case, _ g: ConvGeometry, seed: UInt64) throws -> [Float] {
-        let total = c.total ?? g.outChannels
-        let x = Tensor(shape: c.input, uniformIn: -2...2, seed: seed)
-        let w = Tensor(shape: g.weightShape, uniformIn: -1...1, seed: seed + 1)
-        let b = Tensor(shape: [g.outChannels], uniformIn: -1...1, seed: seed + 2)
-        let y = try backend.makeBuffer(Tensor(shape: [g.batch, total, g.outHeight, g.outWidth], uniformIn: 5...6, seed: seed + 3))
-        try backend.convolutionForward(g, input: try backend.makeBuffer(x), weights: try backend.makeBuffer(w),
-                                       bias: g.hasBias ? try backend.makeBuffer(b) : nil, output: y,
-                                       channelOffset: c.offset, outputChannels: total, epilogue: c.epilogue)
-        return try backend.download(y)
+    private func run(_ backend: Backend, _ c: Case, _ g: ConvGeometry, seed: UInt64, poison: Bool = false) throws -> [Float] {
+        try c.run(backend, g, seed: seed, poison: poison)
     }
 
     func testWinogradMatchesReferenceAndIm2col() throws {

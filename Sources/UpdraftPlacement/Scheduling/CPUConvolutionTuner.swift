@@ -106,22 +106,14 @@ public struct CPUConvolutionTuner {
             try call()
             let result = try backend.download(out)
             if a == .im2col { reference = result; candidates.append(a); continue }
-            let scale = max(reference.map(abs).max() ?? 1, 1e-30)
-            let difference = zip(reference, result).map { abs($0 - $1) }.max() ?? 0
-            if difference <= 1e-4 * scale { candidates.append(a) } else {
-                rejected[a] = "differs from im2col by \(difference) (largest output \(scale))"
+            if let m = TunerMeasurement.mismatch(result, reference) {
+                rejected[a] = "differs from im2col by \(m.difference) (largest output \(m.scale))"
+            } else {
+                candidates.append(a)
             }
         }
-        let now = { tunerMilliseconds(threads: backend.threadCount) }  // CPUOpTuner.swift
-        var best: [CPUConvolutionAlgorithm: Double] = [:]
-        for _ in 0..<max(1, repeats) {
-            for a in candidates {
-                backend.convolutionAlgorithmOverride = a
-                let start = now()
-                try call()
-                best[a] = min(best[a] ?? .infinity, now() - start)
-            }
-        }
+        let best = try TunerMeasurement.bestTimes(candidates, repeats: repeats, threads: backend.threadCount,
+                                                  select: { backend.convolutionAlgorithmOverride = $0 }, run: call)
         backend.convolutionAlgorithmOverride = nil
         // The built-in rule's algorithm keeps the shape unless another is more than 3% faster (timing noise).
         let fastest = best.min { $0.value < $1.value }

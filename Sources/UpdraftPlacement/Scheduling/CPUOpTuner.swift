@@ -90,27 +90,18 @@ public struct CPUOpTuner {
         if backend.oneDNNImplementation(p.shape, p.pass) != nil {
             backend.opEngineOverride = .onednn
             try call.run()
-            let result = try backend.download(call.output)
-            let scale = max(reference.map(abs).max() ?? 1, 1e-30)
-            let difference = zip(reference, result).map { abs($0 - $1) }.max() ?? 0
-            if difference <= 1e-4 * scale { engines.append(.onednn) } else {
-                rejected = "differs from the own path by \(difference) (largest output \(scale))"
+            if let m = TunerMeasurement.mismatch(try backend.download(call.output), reference) {
+                rejected = "differs from the own path by \(m.difference) (largest output \(m.scale))"
+            } else {
+                engines.append(.onednn)
             }
         } else if let reason = OneDNN.unavailableReason {
             rejected = reason
         } else {
             rejected = "oneDNN has no primitive for the shape as Updraft defines it"
         }
-        let now = { tunerMilliseconds(threads: backend.threadCount) }
-        var best: [CPUOpEngine: Double] = [:]
-        for _ in 0..<max(1, repeats) {
-            for e in engines {
-                backend.opEngineOverride = e
-                let start = now()
-                try call.run()
-                best[e] = min(best[e] ?? .infinity, now() - start)
-            }
-        }
+        let best = try TunerMeasurement.bestTimes(engines, repeats: repeats, threads: backend.threadCount,
+                                                  select: { backend.opEngineOverride = $0 }, run: call.run)
         // The own path keeps the shape unless oneDNN is more than 3% faster (timing noise).
         let choice: CPUOpEngine = (best[.onednn].map { $0 * 1.03 < best[.own]! } ?? false) ? .onednn : .own
         return Outcome(problem: p, milliseconds: best, choice: choice, rejected: rejected)
@@ -145,13 +136,4 @@ public struct CPUOpTuner {
             }
         }
     }
-}
-
-/// Milliseconds for the CPU tuners' timings: with one thread, the thread's CPU time (steadier on a
-/// loaded machine); else wall time.
-func tunerMilliseconds(threads: Int) -> Double {
-    guard threads == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
-    var t = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
-    return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
 }

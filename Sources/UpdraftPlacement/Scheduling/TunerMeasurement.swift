@@ -1,0 +1,37 @@
+import Foundation
+
+/// What the CPU tuners (`CPUConvolutionTuner`, `CPUOpTuner`) share: the check of a candidate against
+/// the path it would replace, and the best-of-repeats timing on the tuners' clock.
+enum TunerMeasurement {
+    /// The largest difference of `result` from `reference`, with the reference's largest magnitude,
+    /// when it exceeds 1e-4 of that magnitude (the candidate is then left out); nil when it agrees.
+    static func mismatch(_ result: [Float], _ reference: [Float]) -> (difference: Float, scale: Float)? {
+        let scale = max(reference.map(abs).max() ?? 1, 1e-30)
+        let difference = zip(reference, result).map { abs($0 - $1) }.max() ?? 0
+        return difference <= 1e-4 * scale ? nil : (difference, scale)
+    }
+
+    /// The best of `repeats` rounds per candidate, in milliseconds: each round selects every candidate
+    /// in turn (`select`) and times one `run`.
+    static func bestTimes<C: Hashable>(_ candidates: [C], repeats: Int, threads: Int, select: (C) -> Void,
+                                       run: () throws -> Void) rethrows -> [C: Double] {
+        var best: [C: Double] = [:]
+        for _ in 0..<max(1, repeats) {
+            for c in candidates {
+                select(c)
+                let start = milliseconds(threads: threads)
+                try run()
+                best[c] = min(best[c] ?? .infinity, milliseconds(threads: threads) - start)
+            }
+        }
+        return best
+    }
+
+    /// With one thread, the thread's CPU time (steadier on a loaded machine); else wall time.
+    static func milliseconds(threads: Int) -> Double {
+        guard threads == 1 else { return Double(DispatchTime.now().uptimeNanoseconds) / 1e6 }
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
+    }
+}
