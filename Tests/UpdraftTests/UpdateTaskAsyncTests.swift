@@ -67,10 +67,12 @@ final class UpdateTaskAsyncTests: XCTestCase {
         config.backends = (reference, reference)
         // 2 epochs of 2 mini-batches; the first mini-batch's handler holds training until the
         // cancellation arrives, so the test does not race the (tiny) training run.
+        let handlerSawTheCancel = Locked<[Bool]>([])
         let long = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: golden.examples),
                               configuration: config, handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { ctx in
             let deadline = Date().addingTimeInterval(30)
             while ctx.task.state != .cancelling, Date() < deadline { usleep(1000) }
+            handlerSawTheCancel.append(ctx.task.state == .cancelling)
         }))
         let events = long.events
         let runner = Task { try await long.run() }
@@ -85,6 +87,9 @@ final class UpdateTaskAsyncTests: XCTestCase {
         }
         XCTAssertEqual(long.state, .cancelled)
         XCTAssertEqual(batches, 1, "training stopped after the mini-batch during which it was cancelled")
+        // A cancel that arrives before the handler runs (the events stream sees the mini-batch first)
+        // is not hidden from the handler behind `.suspended`.
+        XCTAssertEqual(handlerSawTheCancel.value, [true], "the handler sees the task cancelling")
         XCTAssertNoThrow(try long.currentModel(), "the model trained so far is kept")
     }
 }

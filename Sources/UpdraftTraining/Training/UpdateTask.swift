@@ -434,7 +434,11 @@ public final class UpdateTask: @unchecked Sendable {
         }
         if let session = updateSession { yieldToEventObservers(UpdateEvent(event: event, metrics: metrics, parameters: session.parameters)) }
         guard handlers.events.contains(event), let progress = handlers.progress, let session = updateSession else { return }
-        setState(.suspended)
+        // Suspended while the handler runs, unless a cancel came first (it may arrive between the
+        // event reaching the `events` observers and this line): the handler then sees `.cancelling`.
+        lock.lock()
+        if _state == .running { _state = .suspended }
+        lock.unlock()
         progress(UpdateContext(task: self, event: event, metrics: metrics, parameters: session.parameters, error: nil))
         lock.lock()
         if _state == .suspended { _state = cancelRequested ? .cancelling : .running }
