@@ -10,7 +10,12 @@
 // UPD_CONV_CHANNELS output channels x UPD_CONV_COLUMNS columns accumulate in registers over k, start
 // from the bias and store once, with the ReLU applied at the store when asked.
 
+// Output channels per register block: 8 (8 accumulators of one zmm) unless the level's file sets
+// fewer to fit its registers (AVX2: 16 ymm; baseline: 16 xmm). Packed weights are padded to 8, a
+// multiple of every block.
+#ifndef UPD_CONV_CHANNELS
 #define UPD_CONV_CHANNELS 8
+#endif
 #define UPD_CONV_COLUMNS 16
 
 static void UPD_FN(conv_gather_row)(const float *restrict x, const upd_conv_shape *s, ptrdiff_t oy, ptrdiff_t ld,
@@ -59,7 +64,7 @@ static void UPD_FN(conv_small_rows)(const float *restrict x, const upd_conv_shap
     const ptrdiff_t K = s->cin * s->kh * s->kw;
     const ptrdiff_t rows = upd_conv_small_rows_per_chunk(s);
     const ptrdiff_t ld = (rows * s->wo + UPD_CONV_COLUMNS - 1) / UPD_CONV_COLUMNS * UPD_CONV_COLUMNS;
-    const ptrdiff_t coutp = (s->cout + UPD_CONV_CHANNELS - 1) / UPD_CONV_CHANNELS * UPD_CONV_CHANNELS;
+    const ptrdiff_t coutp = upd_conv_small_packed_count(s) / K;  // cout rounded up to 8, whatever the block
     const ptrdiff_t plane = s->ho * s->wo;
     const upd_conv_v16 zero = {0};
     // A 1x1, stride-1, unpadded convolution reads its columns from the image itself (channel k's
