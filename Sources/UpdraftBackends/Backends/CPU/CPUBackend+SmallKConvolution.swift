@@ -5,9 +5,10 @@ import UpdraftCore
 // `upd_conv_small_rows`): for a network's first layer, where few input channels make K = Cin*kH*kW
 // small (SqueezeNet's and MobileNetV2's 3x3 stride-2 conv1 on RGB: K = 27). im2col + SGEMM spends
 // such a layer packing a [27, 12769] operand per image and then runs its epilogue as a pass of its
-// own; here each output row's columns are gathered into a few KiB that stay in L1, blocks of 8
-// channels x 16 columns accumulate in registers over K, and the bias and a ReLU are applied as the
-// block is stored: the output is written once. A 1x1 stride-1 layer's columns are its input planes,
+// own; here the columns of a few output rows at a time (about 512: tens of KiB, in cache) are
+// gathered, blocks of 8 channels (4 at the AVX2 level, 2 at baseline) x 16 columns accumulate in
+// registers over K, and the bias and a ReLU are applied as the block is stored: the output is
+// written once. A 1x1 stride-1 layer's columns are its input planes,
 // read in place (no packing of a [K, S] operand): the thin pointwise layers gain too. Forward only.
 
 extension CPUBackend {
