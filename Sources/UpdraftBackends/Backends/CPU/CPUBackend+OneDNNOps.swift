@@ -16,14 +16,14 @@ extension CPUBackend {
     /// The implementation oneDNN runs `shape`'s `pass` with when forced ("jit:avx2"); nil where it would not run.
     public func oneDNNImplementation(_ shape: CPUOpShape, _ pass: CPUOpPass) -> String? {
         guard OneDNN.isAvailable else { return nil }
-        return oneDNNOpPrimitives.primitive(shape, pass)?.implementation
+        return oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass))?.implementation
     }
 
     /// oneDNN's primitive when the override or the stored tuning asks for it and it can run the shape.
     private func oneDNNOp(_ shape: CPUOpShape, _ pass: CPUOpPass) -> OneDNNOp? {
         guard (opEngineOverride ?? convolutionTuning?.engine(shape, pass)) == .onednn else { return nil }
         guard OneDNN.isAvailable else { OneDNN.warnUnavailable(); return nil }
-        return oneDNNOpPrimitives.primitive(shape, pass)
+        return oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass))
     }
 
     /// Pooling forward through oneDNN when chosen; false to run the own path.

@@ -53,12 +53,19 @@ public final class CPUBackend: Backend {
     /// on NCHW directly (false, `UPDRAFT_ONEDNN_LAYOUT=plain`).
     public var oneDNNBlockedLayouts = true
     /// oneDNN's primitives per geometry and pass (CPUBackend+OneDNN.swift).
-    let oneDNNPrimitives = OneDNNPrimitiveCache()
+    let oneDNNPrimitives = OneDNNCache<OneDNNConvolutionKey, OneDNNConvolution> { key in
+        var why = ""
+        return OneDNNConvolution(key.geometry, pass: key.pass, relu: key.relu, outputImageStride: key.outputImageStride,
+                                 blocked: key.blocked, why: &why)
+    }
     /// Forces the engine of every pooling and inner-product pass (tests, gradcheck, UPDRAFT_ONEDNN=on);
     /// nil uses the stored tuning, else Updraft's own (CPUBackend+OneDNNOps.swift).
     public var opEngineOverride: CPUOpEngine?
     /// oneDNN's pooling and inner-product primitives per shape and pass.
-    let oneDNNOpPrimitives = OneDNNOpCache()
+    let oneDNNOpPrimitives = OneDNNCache<OneDNNOpKey, OneDNNOp> { key in
+        var why = ""
+        return OneDNNOp(key.shape, key.pass, why: &why)
+    }
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {

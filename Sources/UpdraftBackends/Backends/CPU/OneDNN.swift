@@ -87,26 +87,30 @@ final class OneDNNConvolution {
     }
 }
 
-/// The primitives a CPU backend made, per geometry, pass, fused ReLU, output stride and layout; a shape
-/// oneDNN cannot run is remembered too (as nil), so it is asked once.
-final class OneDNNPrimitiveCache: @unchecked Sendable {
-    struct Key: Hashable {
-        var geometry: ConvGeometry
-        var pass: CPUConvolutionPass
-        var relu: Bool
-        var outputImageStride: Int
-        var blocked: Bool
-    }
-    private var primitives: [Key: OneDNNConvolution?] = [:]
+/// What a convolution primitive is made for: geometry, pass, fused ReLU, output stride and layout.
+struct OneDNNConvolutionKey: Hashable {
+    var geometry: ConvGeometry
+    var pass: CPUConvolutionPass
+    var relu: Bool
+    var outputImageStride: Int
+    var blocked: Bool
+}
+
+/// The oneDNN primitives a CPU backend made, per key (`make` builds one, nil where oneDNN cannot run
+/// it); a key oneDNN cannot run is remembered too, so it is asked once. One for the convolutions, one
+/// for pooling and inner products.
+final class OneDNNCache<Key: Hashable, Primitive>: @unchecked Sendable {
+    private var primitives: [Key: Primitive?] = [:]
     private let lock = NSLock()
+    private let make: (Key) -> Primitive?
+
+    init(_ make: @escaping (Key) -> Primitive?) { self.make = make }
 
     /// The cached or new primitive for `key`; nil when oneDNN cannot run it.
-    func primitive(_ key: Key) -> OneDNNConvolution? {
+    func primitive(_ key: Key) -> Primitive? {
         lock.lock(); defer { lock.unlock() }
         if let known = primitives[key] { return known }
-        var why = ""
-        let made = OneDNNConvolution(key.geometry, pass: key.pass, relu: key.relu, outputImageStride: key.outputImageStride,
-                                     blocked: key.blocked, why: &why)
+        let made = make(key)
         primitives[key] = .some(made)
         return made
     }

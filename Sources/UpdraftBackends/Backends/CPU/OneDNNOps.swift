@@ -139,21 +139,8 @@ final class OneDNNOp {
     }
 }
 
-/// The pooling and inner-product primitives a CPU backend made, per shape and pass; a shape oneDNN
-/// cannot run is remembered too (as nil), so it is asked once.
-final class OneDNNOpCache: @unchecked Sendable {
-    private struct Key: Hashable { var shape: CPUOpShape; var pass: CPUOpPass }
-    private var primitives: [Key: OneDNNOp?] = [:]
-    private let lock = NSLock()
-
-    /// The cached or new primitive; nil when oneDNN cannot run it.
-    func primitive(_ shape: CPUOpShape, _ pass: CPUOpPass) -> OneDNNOp? {
-        lock.lock(); defer { lock.unlock() }
-        let key = Key(shape: shape, pass: pass)
-        if let known = primitives[key] { return known }
-        var why = ""
-        let made = OneDNNOp(shape, pass, why: &why)
-        primitives[key] = .some(made)
-        return made
-    }
+/// What a pooling or inner-product primitive is made for.
+struct OneDNNOpKey: Hashable {
+    var shape: CPUOpShape
+    var pass: CPUOpPass
 }
