@@ -128,95 +128,32 @@ final class FaultyBackend: Backend {
     func accumulate(_ source: DeviceBuffer, into destination: DeviceBuffer) throws { try base.accumulate(source, into: destination) }
     func synchronize() throws {}
 
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, epilogue: Activation?) throws {
-        guard fault == .accumulatingConvolution else {
-            return try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
+    /// Every op runs on the reference, except the faulty one.
+    func run<Op: DeviceOp>(_ op: Op) throws -> Op.Result {
+        switch (fault, op) {
+        case let (.accumulatingConvolution, c as DeviceOps.ConvolutionForward):
+            let scratch = try base.makeBuffer(count: c.output.count)
+            try base.convolutionForward(c.g, input: c.input, weights: c.weights, bias: c.bias, output: scratch, epilogue: c.epilogue)
+            try base.accumulate(scratch, into: c.output)  // the bug: += instead of =
+            return () as! Op.Result
+        case (.throwingSoftmax, is DeviceOps.SoftmaxForward):
+            throw UpdraftError(.device, "softmax kernel failed to build")
+        case let (.adamWithoutBiasCorrection, a as DeviceOps.AdamStep):
+            // the bug: always the first step's bias correction
+            try base.adamStep(a.h, step: 1, parameter: a.parameter, gradient: a.gradient, m: a.m, v: a.v, count: a.count)
+            return () as! Op.Result
+        default:
+            break
         }
-        let scratch = try base.makeBuffer(count: output.count)
-        try base.convolutionForward(g, input: input, weights: weights, bias: bias, output: scratch, epilogue: epilogue)
-        try base.accumulate(scratch, into: output)  // the bug: += instead of =
-    }
-    func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
-                                 inputGradient: DeviceBuffer) throws {
-        try base.convolutionBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-    }
-    func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                                    weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
-        try base.convolutionBackwardWeights(g, input: input, outputGradient: outputGradient,
-                                            weightGradient: weightGradient, biasGradient: biasGradient)
-    }
-    func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws {
-        try base.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
-    }
-    func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
-                                  inputGradient: DeviceBuffer) throws {
-        try base.innerProductBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-    }
-    func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                                     weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws {
-        try base.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient,
-                                             weightGradient: weightGradient, biasGradient: biasGradient)
-    }
-    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try base.activationForward(a, g, input: input, output: output)
-    }
-    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
-                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
-        try base.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient,
-                                    inputGradient: inputGradient)
-    }
-    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try base.poolingForward(g, input: input, output: output)
-    }
-    func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
-                         outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws {
-        try base.poolingBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        if fault == .poolingGradient { try nudge(inputGradient, inputGradient.count - 1, by: 0.01) }
-    }
-    func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws {
-        try base.concatForward(inputs, channels: channels, batch: batch, spatial: spatial, output: output)
-    }
-    func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
-                        inputGradients: [DeviceBuffer]) throws {
-        try base.concatBackward(outputGradient, channels: channels, batch: batch, spatial: spatial, inputGradients: inputGradients)
-    }
-    func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        if fault == .throwingSoftmax { throw UpdraftError(.device, "softmax kernel failed to build") }
-        try base.softmaxForward(g, input: input, output: output)
-    }
-    func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
-                         inputGradient: DeviceBuffer) throws {
-        try base.softmaxBackward(g, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-    }
-    func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
-                             logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws {
-        try base.softmaxCrossEntropy(g, logits: logits, labels: labels, loss: loss, logitsGradient: logitsGradient, correct: correct)
-        if fault == .correctCountOffByOne, let correct { try nudge(correct, 0, by: 1) }
-    }
-    func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
-                          inputGradient: DeviceBuffer?) throws {
-        try base.meanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient)
-    }
-    func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer, output: DeviceBuffer) throws {
-        try base.channelAffine(shape, input: input, scale: scale, shift: shift, output: output)
-    }
-    func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
-                               inputGradient: DeviceBuffer) throws {
-        try base.channelAffineBackward(shape, outputGradient: outputGradient, scale: scale, inputGradient: inputGradient)
-    }
-    func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
-        try base.elementwise(op, a, b, output: output, count: count)
-    }
-    func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                 velocity: DeviceBuffer, count: Int) throws {
-        try base.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-    }
-    func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                  m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
-        // the bug: always the first step's bias correction
-        try base.adamStep(h, step: fault == .adamWithoutBiasCorrection ? 1 : step, parameter: parameter, gradient: gradient,
-                          m: m, v: v, count: count)
+        let result = try op.run(on: base)
+        switch (fault, op) {
+        case let (.poolingGradient, p as DeviceOps.PoolingBackward):
+            try nudge(p.inputGradient, p.inputGradient.count - 1, by: 0.01)
+        case let (.correctCountOffByOne, s as DeviceOps.SoftmaxCrossEntropy):
+            if let correct = s.correct { try nudge(correct, 0, by: 1) }
+        default:
+            break
+        }
+        return result
     }
 }

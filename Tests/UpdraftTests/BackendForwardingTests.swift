@@ -1,4 +1,5 @@
 import XCTest
+import UpdraftCore
 @testable import UpdraftBackends
 
 /// `ForwardingBackend`, the base of the wrappers that count, time or fail calls: every call goes
@@ -30,6 +31,41 @@ final class BackendForwardingTests: XCTestCase {
             XCTAssertGreaterThan(counting.calls[kind] ?? 0, 0, "\(kind) went through the hook: \(counting.calls)")
         }
         XCTAssertTrue(counting.details.contains { $0.contains("->") && $0.contains(" at ") }, "\(counting.details)")
+    }
+
+    /// The wrapper has no per-op code: every op of the comparison catalogue reaches it through the
+    /// one generic `run`, keyed by the op's own kind, and gives the wrapped backend's numbers.
+    func testEveryOpOfTheCatalogueGoesThroughTheOneHook() throws {
+        let counting = Counting(CPUBackend())
+        let cases = [OpCase].quick
+        let wrapped = BackendComparison(backend: counting).run(cases)
+        let plain = BackendComparison(backend: CPUBackend()).run(cases)
+        XCTAssertEqual(wrapped, plain)
+        XCTAssertTrue(wrapped.allSatisfy(\.ok), "\(wrapped.filter { !$0.ok })")
+        let ops: [BackendCall.Kind] = [
+            .convolutionForward, .convolutionBackwardData, .convolutionBackwardWeights, .innerProductForward,
+            .innerProductBackwardData, .innerProductBackwardWeights, .activationForward, .activationBackward,
+            .poolingForward, .poolingBackward, .concatForward, .concatBackward, .softmaxForward, .softmaxBackward,
+            .softmaxCrossEntropy, .meanSquaredError, .sgdStep, .adamStep, .stridedCopy, .spatialForward,
+            .spatialBackward, .broadcastBinary, .reduce, .reduceBackward, .channelAffine, .elementwise]
+        let missing = ops.filter { (counting.calls[$0] ?? 0) == 0 }
+        XCTAssertEqual(missing, [], "ops that did not reach the hook: \(missing); seen: \(counting.calls.keys.map(\.rawValue).sorted())")
+    }
+
+    /// A half-storage op a backend has no kernel for says so (false) through the wrapper too, and
+    /// the float form runs when nothing is half.
+    func testTheHalfFormsAnswerThroughTheWrapper() throws {
+        let counting = Counting(CPUBackend())
+        let g = try ConvolutionSpec(inputChannels: 2, outputChannels: 3, kernelH: 3, kernelW: 3, hasBias: false)
+            .geometry(input: [1, 2, 5, 5])
+        let x = try counting.makeBuffer(count: 50), w = try counting.makeBuffer(count: 54)
+        let y = try counting.makeBuffer(count: g.outputShape.count)
+        XCTAssertFalse(try counting.convolutionForward(g, input: x, weights: w, bias: nil, output: y, channelOffset: 0,
+                                                      outputChannels: 3, epilogue: nil, storage: HalfStorage(input: true, output: false)))
+        XCTAssertEqual(counting.calls[.convolutionSliceForward] ?? 0, 0)
+        XCTAssertTrue(try counting.convolutionForward(g, input: x, weights: w, bias: nil, output: y, channelOffset: 0,
+                                                     outputChannels: 3, epilogue: nil, storage: .none))
+        XCTAssertEqual(counting.calls[.convolutionHalfForward], 2)
     }
 
     /// The loss is read with `downloadLater`, as in production: a device failing there falls back.

@@ -4,21 +4,21 @@ import UpdraftCore
 /// and test doubles; and the backward of a broadcasting op, which every backend builds from its own
 /// `broadcastBinary`, `elementwise` and `reduce`.
 public extension Backend {
-    func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
+    func hostBroadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try download(a, offset: 0, count: g.aCount), y = try download(b, offset: 0, count: g.bCount)
         try checkRange(offset: 0, count: g.outputCount, in: output, "\(g.op.rawValue) output")
         let r = try Reference.broadcastBinary(g, x.map(Double.init), y.map(Double.init))
         try upload(r.map(Float.init), to: output, offset: 0)
     }
 
-    func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+    func hostReduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate()
         let x = try download(input, offset: 0, count: g.inputCount)
         try checkRange(offset: 0, count: g.outputCount, in: output, "reduction output")
         try upload(try Reference.reduce(g, input: x.map(Double.init)).map(Float.init), to: output, offset: 0)
     }
 
-    func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+    func hostReduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
                         inputGradient: DeviceBuffer) throws {
         try g.validate()
         let x = try download(input, offset: 0, count: g.inputCount)

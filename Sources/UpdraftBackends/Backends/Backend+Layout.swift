@@ -1,21 +1,10 @@
-// The layout ops on any backend: each op's forward and backward composed from the backend's
-// requirements (LayoutOp.execution: the input itself, the softmax kernels, or strided copies after
-// an optional fill), the permuted copy as one strided copy, and the strided copy through the host
-// for backends without their own kernel (wrappers, test doubles). CPUBackend, ReferenceBackend and
-// OpenCLBackend implement `stridedCopy` themselves.
+// The layout ops on any backend: each op's forward and backward composed from the backend's ops
+// (LayoutOp.execution: the input itself, the softmax kernels, or strided copies after an optional
+// fill), and the permuted copy as one strided copy (`DeviceOps.StridedCopyOp`, which CPUBackend,
+// ReferenceBackend and OpenCLBackend each implement).
 import UpdraftCore
 
 public extension Backend {
-    /// Reads the source's and destination's reach, copies with the Double reference, writes the destination back.
-    func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws {
-        try g.validate("\(name) strided copy")
-        guard g.count > 0 else { return }
-        let x = try download(source, offset: 0, count: g.sourceExtent).map(Double.init)
-        var y = try download(destination, offset: 0, count: g.destinationExtent).map(Double.init)
-        try Reference.stridedCopy(g, source: x, into: &y)
-        try upload(y.map(Float.init), to: destination, offset: 0)
-    }
-
     /// Permuted copy of `g.batch` examples (transpose / permute): y's axis k is x's axis g.perm[k].
     func transpose(_ g: TransposeGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         try g.validate("\(name) transpose")

@@ -4,14 +4,14 @@ import UpdraftCore
 /// result (rounded to float32) is written. The reference backend and test doubles use these; the CPU
 /// and OpenCL backends have their own loops and kernels.
 public extension Backend {
-    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
+    func hostSpatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
         let x = try download(input, offset: 0, count: g.inputShape.count)
         try checkRange(offset: 0, count: g.outputShape.count, in: output, "\(g.op.familyName) output")
         let y = try Reference.spatialForward(g, input: x.map(Double.init))
         try upload(y.map(Float.init), to: output, offset: 0)
     }
 
-    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
+    func hostSpatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
                          inputGradient: DeviceBuffer) throws {
         let x = try download(input, offset: 0, count: g.inputShape.count)
         let y = try download(output, offset: 0, count: g.outputShape.count)

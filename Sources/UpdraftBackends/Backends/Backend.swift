@@ -13,10 +13,12 @@ public protocol DeviceBuffer: AnyObject {
 /// backend's.
 public protocol DeviceFailure: Error {}
 
-/// One interface for every place an op can run: the Double reference (the definition), the fast CPU
-/// path and each OpenCL device. Shapes travel in the geometry values (`ConvGeometry`, `PoolGeometry`,
-/// …); buffers carry only memory. Every op writes (never accumulates into) its outputs, except
-/// `accumulate`. Work may be queued: results are guaranteed only after `download` or `synchronize`.
+/// What a device is, for every place an op can run — the Double reference (the definition), the fast
+/// CPU path and each OpenCL device: its buffers, transfers and synchronisation, and `run`, which
+/// dispatches a `DeviceOp` to the device's implementation. Shapes travel in the geometry values
+/// (`ConvGeometry`, `PoolGeometry`, …); buffers carry only memory. Every op writes (never
+/// accumulates into) its outputs, except `accumulate`. Work may be queued: results are guaranteed
+/// only after `download` or `synchronize`.
 public protocol Backend: AnyObject {
     /// Short name for tables and logs: "reference", "cpu", "opencl:<device name>".
     var name: String { get }
@@ -70,114 +72,16 @@ public protocol Backend: AnyObject {
     func copyRows(_ source: DeviceBuffer, rows sourceRows: [Int], to destination: DeviceBuffer,
                   rows destinationRows: [Int], rowLength: Int, toHalf: Bool) throws
 
-    // MARK: Convolution — x [N, Cin, H, W], w [Cout, Cin/g, kH, kW], b [Cout], y [N, Cout, Ho, Wo]
-    /// y = conv(x, w) + b, then the `epilogue` function in the same pass (any `Activation`; per-channel
-    /// constants indexed by output channel).
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, epilogue: Activation?) throws
-    /// `convolutionForward` into channels [channelOffset, channelOffset + g.outChannels) of an output
-    /// [N, outputChannels, Ho, Wo], leaving its other channels as they are: convolutions that feed a
-    /// channel concat write their slices of its output directly, and the concat is not run.
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws
-    /// Whether the slice form above runs natively (the default goes through the host, and the
-    /// executor then keeps the concat).
+    /// Whether the slice form of `convolutionForward` (`DeviceOps.ConvolutionSliceForward`) runs
+    /// natively (the reference goes through the host, and the executor then keeps the concat).
     var writesConvolutionSlices: Bool { get }
-    /// The slice form of `convolutionForward` with the input and/or the output kept as IEEE halves
-    /// (`storage`; a half buffer holds two values per float, counts and offsets in values), arithmetic
-    /// in fp32, each stored value rounded to nearest even: the frozen prefix's fp16 option. Returns
-    /// false, having done nothing, when this backend has no such kernel for `g`; the executor then
-    /// converts around the fp32 op (`Executor.forwardHalfStored`), which is also the CPU twin.
-    /// Default: false unless nothing is half.
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
-                            storage: HalfStorage) throws -> Bool
-    /// `poolingForward` with half input and/or output, like the convolution's form above. Default: false unless nothing is half.
-    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool
-    /// dx from dy and w.
-    func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
-                                 inputGradient: DeviceBuffer) throws
-    /// dw (and db = sum of dy over N, Ho, Wo) from x and dy.
-    func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                                    weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
 
-    // MARK: Inner product — x [N, Cin], w [Cout, Cin], b [Cout], y [N, Cout]
-    /// y = x . w^T + b, then the `epilogue` function (per-channel constants indexed by output channel).
-    func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
-                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws
-    func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
-                                  inputGradient: DeviceBuffer) throws
-    func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                                     weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
-
-    // MARK: Activations, clip and unary functions — x, y, dy, dx [N, C, S] (`g.count` elements)
-    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
-    /// dx = dy * f'(·), reading y (and not x) when `a.backwardReadsOutput`, else x.
-    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
-                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
-
-    // MARK: Pooling — x [N, C, H, W], y [N, C, Ho, Wo]
-    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
-    func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
-                         outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
-
-    // MARK: Concat along channels — input i is [N, channels[i], S], output [N, sum(channels), S], S = H*W
-    func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws
-    /// Splits dy back into the inputs' gradients.
-    func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
-                        inputGradients: [DeviceBuffer]) throws
-
-    /// The strided copy (Ops/Layout.swift): the box `g.dims` from its view of `source` into its view of
-    /// `destination`, the rest of `destination` untouched. The layout ops that move values (transpose,
-    /// concatND, …) run as these (`layoutForward` / `layoutBackward`, Backend+Layout.swift).
-    func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws
-
-    // MARK: Softmax over channels and the losses
-    func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
-    /// dx = y * (dy - sum_c(dy * y)).
-    func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
-                         inputGradient: DeviceBuffer) throws
-    /// Fused softmax + categorical cross-entropy on logits [N, C] (g.spatial == 1) with labels [N]
-    /// (class indices as floats). loss[0] = mean over n of logsumexp(z_n) - z_n[label_n];
-    /// dz = (softmax(z) - onehot(label)) / N; correct[0] = number of rows whose first arg-max is the label.
-    func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
-                             logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws
-    /// loss[0] = mean over all `count` elements of (x - t)²; dx = 2 (x - t) / count.
-    func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
-                          inputGradient: DeviceBuffer?) throws
-
-    // MARK: Frozen layers and element-wise ops
-    /// y[n, c, s] = scale[c] * x[n, c, s] + shift[c]: batchnorm with frozen statistics.
-    func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer,
-                       output: DeviceBuffer) throws
-    /// dx[n, c, s] = scale[c] * dy[n, c, s].
-    func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
-                               inputGradient: DeviceBuffer) throws
-    /// y = a + b or a * b over `count` elements.
-    func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws
-
-    // MARK: Spatial ops (padding, upsample, LRN, L2 normalize, instance normalization; Ops/Spatial.swift)
-    /// y [g.outputShape] from x [g.inputShape]. Default: through the host with the Double reference.
-    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
-    /// dx [g.inputShape] from x, y and dy. Default: through the host with the Double reference.
-    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
-                         inputGradient: DeviceBuffer) throws
-
-    // MARK: Broadcasting and reductions (Ops/Broadcast.swift)
-    /// y = a op b with numpy broadcasting. Default: through the host with the Double reference.
-    func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws
-    /// y = scale * sum or max of x over the reduced axes. Default: through the host.
-    func reduce(_ g: ReductionGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
-    /// dx of `reduce` from x and dy. Default: through the host.
-    func reduceBackward(_ g: ReductionGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
-                        inputGradient: DeviceBuffer) throws
-
-    // MARK: Optimizer updates, one fused pass over a parameter tensor (see the hyperparameter types)
-    func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                 velocity: DeviceBuffer, count: Int) throws
-    /// `step` counts from 1 (bias correction uses beta^step).
-    func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                  m: DeviceBuffer, v: DeviceBuffer, count: Int) throws
+    // MARK: Ops
+    /// Runs one device op — a convolution, a pooling, an optimizer step, …: `DeviceOp`, whose
+    /// `run(on:)` names each backend kind's implementation. Every op goes through here, so a wrapper
+    /// intercepts them all in one place (`ForwardingBackend`). The op methods callers use
+    /// (`convolutionForward(…)`, `sgdStep(…)`, …) build the op and call this: DeviceOps+*.swift.
+    func run<Op: DeviceOp>(_ op: Op) throws -> Op.Result
 }
 
 /// Where a backend's buffers live.
@@ -213,20 +117,6 @@ public extension Backend {
     var runsOnHostCPU: Bool { false }
     func downloadLater(_ buffer: DeviceBuffer) throws -> PendingDownload { PendingDownload(values: try download(buffer)) }
     var writesConvolutionSlices: Bool { false }
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
-                            storage: HalfStorage) throws -> Bool {
-        guard storage == .none else { return false }
-        try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: channelOffset,
-                               outputChannels: outputChannels, epilogue: epilogue)
-        return true
-    }
-    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, storage: HalfStorage) throws -> Bool {
-        guard storage == .none else { return false }
-        try poolingForward(g, input: input, output: output)
-        return true
-    }
-
     /// The ReLU-or-nothing form of `convolutionForward(…, epilogue:)`.
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, fusedReLU: Bool) throws {
@@ -252,8 +142,10 @@ public extension Backend {
                                outputGradient: outputGradient, inputGradient: inputGradient)
     }
 
-    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                            output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
+    /// The slice form of `convolutionForward` through the host (the reference backend's): the whole
+    /// output computed into a buffer of its own, then copied into the slice.
+    func hostConvolutionSliceForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                                     output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
         let plane = g.outHeight * g.outWidth, block = g.outChannels * plane
         try checkChannelSlice(g, output: output, channelOffset: channelOffset, outputChannels: outputChannels)
         if channelOffset == 0 && outputChannels == g.outChannels {
