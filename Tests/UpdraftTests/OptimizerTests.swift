@@ -87,6 +87,25 @@ final class OptimizerTests: XCTestCase {
 
     /// The Core ML oneof table: each registered optimizer's field finds its kind again, and a model's
     /// hyperparameters list each optimizer's own fields with the fallbacks its settings declare.
+    /// A setting of the other optimizer is refused by name, not silently ignored; the model's own
+    /// settings and the run's (batch size, epochs, …) are taken.
+    func testAnotherOptimizersSettingIsRefused() throws {
+        XCTAssertThrowsError(try TrainingParameters(optimizer: .adam, hyperparameters: [], overrides: [.momentum: .double(0.9)])) {
+            let message = "\($0)"
+            XCTAssertTrue(message.contains("momentum is a setting of the sgd optimizer"), message)
+            XCTAssertTrue(message.contains("beta1"), "the hint lists Adam's settings: \(message)")
+        }
+        XCTAssertThrowsError(try TrainingParameters(optimizer: .sgd, hyperparameters: [], overrides: [.beta2: .double(0.99)])) {
+            XCTAssertTrue("\($0)".contains("beta2 is a setting of the adam optimizer"), "\($0)")
+        }
+        let adam = try TrainingParameters(optimizer: .adam, hyperparameters: [],
+                                          overrides: [.beta1: .double(0.8), .weightDecay: .double(0.01), .epochs: .int(3)])
+        XCTAssertEqual(adam[.beta1], .double(0.8))
+        XCTAssertEqual(adam.epochs, 3)
+        let sgd = try TrainingParameters(optimizer: .sgd, hyperparameters: [], overrides: [.momentum: .double(0.5)])
+        XCTAssertEqual(sgd.momentum, 0.5)
+    }
+
     func testCoreMLOptimizerTable() throws {
         XCTAssertEqual(OptimizerKind.coreMLFields, [10, 11])
         for kind in OptimizerKind.all { XCTAssertEqual(OptimizerKind(coreMLField: kind.optimizerType.coreML.field), kind) }
@@ -104,8 +123,10 @@ final class OptimizerTests: XCTestCase {
 
     /// The registered optimizers' steps on a backend match their Double references.
     func testRegisteredStepsMatchTheirReferences() throws {
-        let values = try TrainingParameters(optimizer: .adam, hyperparameters: [],
-                                            overrides: [.learningRate: .double(0.01), .momentum: .double(0.9), .weightDecay: .double(0.01)]).values
+        // Every optimizer's settings in one table (a run takes only its own optimizer's: momentum is SGD's).
+        var values = try TrainingParameters(optimizer: .adam, hyperparameters: [],
+                                            overrides: [.learningRate: .double(0.01), .weightDecay: .double(0.01)]).values
+        values[.momentum] = .double(0.9)
         for kind in OptimizerKind.all {
             try check(kind.optimizerType, values)
         }

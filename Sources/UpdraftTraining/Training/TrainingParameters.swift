@@ -31,7 +31,16 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Sets one value after checking its type and the model's constraint.
+    /// A setting of another optimizer than the model's (momentum for an Adam model, beta1 for an SGD
+    /// one) is refused: the run would ignore it.
     public mutating func set(_ key: ParameterKey, _ value: ParameterValue, descriptions: [Hyperparameter]) throws {
+        let own = optimizer.optimizerType.settings.map(\.key)
+        if !own.contains(key), let other = OptimizerKind.all.first(where: { $0.optimizerType.settings.contains { $0.key == key } }) {
+            throw UpdraftError(.invalidArgument,
+                "\(key) is a setting of the \(other) optimizer; this model trains with \(optimizer), which would ignore it",
+                hint: "leave \(key) out; \(optimizer)'s settings are " + own.map { "\($0)" }.joined(separator: ", ")
+                    + " (to train with \(other), change the model's optimizer: updraft make-updatable MODEL --optimizer \(other) ... --out MODEL)")
+        }
         let normalized = try Self.normalize(key, value)
         if let d = descriptions.first(where: { $0.key == key.hyperparameterKey }), !d.allows(normalized) {
             throw UpdraftError(.invalidArgument,
