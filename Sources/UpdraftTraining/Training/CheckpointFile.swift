@@ -188,6 +188,8 @@ enum CheckpointFile {
         var overrides: [ParameterKey: ParameterValue] = [:]
         for (name, text) in header.parameters {
             guard let key = ParameterKey(rawValue: name) else { throw damaged("unknown parameter '\(name)'") }
+            // Files keep every key's value, the other optimizer's defaults too; the run has only its own.
+            if TrainingParameters.otherOptimizer(owning: key, besides: optimizer) != nil { continue }
             overrides[key] = try decode(text, key: name)
         }
         let parameters = try TrainingParameters(optimizer: optimizer, hyperparameters: [], overrides: overrides)

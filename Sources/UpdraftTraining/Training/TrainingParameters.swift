@@ -34,8 +34,8 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     /// A setting of another optimizer than the model's (momentum for an Adam model, beta1 for an SGD
     /// one) is refused: the run would ignore it.
     public mutating func set(_ key: ParameterKey, _ value: ParameterValue, descriptions: [Hyperparameter]) throws {
-        let own = optimizer.optimizerType.settings.map(\.key)
-        if !own.contains(key), let other = OptimizerKind.all.first(where: { $0.optimizerType.settings.contains { $0.key == key } }) {
+        if let other = Self.otherOptimizer(owning: key, besides: optimizer) {
+            let own = optimizer.optimizerType.settings.map(\.key)
             throw UpdraftError(.invalidArgument,
                 "\(key) is a setting of the \(other) optimizer; this model trains with \(optimizer), which would ignore it",
                 hint: "leave \(key) out; \(optimizer)'s settings are " + own.map { "\($0)" }.joined(separator: ", ")
@@ -50,6 +50,13 @@ public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
                 } ?? "pick one of the allowed values")
         }
         values[key] = normalized
+    }
+
+    /// The optimizer whose setting `key` is, when it is not `optimizer`'s own (nil for the run's
+    /// settings and for `optimizer`'s).
+    static func otherOptimizer(owning key: ParameterKey, besides optimizer: OptimizerKind) -> OptimizerKind? {
+        if optimizer.optimizerType.settings.contains(where: { $0.key == key }) { return nil }
+        return OptimizerKind.all.first { $0.optimizerType.settings.contains { $0.key == key } }
     }
 
     static func normalize(_ key: ParameterKey, _ value: ParameterValue) throws -> ParameterValue {
