@@ -28,37 +28,16 @@ package enum LayerShapes {
         return Shape(dims)
     }
 
-    package static func outputChannels(_ layer: LayerSpec) -> Int {
-        switch layer.params {
-        case let .convolution(c): return c.outputChannels
-        case let .innerProduct(p): return p.outputChannels
-        default: return 0
-        }
-    }
+    package static func outputChannels(_ layer: LayerSpec) -> Int { layer.params.weighted?.outputChannels ?? 0 }
 
-    package static func hasBias(_ layer: LayerSpec) -> Bool {
-        switch layer.params {
-        case let .convolution(c): return c.hasBias
-        case let .innerProduct(p): return p.hasBias
-        default: return false
-        }
-    }
+    package static func hasBias(_ layer: LayerSpec) -> Bool { layer.params.weighted?.hasBias ?? false }
 
-    /// Convolution `[C_out, kernelChannels, kH, kW]`, inner product `[C_out, C_in]`.
+    /// Convolution `[C_out, kernelChannels, kH, kW]`, inner product `[C_out, C_in]` (`WeightedLayerParams.weightShape`).
     package static func weightShape(_ layer: LayerSpec) throws -> Shape {
-        switch layer.params {
-        case let .convolution(c):
-            guard c.kernelSize.count == 2 else {
-                throw UpdraftError(.invalidModel,
-                    "layer '\(layer.name)': kernelSize lists \(c.kernelSize.count) values; expected 2 (height, width)")
-            }
-            return try checkedShape([c.outputChannels, c.kernelChannels, c.kernelSize[0], c.kernelSize[1]],
-                                    "layer '\(layer.name)' (convolution) weights")
-        case let .innerProduct(p):
-            return try checkedShape([p.outputChannels, p.inputChannels], "layer '\(layer.name)' (innerProduct) weights")
-        default:
+        guard let weighted = layer.params.weighted else {
             throw UpdraftError(.invalidArgument, "layer '\(layer.name)' is a \(layer.typeName) layer and has no weights")
         }
+        return try weighted.weightShape(layer: layer.name)
     }
 
     /// The values of a WeightParams as a tensor of `shape`: an error for the encodings Updraft does

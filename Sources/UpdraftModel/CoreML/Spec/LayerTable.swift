@@ -6,8 +6,10 @@ import UpdraftCore
 /// and names live in `NeuralNetworkLayerType` (CoreMLTypes.swift); each parameter message's own
 /// fields in its decoder and encoder (LayerCodec.swift, Layers+*.swift).
 ///
-/// Adding a Core ML layer type: a `LayerParams` case, a `readers` row, its case in `layerType` and
-/// `encoded()` below, and the parameter struct's `init(reading:)` / `encoded(into:)`.
+/// Adding a Core ML layer type: a `LayerParams` case, a `readers` row, its case in `layerType`,
+/// `encoded()` and `shapeRule` below, and in one file (`Layers+<Kind>.swift`) the parameter struct with
+/// its `init(reading:)` / `encoded(into:)` and its `LayerShapeRule` (and `WeightedLayerParams` if it
+/// has trained weights).
 extension LayerParams {
     /// How each typed layer type's parameter message is read, by layer type.
     static let readers: [NeuralNetworkLayerType: @Sendable (ProtoReader) throws -> LayerParams] = {
@@ -87,11 +89,30 @@ extension LayerParams {
         return NeuralNetworkLayerType.name(ofField: typeField)
     }
 
+    /// The parameters of a layer with trainable weights and a bias (convolution, innerProduct).
+    var weighted: WeightedLayerParams? {
+        switch self {
+        case let .convolution(c): return c
+        case let .innerProduct(p): return p
+        default: return nil
+        }
+    }
+
     /// The WeightParams fields of a layer with trainable weights (convolution, innerProduct).
     var weightFields: (weights: Int, bias: Int)? {
+        weighted.map { (type(of: $0).weightsField, type(of: $0).biasField) }
+    }
+
+    /// The layer type's shape rule, where its parameters carry one (Layers+<Kind>.swift); the other
+    /// types' rules are `ShapeInference.layer`'s cases.
+    var shapeRule: LayerShapeRule? {
         switch self {
-        case .convolution: return (ConvolutionLayerParams.weightsField, ConvolutionLayerParams.biasField)
-        case .innerProduct: return (InnerProductLayerParams.weightsField, InnerProductLayerParams.biasField)
+        case let .convolution(c): return c
+        case let .innerProduct(p): return p
+        case let .pooling(p): return p
+        case let .activation(a): return a
+        case let .unary(u): return u
+        case let .batchnorm(b): return b
         default: return nil
         }
     }
@@ -122,4 +143,19 @@ extension LayerParams {
         }
         return w.message
     }
+}
+
+/// A layer type with trained weights and an optional bias (convolution, inner product): what reading,
+/// setting and making its weights updatable needs, declared by each type (Layers+<Kind>.swift).
+protocol WeightedLayerParams {
+    var weights: WeightParams { get }
+    /// The bias values as stored (see `hasBias`).
+    var bias: WeightParams? { get }
+    var hasBias: Bool { get }
+    var outputChannels: Int { get }
+    /// The parameter message's WeightParams fields.
+    static var weightsField: Int { get }
+    static var biasField: Int { get }
+    /// The weights' shape, every size checked; errors name the layer `layer`.
+    func weightShape(layer: String) throws -> Shape
 }
