@@ -16,9 +16,9 @@ enum ShapeInference {
                           isUpdatable: layer.isUpdatable, weights: r.weights, bias: r.bias)
     }
 
-    /// The shape rules of the layer types whose parameters carry none of their own (`LayerParams.shapeRule`
-    /// is nil): the parameterless and scalar types here, and the families' (spatial, resampling,
-    /// broadcasting and reducing, layout) in ShapeInference+<Family>.swift.
+    /// The shape rules of the layer types without a parameter message of their own (`LayerParams.shapeRule`
+    /// is nil): clip, concat, softmax, flatten, add / multiply, l2normalize and the *Broadcastable
+    /// types (the last two through their families' rules in Layers+Spatial.swift / Layers+Broadcast.swift).
     private static func otherLayer(_ c: ShapeRuleContext) throws -> InferredLayer {
         let layer = c.layer, inputShapes = c.inputShapes, logical = c.logical, input = c.input
         /// Set by ops that define their output's logical shape; others derive it (LogicalShape.output(canonical:like:)).
@@ -90,20 +90,19 @@ enum ShapeInference {
             op = isAdd ? .add : .multiply
             output = input
 
-        case .padding, .lrn, .l2normalize:
+        case .l2normalize:
             (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
-        case let .resampling(r): (op, output, outputLogical) = try resampleLayer(r, layer, inputShapes: inputShapes, logical: logical)
 
-        case .broadcastable, .loadConstant, .reduce, .reduceND:
+        case .broadcastable:
             (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
-        case let .layout(l): (op, output, outputLogical) = try layout(l, layer: layer, inputShapes: inputShapes, logical: logical)
 
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
                 hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, the ND reduce layers (\(ReduceMode.allCases.map(\.rawValue).joined(separator: "/"))) and the layout layers")
 
-        case .convolution, .innerProduct, .pooling, .activation, .unary, .batchnorm:
+        case .convolution, .innerProduct, .pooling, .activation, .unary, .batchnorm, .resampling, .layout, .padding, .lrn,
+             .loadConstant, .reduce, .reduceND:
             throw fail("has a shape rule of its own (LayerParams.shapeRule)")  // not reached: `layer` asks it first
         }
         return InferredLayer(op: op, output: output, weights: weights, outputLogical: outputLogical)

@@ -113,6 +113,13 @@ extension LayerParams {
         case let .activation(a): return a
         case let .unary(u): return u
         case let .batchnorm(b): return b
+        case let .resampling(r): return r
+        case let .layout(l): return l
+        case let .padding(p): return p
+        case let .lrn(l): return l
+        case let .loadConstant(c): return c
+        case let .reduce(r): return r
+        case let .reduceND(r): return r
         default: return nil
         }
     }
