@@ -134,8 +134,7 @@ package struct UpdatablePlan {
             updatableLayers = seen
             for (i, l) in layers.enumerated() where !seen.contains(l.name) {
                 if let (w, b) = l.weightParams, w.isUpdatable || (b?.isUpdatable ?? false) { flaggedWeights.insert(i) }
-                if case let .convolution(c) = l.params, c.bias?.isUpdatable == true { flaggedWeights.insert(i) }
-                if case let .innerProduct(p) = l.params, p.bias?.isUpdatable == true { flaggedWeights.insert(i) }
+                if l.params.weighted?.bias?.isUpdatable == true { flaggedWeights.insert(i) }  // a stored bias hasBias ignores
             }
         } else {
             updatableLayers = Set(model.updatableLayerNames)
@@ -231,13 +230,7 @@ package struct UpdatablePlan {
         }
     }
 
-    package static func canBeUpdatable(_ layer: LayerSpec) -> Bool {
-        switch layer.params {
-        case let .convolution(c): return !c.isDeconvolution
-        case .innerProduct: return true
-        default: return false
-        }
-    }
+    package static func canBeUpdatable(_ layer: LayerSpec) -> Bool { layer.params.weighted?.canTrain ?? false }
 
     /// A classifier's probabilities (the blob named like predictedProbabilitiesName, else the one
     /// labelProbabilityLayerName names, else the last layer's output); otherwise the only output.

@@ -165,4 +165,6 @@ protocol WeightedLayerParams {
     static var biasField: Int { get }
     /// The weights' shape, every size checked; errors name the layer `layer`.
     func weightShape(layer: String) throws -> Shape
+    /// Whether Updraft can train these weights (a deconvolution cannot), so the layer may be made updatable.
+    var canTrain: Bool { get }
 }

@@ -96,6 +96,8 @@ extension ConvolutionLayerParams {
 
 
 extension ConvolutionLayerParams: WeightedLayerParams {
+    /// A deconvolution cannot train (Updraft does not run it).
+    var canTrain: Bool { !isDeconvolution }
     /// `[C_out, kernelChannels, kH, kW]`, every size checked.
     func weightShape(layer: String) throws -> Shape {
         guard kernelSize.count == 2 else {

@@ -55,6 +55,7 @@ extension InnerProductLayerParams {
 
 
 extension InnerProductLayerParams: WeightedLayerParams {
+    var canTrain: Bool { true }
     /// `[C_out, C_in]`, every size checked.
     func weightShape(layer: String) throws -> Shape {
         try LayerShapes.checkedShape([outputChannels, inputChannels], "layer '\(layer)' (innerProduct) weights")
