@@ -91,11 +91,14 @@ demo: release
 # (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL).
 BASELINE_LEVEL_TESTS = CPUBackendTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
+# The suite keeps its device profiles and tunings in a cache of its own (TEST_CACHE), so what
+# `updraft tune` stored for this user's runs never changes which engine a test exercises.
+TEST_CACHE = $(CURDIR)/.build/test-cache
 test: deps
 	$(MAKE) --no-print-directory layers-check
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
-	UPDRAFT_CPU_LEVEL=baseline $(SWIFT) test --skip-build --filter '$(BASELINE_LEVEL_TESTS)'
+	UPDRAFT_CACHE_DIR=$(TEST_CACHE) $(SWIFT) test --skip-build 2>&1 | tee .build/swift-test.log; exit $${PIPESTATUS[0]}
+	UPDRAFT_CACHE_DIR=$(TEST_CACHE) UPDRAFT_CPU_LEVEL=baseline $(SWIFT) test --skip-build --filter '$(BASELINE_LEVEL_TESTS)'
 	$(MAKE) --no-print-directory example
 	$(MAKE) --no-print-directory interop
 	$(MAKE) --no-print-directory tensorboard-check
