@@ -60,17 +60,17 @@ enum WinogradTile: Sendable {
 }
 
 extension CPUBackend {
-    /// Tiles per block. Layers whose filters are small (Cout x Cin up to 128 x 128: U up to 2.4 MiB) keep
-    /// V and M near 4 MiB per worker, in the outer caches, but never under 64 tiles (so the SGEMMs stay
-    /// wide). Wider layers take at least 512 tiles (a batch of 64 of ResNet-18's 7x7 layer in one block):
-    /// every block's SGEMMs pack all of U again, 9.4 MiB at 256 channels and 37.7 MiB at 512, which cost
-    /// more than V and M spilling out of cache. Measured with `updraft-bench cpu-conv --batch 64
+    /// Tiles per block, at most. Layers whose filters are small (Cout x Cin up to 128 x 128: U up to
+    /// 2.4 MiB) keep V and M near 4 MiB per worker, in the outer caches, but never under 64 tiles (so the
+    /// SGEMMs stay wide). Wider layers take up to 512 tiles (a batch of 64 of ResNet-18's 7x7 layer in one
+    /// block): every block's SGEMMs pack all of U again, 9.4 MiB at 256 channels and 37.7 MiB at 512,
+    /// which cost more than V and M spilling out of cache. Measured with `updraft-bench cpu-conv --batch 64
     /// --threads 1 --cpu-time --only resnet18` (CPU ms, F(4x4), odd rows as below): 256@14 69.1 -> 64.8,
-    /// 512@7 88.6 -> 74.4; a floor of 256 tiles on the 64- and 128-channel layers lost (65.5 -> 74.4,
-    /// 58.9 -> 59.6).
+    /// 512@7 88.6 -> 74.4 (1024 tiles: 65.2 and 73.6, no better); 256 tiles on the 64- and 128-channel
+    /// layers lost (65.5 -> 74.4, 58.9 -> 59.6).
     func winogradTileBlock(_ g: ConvGeometry, _ tile: WinogradTile) -> Int {
-        let floor = g.inChannels * g.outChannels > 128 * 128 ? 512 : 64
-        return max(floor, min(448, 16 * 65536 / (tile.positions * (g.inChannels + g.outChannels))))
+        if g.inChannels * g.outChannels > 128 * 128 { return 512 }
+        return max(64, min(448, 16 * 65536 / (tile.positions * (g.inChannels + g.outChannels))))
     }
 
     /// How the batch's tiles split into blocks: `blocks` of at most `block` tiles (as even as whole tiles
