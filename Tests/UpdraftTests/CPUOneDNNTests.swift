@@ -1,3 +1,4 @@
+import CDNNL
 import Foundation
 import XCTest
 @testable import UpdraftCore
@@ -108,6 +109,27 @@ final class CPUOneDNNTests: XCTestCase {
         }
         // Not a skip: on an AVX-512 CPU the Winograd path must have been the one checked.
         if CPUVectorLevel.supported == .avx512 { XCTAssertGreaterThan(winograd, 0, "oneDNN chose its Winograd for none of the shapes") }
+    }
+
+    /// A primitive splits its work for the OpenMP thread count of the thread that creates it, so the
+    /// backend sets its own count first: a 1-thread backend's primitive made on a fresh thread (whose
+    /// count is every core) must not run on every core.
+    func testPrimitivesAreMadeForTheBackendsThreadCount() throws {
+        try requireOneDNN()
+        let g = try ConvolutionSpec(inputChannels: 8, outputChannels: 8, kernelH: 3, kernelW: 3).geometry(input: [2, 8, 9, 9])
+        final class Seen: @unchecked Sendable { var threads: Int32 = -1 }
+        for threads in [1, 3] {
+            let seen = Seen(), done = DispatchSemaphore(value: 0)
+            Thread {
+                let be = CPUBackend(threads: threads)
+                be.convolutionAlgorithmOverride = .onednn
+                _ = be.oneDNNImplementation(g, .forward)
+                seen.threads = updraft_dnnl_max_threads()
+                done.signal()
+            }.start()
+            done.wait()
+            XCTAssertEqual(Int(seen.threads), threads, "OpenMP threads in effect when a \(threads)-thread backend made its primitive")
+        }
     }
 
     /// A channel slice of a wider output (a concatenation's input) with a non-ReLU epilogue: the other
