@@ -20,6 +20,7 @@ let cpuConvolutionCommand = CLICommand(CommandSpec(
         OptionSpec("pass", value: "forward|backward-data|backward-weights", help: "which pass to time (default forward)"),
         OptionSpec("all-layers", help: "every convolution of SqueezeNet 1.1 and ResNet-18, not only the 3x3 stride-1 ones"),
         OptionSpec("cpu-time", help: "with --threads 1: count the thread's CPU time, not wall time (steadier on a loaded machine)"),
+        OptionSpec("only", value: "TEXT", help: "only the layers whose name contains TEXT (e.g. resnet18, fire2, @14)"),
         OptionSpec("json", help: "print JSON"),
     ]
 )) { args in
@@ -38,6 +39,7 @@ let cpuConvolutionCommand = CLICommand(CommandSpec(
         return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
     }
     let layers = try cpuConvolutionBenchLayers(batch: batch, all: args.flag("all-layers"))
+        .filter { args.value("only").map($0.0.contains) ?? true }
     let algorithms = CPUConvolutionAlgorithm.allCases
     let short: [CPUConvolutionAlgorithm: String] = [.im2col: "  im2col", .winograd: " wino2x2", .winograd4x4: " wino4x4", .onednn: "  oneDNN", .direct: "  direct"]
     var rows: [[String: Any]] = []

@@ -39,6 +39,7 @@ DNNL_FUNCTIONS(DECLARE)
 #undef DECLARE
 
 static void (*p_omp_set_num_threads)(int);
+static int (*p_omp_get_max_threads)(void);
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded;
 static char load_error[256];
@@ -82,6 +83,7 @@ static void load(void) {
              runtime_name(v->cpu_runtime));
     if (v->cpu_runtime == DNNL_RUNTIME_OMP) {
         p_omp_set_num_threads = (void (*)(int))dlsym(library, "omp_set_num_threads");
+        p_omp_get_max_threads = (int (*)(void))dlsym(library, "omp_get_max_threads");
         if (!p_omp_set_num_threads) {
             say(load_error, sizeof load_error, "oneDNN %s: omp_set_num_threads not found", version_string);
             return;
@@ -210,7 +212,14 @@ updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *s, in
     }
     const dnnl_memory_desc_t *bias_or_null = s->has_bias ? &bias_md : NULL;
     dnnl_convolution_desc_t forward, backward;
-    CHECK(p_dnnl_dilated_convolution_forward_desc_init(&forward, dnnl_forward_training, dnnl_convolution_direct, &any_src,
+    // The forward pass lets oneDNN choose its algorithm: on AVX-512 it takes its fused Winograd
+    // F(4x4, 3x3) (jit_wino_4x3) for the 3x3 stride-1 shapes it judges worth it, the direct
+    // convolution elsewhere. `updraft-bench cpu-conv --batch 64 --threads 1`, ms: ResNet-18's 64@56 and
+    // 512@7 136.6 and 108.9 with the direct algorithm (then on both cores: see updraft_dnnl_use_threads)
+    // -> 61.6 and 57.1 on one core (Updraft's F(4x4) 66.0, 74.2); SqueezeNet's 16-channel expand3x3 24.0
+    // (own F(4x4) 27.9). The backward passes (and the forward hint they are created with) keep direct.
+    const dnnl_alg_kind_t algorithm = pass == UPDRAFT_DNNL_FORWARD ? dnnl_convolution_auto : dnnl_convolution_direct;
+    CHECK(p_dnnl_dilated_convolution_forward_desc_init(&forward, dnnl_forward_training, algorithm, &any_src,
                                                        &any_weights, bias_or_null, &any_dst, strides, dilates, pad_l, pad_r),
           "convolution forward descriptor");
     CHECK(p_dnnl_primitive_attr_create(&attr), "attributes");
@@ -295,10 +304,20 @@ fail:
     return 0;
 }
 
+void updraft_dnnl_use_threads(int threads) {
+    char why[8];
+    if (updraft_dnnl_load(why, sizeof why) && p_omp_set_num_threads) p_omp_set_num_threads(threads > 0 ? threads : 1);
+}
+
+int updraft_dnnl_max_threads(void) {
+    char why[8];
+    return updraft_dnnl_load(why, sizeof why) && p_omp_get_max_threads ? p_omp_get_max_threads() : 0;
+}
+
 int updraft_dnnl_conv_execute(updraft_dnnl_conv *c, int threads, const float *a, const float *b, const float *bias,
                               float *out, float *out_bias, void *scratch, char *why, size_t why_capacity) {
     if (c->scratch_bytes && !scratch) { say(why, why_capacity, "no scratch for oneDNN's layouts"); return 0; }
-    if (p_omp_set_num_threads) p_omp_set_num_threads(threads > 0 ? threads : 1);
+    updraft_dnnl_use_threads(threads);
     void *handles[3] = {(void *)a, (void *)b, out};
     dnnl_exec_arg_t args[4];
     int count = 0;
@@ -348,6 +367,10 @@ int updraft_dnnl_conv_execute(updraft_dnnl_conv *conv, int threads, const float 
     (void)conv; (void)threads; (void)a; (void)b; (void)bias; (void)out; (void)out_bias; (void)scratch;
     return updraft_dnnl_load(why, why_capacity);
 }
+
+void updraft_dnnl_use_threads(int threads) { (void)threads; }
+
+int updraft_dnnl_max_threads(void) { return 0; }
 
 const char *updraft_dnnl_conv_implementation(const updraft_dnnl_conv *conv) { (void)conv; return ""; }
 

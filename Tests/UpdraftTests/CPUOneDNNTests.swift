@@ -1,3 +1,4 @@
+import CDNNL
 import Foundation
 import XCTest
 @testable import UpdraftCore
@@ -70,6 +71,64 @@ final class CPUOneDNNTests: XCTestCase {
                     if spec.hasBias { assertWithin(try be.download(dbb), db, atol: 1e-3, "\(what) db") }
                 }
             }
+        }
+    }
+
+    /// The forward pass lets oneDNN choose its algorithm: on an AVX-512 CPU, at 16 images and channel
+    /// counts that are multiples of 16, it takes its Winograd F(4x4, 3x3) (jit_wino_4x3), whose larger
+    /// transform constants round more than the direct convolution; its output (with bias and the fused
+    /// ReLU, into blocked layouts) is held to the reference as Updraft's own F(4x4, 3x3) is.
+    func testWinogradForwardMatchesReference() throws {
+        try requireOneDNN()
+        // (Smaller shapes, 9 images, or fewer than 32 channels at 28 x 28 it runs direct; measured.)
+        let shapes: [(ConvolutionSpec, Shape)] = [
+            (ConvolutionSpec(inputChannels: 32, outputChannels: 32, kernelH: 3, kernelW: 3,
+                             padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [16, 32, 28, 27]),
+        ]
+        var winograd = 0
+        for (i, (spec, input)) in shapes.enumerated() {
+            let g = try spec.geometry(input: input)
+            let seed = UInt64(90 + 10 * i)
+            let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
+            let b = spec.hasBias ? randomFloats(g.outChannels, seed: seed + 2) : nil
+            let d = { (v: [Float]) in v.map(Double.init) }
+            let y = try Reference.convolutionForward(g, input: d(x), weights: d(w), bias: b.map(d))
+            for threads in [1, 3] {
+                let be = CPUBackend(threads: threads)
+                be.convolutionAlgorithmOverride = .onednn
+                let implementation = be.oneDNNImplementation(g, .forward) ?? "none"
+                if implementation.contains("wino") { winograd += 1 }
+                let what = "case \(i) \(spec) on \(input), \(threads) threads, \(implementation)"
+                let xb = try be.makeBuffer(x), wb = try be.makeBuffer(w), bb = try b.map { try be.makeBuffer($0) }
+                let yb = try be.makeBuffer(Tensor(shape: [g.outputShape.count], uniformIn: 5...6, seed: 9))
+                try be.convolutionForward(g, input: xb, weights: wb, bias: bb, output: yb, epilogue: nil)
+                assertWithin(try be.download(yb), y, atol: 1e-4, rtol: 1e-4, "\(what) forward")
+                try be.convolutionForward(g, input: xb, weights: wb, bias: bb, output: yb, epilogue: .relu)
+                assertWithin(try be.download(yb), y.map { max(0, $0) }, atol: 1e-4, rtol: 1e-4, "\(what) forward + ReLU")
+            }
+        }
+        // Not a skip: on an AVX-512 CPU the Winograd path must have been the one checked.
+        if CPUVectorLevel.supported == .avx512 { XCTAssertGreaterThan(winograd, 0, "oneDNN chose its Winograd for none of the shapes") }
+    }
+
+    /// A primitive splits its work for the OpenMP thread count of the thread that creates it, so the
+    /// backend sets its own count first: a 1-thread backend's primitive made on a fresh thread (whose
+    /// count is every core) must not run on every core.
+    func testPrimitivesAreMadeForTheBackendsThreadCount() throws {
+        try requireOneDNN()
+        let g = try ConvolutionSpec(inputChannels: 8, outputChannels: 8, kernelH: 3, kernelW: 3).geometry(input: [2, 8, 9, 9])
+        final class Seen: @unchecked Sendable { var threads: Int32 = -1 }
+        for threads in [1, 3] {
+            let seen = Seen(), done = DispatchSemaphore(value: 0)
+            Thread {
+                let be = CPUBackend(threads: threads)
+                be.convolutionAlgorithmOverride = .onednn
+                _ = be.oneDNNImplementation(g, .forward)
+                seen.threads = updraft_dnnl_max_threads()
+                done.signal()
+            }.start()
+            done.wait()
+            XCTAssertEqual(Int(seen.threads), threads, "OpenMP threads in effect when a \(threads)-thread backend made its primitive")
         }
     }
 

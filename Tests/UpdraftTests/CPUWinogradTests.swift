@@ -21,6 +21,9 @@ final class CPUWinogradTests: XCTestCase {
         // 47 x 45 outputs: 24 x 23 tiles per image, more than one block (`winogradTileBlock(g)`, 448 here).
         Case(spec: ConvolutionSpec(inputChannels: 4, outputChannels: 3, kernelH: 3, kernelW: 3, padding: .same(.bottomRightHeavy)),
              input: [2, 4, 47, 45]),
+        // F(4x4): 23 x 23 tiles, two blocks of 265 and 264 (the split as even as whole tiles allow).
+        Case(spec: ConvolutionSpec(inputChannels: 4, outputChannels: 3, kernelH: 3, kernelW: 3, padding: .same(.bottomRightHeavy)),
+             input: [1, 4, 90, 90]),
         // The smallest output Winograd takes: 2 x 2.
         Case(spec: ConvolutionSpec(inputChannels: 2, outputChannels: 2, kernelH: 3, kernelW: 3), input: [1, 2, 4, 4]),
     ]
@@ -69,6 +72,31 @@ final class CPUWinogradTests: XCTestCase {
                     be.convolutionScheduleOverride = schedule
                     let got = try run(be, c, g, seed: 7)
                     if let first { XCTAssertEqual(got, first, "\(algorithm), \(schedule), \(threads) threads") } else { first = got }
+                }
+            }
+        }
+    }
+
+    /// The tiles' blocks: every tile in exactly one block, blocks at most one tile apart in size, V
+    /// and M rows an odd number of floats apart (rows a multiple of 16 floats apart ran up to 1.6x
+    /// slower), and filters wider than 128 x 128 in as few blocks of up to 512 tiles as hold the batch's.
+    func testWinogradBlocking() throws {
+        let be = CPUBackend(threads: 1)
+        let pad1 = ConvolutionPadding.valid(top: 1, bottom: 1, left: 1, right: 1)
+        for (channels, side) in [(16, 56), (64, 56), (128, 28), (256, 14), (512, 7), (4, 90), (129, 129)] {
+            for batch in [1, 3, 64] {
+                let g = try ConvolutionSpec(inputChannels: channels, outputChannels: channels, kernelH: 3, kernelW: 3, padding: pad1)
+                    .geometry(input: [batch, channels, side, side])
+                for tile in [WinogradTile.f2, .f4] {
+                    let total = batch * be.winogradTiles(g, tile).count
+                    let (block, blocks, ld) = be.winogradBlocking(g, tile)
+                    let last = total - (blocks - 1) * block
+                    let name = "\(channels)@\(side) batch \(batch) \(tile)"
+                    XCTAssertTrue(last >= 1 && last <= block && block - last < blocks, "\(name): \(blocks) x \(block), last \(last) of \(total)")
+                    XCTAssertEqual(ld % 2, 1, name)
+                    XCTAssertTrue(ld >= block && ld <= block + 1, name)
+                    XCTAssertLessThanOrEqual(block, channels * channels > 128 * 128 ? 512 : 448, name)
+                    if channels * channels > 128 * 128 { XCTAssertEqual(blocks, (total + 511) / 512, name) }
                 }
             }
         }

@@ -44,6 +44,14 @@ typedef struct updraft_dnnl_conv updraft_dnnl_conv;
 updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *shape, int pass, int relu, int blocked,
                                             char *why, size_t why_capacity);
 
+/// Sets the calling thread's OpenMP thread count. A primitive fixes its work split for the count in
+/// effect on the thread that creates it, so call this before `updraft_dnnl_conv_create` (and the
+/// pooling and inner-product creators): else a primitive made on a fresh thread splits for every core
+/// and runs on all of them, whatever `threads` its execution is given.
+void updraft_dnnl_use_threads(int threads);
+/// The calling thread's OpenMP thread count (what a primitive created now would split for); 0 without oneDNN.
+int updraft_dnnl_max_threads(void);
+
 /// Bytes of scratch `updraft_dnnl_conv_execute` needs for the operands in oneDNN's own layouts (0 when
 /// every operand is plain). Primitives run one at a time can share one scratch.
 size_t updraft_dnnl_conv_scratch_bytes(const updraft_dnnl_conv *conv);

@@ -60,10 +60,30 @@ enum WinogradTile: Sendable {
 }
 
 extension CPUBackend {
-    /// Tiles per block: scratch is positions x (Cin + Cout) x block floats, kept near 4 MiB per worker
-    /// (so V and M stay in the outer caches) but never under 64 tiles (so the SGEMMs stay wide).
+    /// Tiles per block, at most. Layers whose filters are small (Cout x Cin up to 128 x 128: U up to
+    /// 2.4 MiB) keep V and M near 4 MiB per worker, in the outer caches, but never under 64 tiles (so the
+    /// SGEMMs stay wide). Wider layers take up to 512 tiles (a batch of 64 of ResNet-18's 7x7 layer in one
+    /// block): every block's SGEMMs pack all of U again, 9.4 MiB at 256 channels and 37.7 MiB at 512,
+    /// which cost more than V and M spilling out of cache. Measured with `updraft-bench cpu-conv --batch 64
+    /// --threads 1 --cpu-time --only resnet18` (CPU ms, F(4x4), odd rows as below): 256@14 69.1 -> 64.8,
+    /// 512@7 88.6 -> 74.4 (1024 tiles: 65.2 and 73.6, no better); 256 tiles on the 64- and 128-channel
+    /// layers lost (65.5 -> 74.4, 58.9 -> 59.6).
     func winogradTileBlock(_ g: ConvGeometry, _ tile: WinogradTile) -> Int {
-        max(64, min(448, 16 * 65536 / (tile.positions * (g.inChannels + g.outChannels))))
+        if g.inChannels * g.outChannels > 128 * 128 { return 512 }
+        return max(64, min(448, 16 * 65536 / (tile.positions * (g.inChannels + g.outChannels))))
+    }
+
+    /// How the batch's tiles split into blocks: `blocks` of at most `block` tiles (as even as whole tiles
+    /// allow), and `ld`, the floats from one row of V or M to the next: `block` made odd. Rows a multiple
+    /// of 16 floats apart made the SGEMMs and transforms up to 1.6x slower (64@56 at 224 or 256 tiles:
+    /// 100-109 ms against 65.5 at 227; the same at 16, 32, 48, 96, 128 and 192), and rounding up to an odd
+    /// multiple of 16 did not help (100.1); an odd row length did, on every layer.
+    func winogradBlocking(_ g: ConvGeometry, _ tile: WinogradTile) -> (block: Int, blocks: Int, ld: Int) {
+        let total = g.batch * winogradTiles(g, tile).count
+        let cap = max(1, min(total, winogradTileBlock(g, tile)))
+        let blocks = max(1, (total + cap - 1) / cap)
+        let block = max(1, (total + blocks - 1) / blocks)
+        return (block, blocks, block | 1)
     }
 
     /// Winograd is chosen by itself only when both channel counts reach this. Measured with
@@ -134,7 +154,7 @@ extension CPUBackend {
     /// F(4x4, 3x3) one zero-padded input plane.
     func winogradScratchCount(_ g: ConvGeometry, _ tile: WinogradTile) -> Int {
         let tiles = winogradTiles(g, tile)
-        let vm = tile.positions * (g.inChannels + g.outChannels) * min(g.batch * tiles.count, winogradTileBlock(g, tile))
+        let vm = tile.positions * (g.inChannels + g.outChannels) * winogradBlocking(g, tile).ld
         return vm + (tile == .f4 ? winograd4PlaneCount(tiles) : 0)
     }
 
@@ -191,17 +211,16 @@ extension CPUBackend {
         let (K, C, P) = (g.outChannels, g.inChannels, tile.positions)
         let tiles = winogradTiles(g, tile)
         let total = g.batch * tiles.count
-        let block = min(total, winogradTileBlock(g, tile))
-        let blocks = (total + block - 1) / block
+        let (block, blocks, ld) = winogradBlocking(g, tile)
         let inImage = C * g.inHeight * g.inWidth, inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
         // Each block's three phases split over `split` workers when there are fewer blocks than workers
         // (a few large-channel tiles: ResNet's 7x7 layers), else run whole by the worker that took it.
         // Either way every value is computed by the same calls, so the output does not change.
         func run(_ index: Int, worker: Int, split: Int) {
             let first = index * block, count = min(block, total - first)
-            let v = scratch[worker], m = scratch[worker] + P * C * block
+            let v = scratch[worker], m = scratch[worker] + P * C * ld
             // (every worker's own padded plane sits at the same place in its scratch)
-            let planeOffset = P * C * block + P * K * block
+            let planeOffset = P * C * ld + P * K * ld
             func phase(_ n: Int, _ body: (_ worker: Int, _ i: Int) -> Void) {
                 if split > 1 { dynamicForEach(n, workers: split, body) } else { for i in 0..<n { body(worker, i) } }
             }
@@ -210,25 +229,25 @@ extension CPUBackend {
                 switch tile {
                 case .f2:
                     winograd2InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles,
-                                            first: first, count: count, v: v + c * count, stride: C * count)
+                                            first: first, count: count, v: v + c * ld, stride: C * ld)
                 case .f4:
                     winograd4InputTransform(g, input: x + c * inPlane, imageStride: inImage, tiles: tiles, first: first,
-                                            count: count, v: v + c * count, stride: C * count, plane: scratch[w] + planeOffset)
+                                            count: count, v: v + c * ld, stride: C * ld, plane: scratch[w] + planeOffset)
                 }
             }
             // M[xi] = U[xi] [K, C] x V[xi] [C, count], one single-threaded SGEMM per xi.
             phase(P) { _, xi in
-                CPUKernels.sgemm(m: K, n: count, k: C, a: u + xi * K * C, lda: C, b: v + xi * C * count, ldb: count,
-                                 c: m + xi * K * count, ldc: count)
+                CPUKernels.sgemm(m: K, n: count, k: C, a: u + xi * K * C, lda: C, b: v + xi * C * ld, ldb: ld,
+                                 c: m + xi * K * ld, ldc: ld)
             }
             // Y = A^T M A, plus the bias, into the output rows.
             phase(K) { _, k in
                 switch tile {
                 case .f2:
-                    winograd2OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
+                    winograd2OutputTransform(g, m: m + k * ld, stride: K * ld, tiles: tiles, first: first, count: count,
                                              bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
                 case .f4:
-                    winograd4OutputTransform(g, m: m + k * count, stride: K * count, tiles: tiles, first: first, count: count,
+                    winograd4OutputTransform(g, m: m + k * ld, stride: K * ld, tiles: tiles, first: first, count: count,
                                              bias: bias?[k] ?? 0, relu: relu, output: y + k * outPlane, imageStride: imageStride)
                 }
             }

@@ -9,8 +9,10 @@ import UpdraftCore
 public struct CPUConvolutionTuning: Codable, Sendable, Equatable {
     /// The file's name in the cache folder.
     public static let fileName = "cpu-convolution-tuning.json"
-    /// Bumped when the meaning of an entry changes; a file of another format reads as empty.
-    public static let formatVersion = 1
+    /// Bumped when the meaning of an entry changes; a file of another format reads as empty. 2: oneDNN's
+    /// forward convolution lets the library choose its algorithm (its Winograd on AVX-512), so a stored
+    /// choice between oneDNN and the own algorithms was measured against another oneDNN.
+    public static let formatVersion = 2
 
     /// algorithm by pass, by `shapeKey`.
     public var choices: [String: [CPUConvolutionPass.RawValue: CPUConvolutionAlgorithm]]
