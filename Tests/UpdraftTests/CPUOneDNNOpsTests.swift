@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import CDNNL
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
@@ -101,6 +102,29 @@ final class CPUOneDNNOpsTests: XCTestCase {
 
     /// An average over padding whose ceil-mode window hangs past the padded input, and windows wholly
     /// in padding, are defined differently by oneDNN: they run (and match the reference) on the own path.
+    /// Pooling and inner-product primitives are made for the backend's thread count, as the
+    /// convolutions' are, even on a thread OpenMP has never seen (which would otherwise use every core).
+    func testPrimitivesAreMadeForTheBackendsThreadCount() throws {
+        try requireOneDNN()
+        let shapes = [CPUOpShape.pooling(try pools[0].0.geometry(input: pools[0].1)),
+                      .innerProduct(InnerProductGeometry(batch: 2, inputChannels: 9, outputChannels: 4, hasBias: true))]
+        final class Seen: @unchecked Sendable { var threads: [Int32] = [] }
+        for threads in [1, 3] {
+            let seen = Seen(), done = DispatchSemaphore(value: 0)
+            Thread {
+                let be = CPUBackend(threads: threads)
+                for shape in shapes {
+                    updraft_dnnl_use_threads(7)  // what another backend on this thread left
+                    _ = be.oneDNNImplementation(shape, .forward)
+                    seen.threads.append(updraft_dnnl_max_threads())
+                }
+                done.signal()
+            }.start()
+            done.wait()
+            XCTAssertEqual(seen.threads.map(Int.init), [threads, threads], "OpenMP threads when a \(threads)-thread backend made its primitives")
+        }
+    }
+
     func testShapesOneDNNDefinesDifferentlyRunTheOwnPath() throws {
         let cases: [(PoolingSpec, Shape)] = [
             (PoolingSpec(kind: .average, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, padding: ceil3x3, excludePadding: false), [1, 2, 8, 8]),
