@@ -65,4 +65,25 @@ final class TrainingInputStagingTests: XCTestCase {
         XCTAssertEqual(kept, [1, 2, 3, 4], "what a caller kept is not overwritten")
         XCTAssertEqual(staging.allocations, 2, "keeping one batch cost one copy")
     }
+
+    /// Batches from `InputStaging.parallelFrom` values up are copied by all cores, each example into
+    /// its place: the same stacking, the same reuse, and a kept batch still left alone.
+    func testLargeBatchesStackInOrderOnAllCores() throws {
+        let staging = InputStaging()
+        let length = InputStaging.parallelFrom / 5 + 3  // 7 examples pass the threshold; odd lengths
+        func example(_ k: Int, _ n: Int = length) -> TrainingExample {
+            TrainingExample(input: Tensor(shape: [n], data: (0..<n).map { Float(k * 1_000_000 + $0) }), target: .classIndex(0))
+        }
+        let seven = (0..<7).map { example($0) }
+        XCTAssertGreaterThanOrEqual(7 * length, InputStaging.parallelFrom)
+        XCTAssertEqual(staging.stack(seven), seven.flatMap(\.input.data))
+        let reversed = Array(seven.reversed())
+        XCTAssertEqual(staging.stack(reversed), reversed.flatMap(\.input.data), "the same storage, overwritten in the new order")
+        XCTAssertEqual(staging.allocations, 1)
+        let kept = staging.stack(seven)
+        let mixed = [example(9, length + 2)] + seven.dropLast()  // examples of two lengths
+        XCTAssertEqual(staging.stack(mixed), mixed.flatMap(\.input.data))
+        XCTAssertEqual(kept, seven.flatMap(\.input.data), "what a caller kept is not overwritten")
+        XCTAssertEqual(staging.stack(seven), seven.flatMap(\.input.data), "back to the first size")
+    }
 }

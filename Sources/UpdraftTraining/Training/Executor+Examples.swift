@@ -1,3 +1,4 @@
+import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftLayers
@@ -54,14 +55,40 @@ final class InputStaging {
     private var storage: UnsafeRawPointer?
     /// Times the staging array got new storage, and the bytes asked for each time.
     private(set) var allocations = 0, allocatedBytes = 0
+    /// Batches of at least this many values are stacked on all cores.
+    static let parallelFrom = 1 << 18
 
     /// The examples' inputs one after another. The array returned shares the staging's storage: a
     /// caller that keeps it past the next `stack` only makes that one copy its own.
     func stack(_ examples: [TrainingExample]) -> [Float] {
         let wanted = examples.reduce(0) { $0 + $1.input.count }
-        values.removeAll(keepingCapacity: true)
-        values.reserveCapacity(wanted)
-        for e in examples { values.append(contentsOf: e.input.data) }
+        if wanted < Self.parallelFrom {
+            values.removeAll(keepingCapacity: true)
+            values.reserveCapacity(wanted)
+            for e in examples { values.append(contentsOf: e.input.data) }
+        } else {
+            // A mini-batch of images (SqueezeNet's: 40 MB) is copied by all cores, each example
+            // into its place; the array is resized only when the batch's size changes. (A caller
+            // that kept the last batch makes the write below copy the storage first, once.)
+            if values.count != wanted {
+                values.removeAll(keepingCapacity: true)
+                values.reserveCapacity(wanted)
+                values.append(contentsOf: repeatElement(0, count: wanted))
+            }
+            var offsets = [0]
+            for e in examples { offsets.append(offsets.last! + e.input.count) }
+            values.withUnsafeMutableBufferPointer { dst in
+                let base = dst.baseAddress!
+                let ways = min(examples.count, ProcessInfo.processInfo.activeProcessorCount)
+                forkJoin(iterations: ways) { w in
+                    for i in (examples.count * w / ways)..<(examples.count * (w + 1) / ways) {
+                        examples[i].input.data.withUnsafeBufferPointer { src in
+                            if let from = src.baseAddress { (base + offsets[i]).update(from: from, count: src.count) }
+                        }
+                    }
+                }
+            }
+        }
         let now = values.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
         if now != storage {
             storage = now

@@ -149,14 +149,19 @@ public final class CPUBackend: Backend {
         return CPUBuffer(count: count)
     }
 
-    /// Copies into the buffer at once; `values.count` must equal the buffer's count.
+    /// Copies into the buffer at once, on the worker threads when large (a mini-batch of images:
+    /// tens of MB); `values.count` must equal the buffer's count.
     public func upload(_ values: [Float], to buffer: DeviceBuffer) throws {
         let b = try cpuBuffer(buffer, "upload destination")
         guard values.count == b.count else {
             throw UpdraftError(.invalidArgument, "\(name): uploading \(values.count) values into a buffer of \(b.count)")
         }
+        let d = b.pointer
         values.withUnsafeBufferPointer { src in
-            if let base = src.baseAddress { b.pointer.update(from: base, count: b.count) }
+            guard let base = src.baseAddress else { return }
+            parallelChunks(src.count, grain: CPUParallel.copyGrain) { r in
+                (d + r.lowerBound).update(from: base + r.lowerBound, count: r.count)
+            }
         }
     }
 

@@ -17,6 +17,21 @@ public final class CPUBuffer: DeviceBuffer {
         pointer = memory.base.bindMemory(to: Float.self, capacity: max(1, count))
     }
 
+    /// The first `count` values of `base`'s memory under a buffer of their own (contents as `base`
+    /// left them, not zeroed). The view keeps the memory alive; `base` must not be used while the
+    /// view is (the workspace hands a pooled buffer out this way for a smaller blob).
+    private init(viewing base: CPUBuffer, count: Int) {
+        self.count = count
+        memory = base.memory
+        pointer = base.pointer
+    }
+
+    /// A view of this buffer's first `count` values (at most `self.count`): see `init(viewing:count:)`.
+    package func view(count: Int) -> CPUBuffer {
+        precondition(count >= 0 && count <= self.count, "a view of \(count) values over a buffer of \(self.count)")
+        return CPUBuffer(viewing: self, count: count)
+    }
+
     static let alignment = 64
 }
 
