@@ -109,6 +109,7 @@ final class CPUWinogradTests: XCTestCase {
     /// its swapped geometry.
     func testAlgorithmChoice() throws {
         let be = CPUBackend()
+        be.convolutionTuning = nil  // the built-in rule, whatever `updraft tune --cpu` stored for this user
         func choice(_ spec: ConvolutionSpec, _ input: Shape) throws -> CPUConvolutionAlgorithm {
             be.forwardAlgorithm(for: try spec.geometry(input: input))
         }
