@@ -2,7 +2,7 @@ import UpdraftCore
 
 // The batchnorm layer (field 160) as one unit on the model side: its parameters, their decoder and
 // encoder, and its shape rule (frozen statistics folded into a per-channel affine; computeMeanVar with
-// instanceNormalization as instance normalization, ShapeInference+Spatial.swift).
+// instanceNormalization as instance normalization, `ShapeInference.instanceNormalizationLayer` in Layers+Spatial.swift).
 
 /// BatchnormLayerParams. Updraft runs it frozen: y = gamma (x - mean) / sqrt(variance + epsilon) + beta.
 public struct BatchnormLayerParams: Hashable, Sendable {
