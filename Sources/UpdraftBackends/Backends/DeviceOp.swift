@@ -29,6 +29,27 @@ public extension DeviceOp {
     var detail: String { "" }
 }
 
+/// A forward op with half-precision storage (`HalfStorage`): only OpenCL has such kernels; the CPU and
+/// the reference answer false (the executor then converts around the float op), or run the float op
+/// when nothing is half.
+public protocol HalfStoredOp: DeviceOp where Result == Bool {
+    associatedtype FloatOp: DeviceOp where FloatOp.Result == Void
+    /// The same op on floats.
+    var floatOp: FloatOp { get }
+    var storage: HalfStorage { get }
+}
+
+public extension HalfStoredOp {
+    func run(on b: CPUBackend) throws -> Bool { try floatsOnly(b) }
+    func run(on b: ReferenceBackend) throws -> Bool { try floatsOnly(b) }
+    /// Without a half kernel: the float op when nothing is half, else false.
+    private func floatsOnly(_ b: Backend) throws -> Bool {
+        guard storage == .none else { return false }
+        try b.run(floatOp)
+        return true
+    }
+}
+
 /// The namespace of the device ops (see `DeviceOp`).
 public enum DeviceOps {}
 

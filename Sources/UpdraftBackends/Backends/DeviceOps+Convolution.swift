@@ -75,23 +75,16 @@ extension DeviceOps {
     /// rounded to nearest even: the frozen prefix's fp16 option. Returns false, having done nothing,
     /// where the backend has no such kernel (the CPU and the reference: only OpenCL has one); the
     /// executor then converts around the fp32 op (`Executor.forwardHalfStored`), which is also the CPU twin.
-    public struct ConvolutionHalfForward: DeviceOp {
+    public struct ConvolutionHalfForward: HalfStoredOp {
         public let slice: ConvolutionSliceForward, storage: HalfStorage
         public static var kind: BackendCall.Kind { .convolutionHalfForward }
         public var detail: String { slice.g.callDetail }
-        public func run(on b: CPUBackend) throws -> Bool { try floatsOnly(b) }
+        public var floatOp: ConvolutionSliceForward { slice }
         public func run(on b: OpenCLBackend) throws -> Bool {
             let s = slice
             return try b.convolutionForward(s.g, input: s.input, weights: s.weights, bias: s.bias, output: s.output,
                                             channelOffset: s.channelOffset, outputChannels: s.outputChannels,
                                             epilogue: s.epilogue, storage: storage)
-        }
-        public func run(on b: ReferenceBackend) throws -> Bool { try floatsOnly(b) }
-        /// Without a half kernel: the float op when nothing is half, else false.
-        func floatsOnly(_ b: Backend) throws -> Bool {
-            guard storage == .none else { return false }
-            try b.run(slice)
-            return true
         }
     }
 

@@ -60,20 +60,13 @@ extension DeviceOps {
 
     /// `PoolingForward` with half input and/or output, like `ConvolutionHalfForward`: false, having done
     /// nothing, where the backend has no half kernel (only OpenCL has one).
-    public struct PoolingHalfForward: DeviceOp {
+    public struct PoolingHalfForward: HalfStoredOp {
         public let pooling: PoolingForward, storage: HalfStorage
         public static var kind: BackendCall.Kind { .poolingHalfForward }
         public var detail: String { pooling.g.callDetail }
-        public func run(on b: CPUBackend) throws -> Bool { try floatsOnly(b) }
+        public var floatOp: PoolingForward { pooling }
         public func run(on b: OpenCLBackend) throws -> Bool {
             try b.poolingForward(pooling.g, input: pooling.input, output: pooling.output, storage: storage)
-        }
-        public func run(on b: ReferenceBackend) throws -> Bool { try floatsOnly(b) }
-        /// Without a half kernel: the float op when nothing is half, else false.
-        func floatsOnly(_ b: Backend) throws -> Bool {
-            guard storage == .none else { return false }
-            try b.run(pooling)
-            return true
         }
     }
 

@@ -1,4 +1,3 @@
-import CDNNL
 import Foundation
 import UpdraftCore
 
@@ -58,13 +57,10 @@ extension CPUBackend {
     }
 
     /// oneDNN's primitive for one pass, or nil when it has none for the shape (the caller then runs its own).
-    /// Made for this backend's thread count (a primitive keeps the split it was created for: one made on
-    /// a fresh thread ran on both cores of the 2-core EPYC under `--threads 1`, e.g. SqueezeNet's conv10 at
-    /// 197 GFLOP/s, twice what one core does).
+    /// Made for this backend's thread count (`OneDNNCache`).
     private func oneDNNPrimitive(_ g: ConvGeometry, _ pass: CPUConvolutionPass, relu: Bool = false,
                                  outputImageStride: Int? = nil) -> OneDNNConvolution? {
-        updraft_dnnl_use_threads(Int32(clamping: threadCount))
-        return oneDNNPrimitives.primitive(.init(geometry: g, pass: pass, relu: relu,
+        oneDNNPrimitives.primitive(.init(geometry: g, pass: pass, relu: relu,
                                          outputImageStride: outputImageStride ?? g.outChannels * g.outHeight * g.outWidth,
                                          blocked: oneDNNBlockedLayouts))
     }

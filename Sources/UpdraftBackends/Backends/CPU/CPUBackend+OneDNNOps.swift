@@ -1,4 +1,3 @@
-import CDNNL
 import Foundation
 import UpdraftCore
 
@@ -17,20 +16,13 @@ extension CPUBackend {
     /// The implementation oneDNN runs `shape`'s `pass` with when forced ("jit:avx2"); nil where it would not run.
     public func oneDNNImplementation(_ shape: CPUOpShape, _ pass: CPUOpPass) -> String? {
         guard OneDNN.isAvailable else { return nil }
-        return oneDNNOpPrimitive(shape, pass)?.implementation
+        return oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass))?.implementation
     }
 
     /// oneDNN's primitive when the override or the stored tuning asks for it and it can run the shape.
     private func oneDNNOp(_ shape: CPUOpShape, _ pass: CPUOpPass) -> OneDNNOp? {
         guard (opEngineOverride ?? convolutionTuning?.engine(shape, pass)) == .onednn else { return nil }
         guard OneDNN.isAvailable else { OneDNN.warnUnavailable(); return nil }
-        return oneDNNOpPrimitive(shape, pass)
-    }
-
-    /// The cached primitive, made for this backend's thread count (a primitive keeps the split of the
-    /// thread it was created on, as the convolutions' do: `oneDNNPrimitive` in CPUBackend+OneDNN.swift).
-    private func oneDNNOpPrimitive(_ shape: CPUOpShape, _ pass: CPUOpPass) -> OneDNNOp? {
-        updraft_dnnl_use_threads(Int32(clamping: threadCount))
         return oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass))
     }
 

@@ -53,24 +53,26 @@ public final class CPUBackend: Backend {
     /// on NCHW directly (false, `UPDRAFT_ONEDNN_LAYOUT=plain`).
     public var oneDNNBlockedLayouts = true
     /// oneDNN's primitives per geometry and pass (CPUBackend+OneDNN.swift).
-    let oneDNNPrimitives = OneDNNCache<OneDNNConvolutionKey, OneDNNConvolution> { key in
-        var why = ""
-        return OneDNNConvolution(key.geometry, pass: key.pass, relu: key.relu, outputImageStride: key.outputImageStride,
-                                 blocked: key.blocked, why: &why)
-    }
+    let oneDNNPrimitives: OneDNNCache<OneDNNConvolutionKey, OneDNNConvolution>
     /// Forces the engine of every pooling and inner-product pass (tests, gradcheck, UPDRAFT_ONEDNN=on);
     /// nil uses the stored tuning, else Updraft's own (CPUBackend+OneDNNOps.swift).
     public var opEngineOverride: CPUOpEngine?
     /// oneDNN's pooling and inner-product primitives per shape and pass.
-    let oneDNNOpPrimitives = OneDNNCache<OneDNNOpKey, OneDNNOp> { key in
-        var why = ""
-        return OneDNNOp(key.shape, key.pass, why: &why)
-    }
+    let oneDNNOpPrimitives: OneDNNCache<OneDNNOpKey, OneDNNOp>
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {
         threadCount = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
+        oneDNNPrimitives = OneDNNCache(threads: threadCount) { key in
+            var why = ""
+            return OneDNNConvolution(key.geometry, pass: key.pass, relu: key.relu, outputImageStride: key.outputImageStride,
+                                     blocked: key.blocked, why: &why)
+        }
+        oneDNNOpPrimitives = OneDNNCache(threads: threadCount) { key in
+            var why = ""
+            return OneDNNOp(key.shape, key.pass, why: &why)
+        }
         // UPDRAFT_WINOGRAD=off keeps every 3x3 convolution on im2col (to compare, or to reproduce older runs bit for bit).
         switch ProcessInfo.processInfo.environment["UPDRAFT_WINOGRAD"] {
         case "off": convolutionAlgorithmOverride = .im2col
