@@ -153,11 +153,10 @@ void upd_bytes_to_float_affine(const uint8_t *x, float *y, ptrdiff_t n, float sc
 void upd_bytes_to_float(const uint8_t *x, float *y, ptrdiff_t n) { kernels()->bytes_to_float(x, y, n); }
 void upd_float_to_half(const float *x, uint16_t *y, ptrdiff_t n) { kernels()->float_to_half(x, y, n); }
 void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n) { kernels()->half_to_float(x, y, n); }
-void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t count, ptrdiff_t stride, ptrdiff_t kernel) {
-    kernels()->max_pool_row(row, max, first, count, stride, kernel);
-}
-void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n) {
-    kernels()->max_fold_rows(first, rows, row_stride, row_count, y, n);
+void upd_max_pool_planes(const float *x, float *y, ptrdiff_t planes, ptrdiff_t h, ptrdiff_t w, ptrdiff_t ho, ptrdiff_t wo,
+                         const ptrdiff_t *rlo, const ptrdiff_t *rhi, const ptrdiff_t *clo, const ptrdiff_t *chi,
+                         ptrdiff_t interior_lo, ptrdiff_t interior_hi, ptrdiff_t sw, ptrdiff_t kw, ptrdiff_t pl, float *scratch) {
+    kernels()->max_pool_planes(x, y, planes, h, w, ho, wo, rlo, rhi, clo, chi, interior_lo, interior_hi, sw, kw, pl, scratch);
 }
 void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride) { kernels()->gather_strided(x, y, n, stride); }
 

@@ -21,8 +21,9 @@ typedef struct {
     void (*float_to_half)(const float *, uint16_t *, ptrdiff_t);
     void (*half_to_float)(const uint16_t *, float *, ptrdiff_t);
     void (*gather_strided)(const float *, float *, ptrdiff_t, ptrdiff_t);
-    void (*max_pool_row)(const float *, float *, float *, ptrdiff_t, ptrdiff_t, ptrdiff_t);
-    void (*max_fold_rows)(const float *, const float *, ptrdiff_t, ptrdiff_t, float *, ptrdiff_t);
+    void (*max_pool_planes)(const float *, float *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *,
+                            const ptrdiff_t *, const ptrdiff_t *, const ptrdiff_t *, ptrdiff_t, ptrdiff_t, ptrdiff_t,
+                            ptrdiff_t, ptrdiff_t, float *);
     void (*conv_small_rows)(const float *, const upd_conv_shape *, const float *, const float *, float *, ptrdiff_t,
                             ptrdiff_t, int, float *);
 } upd_kernel_table;

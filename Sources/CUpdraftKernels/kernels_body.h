@@ -171,6 +171,48 @@ static void UPD_FN(max_fold_rows)(const float *restrict first, const float *rest
     }
 }
 
+// Max pooling forward of whole planes (see upd_max_pool_planes): each read row reduced to rowMax /
+// rowFirst (interior windows by max_pool_row, clipped border windows scalar), then each output row
+// folded from its window's first element through its rows' maxima.
+static void UPD_FN(max_pool_planes)(const float *restrict x, float *restrict y, ptrdiff_t planes, ptrdiff_t H,
+                                    ptrdiff_t W, ptrdiff_t Ho, ptrdiff_t Wo, const ptrdiff_t *rlo, const ptrdiff_t *rhi,
+                                    const ptrdiff_t *clo, const ptrdiff_t *chi, ptrdiff_t ilo, ptrdiff_t ihi,
+                                    ptrdiff_t sw, ptrdiff_t kw, ptrdiff_t pl, float *restrict scratch) {
+    float *row_max = scratch, *row_first = scratch + H * Wo;
+    ptrdiff_t row_lo = Ho > 0 ? rlo[0] : 0, row_hi = Ho > 0 ? rhi[Ho - 1] : 0;
+    if (row_hi < row_lo) row_hi = row_lo;
+    for (ptrdiff_t p = 0; p < planes; p++) {
+        const float *plane = x + p * H * W;
+        float *out = y + p * Ho * Wo;
+        for (ptrdiff_t ih = row_lo; ih < row_hi; ih++) {
+            const float *row = plane + ih * W;
+            float *mx = row_max + ih * Wo, *first = row_first + ih * Wo;
+            for (ptrdiff_t ow = 0; ow < Wo; ow++) {
+                if (ow == ilo && ihi > ilo) {
+                    UPD_FN(max_pool_row)(row + sw * ilo - pl, mx + ilo, first + ilo, ihi - ilo, sw, kw);
+                    ow = ihi - 1;
+                    continue;
+                }
+                ptrdiff_t c0 = clo[ow], c1 = chi[ow];
+                if (c0 >= c1) { mx[ow] = 0; first[ow] = 0; continue; }
+                float best = -__builtin_inff();
+                for (ptrdiff_t iw = c0; iw < c1; iw++) best = UPD_FOLD(best, row[iw]);
+                mx[ow] = best;
+                first[ow] = row[c0];
+            }
+        }
+        for (ptrdiff_t oh = 0; oh < Ho; oh++) {
+            ptrdiff_t r0 = rlo[oh], r1 = rhi[oh];
+            float *dst = out + oh * Wo;
+            if (r0 >= r1) {
+                for (ptrdiff_t i = 0; i < Wo; i++) dst[i] = 0;
+                continue;
+            }
+            UPD_FN(max_fold_rows)(row_first + r0 * Wo, row_max + r0 * Wo, Wo, r1 - r0, dst, Wo);
+        }
+    }
+}
+
 #include "conv_body.h"
 
 const upd_kernel_table UPD_FN(upd_kernel_table) = {
@@ -188,7 +230,6 @@ const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .float_to_half = UPD_FN(float_to_half),
     .half_to_float = UPD_FN(half_to_float),
     .gather_strided = UPD_FN(gather_strided),
-    .max_pool_row = UPD_FN(max_pool_row),
-    .max_fold_rows = UPD_FN(max_fold_rows),
+    .max_pool_planes = UPD_FN(max_pool_planes),
     .conv_small_rows = UPD_FN(conv_small_rows),
 };

@@ -80,14 +80,17 @@ void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n);
 /// y[i] = x[i * stride] (a strided convolution's im2col row). y must not overlap x's span.
 void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride);
 
-/// Max pooling, one row of interior windows: for o < count, window o is row[o * stride + k] for
-/// k < kernel (all inside the row); max[o] is the first maximum of its non-NaN values (-infinity if
-/// none: a value replaces the running maximum only when strictly greater) and first[o] its first
-/// value. Outputs must not overlap the row.
-void upd_max_pool_row(const float *row, float *max, float *first, ptrdiff_t count, ptrdiff_t stride, ptrdiff_t kernel);
-/// Max pooling's column pass: y[i] = first[i], then for each of `row_count` rows (row r at
-/// rows + r * row_stride) y[i] = row[i] where row[i] > y[i]. y must not overlap the inputs.
-void upd_max_fold_rows(const float *first, const float *rows, ptrdiff_t row_stride, ptrdiff_t row_count, float *y, ptrdiff_t n);
+/// Max pooling forward of `planes` planes x [H, W] -> y [Ho, Wo]. Separable: each row some window reads
+/// is reduced, per window column, to the first maximum of its non-NaN values in that row (-infinity if
+/// none: a value replaces the running maximum only when strictly greater) and its first value; then
+/// each output is its window's first value, replaced by each of its rows' maxima that is strictly
+/// greater, top to bottom (so a NaN first value stays and later NaNs never replace). Window rows
+/// rlo[oh] ..< rhi[oh] and columns clo[ow] ..< chi[ow] (the in-image spans, monotone; an empty window
+/// gives 0); the interior columns [interior_lo, interior_hi) read row[ow * sw - pl + k] for k < kw.
+/// One call for all the planes: a call per row cost more than its work. scratch: 2 * H * Wo floats.
+void upd_max_pool_planes(const float *x, float *y, ptrdiff_t planes, ptrdiff_t h, ptrdiff_t w, ptrdiff_t ho, ptrdiff_t wo,
+                         const ptrdiff_t *rlo, const ptrdiff_t *rhi, const ptrdiff_t *clo, const ptrdiff_t *chi,
+                         ptrdiff_t interior_lo, ptrdiff_t interior_hi, ptrdiff_t sw, ptrdiff_t kw, ptrdiff_t pl, float *scratch);
 
 /// A convolution's geometry for one image: x [cin, h, w], weights [cout, cin, kh, kw], y [cout, ho, wo];
 /// output (oy, ox) reads x at (oy*sh - pt + ky*dh, ox*sw - pl + kx*dw), zero outside.

@@ -14,7 +14,8 @@
 // among equal values (-0 and +0 included) the first in row-major order wins. Both passes are
 // branch-free vector loops of CUpdraftKernels at the vector level chosen at start-up: the vertical one
 // over whole output rows, the horizontal one over the interior columns (windows wholly inside the
-// row); border columns (clipped, ceil-mode or padded windows) take a scalar loop.
+// row); border columns (clipped, ceil-mode or padded windows) take a scalar loop. One C call runs a
+// thread's planes (`upd_max_pool_planes`).
 import CUpdraftKernels
 import UpdraftCore
 
@@ -98,57 +99,14 @@ extension CPUBackend {
     private func maxPoolForward(_ g: PoolGeometry, x: UnsafeMutablePointer<Float>, y: UnsafeMutablePointer<Float>,
                                 rows r: PoolAxis, cols c: PoolAxis) {
         let (H, W, Ho, Wo) = (g.inHeight, g.inWidth, g.outHeight, g.outWidth)
-        let (kW, sw, padLeft) = (g.kernelW, g.strideW, g.padLeft)
-        // Rows some window reads (the windows' row spans are monotone).
-        let rowLo = Ho > 0 ? r.lo[0] : 0, rowHi = Ho > 0 ? max(rowLo, r.hi[Ho - 1]) : 0
         parallelChunks(g.batch * g.channels, grain: planeGrain(g)) { planes in
-            // rowMax and rowFirst, [H, Wo] each, for one plane.
+            // rowMax and rowFirst, [H, Wo] each, for one plane at a time.
             let scratch = UnsafeMutablePointer<Float>.allocate(capacity: max(1, 2 * H * Wo))
             defer { scratch.deallocate() }
-            let rowMax = scratch, rowFirst = scratch + H * Wo
-            for p in planes {
-                let plane = UnsafePointer(x + p * H * W), out = y + p * Ho * Wo
-                for ih in rowLo..<rowHi {
-                    Self.reduceRow(plane + ih * W, max: rowMax + ih * Wo, first: rowFirst + ih * Wo, outputs: Wo,
-                                   cols: c, kernel: kW, stride: sw, padLeft: padLeft)
-                }
-                for oh in 0..<Ho {
-                    let (r0, r1) = (r.lo[oh], r.hi[oh])
-                    let dst = out + oh * Wo
-                    guard r0 < r1 else { dst.update(repeating: 0, count: Wo); continue }
-                    // From the window's first element, through the rowMax of each of its rows (CUpdraftKernels).
-                    upd_max_fold_rows(rowFirst + r0 * Wo, rowMax + r0 * Wo, Wo, r1 - r0, dst, Wo)
-                }
-            }
+            // Both passes of a chunk's planes in one call of CUpdraftKernels (a call per row cost more than its work).
+            upd_max_pool_planes(x + planes.lowerBound * H * W, y + planes.lowerBound * Ho * Wo, planes.count, H, W, Ho, Wo,
+                                r.lo, r.hi, c.lo, c.hi, c.interiorLo, c.interiorHi, g.strideW, g.kernelW, g.padLeft, scratch)
         }
-    }
-
-    /// For each window column ow, the first element of `row`'s part of it (`first[ow]`) and the
-    /// first maximum of that part's non-NaN values (`max[ow]`, -infinity if none); both 0 for a
-    /// column window with no in-image position.
-    @inline(__always)
-    private static func reduceRow(_ row: UnsafePointer<Float>, max dst: UnsafeMutablePointer<Float>,
-                                  first: UnsafeMutablePointer<Float>, outputs Wo: Int, cols c: PoolAxis,
-                                  kernel kW: Int, stride sw: Int, padLeft: Int) {
-        // Border windows: clipped to the row, scalar.
-        func scalar(_ ow: Int) {
-            let (c0, c1) = (c.lo[ow], c.hi[ow])
-            guard c0 < c1 else { dst[ow] = 0; first[ow] = 0; return }
-            var best = -Float.infinity
-            var iw = c0
-            while iw < c1 { let v = row[iw]; if v > best { best = v }; iw += 1 }
-            dst[ow] = best
-            first[ow] = row[c0]
-        }
-        var ow = 0
-        while ow < c.interiorLo { scalar(ow); ow += 1 }
-        // Interior windows start at ow*sw - padLeft and hold kW in-row columns: the vector loop of
-        // CUpdraftKernels, the same scan from -infinity.
-        if c.interiorHi > ow {
-            upd_max_pool_row(row + sw * ow - padLeft, dst + ow, first + ow, c.interiorHi - ow, sw, kW)
-            ow = c.interiorHi
-        }
-        while ow < Wo { scalar(ow); ow += 1 }
     }
 
     // MARK: Average forward
