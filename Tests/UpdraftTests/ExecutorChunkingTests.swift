@@ -26,6 +26,16 @@ final class ExecutorChunkingTests: XCTestCase {
         XCTAssertNil(half.prefixChunking(layers: half.prefix, batch: 64, cacheBytes: 8 << 20))
     }
 
+    /// The cache size as sysfs writes it ("32768K"), or in other forms.
+    func testCacheSizes() {
+        XCTAssertEqual(PrefixChunking.parseCacheSize("32768K\n"), 32 << 20)
+        XCTAssertEqual(PrefixChunking.parseCacheSize("8M"), 8 << 20)
+        XCTAssertEqual(PrefixChunking.parseCacheSize("1048576"), 1 << 20)
+        XCTAssertNil(PrefixChunking.parseCacheSize("lots"))
+        XCTAssertNil(PrefixChunking.parseCacheSize("0K"))
+        XCTAssertGreaterThan(PrefixChunking.cacheBudgetBytes, 0)
+    }
+
     /// A plan never ends between a convolution and the activation fused into it, or the concat it writes into.
     func testPlanKeepsFusedPartnersTogether() throws {
         let model = try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b", "c"], inputSize: 67))

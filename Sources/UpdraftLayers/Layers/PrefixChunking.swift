@@ -27,11 +27,27 @@ public struct PrefixChunking: Sendable, Equatable {
     /// 8 images at a time was 20-30% slower).
     public static let largeBlobBytes = 1 << 20
 
-    /// The bytes a chunk's live blobs may take: a quarter of the last-level cache (shared by the
-    /// cores, and holding weights and scratch too), 8 MiB when the size is unknown.
-    public static var cacheBudgetBytes: Int {
-        let l3 = sysconf(Int32(_SC_LEVEL3_CACHE_SIZE))
-        return l3 > 0 ? l3 / 4 : 8 << 20
+    /// The bytes a chunk's live blobs may take: a quarter of the L3 cache the first core shares (it
+    /// holds weights and scratch too), 8 MiB when the size is unknown. Read from sysfs: glibc's
+    /// `_SC_LEVEL3_CACHE_SIZE` gives the whole package's (320 MiB on a 2-core slice of an EPYC whose
+    /// cores share 32 MiB).
+    public static let cacheBudgetBytes: Int = {
+        let path = "/sys/devices/system/cpu/cpu0/cache/index3/size"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return 8 << 20 }
+        return (parseCacheSize(text) ?? 32 << 20) / 4
+    }()
+
+    /// "32768K" (sysfs's form), "32M" or a plain byte count, in bytes.
+    static func parseCacheSize(_ text: String) -> Int? {
+        let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let scale: Int
+        switch t.last {
+        case "K", "k": scale = 1 << 10
+        case "M", "m": scale = 1 << 20
+        default: scale = 1
+        }
+        guard let n = Int(scale == 1 ? t : String(t.dropLast())), n > 0 else { return nil }
+        return n * scale
     }
 
     /// Whether `op` computes each image from that image alone (and so runs the same on any split of the batch).
