@@ -40,9 +40,10 @@ extension EpochsBench {
             out += ";\nbackend buffers = peak bytes in buffers the executor allocates (device memory on OpenCL; ops' internal scratch not included;\n"
             out += "  with the cache, its device tier's arenas are among them).\n"
             for r in results {
-                guard let faults = r.epochMinorFaults, !faults.isEmpty else { continue }
-                out += "minor page faults per epoch, \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), cache \(r.featureCache ? "on" : "off"): "
-                    + faults.map(String.init).joined(separator: ", ") + "\n"
+                guard let faults = r.epochMinorFaults, let cpu = r.epochCPUSeconds, !faults.isEmpty else { continue }
+                out += "per epoch, \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), cache \(r.featureCache ? "on" : "off"): "
+                    + "minor page faults " + faults.map(String.init).joined(separator: ", ")
+                    + "; CPU seconds " + cpu.map { String(format: "%.2f", $0) }.joined(separator: ", ") + "\n"
             }
             for r in results where r.featureCache {
                 let host = r.featureCacheBytes - r.featureCacheDeviceBytes
