@@ -12,12 +12,12 @@ extension EpochsBench {
         out += work.summary + "\n"
         out += "CPU vector level: \(CPUVectorLevel.summary)\n\n"
         if !results.isEmpty {
-            var rows: [[String]] = [["units", "device", "cache", "first ms", "steady ms", "first img/s", "steady img/s",
+            var rows: [[String]] = [["units", "device", "cache", "setup ms", "first ms", "steady ms", "first img/s", "steady img/s",
                                      "GFLOP/img", "GFLOP/s", "% SGEMM", "peak host", "backend buffers", "device mem", "loss"]]
             for r in results {
                 rows.append([
                     r.computeUnits, r.deviceIndex.map { "opencl \($0): \(r.device)" } ?? "cpu (\(r.threads ?? 0) threads)",
-                    r.featureCache ? "on" : "off",
+                    r.featureCache ? "on" : "off", r.setupMilliseconds.map { String(format: "%.0f", $0) } ?? "n/a",
                     String(format: "%.0f", r.firstEpochMilliseconds), String(format: "%.0f", r.steadyEpochMilliseconds),
                     String(format: "%.1f", r.firstEpochImagesPerSecond), String(format: "%.1f", r.imagesPerSecond),
                     String(format: "%.3f", r.gflopPerImageSteady), String(format: "%.1f", r.effectiveGflops),
@@ -28,15 +28,23 @@ extension EpochsBench {
                     r.meanLoss.last.map { String(format: "%.4f", $0) } ?? "",
                 ])
             }
-            out += formatTable(rows, rightAligned: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
+            out += formatTable(rows, rightAligned: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
             let scopes = Set(results.map(\.peakHostScope))
             let scope = scopes.count == 1 ? scopes.first! : "the process so far (--in-process: each run's figure includes the runs before it)"
-            out += "\nsteady = best epoch after the first; GFLOP/img = work per image in the steady state (cached step with the cache);\n"
+            out += "\nsetup = preparing the devices before the first epoch (the CPU's oneDNN primitives for every layer and batch size),\n"
+            out += "  timed apart: no epoch's time, op breakdown or profile row includes it;\n"
+            out += "steady = best epoch after the first; GFLOP/img = work per image in the steady state (cached step with the cache);\n"
             out += "% SGEMM = steady GFLOP/s against the CPU backend's SGEMM rate at conv10's shape, measured right after the run\n"
             out += "  (the ceiling on this machine at that moment: it moves with whatever else runs on the cores);\n"
             out += "peak host = peak resident memory of \(scope), including \(data == nil ? formatBytes(UInt64(results[0].datasetBytes)) + " of synthetic images" : "the decoded-image cache")"
             out += ";\nbackend buffers = peak bytes in buffers the executor allocates (device memory on OpenCL; ops' internal scratch not included;\n"
             out += "  with the cache, its device tier's arenas are among them).\n"
+            for r in results {
+                guard let faults = r.epochMinorFaults, let cpu = r.epochCPUSeconds, !faults.isEmpty else { continue }
+                out += "per epoch, \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"), cache \(r.featureCache ? "on" : "off"): "
+                    + "minor page faults " + faults.map(String.init).joined(separator: ", ")
+                    + "; CPU seconds " + cpu.map { String(format: "%.2f", $0) }.joined(separator: ", ") + "\n"
+            }
             for r in results where r.featureCache {
                 let host = r.featureCacheBytes - r.featureCacheDeviceBytes
                 out += "feature cache, \(r.computeUnits) \(r.deviceIndex.map { "opencl \($0)" } ?? "cpu"): "

@@ -131,7 +131,15 @@ struct EpochsRunResult: Codable {
     var threads: Int?
     /// Images trained per epoch: whole mini-batches, the last filled by wrapping round (Core ML).
     var imagesPerEpoch: Int
+    /// Preparing the devices before the first epoch (`UpdateTask.preparationSeconds`: e.g. the CPU's
+    /// oneDNN primitives), outside every epoch's time; nil where the run prepares nothing.
+    var setupMilliseconds: Double?
     var epochMilliseconds: [Double]
+    /// Minor page faults of the process in each epoch (first-touched memory: activations, scratch).
+    var epochMinorFaults: [Int]?
+    /// CPU seconds (user + system, all threads) of the process in each epoch: on a shared machine a
+    /// steadier measure of the work than the wall-clock times.
+    var epochCPUSeconds: [Double]?
     var firstEpochMilliseconds: Double
     /// Best of the epochs after the first (as pytorch_baseline.py); the first epoch when there is one only.
     var steadyEpochMilliseconds: Double
@@ -168,7 +176,8 @@ struct EpochsRunResult: Codable {
     enum CodingKeys: String, CodingKey {
         case computeUnits = "compute_units", device, deviceIndex = "device_index", deviceKind = "device_kind", backend
         case featureCache = "feature_cache", images, batch, epochs, threads
-        case imagesPerEpoch = "images_per_epoch", epochMilliseconds = "epoch_ms"
+        case imagesPerEpoch = "images_per_epoch", setupMilliseconds = "setup_ms", epochMilliseconds = "epoch_ms"
+        case epochMinorFaults = "epoch_minor_faults", epochCPUSeconds = "epoch_cpu_seconds"
         case firstEpochMilliseconds = "first_epoch_ms", steadyEpochMilliseconds = "steady_epoch_ms"
         case firstEpochImagesPerSecond = "first_epoch_images_per_second", imagesPerSecond = "images_per_second"
         case gflopPerImageSteady = "gflop_per_image_steady", gflopPerImageFirst = "gflop_per_image_first"
@@ -241,14 +250,25 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     config.profile = profile
     nonisolated(unsafe) var firstEpochProfile: TrainingProfile?
     nonisolated(unsafe) var seconds: [Double] = []
+    nonisolated(unsafe) var faults: [Int] = [], cpuSeconds: [Double] = []
+    nonisolated(unsafe) var faultsBefore = ProcessMemory.minorFaults(), cpuBefore = ProcessMemory.cpuSeconds()
     nonisolated(unsafe) var losses: [Double] = []
     let tag = "\(target.computeUnits) \(target.label) cache \(featureCache ? "on" : "off")\(workload.frozenHalf ? " frozen fp16" : "")"
     nonisolated(unsafe) var breakdowns: [EpochBreakdown] = []
     nonisolated(unsafe) var firstEpochUploadBytes = 0
     nonisolated(unsafe) let progress = progress
     let handlers = UpdateHandlers(events: [.trainingBegin, .epochEnd], progress: { context in
-        guard context.event == .epochEnd else { _ = backend.takeOpTimes(); _ = backend.takeUploadedBytes(); return }
+        guard context.event == .epochEnd else {
+            _ = backend.takeOpTimes(); _ = backend.takeUploadedBytes(); faultsBefore = ProcessMemory.minorFaults()
+            cpuBefore = ProcessMemory.cpuSeconds(); return
+        }
         guard let m = context.metrics else { return }
+        let faultsNow = ProcessMemory.minorFaults()
+        faults.append(faultsNow - faultsBefore)
+        faultsBefore = faultsNow
+        let cpuNow = ProcessMemory.cpuSeconds()
+        cpuSeconds.append(cpuNow - cpuBefore)
+        cpuBefore = cpuNow
         let uploaded = backend.takeUploadedBytes()
         if m.epochIndex == 0 { firstEpochUploadBytes = uploaded; firstEpochProfile = context.task.profile }
         if opTimes { breakdowns.append(EpochBreakdown(epochSeconds: m.seconds ?? 0, ops: backend.takeOpTimes())) }
@@ -291,7 +311,8 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
         computeUnits: target.computeUnits, device: target.deviceName, deviceIndex: target.openCLIndex,
         deviceKind: target.deviceKind, backend: backend.name, featureCache: featureCache, images: images,
         batch: workload.batch, epochs: epochs, threads: threads, imagesPerEpoch: perEpoch,
-        epochMilliseconds: seconds.map { $0 * 1e3 }, firstEpochMilliseconds: first * 1e3,
+        setupMilliseconds: task.preparationSeconds.map { $0 * 1e3 },
+        epochMilliseconds: seconds.map { $0 * 1e3 }, epochMinorFaults: faults, epochCPUSeconds: cpuSeconds, firstEpochMilliseconds: first * 1e3,
         steadyEpochMilliseconds: steady * 1e3,
         firstEpochImagesPerSecond: Double(perEpoch) / max(first, 1e-9),
         imagesPerSecond: Double(perEpoch) / max(steady, 1e-9),
@@ -334,6 +355,21 @@ enum ProcessMemory {
     static func trimHeap() {
         guard let symbol = dlsym(nil, "malloc_trim") else { return }
         _ = unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+
+    /// Minor page faults of the process so far (getrusage's ru_minflt).
+    static func minorFaults() -> Int { usage().map { Int($0.ru_minflt) } ?? 0 }
+
+    /// CPU seconds the process used so far, user and system, all threads.
+    static func cpuSeconds() -> Double {
+        guard let u = usage() else { return 0 }
+        let seconds = { (t: timeval) in Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(u.ru_utime) + seconds(u.ru_stime)
+    }
+
+    private static func usage() -> rusage? {
+        var usage = rusage()
+        return getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 ? usage : nil
     }
 
     /// Resident memory now: VmRSS from /proc/self/status (nil where there is none).

@@ -23,6 +23,11 @@ enum ConvolutionLayer: LayerKind {
         })
     }
 
+    static func prepare(_ c: PrepareCall) throws -> Int {
+        try c.backend.prepareConvolution(try c.layer.convolutionGeometry(batch: c.batch)!, passes: c.passes, epilogue: c.epilogue,
+                                         outputChannels: c.outputChannels)
+    }
+
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         var w = LayerWork()

@@ -22,6 +22,10 @@ enum InnerProductLayer: LayerKind {
         })
     }
 
+    static func prepare(_ c: PrepareCall) throws -> Int {
+        try c.backend.prepareInnerProduct(try c.layer.innerProductGeometry(batch: c.batch)!, passes: c.passes)
+    }
+
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
         switch backend.innermost {
         case is CPUBackend: return "OpenBLAS SGEMM"

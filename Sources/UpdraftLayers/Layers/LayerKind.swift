@@ -33,6 +33,10 @@ package protocol LayerKind {
     /// input's too) on `backend`, as a profile names it: an algorithm or library the backend chose
     /// for the shape. By default the backend's own loops or kernels.
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String
+    /// Makes on `call.backend` the per-shape objects the layer's passes will use for `call.batch`
+    /// (`Backend.prepare*`, Backends/DeviceOps+Preparation.swift), before the first step; returns how
+    /// many it made. By default nothing: the layer's passes make nothing per shape.
+    static func prepare(_ call: PrepareCall) throws -> Int
 }
 
 extension LayerKind {
@@ -44,6 +48,7 @@ extension LayerKind {
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
         backend.ownEngine
     }
+    static func prepare(_ call: PrepareCall) throws -> Int { 0 }
 }
 
 extension Backend {
@@ -215,5 +220,24 @@ extension LayerWork {
     static func copy(count: Int, backwardData: Bool) -> LayerWork {
         let pass = OpCost(flops: 0, bytes: f32Bytes(count, count))
         return passes(forward: pass, backward: pass, backwardData: backwardData)
+    }
+}
+
+/// What a layer's preparation is handed (`LayerKind.prepare`): the layer as its passes will run it.
+package struct PrepareCall {
+    let layer: GraphLayer
+    let batch: Int
+    let backend: Backend
+    /// The passes that will run: forward, and for a trained tail layer its gradients.
+    let passes: PreparedPasses
+    /// The element-wise function fused into the forward pass (kinds with `acceptsEpilogue` only).
+    let epilogue: Activation?
+    /// Channels per image of the buffer the forward pass writes: a convolution writing its slice of a
+    /// concat writes into the concat's output; nil: the layer's own output.
+    let outputChannels: Int?
+
+    package init(layer: GraphLayer, batch: Int, backend: Backend, passes: PreparedPasses, epilogue: Activation?, outputChannels: Int?) {
+        self.layer = layer; self.batch = batch; self.backend = backend; self.passes = passes
+        self.epilogue = epilogue; self.outputChannels = outputChannels
     }
 }

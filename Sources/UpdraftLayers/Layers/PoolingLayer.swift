@@ -16,6 +16,10 @@ enum PoolingLayer: LayerKind {
         }
     }
 
+    static func prepare(_ c: PrepareCall) throws -> Int {
+        try c.backend.preparePooling(try c.layer.poolingGeometry(batch: c.batch)!, backward: c.passes.contains(.backwardData))
+    }
+
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         guard let g = try layer.poolingGeometry(batch: batch) else { return LayerWork() }

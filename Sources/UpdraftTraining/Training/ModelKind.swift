@@ -47,6 +47,9 @@ protocol UpdateSession: AnyObject {
     var featureCacheStatistics: FeatureCacheStatistics? { get }
     /// Where the training steps' time went so far, when the run is profiled.
     var profile: TrainingProfile? { get }
+    /// Seconds spent making the devices ready before the first step (`Executor.prepare(batch:)`); nil
+    /// where nothing is prepared.
+    var preparationSeconds: Double? { get }
     /// Runs the update to its end (or until the task is cancelled).
     func train() throws
     /// `original` with what the run has learnt so far.
@@ -57,6 +60,10 @@ protocol UpdateSession: AnyObject {
     func checkpoint() throws -> TrainingCheckpoint
     /// Releases what the run holds, keeping its results.
     func end(into model: CoreMLModel, keepResumePoint: Bool) -> EndedRun
+}
+
+extension UpdateSession {
+    var preparationSeconds: Double? { nil }
 }
 
 /// The finding type a kind's validation returns.

@@ -154,6 +154,7 @@ final class PipelineNetworkSession: UpdateSession {
     var lastMetrics: TrainingMetrics? { training.lastMetrics }
     var featureCacheStatistics: FeatureCacheStatistics? { training.featureCacheStatistics }
     var profile: TrainingProfile? { training.profile }
+    var preparationSeconds: Double? { training.preparationSeconds }
 
     func train() throws { try training.train() }
 

@@ -26,6 +26,8 @@ final class TrainingSession {
     /// The gradient exchange with the other ranks of an MPI job (nil: one process).
     let exchange: GradientExchange?
     private(set) var lastMetrics: TrainingMetrics?
+    /// Seconds `prepareDevices` took before the first step (TrainingSession+Preparation.swift).
+    var preparationSeconds: Double?
     /// Whether validation also counts a confusion matrix (a TensorBoard log draws it).
     var recordsConfusion = false
     /// The last validation's confusion matrix, `[true class][predicted class]` counts, when
@@ -152,6 +154,7 @@ final class TrainingSession {
     func train() throws {
         let config = configuration
         let data = task.trainingData
+        prepareDevices()
         try task.emit(.trainingBegin, metrics: nil)
         try checkInitialWeights()
         let batchSize = parameters.miniBatchSize, epochs = parameters.epochs
@@ -296,7 +299,8 @@ final class TrainingSession {
         let trained = Result { try executor.exportModel(into: model) }
         let ended = EndedRun(model: trained, cacheStatistics: cache?.statistics, devices: devices.record,
                              resumePoint: keepResumePoint ? try? checkpoint() : try? finiteResumePoint(),
-                             profile: profiler?.profile(sgemmOn: devices.replicas.flatMap { [$0.prefixBackend, $0.tailBackend] }))
+                             profile: profiler?.profile(sgemmOn: devices.replicas.flatMap { [$0.prefixBackend, $0.tailBackend] }),
+                             preparationSeconds: preparationSeconds)
         devices.release()
         cache = nil
         admission.release()
@@ -386,4 +390,6 @@ struct EndedRun {
     var resumePoint: TrainingCheckpoint?
     /// Where the steps' time went, when the run was profiled.
     var profile: TrainingProfile? = nil
+    /// Seconds spent preparing the devices before the first step.
+    var preparationSeconds: Double? = nil
 }

@@ -257,6 +257,10 @@ public final class UpdateTask: @unchecked Sendable {
     /// Where the training steps' time went so far, per layer and pass, when `UpdateConfiguration.profile`
     /// is on (nil otherwise). Set its `sgemmGFLOPS` to a measured SGEMM rate to see each row's share of it.
     public var profile: TrainingProfile? { updateSession?.profile ?? ended?.profile }
+    /// Seconds spent before the first step making the devices ready for the run's layers and batch
+    /// sizes (`Executor.prepare(batch:)`: e.g. the CPU's oneDNN primitives), outside every epoch's
+    /// time; nil before training starts, and for a run that prepares nothing (a k-NN update).
+    public var preparationSeconds: Double? { updateSession?.preparationSeconds ?? ended?.preparationSeconds }
 
     /// Where the task is now (MLUpdateTask.state); `.suspended` before `resume()` and while a handler runs.
     public var state: UpdateTaskState {

@@ -60,9 +60,15 @@ extension CPUBackend {
     /// Made for this backend's thread count (`OneDNNCache`).
     private func oneDNNPrimitive(_ g: ConvGeometry, _ pass: CPUConvolutionPass, relu: Bool = false,
                                  outputImageStride: Int? = nil) -> OneDNNConvolution? {
-        oneDNNPrimitives.primitive(.init(geometry: g, pass: pass, relu: relu,
-                                         outputImageStride: outputImageStride ?? g.outChannels * g.outHeight * g.outWidth,
-                                         blocked: oneDNNBlockedLayouts))
+        oneDNNPrimitives.primitive(oneDNNKey(g, pass, relu: relu, outputImageStride: outputImageStride))
+    }
+
+    /// The cache key of `g`'s `pass` as this backend runs it (a ReLU fused or not, image n's output
+    /// `outputImageStride` floats after image n - 1's; by default the whole output's stride).
+    func oneDNNKey(_ g: ConvGeometry, _ pass: CPUConvolutionPass, relu: Bool = false,
+                   outputImageStride: Int? = nil) -> OneDNNConvolutionKey {
+        .init(geometry: g, pass: pass, relu: relu, outputImageStride: outputImageStride ?? g.outChannels * g.outHeight * g.outWidth,
+              blocked: oneDNNBlockedLayouts)
     }
 
     /// The implementation oneDNN runs `g`'s `pass` with ("jit:avx2"), nil where it would not run.

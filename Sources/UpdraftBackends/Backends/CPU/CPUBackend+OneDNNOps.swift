@@ -21,9 +21,15 @@ extension CPUBackend {
 
     /// oneDNN's primitive when the override or the stored tuning asks for it and it can run the shape.
     private func oneDNNOp(_ shape: CPUOpShape, _ pass: CPUOpPass) -> OneDNNOp? {
-        guard (opEngineOverride ?? convolutionTuning?.engine(shape, pass)) == .onednn else { return nil }
-        guard OneDNN.isAvailable else { OneDNN.warnUnavailable(); return nil }
-        return oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass))
+        asksOneDNN(shape, pass) ? oneDNNOpPrimitives.primitive(OneDNNOpKey(shape: shape, pass: pass)) : nil
+    }
+
+    /// True when the override or the stored tuning asks oneDNN for `shape`'s `pass` and the library
+    /// loads (one warning per process where it does not).
+    func asksOneDNN(_ shape: CPUOpShape, _ pass: CPUOpPass) -> Bool {
+        guard (opEngineOverride ?? convolutionTuning?.engine(shape, pass)) == .onednn else { return false }
+        guard OneDNN.isAvailable else { OneDNN.warnUnavailable(); return false }
+        return true
     }
 
     /// Pooling forward through oneDNN when chosen; false to run the own path.

@@ -109,13 +109,26 @@ final class OneDNNCache<Key: Hashable, Primitive>: @unchecked Sendable {
 
     init(threads: Int, _ make: @escaping (Key) -> Primitive?) { self.threads = threads; self.make = make }
 
+    private var attempts = 0
+
     /// The cached or new primitive for `key`; nil when oneDNN cannot run it.
-    func primitive(_ key: Key) -> Primitive? {
+    func primitive(_ key: Key) -> Primitive? { lookUp(key).primitive }
+
+    /// The cached or new primitive for `key`, and whether this call made it (asked oneDNN for it).
+    func lookUp(_ key: Key) -> (primitive: Primitive?, isNew: Bool) {
         lock.lock(); defer { lock.unlock() }
-        if let known = primitives[key] { return known }
+        if let known = primitives[key] { return (known, false) }
         updraft_dnnl_use_threads(Int32(clamping: threads))
         let made = make(key)
         primitives[key] = .some(made)
-        return made
+        attempts += 1
+        return (made, true)
+    }
+
+    /// How many keys oneDNN was asked to make a primitive for so far (tests: nothing is made on a
+    /// prepared layer's first call).
+    var creationCount: Int {
+        lock.lock(); defer { lock.unlock() }
+        return attempts
     }
 }

@@ -1,0 +1,77 @@
+import UpdraftCore
+
+// Preparation: the per-shape objects a backend would otherwise make on a layer's first call (oneDNN's
+// JIT-compiled primitives and their scratch on the CPU), made once when a training run is set up, so
+// that they do not land inside the first epoch. Each op returns how many objects it made (0 where
+// everything was made already, or where the backend makes nothing ahead). CPU:
+// CPUBackend+Preparation.swift; OpenCL and the reference make nothing ahead (OpenCL builds a program
+// per source and defines on its first launch, which these ops do not know; the reference has no state).
+// The executor calls them per layer and batch size (`Executor.prepare(batch:)`, Training/).
+
+public extension BackendCall.Kind {
+    static let prepareConvolution = Self("prepareConvolution"), preparePooling = Self("preparePooling")
+    static let prepareInnerProduct = Self("prepareInnerProduct")
+}
+
+/// Which passes of a layer a preparation makes ready: forward, and for a trained tail layer the
+/// input gradient (`backwardData`) and the weight gradient (`backwardWeights`).
+public struct PreparedPasses: OptionSet, Hashable, Sendable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let forward = PreparedPasses(rawValue: 1 << 0)
+    public static let backwardData = PreparedPasses(rawValue: 1 << 1)
+    public static let backwardWeights = PreparedPasses(rawValue: 1 << 2)
+    public static let all: PreparedPasses = [.forward, .backwardData, .backwardWeights]
+}
+
+extension DeviceOps {
+    /// Makes ready what `g`'s `passes` will use: the forward pass as the executor calls it, with the
+    /// `epilogue` fused and each image's output `outputChannels` channels apart (more than
+    /// `g.outChannels` where it writes its slice of a concat).
+    public struct PrepareConvolution: DeviceOp {
+        public let g: ConvGeometry, passes: PreparedPasses, epilogue: Activation?, outputChannels: Int
+        public static var kind: BackendCall.Kind { .prepareConvolution }
+        public var detail: String { g.callDetail }
+        public func run(on b: CPUBackend) throws -> Int {
+            try b.prepareConvolution(g, passes: passes, epilogue: epilogue, outputChannels: outputChannels)
+        }
+        public func run(on b: OpenCLBackend) throws -> Int { 0 }
+        public func run(on b: ReferenceBackend) throws -> Int { 0 }
+    }
+
+    /// Makes ready a pooling's forward pass and, with `backward`, its backward pass.
+    public struct PreparePooling: DeviceOp {
+        public let g: PoolGeometry, backward: Bool
+        public static var kind: BackendCall.Kind { .preparePooling }
+        public func run(on b: CPUBackend) throws -> Int { try b.preparePooling(g, backward: backward) }
+        public func run(on b: OpenCLBackend) throws -> Int { 0 }
+        public func run(on b: ReferenceBackend) throws -> Int { 0 }
+    }
+
+    /// Makes ready an inner product's `passes`.
+    public struct PrepareInnerProduct: DeviceOp {
+        public let g: InnerProductGeometry, passes: PreparedPasses
+        public static var kind: BackendCall.Kind { .prepareInnerProduct }
+        public var detail: String { g.callDetail }
+        public func run(on b: CPUBackend) throws -> Int { try b.prepareInnerProduct(g, passes: passes) }
+        public func run(on b: OpenCLBackend) throws -> Int { 0 }
+        public func run(on b: ReferenceBackend) throws -> Int { 0 }
+    }
+}
+
+/// The preparation ops as `Backend` methods; each returns the objects it made.
+public extension Backend {
+    @discardableResult
+    func prepareConvolution(_ g: ConvGeometry, passes: PreparedPasses, epilogue: Activation? = nil,
+                            outputChannels: Int? = nil) throws -> Int {
+        try run(DeviceOps.PrepareConvolution(g: g, passes: passes, epilogue: epilogue, outputChannels: outputChannels ?? g.outChannels))
+    }
+    @discardableResult
+    func preparePooling(_ g: PoolGeometry, backward: Bool) throws -> Int {
+        try run(DeviceOps.PreparePooling(g: g, backward: backward))
+    }
+    @discardableResult
+    func prepareInnerProduct(_ g: InnerProductGeometry, passes: PreparedPasses) throws -> Int {
+        try run(DeviceOps.PrepareInnerProduct(g: g, passes: passes))
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import XCTest
+@testable import UpdraftCore
+@testable import UpdraftBackends
+@testable import UpdraftModel
+@testable import UpdraftLayers
+@testable import UpdraftTraining
+
+/// Preparation before the first step (issue 24): the preparation ops make the oneDNN primitives a
+/// layer's passes will look up — keyed as the passes key them (fused ReLU, a concat slice's output
+/// stride) — so that a prepared step makes none; the executor prepares exactly the primitives a step
+/// makes, per batch size; a training run prepares before its first epoch and says how long it took.
+/// Skipped where libdnnl.so.2 is not installed.
+final class DevicePreparationTests: XCTestCase {
+    private func requireOneDNN() throws {
+        if let reason = OneDNN.unavailableReason { throw XCTSkip("oneDNN unavailable: \(reason)") }
+    }
+
+    /// A CPU backend that runs every convolution, pooling and inner product on oneDNN.
+    private func oneDNNBackend() -> CPUBackend {
+        let cpu = CPUBackend(threads: 2)
+        cpu.convolutionAlgorithmOverride = .onednn
+        cpu.opEngineOverride = .onednn
+        return cpu
+    }
+
+    /// Primitives oneDNN was asked for so far, convolutions and the others.
+    private func creations(_ cpu: CPUBackend) -> Int {
+        cpu.oneDNNPrimitives.creationCount + cpu.oneDNNOpPrimitives.creationCount
+    }
+
+    func testPreparedConvolutionSliceWithReLUMakesNothingOnItsFirstCall() throws {
+        try requireOneDNN()
+        let spec = ConvolutionSpec(inputChannels: 4, outputChannels: 6, kernelH: 3, kernelW: 3,
+                                   padding: .valid(top: 1, bottom: 1, left: 1, right: 1))
+        let g = try spec.geometry(input: [2, 4, 7, 7])
+        let cpu = oneDNNBackend()
+        // A slice of a 10-channel concat, ReLU fused: the key the forward pass looks up.
+        XCTAssertEqual(try cpu.prepareConvolution(g, passes: .all, epilogue: .relu, outputChannels: 10), 3)
+        XCTAssertEqual(creations(cpu), 3)
+        XCTAssertEqual(try cpu.prepareConvolution(g, passes: .all, epilogue: .relu, outputChannels: 10), 0, "made twice")
+        let x = try cpu.makeBuffer(randomFloats(g.inputShape.count, seed: 1)), w = try cpu.makeBuffer(randomFloats(g.weightShape.count, seed: 2))
+        let b = try cpu.makeBuffer(randomFloats(g.outChannels, seed: 3)), dy = try cpu.makeBuffer(randomFloats(g.outputShape.count, seed: 4))
+        let y = try cpu.makeBuffer(count: 2 * 10 * 49), dx = try cpu.makeBuffer(count: g.inputShape.count)
+        let dw = try cpu.makeBuffer(count: g.weightShape.count), db = try cpu.makeBuffer(count: g.outChannels)
+        try cpu.convolutionForward(g, input: x, weights: w, bias: b, output: y, channelOffset: 4, outputChannels: 10, epilogue: .relu)
+        try cpu.convolutionBackwardData(g, outputGradient: dy, weights: w, inputGradient: dx)
+        try cpu.convolutionBackwardWeights(g, input: x, outputGradient: dy, weightGradient: dw, biasGradient: db)
+        XCTAssertEqual(creations(cpu), 3, "a prepared pass made a primitive on its first call")
+        // Unprepared: the whole output without the ReLU is another primitive, made on first use.
+        try cpu.convolutionForward(g, input: x, weights: w, bias: b, output: y, epilogue: nil)
+        XCTAssertEqual(creations(cpu), 4)
+    }
+
+    func testPoolingAndInnerProductPassesArePrepared() throws {
+        try requireOneDNN()
+        let cpu = oneDNNBackend()
+        let pool = PoolGeometry(kind: .max, batch: 2, channels: 3, inHeight: 9, inWidth: 9, outHeight: 4, outWidth: 4,
+                                kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, padTop: 0, padBottom: 0, padLeft: 0, padRight: 0,
+                                excludePadding: true)
+        let ip = InnerProductGeometry(batch: 2, inputChannels: 12, outputChannels: 5, hasBias: true)
+        XCTAssertEqual(try cpu.preparePooling(pool, backward: false), 1)
+        XCTAssertEqual(try cpu.preparePooling(pool, backward: true), 1, "only the backward pass is new")
+        XCTAssertEqual(try cpu.prepareInnerProduct(ip, passes: [.forward, .backwardWeights]), 2)
+        let before = creations(cpu)
+        let x = try cpu.makeBuffer(randomFloats(pool.inputShape.count, seed: 5)), y = try cpu.makeBuffer(count: pool.outputShape.count)
+        let dy = try cpu.makeBuffer(randomFloats(pool.outputShape.count, seed: 6)), dx = try cpu.makeBuffer(count: pool.inputShape.count)
+        try cpu.poolingForward(pool, input: x, output: y)
+        try cpu.poolingBackward(pool, input: x, output: y, outputGradient: dy, inputGradient: dx)
+        let ix = try cpu.makeBuffer(randomFloats(24, seed: 7)), iw = try cpu.makeBuffer(randomFloats(60, seed: 8))
+        let ib = try cpu.makeBuffer(randomFloats(5, seed: 9)), iy = try cpu.makeBuffer(count: 10)
+        let idy = try cpu.makeBuffer(randomFloats(10, seed: 10)), idw = try cpu.makeBuffer(count: 60), idb = try cpu.makeBuffer(count: 5)
+        try cpu.innerProductForward(ip, input: ix, weights: iw, bias: ib, output: iy, epilogue: nil)
+        try cpu.innerProductBackwardWeights(ip, input: ix, outputGradient: idy, weightGradient: idw, biasGradient: idb)
+        XCTAssertEqual(creations(cpu), before, "a prepared pooling or inner-product pass made a primitive on its first call")
+    }
+
+    /// Where nothing is chosen for oneDNN (Updraft's own paths), on OpenCL and on the reference, a
+    /// preparation makes nothing; an output narrower than the layer's is refused by name.
+    func testNothingIsMadeWhereNothingIsAhead() throws {
+        let g = try ConvolutionSpec(inputChannels: 4, outputChannels: 6, kernelH: 3, kernelW: 3).geometry(input: [2, 4, 7, 7])
+        let own = CPUBackend(threads: 2)
+        own.convolutionAlgorithmOverride = .im2col
+        own.opEngineOverride = .own
+        XCTAssertEqual(try own.prepareConvolution(g, passes: .all), 0)
+        XCTAssertEqual(creations(own), 0)
+        XCTAssertEqual(try ReferenceBackend().prepareConvolution(g, passes: .all), 0)
+        XCTAssertThrowsError(try oneDNNBackend().prepareConvolution(g, passes: .forward, outputChannels: 5)) { error in
+            XCTAssertTrue("\(error)".contains("cannot hold the layer's 6"), "\(error)")
+        }
+    }
+
+    /// The executor prepares exactly what a training step makes (fire module: convolutions writing
+    /// their concat's slices with fused ReLUs, pooling, an inner product, a trained tail), and a
+    /// prepared step makes nothing.
+    func testExecutorPreparesWhatAStepMakes() throws {
+        try requireOneDNN()
+        let model = try SqueezeShaped.model(batch: 4)
+        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        let batch = try SqueezeShaped.data(count: 4).batch(at: 0..<4)
+
+        let fresh = oneDNNBackend()
+        _ = try Executor(training: training, optimizer: .sgd, backend: fresh).trainStep(batch, parameters: hyper)
+        let stepMakes = creations(fresh)
+        XCTAssertGreaterThan(stepMakes, 8, "the step ran too few layers on oneDNN for the test to mean anything")
+
+        let cpu = oneDNNBackend()
+        let executor = try Executor(training: training, optimizer: .sgd, backend: cpu)
+        let made = try executor.prepare(batch: 4)
+        XCTAssertEqual(creations(cpu), stepMakes, "prepared \(creations(cpu)) primitives, a step makes \(stepMakes)")
+        XCTAssertEqual(made, stepMakes)
+        XCTAssertEqual(try executor.prepare(batch: 4), 0)
+        _ = try executor.trainStep(batch, parameters: hyper)
+        XCTAssertEqual(creations(cpu), stepMakes, "a prepared step made primitives")
+    }
+
+    /// `UpdateTask` prepares every batch size of the first epoch (here 4 and a short last batch of 2)
+    /// before `trainingBegin`, and keeps the time it took.
+    func testTrainingRunPreparesBeforeItsFirstEpoch() throws {
+        try requireOneDNN()
+        let cpu = oneDNNBackend()
+        var config = UpdateConfiguration()
+        config.backends = (cpu, cpu)
+        config.shortLastBatch = true
+        let atBegin = Locked<Int?>(nil)
+        let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 10),
+                              configuration: config, handlers: UpdateHandlers(events: [.trainingBegin], progress: { ctx in
+                                  if ctx.event == .trainingBegin { let made = self.creations(cpu); atBegin.mutate { $0 = made } }
+                              }))
+        let done = task.run()
+        XCTAssertNil(done.error)
+        XCTAssertEqual(task.state, UpdateTaskState.completed)
+        let prepared = try XCTUnwrap(atBegin.value)
+        XCTAssertGreaterThan(prepared, 0)
+        XCTAssertEqual(creations(cpu), prepared, "the epochs made primitives the preparation did not")
+        let seconds = try XCTUnwrap(task.preparationSeconds)
+        XCTAssertGreaterThan(seconds, 0)
+    }
+}
