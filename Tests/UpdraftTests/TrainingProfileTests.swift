@@ -73,6 +73,26 @@ final class TrainingProfileTests: XCTestCase {
         }
     }
 
+    /// Pooling and inner-product rows name oneDNN where it runs them (the tuning or the override chose
+    /// it), not the own engine.
+    func testPoolingAndInnerProductNameTheirEngine() throws {
+        if let reason = OneDNN.unavailableReason { throw XCTSkip("oneDNN unavailable: \(reason)") }
+        let graph = try NetworkGraph(model: try SqueezeShaped.model(batch: 4))
+        let pool = try XCTUnwrap(graph.layers.first { if case .pooling = $0.op { return true } else { return false } })
+        let ip = try XCTUnwrap(graph.layers.first { if case .innerProduct = $0.op { return true } else { return false } })
+        let cpu = CPUBackend(threads: 1)
+        func engine(_ l: GraphLayer, backward: Bool = false) -> String {
+            l.op.kind.engine(l, batch: 4, backward: backward, inputGradient: true, on: cpu)
+        }
+        XCTAssertEqual(engine(pool), "Updraft loops (\(CPUVectorLevel.active))")
+        XCTAssertEqual(engine(ip), "OpenBLAS SGEMM")
+        cpu.opEngineOverride = .onednn
+        XCTAssertTrue(engine(pool).hasPrefix("oneDNN "), engine(pool))
+        XCTAssertTrue(engine(ip).hasPrefix("oneDNN "), engine(ip))
+        XCTAssertTrue(engine(ip, backward: true).hasPrefix("weights oneDNN "), engine(ip, backward: true))
+        XCTAssertTrue(engine(ip, backward: true).contains(", input oneDNN "), engine(ip, backward: true))
+    }
+
     /// Off by default: no profile, and no waiting after each pass.
     func testNoProfileUnlessAsked() throws {
         var config = UpdateConfiguration()

@@ -28,7 +28,9 @@ enum InnerProductLayer: LayerKind {
 
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
         switch backend.innermost {
-        case is CPUBackend: return "OpenBLAS SGEMM"
+        case let cpu as CPUBackend:
+            guard let g = try? layer.innerProductGeometry(batch: batch) else { return "none" }
+            return cpu.opEngineName(.innerProduct(g), backward: backward, inputGradient: inputGradient)
         case let ocl as OpenCLBackend:
             guard let g = try? layer.innerProductGeometry(batch: batch) else { return "none" }
             let forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)

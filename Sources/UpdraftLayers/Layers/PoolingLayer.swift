@@ -20,6 +20,12 @@ enum PoolingLayer: LayerKind {
         try c.backend.preparePooling(try c.layer.poolingGeometry(batch: c.batch)!, backward: c.passes.contains(.backwardData))
     }
 
+    /// On the CPU: oneDNN where the tuning chose it, else Updraft's loops.
+    static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
+        guard let cpu = backend.innermost as? CPUBackend, let g = try? layer.poolingGeometry(batch: batch) else { return backend.ownEngine }
+        return cpu.opEngineName(.pooling(g), backward: backward, inputGradient: inputGradient)
+    }
+
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {
         guard let g = try layer.poolingGeometry(batch: batch) else { return LayerWork() }

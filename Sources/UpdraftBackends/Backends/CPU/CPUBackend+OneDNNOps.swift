@@ -13,6 +13,24 @@ extension CPUBackend {
         oneDNNOp(shape, pass) == nil ? .own : .onednn
     }
 
+    /// What runs a pooling or inner-product pass here, as a profile names it: oneDNN's implementation
+    /// ("oneDNN jit:avx512_core") where the override or the stored tuning chose it, else Updraft's own
+    /// loops (pooling) or OpenBLAS (inner product); for an inner product's backward the weight gradient's
+    /// and, with `inputGradient`, the input gradient's.
+    public func opEngineName(_ shape: CPUOpShape, backward: Bool, inputGradient: Bool) -> String {
+        func name(_ pass: CPUOpPass) -> String {
+            if engine(for: shape, pass) == .onednn, let implementation = oneDNNImplementation(shape, pass) { return "oneDNN \(implementation)" }
+            if case .innerProduct = shape { return "OpenBLAS SGEMM" }
+            return "Updraft loops (\(CPUVectorLevel.active))"
+        }
+        switch shape {
+        case .pooling: return name(backward ? .backward : .forward)
+        case .innerProduct:
+            guard backward else { return name(.forward) }
+            return "weights " + name(.backwardWeights) + (inputGradient ? ", input " + name(.backwardData) : "")
+        }
+    }
+
     /// The implementation oneDNN runs `shape`'s `pass` with when forced ("jit:avx2"); nil where it would not run.
     public func oneDNNImplementation(_ shape: CPUOpShape, _ pass: CPUOpPass) -> String? {
         guard OneDNN.isAvailable else { return nil }
