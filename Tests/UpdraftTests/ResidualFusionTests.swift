@@ -84,24 +84,10 @@ final class ResidualFusionTests: XCTestCase {
 
     func testEveryBlobMatchesTheReferenceWithNoAddOfItsOwn() throws {
         let graph = try NetworkGraph(model: try Self.model())
-        let reference = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: ReferenceBackend())
         XCTAssertEqual(Set(TrainingGraph.inference(graph: graph).fusedResiduals.keys), ["b", "down"])
-        var backends: [Backend] = [CPUBackend(threads: 2)]
-        if let ctx = try? OpenCLTestSupport.context() { backends.append(OpenCLBackend(context: ctx)) }
-        for backend in backends {
-            let counted = FailingBackend(backend)
-            let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: counted)
-            let probabilities = try executor.predict(inputs)
+        try assertFusedForwardMatchesReference(graph, inputs: inputs) { backend, counted, _ in
             XCTAssertEqual(counted.calls[.elementwise] ?? 0, 0, "\(backend.name): both adds run in their convolutions")
             XCTAssertEqual(counted.calls[.activationForward] ?? 0, 0, "\(backend.name): every ReLU fused")
-            XCTAssertLessThanOrEqual(maxDifference(probabilities, try reference.predict(inputs)), 1e-5, backend.name)
-            for layer in graph.layers {
-                let got = try executor.predict(inputs, blob: layer.output)
-                let want = try reference.predict(inputs, blob: layer.output)
-                XCTAssertEqual(got.shape, want.shape, "\(backend.name) \(layer.output)")
-                let scale = max(1, want.data.map(abs).max() ?? 0)
-                XCTAssertLessThanOrEqual(maxDifference(got, want) / scale, 1e-5, "\(backend.name) \(layer.output)")
-            }
         }
     }
 
@@ -128,9 +114,5 @@ final class ResidualFusionTests: XCTestCase {
             for (a, b) in zip(got.losses, want.losses) { XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(b)), backend.name) }
             assertWithin(got.weights, want.weights.map(Double.init), atol: 1e-5, rtol: 1e-4, "\(backend.name) dense weights")
         }
-    }
-
-    private func maxDifference(_ a: Tensor, _ b: Tensor) -> Float {
-        zip(a.data, b.data).map { abs($0 - $1) }.max() ?? .infinity
     }
 }

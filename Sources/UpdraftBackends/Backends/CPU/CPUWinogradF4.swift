@@ -164,8 +164,10 @@ extension CPUBackend {
         let (Ho, Wo) = (g.outHeight, g.outWidth)
         let b = SIMD4<Float>(repeating: bias)
         // The fused ReLU, as the activation table defines it: x > 0 ? x : 0 (NaN gives 0).
-        @inline(__always) func activated(_ v: SIMD16<Float>) -> SIMD16<Float> {
-            relu ? SIMD16<Float>.zero.replacing(with: v, where: v .> 0) : v
+        // With a residual the ReLU comes after the add (`addResidual`), so the rows are stored without it.
+        let reluFirst = relu && residual == nil
+        @inline(__always) func activated(_ v: SIMD4<Float>) -> SIMD4<Float> {
+            reluFirst ? SIMD4<Float>.zero.replacing(with: v, where: v .> 0) : v
         }
         winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let lanes = min(4, count - t, tiles.columns - column)
@@ -179,26 +181,15 @@ extension CPUBackend {
             let (a0, a1, a2, a3) = winograd4OutputRows(row(0), row(1), row(2), row(3), row(4), row(5))
             let oy = tileRow * 4, ox = column * 4
             let y = output + image * imageStride + oy * Wo + ox
-            // The residual a fused add brings, at the same place of its own plane (nil: none).
-            let q = residual.map { $0 + image * imageStride + oy * Wo + ox }
             // The row's outputs inside the image: 16 for four whole tiles, fewer at the right edge.
             let width = min(4 * lanes, Wo - ox)
             @inline(__always) func write(_ i: Int, _ a: WinogradSix) {
                 guard oy + i < Ho else { return }
                 let (c0, c1, c2, c3) = winograd4OutputRows(a.x0, a.x1, a.x2, a.x3, a.x4, a.x5)
-                let (y0, y1, y2, y3) = (c0 + b, c1 + b, c2 + b, c3 + b)
+                let (y0, y1, y2, y3) = (activated(c0 + b), activated(c1 + b), activated(c2 + b), activated(c3 + b))
                 // Lane l's four outputs are columns 4l ..< 4l + 4: one 16-wide row.
-                var sum = SIMD16<Float>(y0[0], y1[0], y2[0], y3[0], y0[1], y1[1], y2[1], y3[1],
-                                        y0[2], y1[2], y2[2], y3[2], y0[3], y1[3], y2[3], y3[3])
-                if let q {
-                    let from = q + i * Wo
-                    if width == 16 {
-                        sum += UnsafeRawPointer(from).loadUnaligned(as: SIMD16<Float>.self)
-                    } else {
-                        for j in 0..<width { sum[j] += from[j] }
-                    }
-                }
-                let r = activated(sum)
+                let r = SIMD16<Float>(y0[0], y1[0], y2[0], y3[0], y0[1], y1[1], y2[1], y3[1],
+                                      y0[2], y1[2], y2[2], y3[2], y0[3], y1[3], y2[3], y3[3])
                 let p = UnsafeMutableRawPointer(y + i * Wo)
                 if width == 16 { return p.storeBytes(of: r, as: SIMD16<Float>.self) }
                 var done = 0
@@ -210,7 +201,23 @@ extension CPUBackend {
                 for j in done..<width { p.storeBytes(of: r[j], toByteOffset: 4 * j, as: Float.self) }
             }
             write(0, a0); write(1, a1); write(2, a2); write(3, a3)
+            if let residual {
+                // The rows just written are in L1: add the residual (and apply the ReLU) there.
+                let from = residual + image * imageStride + oy * Wo + ox
+                for i in 0..<min(4, Ho - oy) { addResidual(y + i * Wo, from + i * Wo, width, relu: relu) }
+            }
             return lanes
+        }
+    }
+
+    /// y[j] += r[j] for j < count, then the ReLU when `relu` (x > 0 ? x : 0, NaN gives 0): the residual of a
+    /// fused add, over a few outputs still in cache.
+    @inline(__always)
+    func addResidual(_ y: UnsafeMutablePointer<Float>, _ r: UnsafePointer<Float>, _ count: Int, relu: Bool) {
+        if relu {
+            for j in 0..<count { let v = y[j] + r[j]; y[j] = v > 0 ? v : 0 }
+        } else {
+            for j in 0..<count { y[j] += r[j] }
         }
     }
 }
