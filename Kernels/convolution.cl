@@ -182,13 +182,19 @@ GEMM_INLINE float gemm_b_load(const GemmParams* p, __global const float* B, Gemm
 #include "gemm_core.h"
 
 #if CONV_MODE == 0
-// y = conv(x, w) (+ b), then the fused activation (ACT_PARAMS; per-channel constants by output channel). Grid: (column tiles of N*P, row tiles of Mg, groups).
+// y = conv(x, w) (+ b) (+ res with -D RESIDUAL), then the fused activation (ACT_PARAMS; per-channel constants by output channel). Grid: (column tiles of N*P, row tiles of Mg, groups).
 // Image n's output starts at y + offY + n * yChannels * P: yChannels > Cout writes a channel slice of a
 // wider tensor (offY = the slice's first channel * P), the concat of several convolutions.
+// RESIDUAL: a residual add fused into the convolution; res has y's shape and index (whole float outputs only).
+#if RESIDUAL
+#define RESIDUAL_ARG , __global const float* res
+#else
+#define RESIDUAL_ARG
+#endif
 __kernel __attribute__((reqd_work_group_size(RTN, RTM, 1)))
 void conv_forward(__global const X_T* x, const int offX, __global const float* w,
                   __global const float* bias, const int hasBias,
-                  __global Y_T* y, const int offY, const int yChannels, const int batch, ACT_PARAMS, CONV_ARGS) {
+                  __global Y_T* y, const int offY, const int yChannels, const int batch, ACT_PARAMS, CONV_ARGS RESIDUAL_ARG) {
     GEMM_LOCAL_TILES;
     GemmParams p = conv_params(Cin, H, W, Cout, Ho, Wo, KH, KW, SH, SW, DH, DW, PT, PL, groups);
     const int g = get_group_id(2), m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
@@ -212,6 +218,9 @@ void conv_forward(__global const X_T* x, const int offX, __global const float* w
             if (!GEMM_EXACT && m >= M) continue;
             float v = acc[i * WPTN + j];
             if (hasBias) v += bias[co];
+#if RESIDUAL
+            v += res[yn + co * p.P];
+#endif
             if (actKind != ACT_NONE) v = ACT_APPLY(v, co);
             STORE_Y(y, yn + co * p.P, v);
         }

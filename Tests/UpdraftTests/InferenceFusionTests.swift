@@ -28,30 +28,11 @@ final class InferenceFusionTests: XCTestCase {
     /// The class probabilities run with no activation or concat pass of their own, and every blob
     /// (fused away or not) comes out as the reference computes it, on the CPU and on OpenCL.
     func testEveryBlobMatchesTheReferenceAndTheOutputRunsFused() throws {
-        let graph = try self.graph.get()
-        let reference = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: ReferenceBackend())
-        var backends: [Backend] = [CPUBackend(threads: 2)]
-        if let ctx = try? OpenCLTestSupport.context() { backends.append(OpenCLBackend(context: ctx)) }
-        for backend in backends {
-            let counted = FailingBackend(backend)
-            let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: counted)
-            let probabilities = try executor.predict(inputs)
+        try assertFusedForwardMatchesReference(try graph.get(), inputs: inputs) { backend, counted, executor in
             XCTAssertEqual(counted.calls[.activationForward] ?? 0, 0, "\(backend.name): every ReLU fused")
             XCTAssertEqual(counted.calls[.concatForward] ?? 0, 0, "\(backend.name): the concat written by its convolutions")
-            XCTAssertLessThanOrEqual(maxDifference(probabilities, try reference.predict(inputs)), 1e-5, backend.name)
-            for layer in graph.layers {
-                let fused = try executor.predict(inputs, blob: layer.output)
-                let expected = try reference.predict(inputs, blob: layer.output)
-                XCTAssertEqual(fused.shape, expected.shape, "\(backend.name) \(layer.output)")
-                let scale = max(1, expected.data.map(abs).max() ?? 0)
-                XCTAssertLessThanOrEqual(maxDifference(fused, expected) / scale, 1e-5, "\(backend.name) \(layer.output)")
-            }
             let preActivation = try executor.predict(inputs, blob: "conv1")
             XCTAssertTrue(preActivation.data.contains { $0 < 0 }, "\(backend.name): conv1's own output, before its ReLU")
         }
-    }
-
-    private func maxDifference(_ a: Tensor, _ b: Tensor) -> Float {
-        zip(a.data, b.data).map { abs($0 - $1) }.max() ?? .infinity
     }
 }

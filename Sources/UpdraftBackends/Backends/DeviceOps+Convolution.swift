@@ -29,21 +29,23 @@ extension InnerProductGeometry {
 }
 
 extension DeviceOps {
-    /// y = conv(x, w) + b, then the `epilogue` function in the same pass (any `Activation`; per-channel
+    /// y = conv(x, w) + b (+ `residual`, a tensor of y's shape: a residual add fused into the
+    /// convolution), then the `epilogue` function in the same pass (any `Activation`; per-channel
     /// constants indexed by output channel).
     public struct ConvolutionForward: DeviceOp {
         public let g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?, output: DeviceBuffer
         public let epilogue: Activation?
+        public var residual: DeviceBuffer? = nil
         public static var kind: BackendCall.Kind { .convolutionForward }
-        public var detail: String { g.callDetail }
+        public var detail: String { g.callDetail + (residual == nil ? "" : " + residual") }
         public func run(on b: CPUBackend) throws {
-            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
+            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
         }
         public func run(on b: OpenCLBackend) throws {
-            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
+            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
         }
         public func run(on b: ReferenceBackend) throws {
-            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
+            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
         }
     }
 
@@ -183,6 +185,12 @@ public extension Backend {
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, epilogue: Activation?) throws {
         try run(DeviceOps.ConvolutionForward(g: g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue))
+    }
+    /// y = epilogue(conv(x, w) + b + residual): a residual add (and the function after it) fused into the convolution.
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, residual: DeviceBuffer?, epilogue: Activation?) throws {
+        try run(DeviceOps.ConvolutionForward(g: g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue,
+                                             residual: residual))
     }
     func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                             output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {

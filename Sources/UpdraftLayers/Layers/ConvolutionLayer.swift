@@ -10,7 +10,7 @@ enum ConvolutionLayer: LayerKind {
     static func forward(_ c: ForwardCall) throws {
         let p = c.parameters
         try c.backend.convolutionForward(try c.layer.convolutionGeometry(batch: c.batch)!, input: c.inputs[0], weights: p.weights!,
-                                         bias: p.bias, output: c.output, epilogue: c.epilogue)
+                                         bias: p.bias, output: c.output, residual: c.residual, epilogue: c.epilogue)
     }
 
     static func backward(_ c: BackwardCall) throws {

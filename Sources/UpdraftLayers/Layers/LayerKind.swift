@@ -118,12 +118,15 @@ package struct ForwardCall {
     let output: DeviceBuffer
     /// A fused element-wise function to apply to the output (kinds with `acceptsEpilogue` only).
     let epilogue: Activation?
+    /// A fused residual add's other input, added before `epilogue` (convolutions only: `TrainingGraph.fusedResiduals`).
+    let residual: DeviceBuffer?
     let batch: Int
     let backend: Backend
 
-    package init(executor: LayerContext, layer: GraphLayer, inputs: [DeviceBuffer], output: DeviceBuffer, epilogue: Activation?, batch: Int, backend: Backend) {
+    package init(executor: LayerContext, layer: GraphLayer, inputs: [DeviceBuffer], output: DeviceBuffer, epilogue: Activation?,
+                 residual: DeviceBuffer? = nil, batch: Int, backend: Backend) {
         self.executor = executor; self.layer = layer; self.inputs = inputs; self.output = output
-        self.epilogue = epilogue; self.batch = batch; self.backend = backend
+        self.epilogue = epilogue; self.residual = residual; self.batch = batch; self.backend = backend
     }
 
     /// The layer's parameters on its device (weights, bias; channel scale and shift).

@@ -25,6 +25,33 @@ public struct TrainingGraph: Sendable {
     /// from y (`Activation.backwardReadsOutput`), since the pre-activation is not kept; otherwise the
     /// pair is not fused. Maps convolution / inner-product name -> activation layer.
     public let fusedActivations: [String: GraphLayer]
+    /// Frozen convolutions whose output only feeds a plain two-input `add` of equal shapes (and, when
+    /// the sum feeds only an element-wise function, that function): the convolution adds the other
+    /// input (`FusedResidual.residual`, computed by a layer before it) and applies the function in its
+    /// epilogue, writing `FusedResidual.output`; the add and the function are skipped forward. Only
+    /// forward-only layers (the prefix, or an `inference` graph) fuse, never with half-stored
+    /// activations (`halfPrecisionPrefix` keeps them unfused). Maps convolution name -> the fusion.
+    public var fusedResiduals: [String: FusedResidual] { halfPrecisionPrefix ? [:] : residualCandidates }
+    private let residualCandidates: [String: FusedResidual]
+    /// A residual addition (and the function after it) fused into the convolution that produces one of its inputs.
+    public struct FusedResidual: Sendable {
+        /// The `add` layer the convolution's epilogue runs.
+        public var add: GraphLayer
+        /// The add's other input: the blob the convolution's epilogue adds.
+        public var residual: String
+        /// The element-wise function after the add, fused too; nil when the sum has another reader.
+        public var activation: GraphLayer?
+        /// The blob the convolution finally writes.
+        public var output: String { activation?.output ?? add.output }
+        /// The activation the epilogue applies after the add.
+        public var epilogue: Activation? { if case let .activation(a)? = activation?.op { return a } else { return nil } }
+    }
+    /// The adds and functions skipped forward because a convolution's epilogue runs them.
+    public var fusedResidualNames: Set<String> {
+        Set(fusedResiduals.values.flatMap { [$0.add.name] + ($0.activation.map { [$0.name] } ?? []) })
+    }
+    /// Every layer fusion skips forward: `fusedActivationNames` and `fusedResidualNames`.
+    public var fusedForwardNames: Set<String> { fusedActivationNames.union(fusedResidualNames) }
     /// The fused pairs whose function is a ReLU.
     public var fusedReLU: [String: GraphLayer] {
         fusedActivations.filter { if case .activation(.relu) = $0.value.op { return true } else { return false } }
@@ -80,6 +107,7 @@ public struct TrainingGraph: Sendable {
                                           protected: protected, backward: [])
         fusedActivations = fused
         concatSlices = Self.concatSlices(graph: graph, prefix: graph.layers, fused: fused)
+        residualCandidates = Self.fusedResiduals(graph: graph, layers: graph.layers, protected: protected, fused: fused)
     }
 
     /// Whether the fused forward skips `blob`: the output of a convolution or inner product whose
@@ -88,6 +116,9 @@ public struct TrainingGraph: Sendable {
     public func fusionSkips(_ blob: String) -> Bool {
         guard let producer = graph.producer(of: blob) else { return false }
         if fusedActivations[producer.name] != nil || concatSlices[producer.name] != nil { return true }
+        if fusedResiduals[producer.name] != nil || fusedResiduals.values.contains(where: { $0.activation != nil && $0.add.name == producer.name }) {
+            return true
+        }
         return fusedActivations.contains { $0.value.name == producer.name && concatSlices[$0.key] != nil }
     }
 
@@ -144,6 +175,46 @@ public struct TrainingGraph: Sendable {
                                           protected: [lossBlob, loss.input], backward: backwardLayers)
         fusedActivations = fused
         concatSlices = Self.concatSlices(graph: graph, prefix: prefix, fused: fused)
+        residualCandidates = Self.fusedResiduals(graph: graph, layers: prefix,
+                                                 protected: Set([lossBlob, loss.input] + boundary), fused: fused)
+    }
+
+    /// conv -> add(conv, other) [-> function] fusion among forward-only `layers`: the convolution's output
+    /// has the add as its only reader and is not `protected`; the add is `.add` of two distinct inputs
+    /// whose shapes equal its output's; `other` is the network input or is written by a layer before the
+    /// convolution (so it exists when the convolution runs) and is not the convolution's own
+    /// (fused-activation or sliced) output. The function after the add fuses when it is the sum's only
+    /// reader and the sum is not `protected`. Where both inputs qualify, the later convolution fuses.
+    private static func fusedResiduals(graph: NetworkGraph, layers: [GraphLayer], protected: Set<String>,
+                                       fused: [String: GraphLayer]) -> [String: FusedResidual] {
+        var index: [String: Int] = [:]
+        for (i, l) in layers.enumerated() { index[l.name] = i }
+        var result: [String: FusedResidual] = [:]
+        for add in layers {
+            guard case .add = add.op, add.inputs.count == 2, add.inputs[0] != add.inputs[1],
+                  add.inputShapes.count == 2, add.inputShapes.allSatisfy({ $0 == add.outputShape }) else { continue }
+            var chosen: (conv: GraphLayer, other: String)? = nil
+            for (k, blob) in add.inputs.enumerated() {
+                let other = add.inputs[1 - k]
+                guard let conv = graph.producer(of: blob), case .convolution = conv.op, let ci = index[conv.name],
+                      fused[conv.name] == nil, !protected.contains(blob), graph.consumers(of: blob).count == 1,
+                      conv.outputShape == add.outputShape else { continue }
+                if let p = graph.producer(of: other) {
+                    guard let oi = index[p.name], oi < ci else { continue }
+                } else if other != graph.input.name { continue }
+                if let c = chosen, index[c.conv.name]! > ci { continue }
+                chosen = (conv, other)
+            }
+            guard let (conv, other) = chosen, result[conv.name] == nil else { continue }
+            var activation: GraphLayer? = nil
+            let readers = graph.consumers(of: add.output)
+            if !protected.contains(add.output), readers.count == 1, index[readers[0].name] != nil,
+               case .activation = readers[0].op, readers[0].inputs == [add.output] {
+                activation = readers[0]
+            }
+            result[conv.name] = FusedResidual(add: add, residual: other, activation: activation)
+        }
+        return result
     }
 
     /// conv / inner product -> element-wise function fusion, when the product's output feeds only that
@@ -216,7 +287,7 @@ public struct TrainingGraph: Sendable {
     public func stepCost(batch: Int) throws -> StepCost {
         var c = StepCost()
         let optimizer = graph.updateParameters?.optimizer?.kind ?? .sgd
-        let skipped = fusedActivationNames
+        let skipped = fusedForwardNames
         for l in prefix where !skipped.contains(l.name) {
             let w = try l.op.kind.work(l, batch: batch, optimizer: optimizer, backwardData: false, backwardWeights: false)
             c.prefixForward = c.prefixForward + LayerWork.total(w.forward)

@@ -57,7 +57,8 @@ package struct GraphAnalysis {
             layers = graph.layers.filter { prefixNames.contains($0.name) || tailNames.contains($0.name) }
             inPrefix = layers.map { prefixNames.contains($0.name) }
             runsBackward = layers.map { training.backwardLayers.contains($0.name) }
-            fused = layers.map { training.fusedActivationNames.contains($0.name) }
+            let skipped = training.fusedForwardNames
+            fused = layers.map { skipped.contains($0.name) }
             wantsGradient = { training.gradientBlobs.contains($0) }
             boundaryBlobs = training.boundary
             loss = training.loss

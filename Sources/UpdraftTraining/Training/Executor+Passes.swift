@@ -21,20 +21,30 @@ extension Executor {
         let backwardNeeds = Set(training.tail.flatMap { $0.inputs + [$0.output] })
         // The frozen prefix's fp16 option: these blobs are stored as halves (Executor+HalfStorage.swift).
         let halfBlobs = training.halfStoredBlobs
+        let fusedAway = fuse ? training.fusedForwardNames : []
         for (i, layer) in layers.enumerated() {
-            if fuse && training.fusedActivationNames.contains(layer.name) { continue }
+            if fusedAway.contains(layer.name) {
+                // Run inside the convolution before it; a fused add's other input may be read for the last time here.
+                for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) { ws.dropValue(b) }
+                continue
+            }
             let backend = self.backend(for: layer)
             // Convolutions feeding a concat wrote its output already (see `TrainingGraph.concatSlices`).
             let slicing = fuse && backend.writesConvolutionSlices
             if slicing && training.slicedConcats.contains(layer.name) { continue }
             // A layer that writes a half blob is a prefix layer: it takes half inputs as they are.
             let fusedWith = fuse ? training.fusedActivations[layer.name] : nil
-            let outBlob = fusedWith?.output ?? layer.output
+            // A residual add (and the function after it) this convolution runs in its epilogue.
+            let fusedResidual = fuse ? training.fusedResiduals[layer.name] : nil
+            let outBlob = fusedResidual?.output ?? fusedWith?.output ?? layer.output
             let halfLayer = halfBlobs.contains(outBlob)
             try profiled(layer, "forward", on: backend, batch: ws.batch) {
             let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws, acceptsHalf: halfLayer) }
             let inputHalf = layer.inputs.map { ws.isHalf($0) }
-            let epilogue: Activation? = { if case let .activation(a)? = fusedWith?.op { return a } else { return nil } }()
+            let epilogue: Activation? = {
+                if let fusedResidual { return fusedResidual.epilogue }
+                if case let .activation(a)? = fusedWith?.op { return a } else { return nil }
+            }()
             if slicing, let slice = training.concatSlices[layer.name] {
                 let whole: DeviceBuffer
                 let wholeHalf = halfBlobs.contains(slice.concat.output)
@@ -64,7 +74,9 @@ extension Executor {
                     try forwardHalfStored(layer, inputs: inputs, inputHalf: inputHalf, output: out, outputHalf: halfLayer,
                                           slice: nil, epilogue: epilogue, ws: ws, backend: backend)
                 } else {
-                    try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, batch: ws.batch, backend: backend)
+                    let residual = try fusedResidual.map { try value($0.residual, on: backend, ws: ws) }
+                    try runForward(layer, inputs: inputs, output: out, epilogue: epilogue, residual: residual, batch: ws.batch,
+                                   backend: backend)
                 }
                 ws.setValue(outBlob, out, on: backend, half: halfLayer)
             }
@@ -89,9 +101,9 @@ extension Executor {
 
     /// Runs one layer forward through its kind (Layers/).
     func runForward(_ layer: GraphLayer, inputs x: [DeviceBuffer], output y: DeviceBuffer, epilogue: Activation?,
-                    batch: Int, backend: Backend) throws {
+                    residual: DeviceBuffer? = nil, batch: Int, backend: Backend) throws {
         try layer.op.kind.forward(ForwardCall(executor: self, layer: layer, inputs: x, output: y, epilogue: epilogue,
-                                              batch: batch, backend: backend))
+                                              residual: residual, batch: batch, backend: backend))
     }
 
     /// The loss of a batch as it is being read back: queued, so that the backward pass can be queued

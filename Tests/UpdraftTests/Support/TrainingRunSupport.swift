@@ -158,3 +158,29 @@ func assertTrainsAlikeOnEveryBackend(_ model: CoreMLModel, _ data: BatchProvider
         }
     }
 }
+
+/// Forward-only runs of `graph` (`TrainingGraph.inference`, fused) on the CPU and, when present,
+/// OpenCL, each through a `FailingBackend` that counts its calls: the probabilities and every blob,
+/// fused away or not, match the Double reference. `check` then sees the backend, its counts and
+/// the executor (after the probabilities and before the blobs are asked for).
+func assertFusedForwardMatchesReference(_ graph: NetworkGraph, inputs: Tensor, file: StaticString = #filePath, line: UInt = #line,
+                                        _ check: (Backend, FailingBackend, Executor) throws -> Void) throws {
+    func maxDifference(_ a: Tensor, _ b: Tensor) -> Float { zip(a.data, b.data).map { abs($0 - $1) }.max() ?? .infinity }
+    let reference = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: ReferenceBackend())
+    var backends: [Backend] = [CPUBackend(threads: 2)]
+    if let ctx = try? OpenCLTestSupport.context() { backends.append(OpenCLBackend(context: ctx)) }
+    for backend in backends {
+        let counted = FailingBackend(backend)
+        let executor = try Executor(training: .inference(graph: graph), optimizer: .sgd, backend: counted)
+        let probabilities = try executor.predict(inputs)
+        XCTAssertLessThanOrEqual(maxDifference(probabilities, try reference.predict(inputs)), 1e-5, backend.name, file: file, line: line)
+        try check(backend, counted, executor)
+        for layer in graph.layers {
+            let got = try executor.predict(inputs, blob: layer.output)
+            let want = try reference.predict(inputs, blob: layer.output)
+            XCTAssertEqual(got.shape, want.shape, "\(backend.name) \(layer.output)", file: file, line: line)
+            let scale = max(1, want.data.map(abs).max() ?? 0)
+            XCTAssertLessThanOrEqual(maxDifference(got, want) / scale, 1e-5, "\(backend.name) \(layer.output)", file: file, line: line)
+        }
+    }
+}

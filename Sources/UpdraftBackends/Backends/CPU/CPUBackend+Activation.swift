@@ -151,4 +151,14 @@ extension CPUBackend {
     func applyEpilogue(_ plan: CPUActivationPlan, _ y: UnsafeMutablePointer<Float>, count: Int, parallel: Bool) {
         chunks(count, grain: plan.grain, parallel: parallel) { r in plan.forward(y, y, r) }
     }
+
+    /// The fused residual epilogue of an engine that cannot add inside its own loops: y = f(y + residual)
+    /// in place (no f when `plan` is nil), the add and the function chunk by chunk while the chunk is in cache.
+    func applyResidualEpilogue(_ plan: CPUActivationPlan?, _ y: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>,
+                               count: Int, parallel: Bool) {
+        chunks(count, grain: plan?.grain ?? CPUParallel.elementGrain, parallel: parallel) { r in
+            upd_add(y + r.lowerBound, residual + r.lowerBound, r.count)
+            plan?.forward(y, y, r)
+        }
+    }
 }

@@ -85,17 +85,21 @@ extension CPUBackend {
 
     /// The slice form with the whole output (`channelOffset` 0, all channels).
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, epilogue: Activation?) throws {
+                                   output: DeviceBuffer, residual: DeviceBuffer? = nil, epilogue: Activation?) throws {
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
-                               outputChannels: g.outChannels, epilogue: epilogue)
+                               outputChannels: g.outChannels, residual: residual, epilogue: epilogue)
     }
 
     /// True: a convolution can write its channels into a slice of a wider (concatenated) output.
     public var writesConvolutionSlices: Bool { true }
 
     /// Each image's output channels are one contiguous block, so a slice only moves where the block starts.
+    /// With a `residual` (the whole output's shape; slices take none) the epilogue is y = f(conv + b + residual):
+    /// im2col and grouped start each image's rows at bias + residual, Winograd adds it in its output
+    /// transform; oneDNN and the direct kernel add it after, chunk by chunk with the function (`applyResidualEpilogue`).
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?) throws {
+                                   output: DeviceBuffer, channelOffset: Int, outputChannels: Int, residual: DeviceBuffer? = nil,
+                                   epilogue: Activation?) throws {
         try validate(g)
         let plan = try epilogue.map { try CPUActivationPlan($0, channels: g.outChannels, spatial: g.outHeight * g.outWidth) }
         try requireBias(g.hasBias, bias, "convolution")
@@ -104,12 +108,18 @@ extension CPUBackend {
         let w = try pointer(weights, g.weightShape.count, "convolution weights")
         let b = try bias.map { try pointer($0, g.outChannels, "convolution bias") }
         let y = try pointer(output, g.batch * outputChannels * g.outHeight * g.outWidth, "convolution output")
+        let r = try residual.map { try residualPointer(g, $0, channelOffset: channelOffset, outputChannels: outputChannels) }
         if forwardAlgorithm(for: g) == .onednn,
            try oneDNNForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
-                             epilogue: epilogue, plan: plan) { return }
+                             epilogue: r == nil ? epilogue : nil, plan: r == nil ? plan : nil) {
+            if let r { applyResidualEpilogue(plan, y, residual: r, count: g.outputShape.count, parallel: true) }
+            return
+        }
         if forwardAlgorithm(for: g) == .direct {
-            return directForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
-                                 epilogue: epilogue, plan: plan)
+            directForward(g, x: x, w: w, bias: b, y: y + channelOffset * g.gemmN, imageStride: outputChannels * g.gemmN,
+                          epilogue: r == nil ? epilogue : nil, plan: r == nil ? plan : nil)
+            if let r { applyResidualEpilogue(plan, y, residual: r, count: g.outputShape.count, parallel: true) }
+            return
         }
         let direct = isDirect(g)
         let (M, S, K, G) = (g.gemmM, g.gemmN, g.gemmK, g.groups)
@@ -122,7 +132,7 @@ extension CPUBackend {
             let fused: Bool = { if case .relu? = epilogue { return tile == .f4 } else { return false } }()
             let plan = fused ? nil : plan
             return withWorkspaces { ws in
-                winogradConvolve(g, tile, input: x, weights: w, bias: b, relu: fused, output: y + channelOffset * S,
+                winogradConvolve(g, tile, input: x, weights: w, bias: b, residual: r, relu: fused, output: y + channelOffset * S,
                                  imageStride: outputChannels * S, workspaces: ws)
                 if let plan, outputChannels == g.outChannels {
                     applyEpilogue(plan, y, count: g.outputShape.count, parallel: true)
@@ -139,7 +149,8 @@ extension CPUBackend {
                 // Each output row starts as its bias (or 0) and the GEMM adds into it (beta = 1):
                 // OpenBLAS's own beta = 0 pass, which zeroes C first, is slower than this fill and
                 // would leave the bias for a pass of its own.
-                startRows(yn, channels: g.outChannels, spatial: S, bias: b, parallel: parallelInner)
+                startRows(yn, channels: g.outChannels, spatial: S, bias: b, residual: r.map { $0 + n * g.outChannels * S },
+                          parallel: parallelInner)
                 if let grouped {
                     let image = UnsafePointer(x + n * g.inChannels * inPlane)
                     if parallelInner {
@@ -165,11 +176,26 @@ extension CPUBackend {
         }
     }
 
-    /// rows[c, s] = bias[c] (0 without a bias) for s < S.
+    /// The residual a fused convolution adds: the whole output's shape, and only for a whole output (not a concat's slice).
+    private func residualPointer(_ g: ConvGeometry, _ residual: DeviceBuffer, channelOffset: Int,
+                                 outputChannels: Int) throws -> UnsafePointer<Float> {
+        guard channelOffset == 0, outputChannels == g.outChannels else {
+            throw UpdraftError(.invalidArgument, "\(name) convolution: a fused residual needs the whole output, not channels from \(channelOffset) of \(outputChannels)",
+                               hint: "run the add after the convolution for a concat's slice")
+        }
+        return UnsafePointer(try pointer(residual, g.outputShape.count, "convolution residual"))
+    }
+
+    /// rows[c, s] = bias[c] (0 without a bias) for s < S, plus residual[c, s] when there is one.
     private func startRows(_ rows: UnsafeMutablePointer<Float>, channels: Int, spatial S: Int,
-                           bias: UnsafeMutablePointer<Float>?, parallel: Bool) {
+                           bias: UnsafeMutablePointer<Float>?, residual: UnsafePointer<Float>? = nil, parallel: Bool) {
         chunks(channels, grain: max(1, CPUParallel.copyGrain / max(1, S)), parallel: parallel) { cs in
-            for c in cs { (rows + c * S).update(repeating: bias?[c] ?? 0, count: S) }
+            for c in cs {
+                guard let residual else { (rows + c * S).update(repeating: bias?[c] ?? 0, count: S); continue }
+                let row = rows + c * S, from = residual + c * S
+                let b = bias?[c] ?? 0
+                for s in 0..<S { row[s] = from[s] + b }
+            }
         }
     }
 

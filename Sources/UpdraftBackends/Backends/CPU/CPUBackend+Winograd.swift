@@ -170,12 +170,12 @@ extension CPUBackend {
     /// The whole forward pass with the filters in `w`: transforms them into the backend's partial-sum
     /// scratch, then runs `winogradForward` with one scratch per worker.
     func winogradConvolve(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, weights w: UnsafePointer<Float>,
-                          bias: UnsafeMutablePointer<Float>?, relu: Bool = false, output y: UnsafeMutablePointer<Float>, imageStride: Int,
-                          workspaces ws: [CPUWorkspace]) {
+                          bias: UnsafeMutablePointer<Float>?, residual: UnsafePointer<Float>? = nil, relu: Bool = false,
+                          output y: UnsafeMutablePointer<Float>, imageStride: Int, workspaces ws: [CPUWorkspace]) {
         let u = partialSums.floats(tile.positions * g.outChannels * g.inChannels)
         winogradFilters(g, tile, weights: w, into: u, parallel: true)
         CPUKernels.withSingleThreadedBLAS {
-            winogradForward(g, tile, input: x, filters: u, bias: bias, relu: relu, output: y, imageStride: imageStride,
+            winogradForward(g, tile, input: x, filters: u, bias: bias, residual: residual, relu: relu, output: y, imageStride: imageStride,
                             scratch: ws.map { $0.floats(winogradScratchCount(g, tile)) })
         }
     }
@@ -200,13 +200,14 @@ extension CPUBackend {
     }
 
     /// The whole batch's forward pass: output rows of image n start at `y + n * imageStride` (bias
-    /// added), with `u` from `winogradFilters` and one `winogradScratchCount` scratch per worker.
+    /// added, and `residual` — laid out as the output, `imageStride` apart — when given), with `u` from
+    /// `winogradFilters` and one `winogradScratchCount` scratch per worker.
     /// The batch's tiles, image after image, go in fixed blocks of `winogradTileBlock` (several small
     /// images share one block, so the SGEMMs stay wide); workers take blocks in turn, and as a block's
     /// results do not depend on which worker ran it, the output is the same for any thread count.
     func winogradForward(_ g: ConvGeometry, _ tile: WinogradTile, input x: UnsafePointer<Float>, filters u: UnsafePointer<Float>,
-                         bias: UnsafeMutablePointer<Float>?, relu: Bool = false, output y: UnsafeMutablePointer<Float>, imageStride: Int,
-                         scratch: [UnsafeMutablePointer<Float>]) {
+                         bias: UnsafeMutablePointer<Float>?, residual: UnsafePointer<Float>? = nil, relu: Bool = false,
+                         output y: UnsafeMutablePointer<Float>, imageStride: Int, scratch: [UnsafeMutablePointer<Float>]) {
         precondition(!relu || tile == .f4, "only F(4x4, 3x3)'s output transform fuses the ReLU")
         let (K, C, P) = (g.outChannels, g.inChannels, tile.positions)
         let tiles = winogradTiles(g, tile)
@@ -245,10 +246,12 @@ extension CPUBackend {
                 switch tile {
                 case .f2:
                     winograd2OutputTransform(g, m: m + k * ld, stride: K * ld, tiles: tiles, first: first, count: count,
-                                             bias: bias?[k] ?? 0, output: y + k * outPlane, imageStride: imageStride)
+                                             bias: bias?[k] ?? 0, residual: residual.map { $0 + k * outPlane },
+                                             output: y + k * outPlane, imageStride: imageStride)
                 case .f4:
                     winograd4OutputTransform(g, m: m + k * ld, stride: K * ld, tiles: tiles, first: first, count: count,
-                                             bias: bias?[k] ?? 0, relu: relu, output: y + k * outPlane, imageStride: imageStride)
+                                             bias: bias?[k] ?? 0, residual: residual.map { $0 + k * outPlane }, relu: relu,
+                                             output: y + k * outPlane, imageStride: imageStride)
                 }
             }
         }

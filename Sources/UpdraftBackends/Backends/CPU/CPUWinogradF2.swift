@@ -104,12 +104,15 @@ extension CPUBackend {
     /// go together, one SIMD lane per tile, their outputs interleaved into 8-wide rows.
     func winograd2OutputTransform(_ g: ConvGeometry, m: UnsafePointer<Float>, stride: Int,
                                          tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
-                                         bias: Float, output: UnsafeMutablePointer<Float>, imageStride: Int) {
+                                         bias: Float, residual: UnsafePointer<Float>? = nil, output: UnsafeMutablePointer<Float>,
+                                         imageStride: Int) {
         let (Ho, Wo) = (g.outHeight, g.outWidth)
         winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let y = output + image * imageStride
             let oy = tileRow * 2, ox = column * 2
             let p = y + oy * Wo + ox
+            // The residual a fused add brings, at the same place of its own plane (nil: none).
+            let q = residual.map { $0 + image * imageStride + oy * Wo + ox }
             if t + 4 <= count, column + 4 <= tiles.columns, ox + 8 <= Wo, oy + 2 <= Ho {
                 @inline(__always) func load(_ xi: Int) -> SIMD4<Float> { CPUKernels.load4(m + xi * stride + t) }
                 // A^T M, one row i at a time for the four columns j, then (A^T M) A.
@@ -123,8 +126,13 @@ extension CPUBackend {
                 @inline(__always) func interleaved(_ e: SIMD4<Float>, _ o: SIMD4<Float>) -> SIMD8<Float> {
                     SIMD8(e[0], o[0], e[1], o[1], e[2], o[2], e[3], o[3])
                 }
-                UnsafeMutableRawPointer(p).storeBytes(of: interleaved(y00, y01), as: SIMD8<Float>.self)
-                UnsafeMutableRawPointer(p + Wo).storeBytes(of: interleaved(y10, y11), as: SIMD8<Float>.self)
+                var top = interleaved(y00, y01), bottom = interleaved(y10, y11)
+                if let q {
+                    top += UnsafeRawPointer(q).loadUnaligned(as: SIMD8<Float>.self)
+                    bottom += UnsafeRawPointer(q + Wo).loadUnaligned(as: SIMD8<Float>.self)
+                }
+                UnsafeMutableRawPointer(p).storeBytes(of: top, as: SIMD8<Float>.self)
+                UnsafeMutableRawPointer(p + Wo).storeBytes(of: bottom, as: SIMD8<Float>.self)
                 return 4
             } else {
                 @inline(__always) func row(_ i: Int) -> SIMD4<Float> {
@@ -137,11 +145,11 @@ extension CPUBackend {
                 let y00 = a0[0] + a0[1] + a0[2] + bias, y01 = a0[1] - a0[2] - a0[3] + bias
                 let y10 = a1[0] + a1[1] + a1[2] + bias, y11 = a1[1] - a1[2] - a1[3] + bias
                 let right = ox + 1 < Wo, below = oy + 1 < Ho
-                p[0] = y00
-                if right { p[1] = y01 }
+                p[0] = y00 + (q?[0] ?? 0)
+                if right { p[1] = y01 + (q?[1] ?? 0) }
                 if below {
-                    p[Wo] = y10
-                    if right { p[Wo + 1] = y11 }
+                    p[Wo] = y10 + (q?[Wo] ?? 0)
+                    if right { p[Wo + 1] = y11 + (q?[Wo + 1] ?? 0) }
                 }
                 return 1
             }

@@ -159,12 +159,15 @@ extension CPUBackend {
     /// `output`, `imageStride` apart).
     func winograd4OutputTransform(_ g: ConvGeometry, m: UnsafePointer<Float>, stride: Int,
                                   tiles: (rows: Int, columns: Int, count: Int), first: Int, count: Int,
-                                  bias: Float, relu: Bool, output: UnsafeMutablePointer<Float>, imageStride: Int) {
+                                  bias: Float, residual: UnsafePointer<Float>? = nil, relu: Bool,
+                                  output: UnsafeMutablePointer<Float>, imageStride: Int) {
         let (Ho, Wo) = (g.outHeight, g.outWidth)
         let b = SIMD4<Float>(repeating: bias)
         // The fused ReLU, as the activation table defines it: x > 0 ? x : 0 (NaN gives 0).
+        // With a residual the ReLU comes after the add (`addResidual`), so the rows are stored without it.
+        let reluFirst = relu && residual == nil
         @inline(__always) func activated(_ v: SIMD4<Float>) -> SIMD4<Float> {
-            relu ? SIMD4<Float>.zero.replacing(with: v, where: v .> 0) : v
+            reluFirst ? SIMD4<Float>.zero.replacing(with: v, where: v .> 0) : v
         }
         winogradWalk(tiles, first: first, count: count) { t, image, tileRow, column in
             let lanes = min(4, count - t, tiles.columns - column)
@@ -198,7 +201,23 @@ extension CPUBackend {
                 for j in done..<width { p.storeBytes(of: r[j], toByteOffset: 4 * j, as: Float.self) }
             }
             write(0, a0); write(1, a1); write(2, a2); write(3, a3)
+            if let residual {
+                // The rows just written are in L1: add the residual (and apply the ReLU) there.
+                let from = residual + image * imageStride + oy * Wo + ox
+                for i in 0..<min(4, Ho - oy) { addResidual(y + i * Wo, from + i * Wo, width, relu: relu) }
+            }
             return lanes
+        }
+    }
+
+    /// y[j] += r[j] for j < count, then the ReLU when `relu` (x > 0 ? x : 0, NaN gives 0): the residual of a
+    /// fused add, over a few outputs still in cache.
+    @inline(__always)
+    func addResidual(_ y: UnsafeMutablePointer<Float>, _ r: UnsafePointer<Float>, _ count: Int, relu: Bool) {
+        if relu {
+            for j in 0..<count { let v = y[j] + r[j]; y[j] = v > 0 ? v : 0 }
+        } else {
+            for j in 0..<count { y[j] += r[j] }
         }
     }
 }

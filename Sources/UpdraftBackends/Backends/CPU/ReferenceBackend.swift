@@ -99,12 +99,13 @@ public final class ReferenceBackend: Backend {
 
     /// Runs `Reference.convolutionForward` on the buffers widened to Double, then rounds the results to float32.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, epilogue: Activation?) throws {
+                                   output: DeviceBuffer, residual: DeviceBuffer? = nil, epilogue: Activation?) throws {
         try requireBias(g.hasBias, bias, "convolution")
         let x = try read(input, count: g.inputShape.count, "convolution input")
         let w = try read(weights, count: g.weightShape.count, "convolution weights")
         let b = try bias.map { try read($0, count: g.outChannels, "convolution bias") }
-        let y = try Reference.convolutionForward(g, input: x, weights: w, bias: b, epilogue: epilogue)
+        let r = try residual.map { try read($0, count: g.outputShape.count, "convolution residual") }
+        let y = try Reference.convolutionForward(g, input: x, weights: w, bias: b, residual: r, epilogue: epilogue)
         try write(y, to: output, "convolution output")
     }
 

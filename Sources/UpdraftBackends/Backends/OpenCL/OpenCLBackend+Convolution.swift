@@ -12,7 +12,12 @@ import UpdraftCore
 extension OpenCLBackend {
     /// The slice form with the whole output (`channelOffset` 0, all channels).
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
-                                   output: DeviceBuffer, epilogue: Activation?) throws {
+                                   output: DeviceBuffer, residual: DeviceBuffer? = nil, epilogue: Activation?) throws {
+        if let residual {
+            _ = try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
+                                       outputChannels: g.outChannels, epilogue: epilogue, storage: .none, residual: residual)
+            return
+        }
         try convolutionForward(g, input: input, weights: weights, bias: bias, output: output, channelOffset: 0,
                                outputChannels: g.outChannels, epilogue: epilogue)
     }
@@ -30,13 +35,31 @@ extension OpenCLBackend {
 
     /// With half storage (`storage` not `.none`): the implicit-GEMM kernel built with `-D X_HALF` /
     /// `-D Y_HALF` (Kernels/storage.h), never CLBlast; false for the direct grouped kernels (the
-    /// executor converts around them).
+    /// executor converts around them). A `residual` (y's shape; whole float outputs only) is added before
+    /// the activation: in the implicit-GEMM kernel's epilogue (`-D RESIDUAL`), or — grouped direct
+    /// kernels — by an add and the activation after the convolution.
     public func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
                                    output: DeviceBuffer, channelOffset: Int, outputChannels: Int, epilogue: Activation?,
-                                   storage: HalfStorage) throws -> Bool {
+                                   storage: HalfStorage, residual: DeviceBuffer? = nil) throws -> Bool {
         let (x, w, y) = (try cl(input), try cl(weights), try cl(output))
         let b = try bias.map { try cl($0) }
+        let r = try residual.map { try cl($0) }
         let plane = g.outHeight * g.outWidth
+        if let r {
+            guard storage == .none, channelOffset == 0, outputChannels == g.outChannels else {
+                throw UpdraftError(.invalidArgument, "\(name) convolution: a fused residual needs a whole float output",
+                                   hint: "run the add after the convolution for a concat's slice or half storage")
+            }
+            try checkConvolution(g, "convolution forward", [("residual", r, g.outputShape.count)])
+            if usesGroupedDirect(g) {
+                try groupedConvolutionForward(g, x: x, w: w, b: b, y: y, channelOffset: 0, outputChannels: g.outChannels)
+                try elementwise(.add, output, residual!, output: output, count: g.outputShape.count)
+                if let epilogue {
+                    try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: output, output: output)
+                }
+                return true
+            }
+        }
         if storage.output {
             guard channelOffset >= 0, outputChannels >= g.outChannels, channelOffset <= outputChannels - g.outChannels else {
                 throw UpdraftError(.invalidArgument, "\(name): \(g.outChannels) output channels at channel \(channelOffset) do not fit in \(outputChannels)")
@@ -65,7 +88,7 @@ extension OpenCLBackend {
         if g.outputShape.count == 0 { return true }
         let shape = KernelShape(g, .convForward, fusedReLU: epilogue != nil)
         let variant = tuning.variant(for: shape)
-        if storage == .none, variant?.engine == .clblast, try clblastConvolutionForward(
+        if storage == .none, r == nil, variant?.engine == .clblast, try clblastConvolutionForward(
             g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, epilogue: epilogue,
             shape: shape) { return true }
         let (activation, table) = try activationArguments(epilogue, channels: g.outChannels, placeholder: y)
@@ -76,9 +99,11 @@ extension OpenCLBackend {
                                       exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
             if storage.input { defines["X_HALF"] = "1" }
             if storage.output { defines["Y_HALF"] = "1" }
+            if r != nil { defines["RESIDUAL"] = "1" }
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
             try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1),
-                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g),
+                            .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g)
+                            + (r.map { [.buffer($0)] } ?? []),
                         global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
                         local: tiling.workGroup + [1], defines: defines, holding: table)
             return true

@@ -29,11 +29,13 @@ extension Reference {
         try convolutionForward(g, input: x, weights: w, bias: b, epilogue: fusedReLU ? .relu : nil)
     }
 
-    /// y = conv(x, w) + b, then the `epilogue` function (per-channel constants by output channel).
+    /// y = conv(x, w) + b (+ `residual`, of y's shape: a residual add fused into the convolution), then
+    /// the `epilogue` function (per-channel constants by output channel).
     /// `bias` nil means no bias. x [N, Cin, H, W], w [Cout, Cin/G, kH, kW], b [Cout] -> y [N, Cout, Ho, Wo].
     public static func convolutionForward(_ g: ConvGeometry, input x: [Double], weights w: [Double],
-                                          bias b: [Double]?, epilogue: Activation? = nil) throws -> [Double] {
+                                          bias b: [Double]?, residual: [Double]? = nil, epilogue: Activation? = nil) throws -> [Double] {
         try validate(g)
+        if let residual { try require(residual, count: g.outputShape.count, "convolution residual") }
         try require(x, count: g.inputShape.count, "convolution input")
         try require(w, count: g.weightShape.count, "convolution weights")
         if let b { try require(b, count: g.outChannels, "convolution bias") }
@@ -59,7 +61,8 @@ extension Reference {
                                 }
                             }
                         }
-                        y[((n * Cout + co) * Ho + oh) * Wo + ow] = sum
+                        let i = ((n * Cout + co) * Ho + oh) * Wo + ow
+                        y[i] = sum + (residual?[i] ?? 0)
                     }
                 }
             }
