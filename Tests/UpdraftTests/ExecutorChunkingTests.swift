@@ -88,6 +88,31 @@ final class ExecutorChunkingTests: XCTestCase {
         XCTAssertLessThan(zip(chunked.predicted, whole.predicted).map { abs($0 - $1) }.max() ?? 1, 1e-5)
     }
 
+    /// A convolution with a fused residual add runs in the same chunks as its add (ResNet's blocks:
+    /// `TrainingGraph.fusedResiduals`), and chunked steps match whole ones.
+    func testResidualBlocksChunkWithTheirAdds() throws {
+        let training = try TrainingGraph(graph: try NetworkGraph(model: try ResidualFusionTests.model()))
+        XCTAssertNotNil(training.fusedResiduals["down"])
+        // "down" (1x1/2 reading the first block's 4 x 10 x 10 output, 1600 bytes) is the last layer with
+        // a blob that large; the add it is fused into, and that add's ReLU, come along.
+        let plan = try XCTUnwrap(training.prefixChunking(layers: training.prefix, batch: 4, cacheBytes: 1, largeBlobBytes: 1600))
+        XCTAssertEqual(training.prefix[plan.layerCount - 1].name, "sum2_relu")
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        let batch = try ArrayBatchProvider(examples: (0..<4).map {
+            TrainingExample(input: Tensor(shape: [3, 10, 10], uniformIn: 0...255, seed: UInt64(20 + $0)), target: .classIndex($0 % 3))
+        }).batch(at: 0..<4)
+        func steps(chunked: Bool) throws -> (losses: [Double], weights: [Float]) {
+            let executor = try Executor(training: training, optimizer: .sgd, backend: CPUBackend(threads: 2))
+            executor.chunksPrefix = chunked
+            executor.prefixChunkingLimits = (largeBlobBytes: 1600, cacheBytes: 1)
+            let losses = try (0..<2).map { _ in try executor.trainStep(batch, parameters: hyper).loss }
+            return (losses, try executor.weights(ofLayer: "dense").weights.data)
+        }
+        let chunked = try steps(chunked: true), whole = try steps(chunked: false)
+        for (a, b) in zip(chunked.losses, whole.losses) { XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(b))) }
+        XCTAssertLessThan(zip(chunked.weights, whole.weights).map { abs($0 - $1) }.max() ?? 1, 1e-5)
+    }
+
     /// Backends whose buffers are not host memory run the batch whole.
     func testReferenceRunsWhole() throws {
         let model = try SqueezeNet.build(SqueezeNet.Options(labels: ["a", "b", "c"], inputSize: 67))

@@ -66,8 +66,8 @@ public struct PrefixChunking: Sendable, Equatable {
 extension TrainingGraph {
     /// How `layers` (a forward run's layers, in order) start chunked for a batch of `batch`, or nil
     /// when they do not: the leading frozen per-image layers up to the last one with a blob of at
-    /// least `largeBlobBytes` an image, extended to the activation fused into a layer
-    /// and the concat a convolution writes into, `images` chosen so that the inputs and output of
+    /// least `largeBlobBytes` an image, extended to the activation or residual add fused into
+    /// a layer and the concat a convolution writes into, `images` chosen so that the inputs and output of
     /// the largest layer that runs (not a fused activation or a sliced concat) for a chunk fit
     /// `cacheBytes` (at least 1). Nil for a half-precision prefix,
     /// or when a chunk would be the whole batch.
@@ -82,19 +82,21 @@ extension TrainingGraph {
         guard var end = (0..<run).last(where: { i in
             ([layers[i].outputShape] + layers[i].inputShapes).contains { bytes($0) >= largeBlobBytes }
         }) else { return nil }
-        // A fused activation or a sliced concat must run in the same chunks as its convolution.
+        // A fused activation or residual add, or a sliced concat, must run in the same chunks as its convolution.
         let index = Dictionary(layers.enumerated().map { ($0.element.name, $0.offset) }, uniquingKeysWith: { a, _ in a })
         var extended = true
         while extended {
             extended = false
             for l in layers[0...end] {
-                let partners = [fusedActivations[l.name]?.name, concatSlices[l.name]?.concat.name].compactMap { $0 }
+                let residual = fusedResiduals[l.name]
+                let partners = [fusedActivations[l.name]?.name, concatSlices[l.name]?.concat.name,
+                                residual?.add.name, residual?.activation?.name].compactMap { $0 }
                 for p in partners { if let j = index[p], j > end { end = j; extended = true } }
             }
         }
         guard end < run else { return nil }
-        // Fused activations and sliced concats write nothing of their own.
-        let skipped = fusedActivationNames.union(slicedConcats)
+        // Fused activations and residual adds and sliced concats write nothing of their own.
+        let skipped = fusedForwardNames.union(slicedConcats)
         let largest = layers[0...end].filter { !skipped.contains($0.name) }.map(footprint).max() ?? 1
         let images = max(1, cacheBytes / max(1, largest))
         guard images < batch else { return nil }

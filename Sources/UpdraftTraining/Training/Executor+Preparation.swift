@@ -7,7 +7,7 @@ import UpdraftLayers
 /// its passes will use for a batch size (`LayerKind.prepare`, e.g. the oneDNN primitives the CPU
 /// backend JIT-compiles on first use), so that they are not made inside the first epoch. The layers
 /// are handed over as `forward` (Executor+Passes.swift) and `backward` will run them: fused
-/// activations skipped, the function fused into the layer before as its epilogue, a convolution that
+/// activations and residual adds skipped, the function fused into the layer before as its epilogue, a convolution that
 /// writes its concat's slice writing into the concat's output, the tail's gradient passes where they run,
 /// the prefix's chunked start at its chunks' sizes.
 extension Executor {
@@ -25,7 +25,7 @@ extension Executor {
         let chunkSizes = plan.map { batch % $0.images == 0 ? [$0.images] : [$0.images, batch % $0.images] } ?? []
         var made = 0
         for (layers, trained) in [(training.prefix, false), (training.tail, true)] {
-            for layer in layers where !training.fusedActivationNames.contains(layer.name) {
+            for layer in layers where !training.fusedForwardNames.contains(layer.name) {
                 let backend = self.backend(for: layer)
                 let slicing = backend.writesConvolutionSlices
                 if slicing && training.slicedConcats.contains(layer.name) { continue }

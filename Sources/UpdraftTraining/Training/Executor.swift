@@ -44,7 +44,6 @@ public final class Executor {
     /// The input preprocessing's per-channel scale and shift, on the backend that receives the input.
     private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>
-    private let skipped: Set<String>
     /// The host array float examples are stacked in before their upload, reused batch after batch
     /// (`Executor+Examples.swift`).
     let inputStaging = InputStaging()
@@ -66,7 +65,6 @@ public final class Executor {
         self.prefixBackend = prefixBackend
         self.tailBackend = tailBackend
         tailNames = Set(training.tail.map(\.name))
-        skipped = training.fusedActivationNames
         for layer in training.graph.layers {
             let backend = tailNames.contains(layer.name) ? tailBackend : prefixBackend
             var p = Parameters()
