@@ -93,6 +93,16 @@ final class TrainingProfileTests: XCTestCase {
         XCTAssertTrue(engine(ip, backward: true).contains(", input oneDNN "), engine(ip, backward: true))
     }
 
+    /// The SGEMM rate is measured under any wrapper: its buffers are not the run's (a measuring
+    /// wrapper's peak of backend buffers must not include them).
+    func testSGEMMRateBypassesWrappers() throws {
+        let wrapped = FailingBackend(CPUBackend(threads: 1))
+        let profile = TrainingProfiler().profile(sgemmOn: [wrapped])
+        XCTAssertNotNil(profile.sgemmGFLOPS[wrapped.name], "measured, under the wrapper's name")
+        XCTAssertEqual(wrapped.calls[.makeBuffer] ?? 0, 0, "no buffer made through the wrapper")
+        XCTAssertEqual(wrapped.calls[.innerProductForward] ?? 0, 0)
+    }
+
     /// Off by default: no profile, and no waiting after each pass.
     func testNoProfileUnlessAsked() throws {
         var config = UpdateConfiguration()
