@@ -115,6 +115,24 @@ final class DevicePreparationTests: XCTestCase {
         XCTAssertEqual(creations(cpu), stepMakes, "a prepared step made primitives")
     }
 
+    /// ResNet's blocks with their adds fused into the convolutions (`TrainingGraph.fusedResiduals`): a
+    /// prepared step makes no primitive either.
+    func testExecutorPreparesFusedResidualBlocks() throws {
+        try requireOneDNN()
+        let training = try TrainingGraph(graph: try NetworkGraph(model: try ResidualFusionTests.model()))
+        XCTAssertFalse(training.fusedResiduals.isEmpty)
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        let batch = try ArrayBatchProvider(examples: (0..<4).map {
+            TrainingExample(input: Tensor(shape: [3, 10, 10], uniformIn: 0...255, seed: UInt64($0)), target: .classIndex($0 % 3))
+        }).batch(at: 0..<4)
+        let cpu = oneDNNBackend()
+        let executor = try Executor(training: training, optimizer: .sgd, backend: cpu)
+        XCTAssertGreaterThan(try executor.prepare(batch: 4), 0)
+        let prepared = creations(cpu)
+        _ = try executor.trainStep(batch, parameters: hyper)
+        XCTAssertEqual(creations(cpu), prepared, "a prepared step made primitives")
+    }
+
     /// `UpdateTask` prepares every batch size of the first epoch (here 4 and a short last batch of 2)
     /// before `trainingBegin`, and keeps the time it took.
     func testTrainingRunPreparesBeforeItsFirstEpoch() throws {

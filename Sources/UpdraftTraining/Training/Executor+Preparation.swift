@@ -22,6 +22,8 @@ extension Executor {
                 let backend = self.backend(for: layer)
                 let slicing = backend.writesConvolutionSlices
                 if slicing && training.slicedConcats.contains(layer.name) { continue }
+                // A convolution with a fused residual (`fusedResiduals`) takes no activation of its own here: oneDNN
+                // runs it bare and the add and function follow (CPUBackend.convolutionForward), so its key has none.
                 let fusedWith = training.fusedActivations[layer.name]
                 let epilogue: Activation? = { if case let .activation(a)? = fusedWith?.op { return a } else { return nil } }()
                 // A slice of a concat kept in halves is computed whole and copied in (Executor+HalfStorage.swift).
