@@ -11,7 +11,7 @@ import XCTest
 final class CPUConvolutionTunerTests: XCTestCase {
     func testProblemsFollowWhatTrainingRuns() throws {
         let graph = try NetworkGraph(model: try SqueezeNet.build(.init(classes: 10)))
-        let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: 2)
+        let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: 2, cacheBytes: 8 << 20)
         let convolutions = try graph.layers.compactMap { try $0.convolutionGeometry(batch: 2) }
         let forward = problems.filter { $0.pass == .forward }
         XCTAssertEqual(forward.count, Set(convolutions.map(CPUConvolutionTuning.shapeKey)).count)
@@ -20,6 +20,14 @@ final class CPUConvolutionTunerTests: XCTestCase {
         for p in problems where p.pass == .backwardWeights { XCTAssertTrue(updatable.contains(p.name), p.name) }
         XCTAssertTrue(problems.contains { $0.pass == .backwardWeights })
         XCTAssertTrue(problems.allSatisfy { $0.geometry.batch == 2 })
+        // At 64, the prefix's chunked start (conv1 to fire3, `PrefixChunking`) runs forward 2 images at a time.
+        let chunked = try CPUConvolutionTuner.problems(forTraining: graph, batch: 64, cacheBytes: 8 << 20)
+        let batches = Dictionary(chunked.filter { $0.pass == .forward }.map { ($0.name, $0.geometry.batch) }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(batches["conv1"], 2)
+        XCTAssertEqual(batches["fire2/expand3x3"], 2)  // fire3's has the same shape
+        XCTAssertEqual(batches["fire4/squeeze1x1"], 64)
+        XCTAssertEqual(batches["conv10"], 64)
+        XCTAssertEqual(chunked.first { $0.name == "conv10" && $0.pass == .backwardWeights }?.geometry.batch, 64)
     }
 
     func testTuneTimesEveryCandidateAndKeepsAFastOne() throws {

@@ -133,6 +133,38 @@ final class DevicePreparationTests: XCTestCase {
         XCTAssertEqual(creations(cpu), prepared, "a prepared step made primitives")
     }
 
+    /// With the prefix's start chunked (`PrefixChunking`, here 3 images at a time: 3 + 1), preparation
+    /// makes the primitives of the chunks' sizes, and a prepared step makes none.
+    func testExecutorPreparesTheChunksSizes() throws {
+        try requireOneDNN()
+        let model = try SqueezeShaped.model(batch: 4)
+        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        let batch = try SqueezeShaped.data(count: 4).batch(at: 0..<4)
+        // Room for 3 images of the largest prefix layer's inputs and output.
+        let cacheBytes = 3 * 4 * training.prefix.map { $0.inputShapes.reduce($0.outputShape.count) { $0 + $1.count } }.max()!
+        let plan = try XCTUnwrap(training.prefixChunking(layers: training.prefix, batch: 4, cacheBytes: cacheBytes, largeBlobBytes: 1))
+        XCTAssertEqual(plan.images, 3)
+        func executor(_ backend: CPUBackend) throws -> Executor {
+            let e = try Executor(training: training, optimizer: .sgd, backend: backend)
+            e.prefixChunkingLimits = (largeBlobBytes: 1, cacheBytes: cacheBytes)
+            return e
+        }
+        let fresh = oneDNNBackend()
+        _ = try executor(fresh).trainStep(batch, parameters: hyper)
+        let stepMakes = creations(fresh)
+        let cpu = oneDNNBackend()
+        let prepared = try executor(cpu)
+        XCTAssertEqual(try prepared.prepare(batch: 4), stepMakes)
+        _ = try prepared.trainStep(batch, parameters: hyper)
+        XCTAssertEqual(creations(cpu), stepMakes, "a prepared step made primitives")
+        // Without the chunks' sizes the step would have made more than the whole batch's preparation.
+        let whole = oneDNNBackend()
+        let wholeBatch = try Executor(training: training, optimizer: .sgd, backend: whole)
+        wholeBatch.chunksPrefix = false
+        XCTAssertNotEqual(try wholeBatch.prepare(batch: 4), stepMakes)
+    }
+
     /// `UpdateTask` prepares every batch size of the first epoch (here 4 and a short last batch of 2)
     /// before `trainingBegin`, and keeps the time it took.
     func testTrainingRunPreparesBeforeItsFirstEpoch() throws {

@@ -27,6 +27,11 @@ package final class Workspace {
     private(set) var halfValues: Set<String> = []
     /// Small fixed buffers: labels, loss, correct count, targets.
     var scratch: [String: DeviceBuffer] = [:]
+    /// Buffers the workspace holds but does not own (views of another workspace's blobs, for a chunk
+    /// of its images: `PrefixChunking`): never pooled, only let go.
+    private var borrowed: Set<ObjectIdentifier> = []
+    /// Where a blob's value is to be written instead of into a pooled buffer (`acquireOutput`), by blob.
+    private var destinations: [String: DeviceBuffer] = [:]
 
     private struct PoolKey: Hashable { var backend: ObjectIdentifier; var count: Int }
 
@@ -44,7 +49,28 @@ package final class Workspace {
         return try backend.makeBuffer(count: count)
     }
 
+    /// The buffer to write `blob`'s value of `count` values into: the destination set for it
+    /// (`setDestination`) when its size matches, else a pooled one (`acquire`).
+    package func acquireOutput(_ blob: String, count: Int, on backend: Backend) throws -> DeviceBuffer {
+        if let d = destinations[blob], d.count == count {
+            destinations[blob] = nil
+            borrowed.insert(ObjectIdentifier(d))
+            return d
+        }
+        return try acquire(count, on: backend)
+    }
+
+    /// Makes `buffer` (memory the workspace does not own) the place `blob`'s value is written.
+    package func setDestination(_ blob: String, _ buffer: DeviceBuffer) { destinations[blob] = buffer }
+
+    /// Makes `buffer`, memory the workspace does not own, the value of `blob`.
+    package func setBorrowedValue(_ blob: String, _ buffer: DeviceBuffer, on backend: Backend) {
+        borrowed.insert(ObjectIdentifier(buffer))
+        setValue(blob, buffer, on: backend)
+    }
+
     package func release(_ buffer: DeviceBuffer, from backend: Backend) {
+        if borrowed.remove(ObjectIdentifier(buffer)) != nil { return }
         // A view gives its memory back as the pooled buffer it was cut from.
         let returned = viewBases.removeValue(forKey: ObjectIdentifier(buffer)) ?? buffer
         pool[PoolKey(backend: ObjectIdentifier(backend), count: returned.count), default: []].append(returned)
@@ -154,5 +180,6 @@ package final class Workspace {
         for (_, v) in values { letGo(v.buffer, from: v.backend) }
         values.removeAll()
         halfValues.removeAll()
+        destinations.removeAll()
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
+import UpdraftLayers
 
 /// `updraft tune --cpu`: times each CPU convolution algorithm that can run a layer's pass (im2col +
 /// OpenBLAS, Winograd F(2x2) and F(4x4), oneDNN) on the shapes a model trains with, and keeps the
@@ -39,18 +40,24 @@ public struct CPUConvolutionTuner {
 
     /// The convolutions training `graph` at `batch` runs: every layer's forward pass, the weight
     /// gradients of the updatable layers, the input gradients of the layers after the first updatable
-    /// one; each distinct shape and pass once.
-    public static func problems(forTraining graph: NetworkGraph, batch: Int) throws -> [Problem] {
+    /// one; each distinct shape and pass once. The prefix's chunked start (`PrefixChunking`) runs forward
+    /// at its chunks' batch, so that is the batch measured for it.
+    public static func problems(forTraining graph: NetworkGraph, batch: Int,
+                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
         var out: [Problem] = [], seen = Set<String>()
         var pastFirstUpdatable = false
         func add(_ name: String, _ g: ConvGeometry, _ pass: CPUConvolutionPass) {
             if seen.insert(CPUConvolutionTuning.shapeKey(g) + pass.rawValue).inserted { out.append(Problem(name: name, geometry: g, pass: pass)) }
         }
+        let training = try? TrainingGraph(graph: graph)
         for layer in graph.layers {
             let backwardData = pastFirstUpdatable
             if layer.isUpdatable { pastFirstUpdatable = true }
             guard let g = try layer.convolutionGeometry(batch: batch) else { continue }
-            add(layer.name, g, .forward)
+            // The chunked start of the prefix runs forward a few images at a time (`PrefixChunking`).
+            for n in training?.stepBatches(of: layer.name, batch: batch, cacheBytes: cacheBytes) ?? [batch] {
+                add(layer.name, try layer.convolutionGeometry(batch: n)!, .forward)
+            }
             if layer.isUpdatable { add(layer.name, g, .backwardWeights) }
             if backwardData { add(layer.name, g, .backwardData) }
         }

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
+import UpdraftLayers
 
 /// `updraft tune --cpu`, pooling and inner products: times Updraft's own pass and oneDNN's on the
 /// shapes a model trains with, checks oneDNN's result against the own one first, and keeps oneDNN
@@ -37,19 +38,25 @@ public struct CPUOpTuner {
 
     /// The pooling and inner-product passes training `graph` at `batch` runs: every forward pass, the
     /// weight gradient of updatable inner products, and the input gradients of the layers after the
-    /// first updatable one; each distinct shape and pass once.
-    public static func problems(forTraining graph: NetworkGraph, batch: Int) throws -> [Problem] {
+    /// first updatable one; each distinct shape and pass once (pooling in the prefix's chunked start
+    /// at its chunks' batch: `PrefixChunking`).
+    public static func problems(forTraining graph: NetworkGraph, batch: Int,
+                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
         var out: [Problem] = [], seen = Set<String>()
         var pastFirstUpdatable = false
         func add(_ name: String, _ shape: CPUOpShape, _ pass: CPUOpPass) {
             if seen.insert(shape.key + " " + pass.rawValue).inserted { out.append(Problem(name: name, shape: shape, pass: pass)) }
         }
+        let training = try? TrainingGraph(graph: graph)
         for layer in graph.layers {
             let backward = pastFirstUpdatable
             if layer.isUpdatable { pastFirstUpdatable = true }
             if case let .pooling(spec) = layer.op {
                 let shape = CPUOpShape.pooling(try spec.geometry(input: layer.inputShape.withBatch(batch)))
-                add(layer.name, shape, .forward)
+                // The chunked start of the prefix runs forward a few images at a time (`PrefixChunking`).
+                for n in training?.stepBatches(of: layer.name, batch: batch, cacheBytes: cacheBytes) ?? [batch] {
+                    add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(n))), .forward)
+                }
                 if backward { add(layer.name, shape, .backward) }
             } else if let g = try layer.innerProductGeometry(batch: batch) {
                 add(layer.name, .innerProduct(g), .forward)

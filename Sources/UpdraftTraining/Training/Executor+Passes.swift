@@ -8,6 +8,13 @@ extension Executor {
     /// Runs `layers` forward. Blobs read only by earlier layers go back to the pool as soon as their
     /// last reader has run, unless they are in `keep` or the tail's backward still needs them.
     func forward(layers: [GraphLayer], ws: Workspace, keep: Set<String>, fuse: Bool = true) throws {
+        // The first layers a few images at a time where that keeps their large blobs in cache (Executor+Chunking.swift).
+        let chunked = fuse ? try forwardChunked(layers: layers, ws: ws, keep: keep) : 0
+        try forwardLayers(chunked == 0 ? layers : Array(layers.dropFirst(chunked)), ws: ws, keep: keep, fuse: fuse)
+    }
+
+    /// `forward`, each layer on the whole batch.
+    func forwardLayers(_ layers: [GraphLayer], ws: Workspace, keep: Set<String>, fuse: Bool) throws {
         // Last reader of each blob within this run.
         var lastUse: [String: Int] = [:]
         for (i, l) in layers.enumerated() { for b in l.inputs { lastUse[b] = i } }
@@ -44,8 +51,8 @@ extension Executor {
                 if let v = ws.value(slice.concat.output) {
                     whole = v.buffer
                 } else {
-                    whole = try ws.acquire(HalfStorage.floats(for: slice.concat.outputShape.withBatch(ws.batch).count, half: wholeHalf),
-                                           on: backend)
+                    whole = try ws.acquireOutput(slice.concat.output, count: HalfStorage.floats(
+                        for: slice.concat.outputShape.withBatch(ws.batch).count, half: wholeHalf), on: backend)
                     ws.setValue(slice.concat.output, whole, on: backend, half: wholeHalf)
                 }
                 if wholeHalf || inputHalf[0] {
@@ -62,7 +69,7 @@ extension Executor {
                 ws.setValue(layer.output, inputs[0], on: backend, half: inputHalf[0])
             } else {
                 let outShape = layer.outputShape.withBatch(ws.batch)
-                let out = try ws.acquire(HalfStorage.floats(for: outShape.count, half: halfLayer), on: backend)
+                let out = try ws.acquireOutput(outBlob, count: HalfStorage.floats(for: outShape.count, half: halfLayer), on: backend)
                 if halfLayer || inputHalf.contains(true) {
                     try forwardHalfStored(layer, inputs: inputs, inputHalf: inputHalf, output: out, outputHalf: halfLayer,
                                           slice: nil, epilogue: epilogue, ws: ws, backend: backend)

@@ -8,7 +8,8 @@ import UpdraftLayers
 /// backend JIT-compiles on first use), so that they are not made inside the first epoch. The layers
 /// are handed over as `forward` (Executor+Passes.swift) and `backward` will run them: fused
 /// activations and residual adds skipped, the function fused into the layer before as its epilogue, a convolution that
-/// writes its concat's slice writing into the concat's output, the tail's gradient passes where they run.
+/// writes its concat's slice writing into the concat's output, the tail's gradient passes where they run,
+/// the prefix's chunked start at its chunks' sizes.
 extension Executor {
     /// Makes ready the training step's layers for batches of `batch` examples; returns how many
     /// objects the backends made (0 when everything was made already, or nothing is made ahead).
@@ -16,6 +17,12 @@ extension Executor {
     public func prepare(batch: Int) throws -> Int {
         guard batch > 0 else { return 0 }
         let halfBlobs = training.halfStoredBlobs
+        // The prefix's chunked start runs at its chunks' sizes (Executor+Chunking.swift).
+        let plan = chunksPrefix ? training.prefixChunking(layers: training.prefix, batch: batch,
+                                                          cacheBytes: prefixChunkingLimits.cacheBytes,
+                                                          largeBlobBytes: prefixChunkingLimits.largeBlobBytes) : nil
+        let chunked = Set(training.prefix.prefix(plan?.layerCount ?? 0).map(\.name))
+        let chunkSizes = plan.map { batch % $0.images == 0 ? [$0.images] : [$0.images, batch % $0.images] } ?? []
         var made = 0
         for (layers, trained) in [(training.prefix, false), (training.tail, true)] {
             for layer in layers where !training.fusedForwardNames.contains(layer.name) {
@@ -36,8 +43,10 @@ extension Executor {
                     if layer.inputs.contains(where: { training.gradientBlobs.contains($0) }) { passes.insert(.backwardData) }
                     if parameterGradients(layer) != nil { passes.insert(.backwardWeights) }
                 }
-                made += try layer.op.kind.prepare(PrepareCall(layer: layer, batch: batch, backend: backend, passes: passes,
-                                                              epilogue: epilogue, outputChannels: outputChannels))
+                for n in chunked.contains(layer.name) ? chunkSizes : [batch] {
+                    made += try layer.op.kind.prepare(PrepareCall(layer: layer, batch: n, backend: backend, passes: passes,
+                                                                  epilogue: epilogue, outputChannels: outputChannels))
+                }
             }
         }
         return made

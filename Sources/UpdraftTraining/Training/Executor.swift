@@ -1,3 +1,4 @@
+import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
@@ -33,6 +34,13 @@ public final class Executor {
     var biasSlots: [String: Slot] = [:]
     private var workspaces: [Int: Workspace] = [:]
     private var spareWorkspace: Workspace?
+    /// Workspaces of the chunks the first layers run in (`PrefixChunking`), by chunk size.
+    var chunkWorkspaces: [Int: Workspace] = [:]
+    /// Whether the first layers of the frozen prefix may run a few images at a time on a CPU backend
+    /// (`PrefixChunking`; the same results, faster). On unless `UPDRAFT_PREFIX_CHUNKS=off` (to compare).
+    public var chunksPrefix = ProcessInfo.processInfo.environment["UPDRAFT_PREFIX_CHUNKS"] != "off"
+    /// The chunking plan's limits (`TrainingGraph.prefixChunking`); tests set small ones.
+    var prefixChunkingLimits = (largeBlobBytes: PrefixChunking.largeBlobBytes, cacheBytes: PrefixChunking.cacheBudgetBytes)
     /// The input preprocessing's per-channel scale and shift, on the backend that receives the input.
     private var preprocessingBuffers: (backend: ObjectIdentifier, scale: DeviceBuffer, shift: DeviceBuffer)?
     private let tailNames: Set<String>

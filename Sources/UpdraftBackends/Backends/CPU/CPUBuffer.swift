@@ -1,8 +1,9 @@
 import Foundation
 
 /// Host memory owned by `CPUBackend`: `count` float32 values at a 64-byte aligned address (one cache
-/// line, and a whole AVX-512 vector), zeroed on creation and freed in `deinit`. The backend reads and
-/// writes it through `pointer`; everyone else goes through `Backend.upload` / `download`.
+/// line, and a whole AVX-512 vector), zeroed on creation and freed in `deinit` (a view, `view(offset:count:)`,
+/// may start anywhere in its base). The backend reads and writes it through `pointer`; everyone else
+/// goes through `Backend.upload` / `download`.
 public final class CPUBuffer: DeviceBuffer {
     /// Number of float32 values, fixed at creation (0 or more).
     public let count: Int
@@ -20,16 +21,25 @@ public final class CPUBuffer: DeviceBuffer {
     /// The first `count` values of `base`'s memory under a buffer of their own (contents as `base`
     /// left them, not zeroed). The view keeps the memory alive; `base` must not be used while the
     /// view is (the workspace hands a pooled buffer out this way for a smaller blob).
-    private init(viewing base: CPUBuffer, count: Int) {
+    private init(viewing base: CPUBuffer, offset: Int = 0, count: Int) {
         self.count = count
         memory = base.memory
-        pointer = base.pointer
+        pointer = base.pointer + offset
     }
 
     /// A view of this buffer's first `count` values (at most `self.count`): see `init(viewing:count:)`.
     package func view(count: Int) -> CPUBuffer {
         precondition(count >= 0 && count <= self.count, "a view of \(count) values over a buffer of \(self.count)")
         return CPUBuffer(viewing: self, count: count)
+    }
+
+    /// A view of values `offset ..< offset + count` of this buffer, which the view's writes change (the
+    /// executor runs a chunk of a batch's images on views of the batch's blobs: `PrefixChunking`).
+    /// Not 64-byte aligned in general; the CPU paths load and store at any alignment.
+    package func view(offset: Int, count: Int) -> CPUBuffer {
+        precondition(offset >= 0 && count >= 0 && offset <= self.count - count,
+                     "a view of \(count) values at \(offset) over a buffer of \(self.count)")
+        return CPUBuffer(viewing: self, offset: offset, count: count)
     }
 
     static let alignment = 64
