@@ -27,14 +27,18 @@ public struct PrefixChunking: Sendable, Equatable {
     /// 8 images at a time was 20-30% slower).
     public static let largeBlobBytes = 1 << 20
 
-    /// The bytes a chunk's live blobs may take: a quarter of the L3 cache the first core shares (it
-    /// holds weights and scratch too), 8 MiB when the size is unknown. Read from sysfs: glibc's
+    /// The bytes a chunk's live blobs may take: half the L3 cache the first core shares (the rest
+    /// holds weights and scratch), 16 MiB when the size is unknown. Measured on a 2-core EPYC slice
+    /// with 32 MiB of L3 (`updraft-bench epochs --epochs 4`, steady ms, 2 rounds): a quarter (chunks
+    /// of 2 SqueezeNet images) was 3% slower than no chunks; a half: SqueezeNet 669/679 against
+    /// 754/724, MobileNetV2 805/755 against 805/826 and its first epoch +8% over steady instead of
+    /// +20-27%, ResNet-18 1357/1323 against 1316/1334; three quarters no better. Read from sysfs: glibc's
     /// `_SC_LEVEL3_CACHE_SIZE` gives the whole package's (320 MiB on a 2-core slice of an EPYC whose
     /// cores share 32 MiB).
     public static let cacheBudgetBytes: Int = {
         let path = "/sys/devices/system/cpu/cpu0/cache/index3/size"
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return 8 << 20 }
-        return (parseCacheSize(text) ?? 32 << 20) / 4
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return 16 << 20 }
+        return (parseCacheSize(text) ?? 32 << 20) / 2
     }()
 
     /// "32768K" (sysfs's form), "32M" or a plain byte count, in bytes.
