@@ -89,7 +89,7 @@ demo: release
 
 # The CPU backend's comparisons with the reference, run a second time at the baseline vector level
 # (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL).
-BASELINE_LEVEL_TESTS = CPUBackendTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
+BASELINE_LEVEL_TESTS = CPUBackendTests|CPUOneDNNTests|CPUOneDNNOpsTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 # The suite keeps its device profiles and tunings in a cache of its own (TEST_CACHE), so what
 # `updraft tune` stored for this user's runs never changes which engine a test exercises.

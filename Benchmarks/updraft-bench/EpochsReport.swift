@@ -10,7 +10,7 @@ extension EpochsBench {
             + (w.momentum.map { " momentum \($0)" } ?? "") + (w.learningRate.map { " learning rate \($0)" } ?? "") + ", "
             + "\(images) \(data.map { "image files from \($0) (decoded every epoch that needs them)" } ?? "synthetic images"), \(epochs) epoch\(epochs == 1 ? "" : "s") per run\n"
         out += work.summary + "\n"
-        out += "CPU vector level: \(CPUVectorLevel.summary)\n\n"
+        out += "CPU vector level: \(CPUVectorLevel.summary); oneDNN code: \(OneDNN.isa ?? "unavailable")\n\n"
         if !results.isEmpty {
             var rows: [[String]] = [["units", "device", "cache", "setup ms", "first ms", "steady ms", "first img/s", "steady img/s",
                                      "GFLOP/img", "GFLOP/s", "% SGEMM", "peak host", "backend buffers", "device mem", "loss"]]
@@ -131,6 +131,7 @@ extension EpochsBench {
             "notes": notes,
             // The CPU backend's vector level (CPUVectorLevel); children inherit UPDRAFT_CPU_LEVEL, so one for all runs.
             "cpu_vector_level": CPUVectorLevel.active.description,
+            "onednn_isa": OneDNN.isa ?? "unavailable",
         ]
         if let pytorch {
             document["pytorch"] = ["command": pytorch.command, "runs": pytorch.runs.map(\.raw)] as [String: Any]

@@ -32,7 +32,7 @@ static void say(char *why, size_t capacity, const char *format, ...) {
     X(dnnl_primitive_create) X(dnnl_primitive_execute) X(dnnl_primitive_destroy)                            \
     X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy)      \
     X(dnnl_primitive_attr_set_post_ops) X(dnnl_post_ops_create) X(dnnl_post_ops_append_eltwise)             \
-    X(dnnl_post_ops_destroy)
+    X(dnnl_post_ops_destroy) X(dnnl_set_max_cpu_isa) X(dnnl_get_effective_cpu_isa)
 
 #define DECLARE(name) static __typeof__(&name) p_##name;
 DNNL_FUNCTIONS(DECLARE)
@@ -45,6 +45,25 @@ static int loaded;
 static char load_error[256];
 static char version_string[96];
 static dnnl_engine_t engine;
+static int limit_level = -1;
+
+void updraft_dnnl_limit_level(int level) { limit_level = level; }
+
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
 
 static const char *runtime_name(unsigned runtime) {
     switch (runtime) {
@@ -93,6 +112,11 @@ static void load(void) {
         say(load_error, sizeof load_error, "oneDNN %s: only OpenMP and sequential builds are supported", version_string);
         return;
     }
+    // Before anything is generated: the cap holds for the process.
+    if (limit_level == 0 || limit_level == 1) {
+        const char *user = getenv("DNNL_MAX_CPU_ISA");
+        if (!user || !*user) p_dnnl_set_max_cpu_isa(limit_level == 0 ? dnnl_cpu_isa_sse41 : dnnl_cpu_isa_avx2);
+    }
     dnnl_status_t status = p_dnnl_engine_create(&engine, dnnl_cpu, 0);
     if (status != dnnl_success) {
         say(load_error, sizeof load_error, "oneDNN %s: no CPU engine (status %d)", version_string, (int)status);
@@ -108,6 +132,8 @@ int updraft_dnnl_load(char *why, size_t why_capacity) {
 }
 
 const char *updraft_dnnl_version(void) { return loaded ? version_string : ""; }
+
+const char *updraft_dnnl_isa(void) { return loaded ? isa_name(p_dnnl_get_effective_cpu_isa()) : ""; }
 
 /// One operand: the user's plain memory, and when oneDNN wants another layout, its own memory (placed
 /// in the caller's scratch at `offset` on each call) and the reorder between the two (user -> inner for
@@ -354,6 +380,10 @@ int updraft_dnnl_load(char *why, size_t why_capacity) {
 }
 
 const char *updraft_dnnl_version(void) { return ""; }
+
+void updraft_dnnl_limit_level(int level) { (void)level; }
+
+const char *updraft_dnnl_isa(void) { return ""; }
 
 updraft_dnnl_conv *updraft_dnnl_conv_create(const updraft_dnnl_conv_shape *shape, int pass, int relu, int blocked,
                                             char *why, size_t why_capacity) {

@@ -33,7 +33,8 @@ let devicesCommand = CLICommand(CommandSpec(
         list.sort { ($0["index"] as! Int) < ($1["index"] as! Int) }
         var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "memoryBytes": host.memoryBytes,
                                            "vectorLevel": CPUVectorLevel.active.description,
-                                           "supportedVectorLevel": CPUVectorLevel.supported.description],
+                                           "supportedVectorLevel": CPUVectorLevel.supported.description,
+                                           "oneDNN": oneDNNJSON()],
                                    "opencl": list]
         if let problem { root["openclProblem"] = problem }
         let scheduling = schedulingSummary(host: host, devices: devices, problem: problem)
@@ -46,6 +47,12 @@ let devicesCommand = CLICommand(CommandSpec(
     }
     print("CPU: \(host.cpuName), \(host.cores) cores, \(formatBytes(host.memoryBytes)) memory")
     print("CPU vector level: \(CPUVectorLevel.summary); \(CPUVectorLevel.variable)=baseline|avx2|avx512 forces a lower one")
+    if let version = OneDNN.version {
+        let capped = CPUVectorLevel.active == CPUVectorLevel.supported ? "" : " (capped at the forced vector level)"
+        print("oneDNN \(version), code for \(OneDNN.isa ?? "?")\(capped)")
+    } else {
+        print("oneDNN: unavailable (\(OneDNN.unavailableReason ?? "")); the CPU runs Updraft's own path only")
+    }
     print("")
     let scheduling = schedulingSummary(host: host, devices: devices, problem: problem)
     if let problem {
@@ -64,6 +71,12 @@ let devicesCommand = CLICommand(CommandSpec(
     print(formatTable(rows, rightAligned: [0, 4, 5, 6, 7, 8]), terminator: "")
     print(scheduling.text, terminator: "")
     return 0
+}
+
+/// The CPU's second engine: version and the instruction set its code is generated for, or why it is unavailable.
+func oneDNNJSON() -> [String: Any] {
+    guard let version = OneDNN.version else { return ["available": false, "problem": OneDNN.unavailableReason ?? ""] }
+    return ["available": true, "version": version, "isa": OneDNN.isa ?? ""]
 }
 
 /// Calibration of every device and the plan of the typical workload under each compute-units

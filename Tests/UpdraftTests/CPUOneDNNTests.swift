@@ -108,7 +108,31 @@ final class CPUOneDNNTests: XCTestCase {
             }
         }
         // Not a skip: on an AVX-512 CPU the Winograd path must have been the one checked.
-        if CPUVectorLevel.supported == .avx512 { XCTAssertGreaterThan(winograd, 0, "oneDNN chose its Winograd for none of the shapes") }
+        if OneDNN.isa?.hasPrefix("avx512") == true { XCTAssertGreaterThan(winograd, 0, "oneDNN chose its Winograd for none of the shapes") }
+    }
+
+    /// oneDNN's code is capped at the vector level the process started with (`UPDRAFT_CPU_LEVEL`;
+    /// `make test` runs this class again at baseline): at baseline it generates SSE4.1 and no
+    /// primitive's implementation names an AVX kernel; at avx2, nothing of AVX-512.
+    func testGeneratedCodeStaysWithinTheVectorLevel() throws {
+        try requireOneDNN()
+        let isa = try XCTUnwrap(OneDNN.isa)
+        let expected: String? = switch ProcessInfo.processInfo.environment[CPUVectorLevel.variable] {
+        case "baseline" where CPUVectorLevel.supported != .baseline: "sse41"
+        case "avx2" where CPUVectorLevel.supported == .avx512: "avx2"
+        default: nil
+        }
+        if let expected { XCTAssertEqual(isa, expected) }
+        let forbidden = isa == "sse41" ? "avx" : isa.hasPrefix("avx2") ? "avx512" : nil
+        let be = CPUBackend(threads: 2)
+        be.convolutionAlgorithmOverride = .onednn
+        for (spec, input) in shapes {
+            let g = try spec.geometry(input: input)
+            for pass in CPUConvolutionPass.allCases {
+                let implementation = try XCTUnwrap(be.oneDNNImplementation(g, pass), "\(spec) \(pass.rawValue)")
+                if let forbidden { XCTAssertFalse(implementation.contains(forbidden), "\(implementation) under a cap of \(isa)") }
+            }
+        }
     }
 
     /// A primitive splits its work for the OpenMP thread count of the thread that creates it, so the

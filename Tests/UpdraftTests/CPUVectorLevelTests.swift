@@ -169,7 +169,7 @@ final class CPUVectorLevelTests: XCTestCase {
         // No OpenCL platform, so only the CPU is calibrated.
         let noICD = cache.appendingPathComponent("no-icd")
         try FileManager.default.createDirectory(at: noICD, withIntermediateDirectories: true)
-        func devices(_ request: String) throws -> (level: String?, warnings: Int, stderr: String) {
+        func devices(_ request: String) throws -> (level: String?, warnings: Int, stderr: String, oneDNN: String?) {
             let run = try runUpdraft(["devices", "--json"], cacheDirectory: cache,
                                      environment: ["UPDRAFT_CPU_LEVEL": request, "OCL_ICD_VENDORS": noICD.path])
             XCTAssertEqual(run.status, 0, run.stderr)
@@ -177,15 +177,19 @@ final class CPUVectorLevelTests: XCTestCase {
             let json = try JSONSerialization.jsonObject(with: Data(run.stdout[start...].utf8)) as? [String: Any]
             let cpu = json?["cpu"] as? [String: Any]
             let warnings = run.stderr.components(separatedBy: "\n").filter { $0.contains("UPDRAFT_CPU_LEVEL=") }.count
-            return (cpu?["vectorLevel"] as? String, warnings, run.stderr)
+            let oneDNN = cpu?["oneDNN"] as? [String: Any]
+            return (cpu?["vectorLevel"] as? String, warnings, run.stderr, oneDNN?["isa"] as? String)
         }
         let best = CPUVectorLevel.supported.description
         let forced = try devices("baseline")
         XCTAssertEqual(forced.level, "baseline")
         XCTAssertEqual(forced.warnings, 0, forced.stderr)
+        // oneDNN's code is capped with it (SSE4.1 is its lowest), unless oneDNN is not installed.
+        if OneDNN.isAvailable && CPUVectorLevel.supported != .baseline { XCTAssertEqual(forced.oneDNN, "sse41") }
         let unknown = try devices("avx9000")
         XCTAssertEqual(unknown.level, best)
         XCTAssertEqual(unknown.warnings, 1, unknown.stderr)
+        if OneDNN.isAvailable && CPUVectorLevel.supported != .baseline { XCTAssertNotEqual(unknown.oneDNN, "sse41") }
         if CPUVectorLevel.supported != .avx512 {
             let lacking = try devices("avx512")
             XCTAssertEqual(lacking.level, best)

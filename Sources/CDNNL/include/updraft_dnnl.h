@@ -18,6 +18,16 @@ int updraft_dnnl_load(char *why, size_t why_capacity);
 /// "major.minor.patch (runtime)" of the loaded library, or "" when none is loaded.
 const char *updraft_dnnl_version(void);
 
+/// Caps the instruction sets oneDNN's generated code may use at Updraft's vector level (0 baseline:
+/// SSE4.1, oneDNN's lowest; 1 AVX2; 2 AVX-512: no cap), so that forcing a level with
+/// UPDRAFT_CPU_LEVEL constrains both engines. Only before the first `updraft_dnnl_load`: later calls
+/// change nothing. A DNNL_MAX_CPU_ISA the user set wins.
+void updraft_dnnl_limit_level(int level);
+
+/// The instruction set oneDNN generates code for ("avx512_core", "avx2", "sse41", ...), or "" when
+/// oneDNN is unavailable.
+const char *updraft_dnnl_isa(void);
+
 /// One convolution layer, NCHW fp32 (weights [G, Cout/G, Cin/G, kH, kW] as [Cout, Cin/G, kH, kW]).
 typedef struct {
     long batch, in_channels, in_height, in_width, out_channels, out_height, out_width;

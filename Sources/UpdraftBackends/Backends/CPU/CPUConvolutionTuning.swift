@@ -44,10 +44,13 @@ public struct CPUConvolutionTuning: Codable, Sendable, Equatable {
             + " d\(g.dilationH)x\(g.dilationW) g\(g.groups) b\(g.hasBias ? 1 : 0)"
     }
 
-    /// The entry key for this machine: CPU model, oneDNN version ("none" without it), thread count.
+    /// The entry key for this machine: CPU model, oneDNN version ("none" without it), thread count,
+    /// and the vector level when `UPDRAFT_CPU_LEVEL` forces one below the CPU's best (both engines then
+    /// run other code, so a choice measured at the best level is not theirs).
     public static func machineKey(cpuName: String = HostInfo.current.cpuName, oneDNNVersion: String? = OneDNN.version,
                                   threads: Int) -> String {
-        "\(cpuName)|oneDNN \(oneDNNVersion ?? "none")|\(threads) threads"
+        let forced = CPUVectorLevel.active == CPUVectorLevel.supported ? "" : "|\(CPUVectorLevel.active) level"
+        return "\(cpuName)|oneDNN \(oneDNNVersion ?? "none")|\(threads) threads" + forced
     }
 
     private static func file(_ directory: URL) -> CacheFile<CPUConvolutionTuning> {

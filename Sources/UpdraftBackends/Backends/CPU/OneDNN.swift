@@ -7,8 +7,11 @@ import UpdraftCore
 /// A host without the library (or a build without its header) has `unavailableReason` set and runs
 /// Updraft's own convolutions; the first convolution that would have used oneDNN prints one warning.
 public enum OneDNN {
-    /// nil when oneDNN is loaded and usable; otherwise why not (loaded once per process).
+    /// nil when oneDNN is loaded and usable; otherwise why not (loaded once per process). Its code is
+    /// capped at the CPU backend's vector level first (`UPDRAFT_CPU_LEVEL=baseline` gives SSE4.1,
+    /// `avx2` AVX2), so a forced level holds for both engines.
     public static let unavailableReason: String? = {
+        updraft_dnnl_limit_level(Int32(CPUVectorLevel.active.rawValue))
         var why = [CChar](repeating: 0, count: 256)
         return updraft_dnnl_load(&why, why.count) == 1 ? nil : String(cString: why)
     }()
@@ -18,6 +21,9 @@ public enum OneDNN {
 
     /// "2.6.3 (OpenMP)", or nil when oneDNN is unavailable.
     public static var version: String? { isAvailable ? String(cString: updraft_dnnl_version()) : nil }
+
+    /// The instruction set oneDNN generates code for ("avx512_core", "avx2", "sse41"), or nil when it is unavailable.
+    public static var isa: String? { isAvailable ? String(cString: updraft_dnnl_isa()) : nil }
 
     private static let warned = Atomic<Bool>(false)
 
