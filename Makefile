@@ -88,8 +88,9 @@ demo: release
 	@echo "demo: the three stages' models, histories, event logs and curves (pretrain-curves.png, curves.png) are in $(DEMO_DIR)/"
 
 # The CPU backend's comparisons with the reference, run a second time at the baseline vector level
-# (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL).
-BASELINE_LEVEL_TESTS = CPUBackendTests|CPUOneDNNTests|CPUOneDNNOpsTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
+# (the suite itself runs at the best level this CPU has; CUpdraftKernels, UPDRAFT_CPU_LEVEL, which
+# caps oneDNN's code too): every engine (own loops, direct, Winograd, oneDNN), fused residuals, the chunked prefix.
+BASELINE_LEVEL_TESTS = CPUBackendTests|CPUOneDNNTests|CPUOneDNNOpsTests|CPUDirectConvolutionTests|CPUWinogradTests|CPUWinogradBoundsTests|ConvolutionResidualTests|ResidualFusionTests|BackendConvolutionSliceTests|BackendRowsTests|ExecutorChunkingTests|BackendComparisonTests|GradientCheckTests|CPUVectorLevelTests|BackendHalfRowsTests|BackendHalfStorageTests|BackendPixelUploadTests|BackendGroupedConvolutionTests|ActivationTableTests
 # Every test: the Swift suite (OpenCL tests run on PoCL), then the coremltools interop check.
 # The suite keeps its device profiles and tunings in a cache of its own (TEST_CACHE), so what
 # `updraft tune` stored for this user's runs never changes which engine a test exercises.
