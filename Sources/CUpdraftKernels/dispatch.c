@@ -159,6 +159,9 @@ void upd_max_pool_planes(const float *x, float *y, ptrdiff_t planes, ptrdiff_t h
     kernels()->max_pool_planes(x, y, planes, h, w, ho, wo, rlo, rhi, clo, chi, interior_lo, interior_hi, sw, kw, pl, scratch);
 }
 void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride) { kernels()->gather_strided(x, y, n, stride); }
+void upd_tap_sum(const float *const *sources, const float *weights, ptrdiff_t taps, float *out, ptrdiff_t n) {
+    kernels()->tap_sum(sources, weights, taps, out, n);
+}
 
 void upd_conv_small_rows(const float *x, const upd_conv_shape *s, const float *packed, const float *bias, float *y,
                          ptrdiff_t oy0, ptrdiff_t oy1, int relu, float *scratch) {

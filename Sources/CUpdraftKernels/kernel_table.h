@@ -26,6 +26,7 @@ typedef struct {
                             ptrdiff_t, ptrdiff_t, float *);
     void (*conv_small_rows)(const float *, const upd_conv_shape *, const float *, const float *, float *, ptrdiff_t,
                             ptrdiff_t, int, float *);
+    void (*tap_sum)(const float *const *, const float *, ptrdiff_t, float *, ptrdiff_t);
 } upd_kernel_table;
 
 extern const upd_kernel_table upd_kernel_table_baseline;

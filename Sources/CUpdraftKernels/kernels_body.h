@@ -122,6 +122,36 @@ static void UPD_FN(gather_strided)(const float *restrict x, float *restrict y, p
     for (ptrdiff_t i = 0; i < n; i++) y[i] = x[i * stride];
 }
 
+// A grouped (depthwise) convolution's tap sum: out[i] = sum over t of weights[t] * sources[t][i],
+// the taps in order. Nine taps (3x3 depthwise) keep weights and sources in registers and start from
+// the first product; other counts start from 0 and add one tap at a time over the whole span (the
+// span is one output plane as wide as a phase row: tens of KiB, in cache).
+static void UPD_FN(tap_sum)(const float *const *sources, const float *weights, ptrdiff_t taps, float *restrict out,
+                            ptrdiff_t n) {
+    if (taps == 9) {
+        const float *s0 = sources[0], *s1 = sources[1], *s2 = sources[2], *s3 = sources[3], *s4 = sources[4],
+                    *s5 = sources[5], *s6 = sources[6], *s7 = sources[7], *s8 = sources[8];
+        const float w0 = weights[0], w1 = weights[1], w2 = weights[2], w3 = weights[3], w4 = weights[4],
+                    w5 = weights[5], w6 = weights[6], w7 = weights[7], w8 = weights[8];
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t i = 0; i < n; i++) {
+            float a = w0 * s0[i];
+            a += w1 * s1[i]; a += w2 * s2[i]; a += w3 * s3[i]; a += w4 * s4[i];
+            a += w5 * s5[i]; a += w6 * s6[i]; a += w7 * s7[i]; a += w8 * s8[i];
+            out[i] = a;
+        }
+        return;
+    }
+    UPD_VECTOR_LOOP
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = 0.0f;
+    for (ptrdiff_t t = 0; t < taps; t++) {
+        const float *s = sources[t];
+        const float w = weights[t];
+        UPD_VECTOR_LOOP
+        for (ptrdiff_t i = 0; i < n; i++) out[i] += w * s[i];
+    }
+}
+
 // Max pooling's running maximum: `best` replaced only by a strictly greater value (NaN never
 // replaces, a NaN `best` stays), so the first maximum in window order wins.
 #define UPD_FOLD(best, v) ((v) > (best) ? (v) : (best))
@@ -232,4 +262,5 @@ const upd_kernel_table UPD_FN(upd_kernel_table) = {
     .gather_strided = UPD_FN(gather_strided),
     .max_pool_planes = UPD_FN(max_pool_planes),
     .conv_small_rows = UPD_FN(conv_small_rows),
+    .tap_sum = UPD_FN(tap_sum),
 };

@@ -75,6 +75,38 @@ final class CPUVectorLevelTests: XCTestCase {
     }
 
     /// SGD and Adam steps, half conversions and the 8-bit pixel upload give the same bits at every level.
+    /// Depthwise and grouped convolutions sum their taps in C at the CPU's level (`upd_tap_sum`): the
+    /// same bits at every level (9 taps and the general count, strided, with bias), and the reference's values.
+    func testGroupedConvolutionTapSumsAgreeBitForBitAcrossLevels() throws {
+        let cases: [(ConvolutionSpec, Shape)] = [
+            (ConvolutionSpec(inputChannels: 16, outputChannels: 16, kernelH: 3, kernelW: 3, groups: 16,
+                             padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [2, 16, 13, 21]),
+            (ConvolutionSpec(inputChannels: 12, outputChannels: 12, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, groups: 12,
+                             padding: .valid(top: 1, bottom: 1, left: 1, right: 1)), [2, 12, 15, 17]),
+            (ConvolutionSpec(inputChannels: 8, outputChannels: 16, kernelH: 5, kernelW: 3, groups: 4,
+                             padding: .valid(top: 2, bottom: 2, left: 1, right: 1)), [1, 8, 11, 9]),
+        ]
+        for (spec, input) in cases {
+            let g = try spec.geometry(input: input)
+            let x = awkwardValues(g.inputShape.count, seed: 11).map { $0.isFinite && abs($0) < 1e3 ? $0 : 0.5 }
+            let w = awkwardValues(g.weightShape.count, seed: 12).map { $0.isFinite && abs($0) < 1e3 ? $0 : 0.25 }
+            let b = awkwardValues(g.outChannels, seed: 13).map { $0.isFinite && abs($0) < 1e3 ? $0 : 1 }
+            var outputs: [CPUVectorLevel: [Float]] = [:]
+            try atEachLevel { level in
+                let be = CPUBackend(threads: 2)
+                XCTAssertTrue(be.usesGroupedDirect(g), "\(spec)")
+                let yb = try be.makeBuffer(count: g.outputShape.count)
+                try be.convolutionForward(g, input: try be.makeBuffer(x), weights: try be.makeBuffer(w), bias: try be.makeBuffer(b),
+                                          output: yb, epilogue: nil)
+                outputs[level] = try be.download(yb)
+            }
+            let reference = try Reference.convolutionForward(g, input: x.map(Double.init), weights: w.map(Double.init),
+                                                              bias: b.map(Double.init))
+            assertWithin(outputs[.baseline]!, reference, atol: 1e-3, rtol: 1e-4, "\(spec) against the reference")
+            for level in runnable.dropFirst() { assertSameBits(outputs[level]!, outputs[.baseline]!, "\(level) \(spec)") }
+        }
+    }
+
     func testOptimizersHalvesAndPixelsAgreeBitForBitAcrossLevels() throws {
         let count = 10_007
         let w = awkwardValues(count, seed: 3).map { $0.isFinite ? $0 : 1 }, grad = awkwardValues(count, seed: 4).map { $0.isFinite ? $0 : -1 }

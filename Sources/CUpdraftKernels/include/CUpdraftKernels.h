@@ -77,6 +77,10 @@ void upd_bytes_to_float(const uint8_t *x, float *y, ptrdiff_t n);
 void upd_float_to_half(const float *x, uint16_t *y, ptrdiff_t n);
 void upd_half_to_float(const uint16_t *x, float *y, ptrdiff_t n);
 
+/// out[i] = sum over t < taps of weights[t] * sources[t][i], i < n, the taps in order (a grouped or
+/// depthwise convolution's output plane from its phase planes). out must not overlap any source.
+void upd_tap_sum(const float *const *sources, const float *weights, ptrdiff_t taps, float *out, ptrdiff_t n);
+
 /// y[i] = x[i * stride] (a strided convolution's im2col row). y must not overlap x's span.
 void upd_gather_strided(const float *x, float *y, ptrdiff_t n, ptrdiff_t stride);
 

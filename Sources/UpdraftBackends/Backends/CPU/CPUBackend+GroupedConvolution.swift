@@ -11,6 +11,7 @@
 // Forward and backward data split (image, channel) pairs over the threads; backward weights splits
 // output channels, each summing over the whole batch itself, so no partial sums are needed and the
 // result does not depend on the thread count.
+import CUpdraftKernels
 import UpdraftCore
 
 /// The column ranges of each kernel tap, resolved once per call.
@@ -100,7 +101,7 @@ extension CPUBackend {
         let wide = scratch + p.cg * phases * planeFloats
         let count = g.outHeight * width
         let taps = p.cg * p.taps
-        withUnsafeTemporaryAllocation(of: UnsafePointer<Float>.self, capacity: taps) { sources in
+        withUnsafeTemporaryAllocation(of: UnsafePointer<Float>?.self, capacity: taps) { sources in
             // Where each tap (c, kh, kw) reads, in the weights' order.
             for c in 0..<p.cg {
                 for kh in 0..<g.kernelH {
@@ -113,58 +114,11 @@ extension CPUBackend {
             }
             for m in 0..<p.mg {
                 let co = group * p.mg + m
-                Self.tapSum(sources.baseAddress!, weights: w + co * taps, taps: taps, count: count, into: wide)
+                // At the CPU's vector level (CUpdraftKernels), then added row by row into the output.
+                upd_tap_sum(sources.baseAddress!, w + co * taps, taps, wide, count)
                 let yc = y + co * p.outPlane
-                for oh in 0..<g.outHeight {
-                    let dst = yc + oh * g.outWidth, src = wide + oh * width
-                    var ow = 0
-                    while ow + 4 <= g.outWidth {
-                        CPUKernels.store4(CPUKernels.load4(dst + ow) + CPUKernels.load4(src + ow), dst + ow)
-                        ow += 4
-                    }
-                    while ow < g.outWidth { dst[ow] += src[ow]; ow += 1 }
-                }
+                for oh in 0..<g.outHeight { upd_add(yc + oh * g.outWidth, wide + oh * width, g.outWidth) }
             }
-        }
-    }
-
-    /// out[i] = sum over t of weights[t] * sources[t][i] for i < count, the taps in order.
-    @inline(__always)
-    static func tapSum(_ sources: UnsafeMutablePointer<UnsafePointer<Float>>, weights: UnsafePointer<Float>, taps: Int,
-                       count: Int, into out: UnsafeMutablePointer<Float>) {
-        var i = 0
-        if taps == 9 {
-            // 3x3 depthwise, the common case: weights and sources held in registers, same order of sums.
-            func w(_ t: Int) -> SIMD4<Float> { SIMD4(repeating: weights[t]) }
-            let (w0, w1, w2, w3, w4, w5, w6, w7, w8) = (w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7), w(8))
-            let (s0, s1, s2, s3, s4, s5, s6, s7, s8) = (sources[0], sources[1], sources[2], sources[3], sources[4],
-                                                        sources[5], sources[6], sources[7], sources[8])
-            while i + 4 <= count {
-                var a = w0 * CPUKernels.load4(s0 + i)
-                a += w1 * CPUKernels.load4(s1 + i); a += w2 * CPUKernels.load4(s2 + i)
-                a += w3 * CPUKernels.load4(s3 + i); a += w4 * CPUKernels.load4(s4 + i)
-                a += w5 * CPUKernels.load4(s5 + i); a += w6 * CPUKernels.load4(s6 + i)
-                a += w7 * CPUKernels.load4(s7 + i); a += w8 * CPUKernels.load4(s8 + i)
-                CPUKernels.store4(a, out + i)
-                i += 4
-            }
-        }
-        while i + 8 <= count {
-            var a0 = SIMD4<Float>(), a1 = SIMD4<Float>()
-            for t in 0..<taps {
-                let wt = SIMD4<Float>(repeating: weights[t]), s = sources[t] + i
-                a0 += wt * CPUKernels.load4(s)
-                a1 += wt * CPUKernels.load4(s + 4)
-            }
-            CPUKernels.store4(a0, out + i)
-            CPUKernels.store4(a1, out + i + 4)
-            i += 8
-        }
-        while i < count {
-            var a: Float = 0
-            for t in 0..<taps { a += weights[t] * sources[t][i] }
-            out[i] = a
-            i += 1
         }
     }
 
