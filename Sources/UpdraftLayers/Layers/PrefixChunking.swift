@@ -29,10 +29,13 @@ public struct PrefixChunking: Sendable, Equatable {
 
     /// The bytes a chunk's live blobs may take: half the L3 cache the first core shares (the rest
     /// holds weights and scratch), 16 MiB when the size is unknown. Measured on a 2-core EPYC slice
-    /// with 32 MiB of L3 (`updraft-bench epochs --epochs 4`, steady ms, 2 rounds): a quarter (chunks
-    /// of 2 SqueezeNet images) was 3% slower than no chunks; a half: SqueezeNet 669/679 against
-    /// 754/724, MobileNetV2 805/755 against 805/826 and its first epoch +8% over steady instead of
-    /// +20-27%, ResNet-18 1357/1323 against 1316/1334; three quarters no better. Read from sysfs: glibc's
+    /// with 32 MiB of L3 (`updraft-bench epochs --epochs 4`, tuned, 3 interleaved rounds, steady ms):
+    /// a quarter (SqueezeNet in chunks of 2 images) was 3% slower than whole batches; with a half the
+    /// steady step stays within a few percent of whole batches (SqueezeNet 683/713/678 against
+    /// 671/658/685, ResNet-18 1284/1288/1313 against 1310/1299/1356, MobileNetV2 797/825/844 against
+    /// 798/787/771) while the peak host memory drops 670 -> 556, 975 -> 840 and 954 -> 455 MiB and the
+    /// first step faults in that much less fresh memory (MobileNetV2: 183K -> 51K page faults); three
+    /// quarters was no faster. Read from sysfs: glibc's
     /// `_SC_LEVEL3_CACHE_SIZE` gives the whole package's (320 MiB on a 2-core slice of an EPYC whose
     /// cores share 32 MiB).
     public static let cacheBudgetBytes: Int = {
