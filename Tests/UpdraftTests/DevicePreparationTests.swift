@@ -90,15 +90,19 @@ final class DevicePreparationTests: XCTestCase {
         }
     }
 
+    /// The fire-module model's training graph, its settings and one batch of 4.
+    private func squeezeShapedStep() throws -> (TrainingGraph, TrainingParameters, TrainingBatch) {
+        let training = try TrainingGraph(graph: try NetworkGraph(model: try SqueezeShaped.model(batch: 4)))
+        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
+        return (training, hyper, try SqueezeShaped.data(count: 4).batch(at: 0..<4))
+    }
+
     /// The executor prepares exactly what a training step makes (fire module: convolutions writing
     /// their concat's slices with fused ReLUs, pooling, an inner product, a trained tail), and a
     /// prepared step makes nothing.
     func testExecutorPreparesWhatAStepMakes() throws {
         try requireOneDNN()
-        let model = try SqueezeShaped.model(batch: 4)
-        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
-        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
-        let batch = try SqueezeShaped.data(count: 4).batch(at: 0..<4)
+        let (training, hyper, batch) = try squeezeShapedStep()
 
         let fresh = oneDNNBackend()
         _ = try Executor(training: training, optimizer: .sgd, backend: fresh).trainStep(batch, parameters: hyper)
@@ -137,10 +141,7 @@ final class DevicePreparationTests: XCTestCase {
     /// makes the primitives of the chunks' sizes, and a prepared step makes none.
     func testExecutorPreparesTheChunksSizes() throws {
         try requireOneDNN()
-        let model = try SqueezeShaped.model(batch: 4)
-        let training = try TrainingGraph(graph: try NetworkGraph(model: model))
-        let hyper = try TrainingParameters(optimizer: .sgd, hyperparameters: training.graph.hyperparameters)
-        let batch = try SqueezeShaped.data(count: 4).batch(at: 0..<4)
+        let (training, hyper, batch) = try squeezeShapedStep()
         // Room for 3 images of the largest prefix layer's inputs and output.
         let cacheBytes = 3 * 4 * training.prefix.map { $0.inputShapes.reduce($0.outputShape.count) { $0 + $1.count } }.max()!
         let plan = try XCTUnwrap(training.prefixChunking(layers: training.prefix, batch: 4, cacheBytes: cacheBytes, largeBlobBytes: 1))
