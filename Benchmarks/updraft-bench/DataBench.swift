@@ -202,7 +202,7 @@ struct DataBench {
             sizes[format] = try Self.write(count: images, format: format, width: width, height: height, to: folder)
         }
         if generateOnly { return 0 }
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let cores = HostInfo.usableCores
         var results: [Measurement] = []
         var notes: [String] = []
         for format in formats {

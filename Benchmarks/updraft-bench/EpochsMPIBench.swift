@@ -33,7 +33,7 @@ struct EpochsMPIBench {
         // Ranks on one host share its cores: the CPU backend of each gets its part of them, so that one
         // process and the ranks use the same hardware (on separate hosts each rank has all of its own).
         let localRanks = ProcessInfo.processInfo.environment["OMPI_COMM_WORLD_LOCAL_SIZE"].flatMap(Int.init) ?? 1
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let cores = HostInfo.usableCores
         let rankThreads = target.openCLIndex == nil && localRanks > 1 ? max(1, cores / localRanks) : nil
         if let rankThreads { say("\(localRanks) ranks on this host: \(rankThreads) CPU thread(s) each, one process \(cores)") }
         for cache in bench.cacheSettings {

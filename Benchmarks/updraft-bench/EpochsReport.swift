@@ -16,7 +16,7 @@ extension EpochsBench {
                                      "GFLOP/img", "GFLOP/s", "% SGEMM", "peak host", "backend buffers", "device mem", "loss"]]
             for r in results {
                 rows.append([
-                    r.computeUnits, r.deviceIndex.map { "opencl \($0): \(r.device)" } ?? "cpu (\(r.threads ?? 0) threads)",
+                    r.computeUnits, r.deviceIndex.map { "opencl \($0): \(r.device)" } ?? "cpu (\(r.threads ?? 0) thread\(r.threads == 1 ? "" : "s"))",
                     r.featureCache ? "on" : "off", r.setupMilliseconds.map { String(format: "%.0f", $0) } ?? "n/a",
                     String(format: "%.0f", r.firstEpochMilliseconds), String(format: "%.0f", r.steadyEpochMilliseconds),
                     String(format: "%.1f", r.firstEpochImagesPerSecond), String(format: "%.1f", r.imagesPerSecond),

@@ -67,7 +67,7 @@ struct KnnBench {
             guard let b = Int($0), (1...256).contains(b) else { throw UsageError("--batches takes sizes in 1...256, got '\($0)'") }
             return b
         }
-        threads = try args.int("threads") ?? ProcessInfo.processInfo.activeProcessorCount
+        threads = try args.int("threads") ?? HostInfo.usableCores
         repeats = max(1, try args.int("repeat") ?? 3)
         compare = args.flag("compare")
         script = args.value("script")

@@ -17,8 +17,32 @@ public struct HostInfo: Sendable {
            let colon = line.firstIndex(of: ":") {
             name = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        return HostInfo(cpuName: name, cores: ProcessInfo.processInfo.activeProcessorCount,
-                        memoryBytes: ProcessInfo.processInfo.physicalMemory)
+        return HostInfo(cpuName: name, cores: usableCores, memoryBytes: ProcessInfo.processInfo.physicalMemory)
+    }
+
+    /// The logical cores this process may run on: its affinity mask (`taskset`, a container's cpuset,
+    /// `mpirun --bind-to`), read once from /proc/self/status, or every online core where the mask is
+    /// unreadable. The CPU backend's default thread count: more threads than allowed cores only take
+    /// turns on them (with 2 threads on 1 core each fork-join waits for the other to be scheduled).
+    public static let usableCores: Int = {
+        let online = ProcessInfo.processInfo.activeProcessorCount
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }),
+              let allowed = countCPUList(String(line.dropFirst("Cpus_allowed_list:".count))) else { return online }
+        return max(1, min(online, allowed))
+    }()
+
+    /// The number of CPUs in a Linux CPU list ("0-3,8,10-11" is 7), nil when it is not one.
+    public static func countCPUList(_ text: String) -> Int? {
+        var count = 0
+        for part in text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",", omittingEmptySubsequences: false) {
+            let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
+            guard let lo = Int(bounds[0]), lo >= 0, bounds.count <= 2 else { return nil }
+            let hi = bounds.count == 2 ? Int(bounds[1]) : lo
+            guard let hi, hi >= lo else { return nil }
+            count += hi - lo + 1
+        }
+        return count > 0 ? count : nil
     }
 }
 

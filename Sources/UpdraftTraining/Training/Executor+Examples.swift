@@ -79,7 +79,7 @@ final class InputStaging {
             for e in examples { offsets.append(offsets.last! + e.input.count) }
             values.withUnsafeMutableBufferPointer { dst in
                 let base = dst.baseAddress!
-                let ways = min(examples.count, ProcessInfo.processInfo.activeProcessorCount)
+                let ways = min(examples.count, HostInfo.usableCores)
                 forkJoin(iterations: ways) { w in
                     for i in (examples.count * w / ways)..<(examples.count * (w + 1) / ways) {
                         examples[i].input.data.withUnsafeBufferPointer { src in

@@ -62,7 +62,7 @@ public final class CPUBackend: Backend {
 
     /// - Parameter threads: worker threads (default: the active processor count).
     public init(threads: Int? = nil) {
-        threadCount = max(1, threads ?? ProcessInfo.processInfo.activeProcessorCount)
+        threadCount = max(1, threads ?? HostInfo.usableCores)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
         oneDNNPrimitives = OneDNNCache(threads: threadCount) { key in
             var why = ""
