@@ -33,9 +33,10 @@ public struct PrefixChunking: Sendable, Equatable {
     /// a quarter (SqueezeNet in chunks of 2 images) was 3% slower than whole batches; with a half the
     /// steady step stays within a few percent of whole batches (SqueezeNet 683/713/678 against
     /// 671/658/685, ResNet-18 1284/1288/1313 against 1310/1299/1356, MobileNetV2 797/825/844 against
-    /// 798/787/771) while the peak host memory drops 670 -> 556, 975 -> 840 and 954 -> 455 MiB and the
-    /// first step faults in that much less fresh memory (MobileNetV2: 183K -> 51K page faults); three
-    /// quarters was no faster. Read from sysfs: glibc's
+    /// 798/787/771; after the depthwise tap sums moved to C, 791/826/797 against 807/802/808) while the
+    /// peak host memory drops 670 -> 556, 975 -> 840 and 954 -> 455 MiB and the first step faults in
+    /// that much less fresh memory (MobileNetV2: 183K -> 51K page faults; its first epoch +6-12% over
+    /// the steady one against +17-25% whole); three quarters was no faster. Read from sysfs: glibc's
     /// `_SC_LEVEL3_CACHE_SIZE` gives the whole package's (320 MiB on a 2-core slice of an EPYC whose
     /// cores share 32 MiB).
     public static let cacheBudgetBytes: Int = {
