@@ -167,7 +167,9 @@ let trainCommand = CLICommand(CommandSpec(
         device: run.description, log: log, hasOptimizer: !appends)
     print("model: \(modelURL.lastPathComponent), " + (run.graph.map { "updatable: " + $0.updatableLayers.map(\.name).joined(separator: ", ") }
         ?? "appends one sample per example (k-nearest-neighbors)"))
-    print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)" } ?? "")"
+    // Under mpirun each rank is placed for its share of the mini-batch, as `updraft plan` shows it.
+    let placed = run.schedule.map { " (placed for \($0.plan.batchSize) examples each)" } ?? ""
+    print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)\(placed)" } ?? "")"
           + (appends ? "; batch size \(parameters.miniBatchSize)" : "; \(parameters)"))
     if let ranks, let choice = run.rankDevice {
         // Every rank's device (each chose its own by its rank on its host); rank 0 prints them.

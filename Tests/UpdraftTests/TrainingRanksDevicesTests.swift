@@ -106,7 +106,8 @@ final class TrainingRanksDevicesTests: XCTestCase {
         throw XCTSkip("PoCL does not show two devices: \(seen.joined(separator: "; "))")
     }
 
-    /// Three ranks on the CPU: validation split (each rank a third of the chunks) and summed equals one process's.
+    /// Three ranks on the CPU: validation split (each rank a third of the chunks) and summed equals one
+    /// process's; each rank is placed for its share of the mini-batch.
     func testThreeRanksOnTheCPUValidateLikeOneProcess() throws {
         let one = try alone("cpu-1", epochs: 10, ["--compute-units", "cpuOnly"])
         XCTAssertEqual(one.status, 0, one.stderr)
@@ -117,6 +118,8 @@ final class TrainingRanksDevicesTests: XCTestCase {
         let map = deviceMap(three.stdout)
         XCTAssertEqual(map.keys.sorted(), [0, 1, 2], three.stdout)
         for row in map.values { XCTAssertTrue(row.contains("cpu") && row.contains("scheduler (cpuOnly)"), row) }
+        // Each rank is placed for its share of the batch of 4 (2, rounded up), as `updraft plan` places it.
+        XCTAssertTrue(three.stdout.contains("on each of 3 ranks (mpirun) (placed for 2 examples each)"), three.stdout)
     }
 
     /// Three ranks, two PoCL devices: local ranks 0, 1, 2 take devices #0, #1, #0 and train like one

@@ -68,7 +68,8 @@ public struct ResolvedRun {
     ///    what the model allows, and the mini-batch size against what the network can hold;
     /// 2. where it runs: the configuration's `backends` or `dataParallel` when either is set (the
     ///    expert override, not scheduled); otherwise `place` (`Scheduler.place`, as `plan` shows it)
-    ///    within `computeUnits`, `deviceOption`/`preferredDevice` and `dataParallelMode` (`environment`
+    ///    within `computeUnits`, `deviceOption`/`preferredDevice` and `dataParallelMode` for one rank's
+    ///    share of the mini-batch (the whole of it without `distributed`; as `plan` places it) (`environment`
     ///    supplies `UPDRAFT_DEVICE`, `UPDRAFT_DATA_PARALLEL` and the calibration cache), its backends
     ///    opened; a resumed run scheduled on as many replicas as its checkpoint's splits its
     ///    mini-batches by the checkpoint's shares.
@@ -99,7 +100,8 @@ public struct ResolvedRun {
         let (placement, rankDevice) = try place(
             graph: graph, batchSize: parameters.miniBatchSize,
             batchSizeSource: overrides[.miniBatchSize] == nil ? "the model's default miniBatchSize" : "miniBatchSize",
-            placing: parameters.miniBatchSize, configuration: &config, environment: environment)
+            placing: RunPlan.perRankBatch(parameters.miniBatchSize, ranks: configuration.distributed?.size ?? 1),
+            configuration: &config, environment: environment)
         if let placement {
             let backends = try Scheduler.backends(for: placement.plan)
             let chosen = MachineSchedule(plan: placement.plan, backends: backends, warnings: placement.warnings + backends.warnings)
