@@ -31,7 +31,8 @@ let devicesCommand = CLICommand(CommandSpec(
                     "openCLC": i.openCLCVersion, "driver": i.driverVersion, "kernelTuning": kernelTuning(i)]
         }
         list.sort { ($0["index"] as! Int) < ($1["index"] as! Int) }
-        var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "memoryBytes": host.memoryBytes,
+        var root: [String: Any] = ["cpu": ["name": host.cpuName, "cores": host.cores, "threads": HostInfo.defaultCPUThreads,
+                                           "memoryBytes": host.memoryBytes,
                                            "vectorLevel": CPUVectorLevel.active.description,
                                            "supportedVectorLevel": CPUVectorLevel.supported.description,
                                            "oneDNN": oneDNNJSON()],
@@ -45,7 +46,8 @@ let devicesCommand = CLICommand(CommandSpec(
         print(String(decoding: data, as: UTF8.self))
         return 0
     }
-    print("CPU: \(host.cpuName), \(host.cores) cores, \(formatBytes(host.memoryBytes)) memory")
+    print("CPU: \(host.cpuName), \(host.cores) cores, \(formatBytes(host.memoryBytes)) memory; "
+          + "the CPU backend runs \(HostInfo.defaultCPUThreads) thread(s) (\(HostInfo.threadsVariable) sets it)")
     print("CPU vector level: \(CPUVectorLevel.summary); \(CPUVectorLevel.variable)=baseline|avx2|avx512 forces a lower one")
     if let version = OneDNN.version {
         let capped = CPUVectorLevel.active == CPUVectorLevel.supported ? "" : " (capped at the forced vector level)"

@@ -20,7 +20,7 @@ let tuneCommand = CLICommand(
             --no-clblast       leave CLBlast out of the candidates
             --json             print what was measured as JSON
             --cpu              tune the CPU backend's convolutions, pooling and inner products instead: per shape and pass, Updraft's own algorithms against oneDNN
-            --threads T        with --cpu: the CPU backend's threads to tune for (default: the cores)
+            --threads T        with --cpu: the CPU backend's threads to tune for (default: UPDRAFT_CPU_THREADS, else the cores this process may use)
             --repeats R        with --cpu: timed calls per algorithm and shape, the best kept (default 3)
             """),
         discussion: """

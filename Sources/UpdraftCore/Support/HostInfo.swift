@@ -32,6 +32,26 @@ public struct HostInfo: Sendable {
         return max(1, min(online, allowed))
     }()
 
+    /// The environment variable that sets the CPU backend's default thread count.
+    public static let threadsVariable = "UPDRAFT_CPU_THREADS"
+
+    /// The CPU backend's default thread count: `UPDRAFT_CPU_THREADS` when it is a count from 1 to 1024,
+    /// else `usable` (with a warning when the variable is set to something else).
+    public static func cpuThreads(environment: [String: String], usable: Int) -> (threads: Int, warning: String?) {
+        guard let text = environment[threadsVariable], !text.isEmpty else { return (usable, nil) }
+        guard let n = Int(text.trimmingCharacters(in: .whitespaces)), (1...1024).contains(n) else {
+            return (usable, "\(threadsVariable)=\(text) is not a thread count (1 to 1024); using \(usable), the cores this process may use")
+        }
+        return (n, nil)
+    }
+
+    /// `cpuThreads` for this process (read once; a bad value is warned about once on stderr).
+    public static let defaultCPUThreads: Int = {
+        let (threads, warning) = cpuThreads(environment: ProcessInfo.processInfo.environment, usable: usableCores)
+        if let warning { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+        return threads
+    }()
+
     /// The number of CPUs in a Linux CPU list ("0-3,8,10-11" is 7), nil when it is not one.
     public static func countCPUList(_ text: String) -> Int? {
         var count = 0

@@ -60,9 +60,9 @@ public final class CPUBackend: Backend {
     /// oneDNN's pooling and inner-product primitives per shape and pass.
     let oneDNNOpPrimitives: OneDNNCache<OneDNNOpKey, OneDNNOp>
 
-    /// - Parameter threads: worker threads (default: the active processor count).
+    /// - Parameter threads: worker threads (default: `UPDRAFT_CPU_THREADS`, else the cores the process may use).
     public init(threads: Int? = nil) {
-        threadCount = max(1, threads ?? HostInfo.usableCores)
+        threadCount = max(1, threads ?? HostInfo.defaultCPUThreads)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
         oneDNNPrimitives = OneDNNCache(threads: threadCount) { key in
             var why = ""

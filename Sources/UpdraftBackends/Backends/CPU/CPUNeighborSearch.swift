@@ -57,7 +57,7 @@ public final class NeighborSearch: @unchecked Sendable {
         self.samples = samples
         self.dimension = dimension
         count = samples.count / dimension
-        self.threads = max(1, threads ?? HostInfo.usableCores)
+        self.threads = max(1, threads ?? HostInfo.defaultCPUThreads)
         norms = samples.withUnsafeBufferPointer { x in
             (0..<samples.count / dimension).map { s in
                 var n = 0.0
