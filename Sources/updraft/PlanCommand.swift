@@ -12,6 +12,8 @@ let planCommand = CLICommand(
         options: OptionSpec.table("""
             --compute-units U     devices the plan may use: cpuOnly, cpuAndGPU or all (default all, as in Core ML)
             --batch-size N        examples per batch (default: the model's miniBatchSize)
+            --examples N          plan the whole job: N examples a pass, set-up (contexts, program builds) included
+            --epochs N            with --examples: passes over them (default: the model's epochs, else 1)
             --device NAME|INDEX   run everything on one device: cpu, or an index or part of a name from `updraft devices`
             --json                print the plan as JSON
             --frozen-fp16         show what `train --frozen-fp16` would save: the frozen layers' activations as halves
@@ -51,6 +53,15 @@ let planCommand = CLICommand(
             return 0
         }
         let batchOption = try args.int("batch-size")
+        if let examples = try args.int("examples") {
+            guard examples >= 1 else { throw UsageError("--examples must be at least 1, got \(examples)") }
+            let modelEpochs = (try? NetworkGraph(model: model))?.updateParameters?.epochs.map { Int(clamping: $0.defaultValue) }
+            let epochs = try args.int("epochs") ?? modelEpochs ?? 1
+            guard epochs >= 1 else { throw UsageError("--epochs must be at least 1, got \(epochs)") }
+            config.job = Scheduler.Job(examples: examples, passes: epochs)
+        } else if try args.int("epochs") != nil {
+            throw UsageError("--epochs goes with --examples (the job it plans)")
+        }
         let ranks = try joinRanksIfLaunched()   // nil unless launched by mpirun
         let projected = try args.int("ranks")
         let linkGbps = try args.double("link-gbps")

@@ -7,8 +7,9 @@ import UpdraftCore
 /// version, calibration method), so a new driver or a new host backend is measured afresh. A file
 /// that cannot be read or decoded is ignored and rewritten on the next store.
 public struct CalibrationCache: Sendable {
-    /// Bumped when the calibration method changes, which invalidates every stored entry.
-    public static let formatVersion = 1
+    /// Bumped when the calibration method changes, which invalidates every stored entry
+    /// (2: devices' set-up costs, context and program builds, are measured).
+    public static let formatVersion = 2
     /// The calibration file's name in `directory`.
     public static let fileName = "calibration.json"
     /// Environment variable naming the cache folder; wins over `XDG_CACHE_HOME` and `~/.cache/updraft`.

@@ -43,10 +43,42 @@ public enum DeviceCalibration {
         let gflops = try measureFMA(ctx, program)
         let (bandwidth, transfer, transferLatency) = try measureMemory(ctx, program)
         let latency = try measureLaunchLatency(ctx, program)
+        let setup = try measureSetup(device)
         return DeviceProfile(name: info.name, kind: DeviceProfile.Kind(info.type), openCLIndex: info.index,
                              fmaGFLOPS: gflops, bandwidthGBps: bandwidth, launchLatencyMicroseconds: latency * 1e6,
                              memoryBytes: info.globalMemory, transferGBps: transfer,
-                             transferLatencyMicroseconds: transferLatency * 1e6, matrixEfficiency: openCLMatrixEfficiency, driverVersion: info.driverVersion)
+                             transferLatencyMicroseconds: transferLatency * 1e6, matrixEfficiency: openCLMatrixEfficiency,
+                             driverVersion: info.driverVersion, contextSeconds: setup.context,
+                             programBuildSeconds: setup.build, programLoadSeconds: setup.load)
+    }
+
+    /// What a job pays on the device before its first batch: a context and queue, and one of the
+    /// backend's programs (the activation kernels) made and launched once: built from source with an
+    /// option no earlier build used (so neither Updraft's binary cache nor the driver's own cache
+    /// holds it), then in a second context from the binary the first build left in a scratch cache.
+    static func measureSetup(_ device: OpenCLDevice) throws -> (context: Double, build: Double, load: Double) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-calibration-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = ProgramBinaryCache(directory: folder)
+        let nonce = "-DUPDRAFT_CALIBRATION=\(UInt64.random(in: 1...UInt64.max))"
+        func setUp() throws -> (context: Double, program: Double) {
+            var made: OpenCLContext?
+            let context = try wallSeconds { made = try OpenCLContext(device: device) }
+            guard let ctx = made else { throw UpdraftError(.device, "no context on \(device.info.name)") }
+            ctx.binaryCache = scratch
+            ctx.baseBuildOptions += " " + nonce
+            ctx.warn = { _ in }
+            let backend = OpenCLBackend(context: ctx, tuning: OpenCLTuning.forDevice(device.info))
+            let x = try backend.makeBuffer([Float](repeating: -1, count: 256)), y = try backend.makeBuffer(count: 256)
+            let program = try wallSeconds {
+                try backend.activationForward(.relu, input: x, output: y, count: 256)
+                try backend.synchronize()
+            }
+            return (context, program)
+        }
+        let cold = try setUp()
+        let warm = try setUp()
+        return (min(cold.context, warm.context), cold.program, min(warm.program, cold.program))
     }
 
     /// GFLOP/s of `calibrate_fma`: enough work-items to fill every compute unit, rounds grown by 4x.

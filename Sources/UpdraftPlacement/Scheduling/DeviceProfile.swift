@@ -47,17 +47,27 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
     public var matrixEfficiency: Double
     /// Driver (or host backend) version the measurement belongs to.
     public var driverVersion: String
+    /// Seconds to open a context and queue on the device (0 for the host).
+    public var contextSeconds: Double
+    /// Seconds to make one program from source with the driver's compiler, its first launch included
+    /// (0 for the host): what a job pays per program the first time.
+    public var programBuildSeconds: Double
+    /// Seconds to make the same program from the program binary cache, first launch included.
+    public var programLoadSeconds: Double
 
     /// A profile with the given measurements; `transferLatencyMicroseconds` defaults to the launch latency, `matrixEfficiency` to 1.
     public init(name: String, kind: Kind, openCLIndex: Int?, fmaGFLOPS: Double, bandwidthGBps: Double,
                 launchLatencyMicroseconds: Double, memoryBytes: UInt64, transferGBps: Double,
-                transferLatencyMicroseconds: Double? = nil, matrixEfficiency: Double = 1, driverVersion: String = "") {
+                transferLatencyMicroseconds: Double? = nil, matrixEfficiency: Double = 1, driverVersion: String = "",
+                contextSeconds: Double = 0, programBuildSeconds: Double = 0, programLoadSeconds: Double = 0) {
         self.name = name; self.kind = kind; self.openCLIndex = openCLIndex
         self.fmaGFLOPS = fmaGFLOPS; self.bandwidthGBps = bandwidthGBps
         self.launchLatencyMicroseconds = launchLatencyMicroseconds; self.memoryBytes = memoryBytes
         self.transferGBps = transferGBps
         self.transferLatencyMicroseconds = transferLatencyMicroseconds ?? launchLatencyMicroseconds
         self.matrixEfficiency = matrixEfficiency; self.driverVersion = driverVersion
+        self.contextSeconds = contextSeconds; self.programBuildSeconds = programBuildSeconds
+        self.programLoadSeconds = programLoadSeconds
     }
 
     /// The host CPU backend (tensors in host memory, no copies to reach it).
@@ -76,13 +86,16 @@ public struct DeviceProfile: Hashable, Codable, Sendable, CustomStringConvertibl
     public var description: String {
         "\(label): \(format(fmaGFLOPS)) GFLOP/s, \(format(bandwidthGBps)) GB/s, "
             + "\(format(launchLatencyMicroseconds)) µs launch, \(formatBytes(memoryBytes))"
-            + (isHost ? "" : ", \(format(transferGBps)) GB/s and \(format(transferLatencyMicroseconds)) µs per copy to/from host")
+            + (isHost ? "" : ", \(format(transferGBps)) GB/s and \(format(transferLatencyMicroseconds)) µs per copy to/from host"
+                + ", set-up \(format(contextSeconds * 1e3)) ms + per program \(format(programBuildSeconds * 1e3)) ms built, "
+                + "\(format(programLoadSeconds * 1e3)) ms cached")
     }
 
     /// Whether the numbers can be used: positive and finite.
     public var isUsable: Bool {
         [fmaGFLOPS, bandwidthGBps, transferGBps, matrixEfficiency].allSatisfy { $0.isFinite && $0 > 0 }
-            && [launchLatencyMicroseconds, transferLatencyMicroseconds].allSatisfy { $0.isFinite && $0 >= 0 }
+            && [launchLatencyMicroseconds, transferLatencyMicroseconds, contextSeconds, programBuildSeconds, programLoadSeconds]
+                .allSatisfy { $0.isFinite && $0 >= 0 }
     }
 
     private func format(_ v: Double) -> String { v >= 100 ? String(format: "%.0f", v) : String(format: "%.3g", v) }

@@ -49,6 +49,10 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
         public var totalMs: Double
         /// Whether the estimated memory fits on the device(s).
         public var fits: Bool
+        /// The devices' set-up (contexts and programs) before the first batch, in milliseconds.
+        public var setupMs: Double? = nil
+        /// The whole job, set-up included, in milliseconds; nil when the plan was made without a job.
+        public var jobMs: Double? = nil
         /// Whether prefix and tail run on different devices.
         public var isSplit: Bool { prefixDevice != tailDevice }
     }
@@ -77,6 +81,15 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
     /// Set when every mini-batch is split across several devices; the layers and transfers above
     /// then describe the single-device placement it was weighed against.
     public var dataParallel: DataParallelPlan? = nil
+    /// What each OpenCL device of the placement pays once before the first batch (empty on the host).
+    public var setup: [SetupEstimate]? = nil
+    /// The job the plan was made for (`Scheduler.Options.job`), if any.
+    public var job: Scheduler.Job? = nil
+    /// The whole job's estimate, set-up included, in milliseconds; nil without a job.
+    public var jobMs: Double? = nil
+
+    /// The set-up before the first batch, in milliseconds (0 on the host).
+    public var setupMs: Double { (setup ?? []).reduce(0) { $0 + $1.ms } }
 
     /// Whether prefix and tail run on different devices.
     public var isSplit: Bool { prefixDevice != tailDevice }
@@ -119,15 +132,29 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
         }
         s += "\nTotal per batch: \(Self.ms(totalMs)) ms (forward \(Self.ms(forward)), backward \(Self.ms(backward)), "
             + "transfers \(Self.ms(transferMs)))\n"
+        s += "Set-up before the first batch: " + setupText + "\n"
+        if let job, let jobMs { s += "Whole job (\(job)): \(Self.ms(jobMs)) ms, set-up included\n" }
         if candidates.count > 1 {
             s += "\nPlacements weighed:\n"
-            var c = [["prefix", "tail", "ms per batch", "memory"]]
-            for x in candidates { c.append([x.prefixDevice, x.tailDevice, Self.ms(x.totalMs), x.fits ? "fits" : "too big"]) }
-            s += formatTable(c, rightAligned: [2])
+            var c = [["prefix", "tail", "ms per batch", "set-up ms"] + (jobMs == nil ? [] : ["job ms"]) + ["memory"]]
+            for x in candidates {
+                c.append([x.prefixDevice, x.tailDevice, Self.ms(x.totalMs), Self.ms(x.setupMs ?? 0)]
+                         + (jobMs == nil ? [] : [x.jobMs.map(Self.ms) ?? "-"]) + [x.fits ? "fits" : "too big"])
+            }
+            s += formatTable(c, rightAligned: jobMs == nil ? [2, 3] : [2, 3, 4])
         }
         s += "\nDevices:\n"
         for d in devices { s += "  \(d)\n" }
         return s
+    }
+
+    /// "none (the host CPU)" or, per OpenCL device, its milliseconds and programs built and cached.
+    var setupText: String {
+        guard let setup, !setup.isEmpty else { return "none (the host CPU)" }
+        return setup.map {
+            "\($0.device) \(Self.ms($0.ms)) ms (context, \($0.programs) programs: \($0.programs - $0.cachedPrograms) to build, "
+                + "\($0.cachedPrograms) from the program cache)"
+        }.joined(separator: "; ")
     }
 
     /// The plan as a JSON object (what `json()` prints), for callers that add keys of their own.
@@ -135,6 +162,7 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
         var object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(self)) as? [String: Any] ?? [:]
         object["isSplit"] = isSplit
         object["transferMs"] = transferMs
+        object["setupMs"] = setupMs
         return object
     }
 

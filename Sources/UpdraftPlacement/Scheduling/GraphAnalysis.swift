@@ -130,3 +130,18 @@ package struct GraphAnalysis {
         self.tailMemory = tailMemory
     }
 }
+
+extension GraphAnalysis {
+    /// The programs a device running the layers of `segments` makes (an estimate for the set-up
+    /// cost): one per op family a layer runs forward, one more per family that runs backward, the
+    /// loss and the optimizer's step with the tail of a training graph, and the input's staging.
+    func programCount(_ segments: Set<ExecutionPlan.Segment>) -> Int {
+        var forward = Set<String>(), backward = Set<String>()
+        for (i, layer) in layers.enumerated() where segments.contains(inPrefix[i] ? .prefix : .tail) {
+            if !fusedIntoConvolution[i] { forward.insert(layer.op.name) }
+            if runsBackward[i] { backward.insert(layer.op.name) }
+        }
+        let training = loss != nil && segments.contains(.tail) ? 2 : 0
+        return forward.count + backward.count + training + 1
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftBackends
 import UpdraftModel
 
 /// The whole path a command takes to run a graph on this machine, in one call: list the devices,
@@ -35,15 +36,52 @@ extension Scheduler {
                              deviceOption: String? = nil,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              cache: CalibrationCache? = nil,
-                             dataParallel: DataParallelMode? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
+                             dataParallel: DataParallelMode? = nil, job: Job? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
         let mode = try DataParallelMode.resolve(option: dataParallel?.rawValue, environment: environment)
         let request = DevicePin.request(option: deviceOption, environment: environment)
-        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
+        let calibration = cache ?? CalibrationCache(environment: environment)
+        var options = Scheduler.Options(dataParallel: mode)
+        options.job = job
+        let programs = ProgramBinaryCache.standard(environment: environment)
+        var openCL = computeUnits.usesOpenCL || request != nil
+        var hostOnly: String? = nil
+        if openCL, request == nil, let job {
+            // A job the CPU finishes before any OpenCL device could start never loads a driver.
+            let host = DeviceInventory.discover(includeOpenCL: false)
+            let hostPlan = try host.plan(graph: graph, batchSize: batchSize, computeUnits: .cpuOnly, pin: nil, cache: calibration,
+                                         options: options).plan
+            let start = openCLStartSeconds(graph: graph, batchSize: batchSize, calibration: calibration, programs: programs)
+            if let jobMs = hostPlan.jobMs, jobMs * 1e-3 < start.seconds {
+                openCL = false
+                hostOnly = "OpenCL left closed: the whole job (\(job)) takes about \(ExecutionPlan.ms(jobMs)) ms on the CPU, "
+                    + "less than the \(ExecutionPlan.ms(start.seconds * 1e3)) ms \(start.source)"
+            }
+        }
+        let inventory = DeviceInventory.discover(includeOpenCL: openCL)
         let pin = try inventory.resolvePin(request)
-        return try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
-                                  pinSource: request?.source,
-                                  cache: cache ?? CalibrationCache(environment: environment),
-                                  options: Scheduler.Options(dataParallel: mode))
+        if let programs {
+            for d in inventory.openCL {
+                options.cachedPrograms["opencl:\(d.info.index)"] = programs.entries(forDevice: d.info.name, driverVersion: d.info.driverVersion)
+            }
+        }
+        var placed = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
+                                        pinSource: request?.source, cache: calibration, options: options)
+        if let hostOnly { placed.plan.notes.insert(hostOnly, at: 0) }
+        return placed
+    }
+
+    /// The least an OpenCL device of this machine needs before its first batch of `graph`: the
+    /// cheapest calibrated device's context and programs, all from the binary cache (a lower bound),
+    /// or `defaultOpenCLStartSeconds` when no device was calibrated yet. With where the figure came from.
+    static func openCLStartSeconds(graph: NetworkGraph, batchSize: Int, calibration: CalibrationCache,
+                                   programs: ProgramBinaryCache?) -> (seconds: Double, source: String) {
+        let stored = calibration.load().filter { $0.key.hasPrefix("opencl|") }.map(\.value)
+        guard !stored.isEmpty, let analysis = try? GraphAnalysis(graph: graph, batch: batchSize) else {
+            return (defaultOpenCLStartSeconds, "an OpenCL device needs at least to start (a driver, a context, its programs)")
+        }
+        let count = analysis.programCount([.prefix, .tail])
+        let cheapest = stored.map { $0.setupSeconds(programs: count, cached: programs == nil ? 0 : count) }.min() ?? defaultOpenCLStartSeconds
+        return (cheapest, "the fastest calibrated OpenCL device needs to start (its context and \(count) programs\(programs == nil ? "" : " from the program cache"))")
     }
 
     /// Plans `graph` at `batchSize` for this machine (`place`) and opens the backends.
@@ -54,10 +92,10 @@ extension Scheduler {
     public static func schedule(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
                                 deviceOption: String? = nil,
                                 environment: [String: String] = ProcessInfo.processInfo.environment,
-                                cache: CalibrationCache? = nil, dataParallel: String? = nil) throws -> MachineSchedule {
+                                cache: CalibrationCache? = nil, dataParallel: String? = nil, job: Job? = nil) throws -> MachineSchedule {
         let mode = try dataParallel.map(DataParallelMode.init(parsing:))
         let (plan, warnings) = try place(graph: graph, batchSize: batchSize, computeUnits: computeUnits, deviceOption: deviceOption,
-                                         environment: environment, cache: cache, dataParallel: mode)
+                                         environment: environment, cache: cache, dataParallel: mode, job: job)
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }

@@ -20,6 +20,12 @@ public enum Scheduler {
         /// Whether each mini-batch may be split across devices (`auto`: when it pays by
         /// `minimumSplitGain`, like a prefix/tail split).
         public var dataParallel: DataParallelMode = .auto
+        /// The whole job (examples and passes): placements are then ranked by set-up plus every
+        /// batch, not by one batch. nil: by one batch, set-up left out (a long run).
+        public var job: Job? = nil
+        /// Program binaries the cache holds per device (`DeviceProfile.identifier`); a device not
+        /// named has none cached.
+        public var cachedPrograms: [String: Int] = [:]
         /// Options with the given thresholds; defaults: a 10 % gain to split, 90 % of memory, data parallelism `.auto`.
         public init(minimumSplitGain: Double = 0.1, memoryHeadroom: Double = 0.9, dataParallel: DataParallelMode = .auto) {
             self.minimumSplitGain = minimumSplitGain; self.memoryHeadroom = memoryHeadroom; self.dataParallel = dataParallel
@@ -50,9 +56,10 @@ public enum Scheduler {
                 evaluated.append(evaluate(analysis, prefix: prefix, tail: tail, options: options))
             } }
         }
-        // Fitting first, then fastest; ties keep the given order (single-device placements first).
+        // Fitting first, then fastest (for the whole job when there is one); ties keep the given
+        // order (single-device placements first, the host first among them).
         let ranked = evaluated.enumerated().sorted {
-            ($0.element.fits ? 0 : 1, $0.element.totalSeconds, $0.offset) < ($1.element.fits ? 0 : 1, $1.element.totalSeconds, $1.offset)
+            ($0.element.fits ? 0 : 1, $0.element.rankSeconds, $0.offset) < ($1.element.fits ? 0 : 1, $1.element.rankSeconds, $1.offset)
         }.map(\.element)
 
         var notes: [String] = []
@@ -63,7 +70,7 @@ public enum Scheduler {
             // A split is taken when only it fits, or when it is clearly faster.
             let onlyItFits = split.fits && !chosen.fits
             let clearlyFaster = split.fits == chosen.fits
-                && split.totalSeconds < chosen.totalSeconds * (1 - options.minimumSplitGain)
+                && split.rankSeconds < chosen.rankSeconds * (1 - options.minimumSplitGain)
             if onlyItFits || clearlyFaster { chosen = split }
         }
         if !chosen.fits {
@@ -76,6 +83,10 @@ public enum Scheduler {
         if let cached = chosen.cachedSeconds {
             notes.append("with the feature cache (on by default) the prefix runs in the first epoch only; "
                          + "later batches take about \(ExecutionPlan.ms(cached * 1e3)) ms")
+        }
+        if let job = options.job, let jobSeconds = chosen.jobSeconds {
+            let setup = chosen.setupSeconds > 0 ? ", set-up \(ExecutionPlan.ms(chosen.setupSeconds * 1e3)) ms of it" : ""
+            notes.append("planned for the whole job (\(job)): about \(ExecutionPlan.ms(jobSeconds * 1e3)) ms\(setup)")
         }
         let running = Set(analysis.layers.map(\.name))
         let skipped = graph.layers.map(\.name).filter { !running.contains($0) }
@@ -90,9 +101,13 @@ public enum Scheduler {
             cachedTotalMs: chosen.cachedSeconds.map { $0 * 1e3 },
             candidates: ranked.map {
                 ExecutionPlan.Candidate(prefixDevice: $0.prefix.identifier, tailDevice: $0.tail.identifier,
-                                        totalMs: $0.totalSeconds * 1e3, fits: $0.fits)
+                                        totalMs: $0.totalSeconds * 1e3, fits: $0.fits, setupMs: $0.setupSeconds * 1e3,
+                                        jobMs: $0.jobSeconds.map { $0 * 1e3 })
             },
             notes: notes)
+        plan.setup = chosen.setup
+        plan.job = options.job
+        plan.jobMs = chosen.jobSeconds.map { $0 * 1e3 }
         try considerDataParallel(&plan, graph: graph, devices: allowed, options: options)
         return plan
     }
@@ -109,7 +124,14 @@ public enum Scheduler {
         var cachedSeconds: Double?
         var memoryBytes: UInt64
         var fits: Bool
+        /// Each device's set-up (context and programs) for its part.
+        var setup: [SetupEstimate] = []
+        /// Every batch of the job plus the set-up; nil without a job.
+        var jobSeconds: Double? = nil
         var isSplit: Bool { prefix != tail }
+        var setupSeconds: Double { setup.reduce(0) { $0 + $1.ms } * 1e-3 }
+        /// What placements are ranked by: the whole job when there is one, else one batch.
+        var rankSeconds: Double { jobSeconds ?? totalSeconds }
     }
 
     static func evaluate(_ a: GraphAnalysis, prefix: DeviceProfile, tail: DeviceProfile, options: Options) -> Evaluation {
@@ -171,8 +193,26 @@ public enum Scheduler {
         let fits = prefix == tail
             ? fitsIn(prefix, a.prefixMemory + a.tailMemory, options)
             : fitsIn(prefix, a.prefixMemory, options) && fitsIn(tail, tailMemory, options)
-        return Evaluation(prefix: prefix, tail: tail, steps: steps, transfers: all, totalSeconds: total,
-                          cachedSeconds: cached, memoryBytes: memory, fits: fits)
+        var evaluation = Evaluation(prefix: prefix, tail: tail, steps: steps, transfers: all, totalSeconds: total,
+                                    cachedSeconds: cached, memoryBytes: memory, fits: fits)
+        // Set-up: each device makes the programs of the layers it runs (both parts when it runs both).
+        typealias Part = (device: DeviceProfile, segments: Set<ExecutionPlan.Segment>)
+        let both: Set<ExecutionPlan.Segment> = [.prefix, .tail], prefixOnly: Set<ExecutionPlan.Segment> = [.prefix]
+        let tailOnly: Set<ExecutionPlan.Segment> = [.tail]
+        let parts: [Part] = prefix == tail ? [(prefix, both)] : [(prefix, prefixOnly), (tail, tailOnly)]
+        evaluation.setup = parts.compactMap { device, segments in
+            guard !device.isHost else { return nil }
+            let programs = a.programCount(segments)
+            let cachedPrograms = min(programs, options.cachedPrograms[device.identifier] ?? 0)
+            return SetupEstimate(device: device.identifier, programs: programs, cachedPrograms: cachedPrograms,
+                                 ms: device.setupSeconds(programs: programs, cached: cachedPrograms) * 1e3)
+        }
+        if let job = options.job {
+            let batches = Double(job.batchesPerPass(batchSize: a.batch))
+            let later = Double(job.passes - 1) * batches * (cached ?? total)
+            evaluation.jobSeconds = evaluation.setupSeconds + batches * total + later
+        }
+        return evaluation
     }
 
     static func fitsIn(_ d: DeviceProfile, _ bytes: UInt64, _ options: Options) -> Bool {

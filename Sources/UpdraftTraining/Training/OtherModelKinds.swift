@@ -42,8 +42,10 @@ enum KNearestNeighborsModelKind: UpdatableModelKind {
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try throwFirstError(validate(model, forUpdate: false), doing: "run")
+        let work = model.kNearestNeighbors.flatMap { NearestNeighborsDevice.work($0, queries: configuration.job?.examples) }
         return try NearestNeighborsPredictor(model: model, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
-                                             device: NearestNeighborsDevice.choose(configuration, environment: environment, warn: warn), warn: warn)
+                                             device: NearestNeighborsDevice.choose(configuration, environment: environment, work: work, warn: warn),
+                                             warn: warn)
     }
 }
 

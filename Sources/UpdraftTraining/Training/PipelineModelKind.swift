@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
+import UpdraftPlacement
 
 /// The pipeline kind (Model fields 200, 201, 202): its models read as their own kinds; checked as
 /// Core ML checks a pipeline (`PipelineValidator`) and each model by its kind; shown with each
@@ -72,7 +73,10 @@ enum PipelineModelKind: UpdatableModelKind {
             return try PipelineNetworkSession(training: TrainingSession(task: task, run: run), index: last.index)
         }
         if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
-        let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: run.configuration,
+        // The extractor runs once over the examples; an update searches nothing.
+        var configuration = run.configuration
+        configuration.job = Scheduler.Job(examples: task.trainingData.count)
+        let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: configuration, searches: false,
                                                               batchSize: run.parameters.miniBatchSize, batchSource: "the batch size",
                                                               environment: ProcessInfo.processInfo.environment, warn: { task.warn($0) })
         let source = PipelineEmbeddingSource(extractor: extractor, data: task.trainingData,

@@ -14,7 +14,9 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
     let feature: String
     let nearestNeighbors: NearestNeighborsPredictor
 
-    init(pipeline model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
+    /// - Parameter searches: false when only the extractor's vectors are wanted (an update appends
+    ///   them): the search stays on the host and no device is opened for it.
+    init(pipeline model: CoreMLModel, configuration: UpdateConfiguration, searches: Bool = true, batchSize: Int, batchSource: String,
          environment: [String: String], warn: @escaping (String) -> Void) throws {
         let models = try model.pipelineModels()
         guard let last = models.last, case let .kNearestNeighbors(knn) = last.spec.body else {
@@ -24,8 +26,11 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
             throw UpdraftError(.invalidModel, "the pipeline's k-NN declares no input feature", hint: "`updraft inspect` lists the problems")
         }
         feature = input.name
+        let device = searches ? try NearestNeighborsDevice.choose(configuration, environment: environment,
+                                                                  work: NearestNeighborsDevice.work(knn, queries: configuration.job?.examples),
+                                                                  warn: warn) : nil
         nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
-                                                         device: NearestNeighborsDevice.choose(configuration, environment: environment, warn: warn), warn: warn)
+                                                         device: device, warn: warn)
         if models.count > 1 {
             let joined = try model.pipelineNetwork(through: models.count - 2, output: feature)
             let e = try NeuralNetworkPredictor(model: joined, configuration: configuration, batchSize: batchSize, batchSource: batchSource,

@@ -96,6 +96,10 @@ public struct ResolvedRun {
         let parameters = try configuration.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
             ?? TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters, overrides: overrides)
         var config = configuration
+        // A training job makes as many passes as it has epochs; under mpirun each rank takes its share.
+        config.job = configuration.job.map {
+            Scheduler.Job(examples: $0.examples / max(1, configuration.distributed?.size ?? 1), passes: parameters.epochs)
+        }
         var schedule: MachineSchedule?
         let (placement, rankDevice) = try place(
             graph: graph, batchSize: parameters.miniBatchSize,

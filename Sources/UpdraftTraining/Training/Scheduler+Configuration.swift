@@ -13,7 +13,7 @@ extension Scheduler {
                              cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
         try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
                   deviceOption: configuration.deviceOption ?? configuration.preferredDevice?.optionText,
-                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode)
+                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode, job: configuration.job)
     }
 
     /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, device

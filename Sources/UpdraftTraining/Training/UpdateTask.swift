@@ -97,6 +97,11 @@ public struct UpdateConfiguration {
     /// Whether the scheduler may split mini-batches across devices (as `--data-parallel`; the
     /// `UPDRAFT_DATA_PARALLEL` environment variable, else `.auto`, when nil).
     public var dataParallelMode: DataParallelMode? = nil
+    /// The work the scheduler places: the examples of one pass (training takes its passes from the
+    /// epochs). With it, placements are weighed set-up included (a device's context and program
+    /// builds against every batch), so a job of a few examples stays on the CPU. `UpdateTask` sets it
+    /// from its training data, the predictors from the examples they are given; nil: weighed per batch.
+    public var job: Scheduler.Job? = nil
     /// Expert override: the backends for the frozen prefix and the trainable tail (for example
     /// `ReferenceBackend()` to train on the Double reference). Nil: scheduled from `computeUnits`.
     /// Ignored when `dataParallel` is set.
@@ -404,6 +409,8 @@ public final class UpdateTask: @unchecked Sendable {
 
     /// The task's configuration resolved as it starts, with the scheduler's warnings passed on.
     private func resolve() throws -> ResolvedRun {
+        var configuration = configuration
+        if configuration.job == nil { configuration.job = Scheduler.Job(examples: trainingData.count) }
         let run = try ModelKinds.resolve(model: originalModel, configuration: configuration)
         run.warnings.forEach { warn($0) }
         return run

@@ -15,6 +15,16 @@ public final class OpenCLContext {
     private let programsLock = NSLock()
     /// Options passed to every program build, before the defines.
     public var baseBuildOptions = "-cl-std=CL1.2"
+    /// Where built programs are kept between processes (`ProgramBinaryCache.standard()` unless set;
+    /// nil: every program is built from source). Set it before the first program is asked for.
+    public var binaryCache: ProgramBinaryCache? = ProgramBinaryCache.standard()
+    /// Where the context's one-line warnings go (a cached binary that could not be used or stored):
+    /// standard error unless set.
+    public var warn: @Sendable (String) -> Void = { FileHandleStandardError.write("warning: \($0)\n") }
+    /// How this context's programs came to be, and what that cost (read it for set-up times).
+    public var programStatistics: ProgramStatistics { programsLock.lock(); defer { programsLock.unlock() }; return statistics }
+    private var statistics = ProgramStatistics()
+    private var warnedStoring = false
 
     private struct ProgramKey: Hashable { var source: String; var defines: [String] }
 
@@ -68,9 +78,48 @@ public final class OpenCLContext {
         programsLock.lock(); defer { programsLock.unlock() }
         if let p = programs[key] { return p }
         let expanded = try Self.resolveIncludes(source, file: name)
-        let p = try OpenCLProgram(context: self, source: expanded, name: name,
-                                  options: ([baseBuildOptions] + defineList).joined(separator: " "))
+        let options = ([baseBuildOptions] + defineList).joined(separator: " ")
+        let start = DispatchTime.now().uptimeNanoseconds
+        let p = try loadOrBuild(expanded, name: name, options: options)
+        statistics.seconds += Double(DispatchTime.now().uptimeNanoseconds &- start) * 1e-9
         programs[key] = p
+        return p
+    }
+
+    /// The program from the binary cache when it holds a usable one, else built from source (and
+    /// its binary stored). A cached binary the driver refuses is removed with one warning.
+    private func loadOrBuild(_ source: String, name: String, options: String) throws -> OpenCLProgram {
+        guard let cache = binaryCache else {
+            statistics.builtFromSource += 1
+            return try OpenCLProgram(context: self, source: source, name: name, options: options)
+        }
+        let cacheKey = ProgramBinaryCache.Key(device: device.info, source: source, options: options)
+        switch cache.load(cacheKey) {
+        case let .hit(binary):
+            do {
+                let p = try OpenCLProgram(context: self, binary: binary, name: name, options: options)
+                statistics.loadedFromBinary += 1
+                return p
+            } catch {
+                cache.remove(cacheKey)
+                statistics.rejectedBinaries += 1
+                warn("the cached binary of \(name) for \(device.info.name) was refused (\(firstLine(of: error))); "
+                     + "rebuilt from source and cached again")
+            }
+        case let .corrupt(reason):
+            statistics.rejectedBinaries += 1
+            warn("the cached binary of \(name) for \(device.info.name) was unusable (\(reason)); rebuilt from source and cached again")
+        case .miss:
+            break
+        }
+        let p = try OpenCLProgram(context: self, source: source, name: name, options: options)
+        statistics.builtFromSource += 1
+        if let binary = p.binary() {
+            do { try cache.store(binary, for: cacheKey) } catch where !warnedStoring {
+                warnedStoring = true
+                warn("built programs are not cached: \(firstLine(of: error))")
+            } catch {}
+        }
         return p
     }
 
@@ -181,6 +230,21 @@ public final class OpenCLContext {
     public func finish() throws { try clCheck(clFinish(queue), "clFinish") }
     /// Submits queued commands without waiting.
     public func flush() throws { try clCheck(clFlush(queue), "clFlush") }
+}
+
+/// How a context's programs came to be: built from source, loaded from the binary cache, or
+/// rebuilt because a cached binary could not be used; and the seconds all of it took.
+public struct ProgramStatistics: Hashable, Sendable {
+    /// Programs compiled from OpenCL C source.
+    public var builtFromSource = 0
+    /// Programs loaded from `ProgramBinaryCache`.
+    public var loadedFromBinary = 0
+    /// Cached binaries that were corrupt or refused by the driver (each then built from source).
+    public var rejectedBinaries = 0
+    /// Wall seconds spent making programs (loading, building, caching).
+    public var seconds = 0.0
+    /// Programs made, whichever way.
+    public var programs: Int { builtFromSource + loadedFromBinary }
 }
 
 /// Host memory a non-blocking read writes into: freed only after the read has finished.

@@ -27,16 +27,55 @@ public final class OpenCLProgram {
         guard let prog = created, status == CL_SUCCESS else {
             throw OpenCLError(status, "clCreateProgramWithSource", "loading \(name)")
         }
-        var device: cl_device_id? = context.device.id
-        let buildStatus = clBuildProgram(prog, 1, &device, options, nil, nil)
-        if buildStatus != CL_SUCCESS {
-            let log = Self.buildLog(prog, device: context.device.id)
-            clReleaseProgram(prog)
-            throw OpenCLError(buildStatus, "clBuildProgram", "building \(name) with \(options) for \(context.device.info.name)",
-                              buildLog: log)
-        }
+        try Self.build(prog, context: context, options: options, what: "building \(name)")
         // Assigned only once built: a throwing init that had set every property would run deinit.
         program = prog
+    }
+
+    /// A program from a binary this driver produced earlier (`binary`), built with the same options.
+    /// Throws when the driver refuses the binary (another driver, a corrupt file): build from source then.
+    init(context: OpenCLContext, binary: [UInt8], name: String, options: String) throws {
+        self.context = context
+        self.name = name
+        self.options = options
+        var status: cl_int = 0, binaryStatus: cl_int = 0
+        var device: cl_device_id? = context.device.id
+        var length = binary.count
+        let created: cl_program? = binary.withUnsafeBufferPointer { bytes in
+            var pointer: UnsafePointer<UInt8>? = bytes.baseAddress
+            return clCreateProgramWithBinary(context.context, 1, &device, &length, &pointer, &binaryStatus, &status)
+        }
+        guard let prog = created, status == CL_SUCCESS, binaryStatus == CL_SUCCESS else {
+            if let created { clReleaseProgram(created) }
+            throw OpenCLError(status != CL_SUCCESS ? status : binaryStatus, "clCreateProgramWithBinary", "loading the cached binary of \(name)")
+        }
+        try Self.build(prog, context: context, options: options, what: "building \(name) from its cached binary")
+        program = prog
+    }
+
+    /// `clBuildProgram` for the context's device; on failure releases `program` and throws with the compiler's log.
+    private static func build(_ program: cl_program, context: OpenCLContext, options: String, what: String) throws {
+        var device: cl_device_id? = context.device.id
+        let buildStatus = clBuildProgram(program, 1, &device, options, nil, nil)
+        if buildStatus != CL_SUCCESS {
+            let log = Self.buildLog(program, device: context.device.id)
+            clReleaseProgram(program)
+            throw OpenCLError(buildStatus, "clBuildProgram", "\(what) with \(options) for \(context.device.info.name)", buildLog: log)
+        }
+    }
+
+    /// The built program's binary for its device (`CL_PROGRAM_BINARIES`), or nil when the driver gives none.
+    func binary() -> [UInt8]? {
+        var size = 0
+        guard clGetProgramInfo(program, cl_program_info(CL_PROGRAM_BINARY_SIZES), MemoryLayout<Int>.size, &size, nil) == CL_SUCCESS,
+              size > 0 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: size)
+        let status: cl_int = bytes.withUnsafeMutableBufferPointer { buffer in
+            var pointer: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+            return clGetProgramInfo(program, cl_program_info(CL_PROGRAM_BINARIES), MemoryLayout<UnsafeMutablePointer<UInt8>?>.size,
+                                    &pointer, nil)
+        }
+        return status == CL_SUCCESS ? bytes : nil
     }
 
     deinit {
