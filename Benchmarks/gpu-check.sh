@@ -12,7 +12,8 @@
 # the device's measured peak, both GEMM engines side by side; 5. training epochs on the GPU, with and
 # without the feature cache, side by side with PyTorch on CUDA (TF32 off); 6. the same on the host's
 # CPU cores against PyTorch on them; 7. exact k-NN search with the GPU doing each batch's products,
-# beside faiss and scikit-learn, and a k-NN appended through SqueezeNet beside PyTorch; 8. $OUT/summary.json.
+# beside faiss and scikit-learn, and a k-NN appended through SqueezeNet beside PyTorch; 8. first use (`updraft-bench
+# firstuse`: cold and warm processes, default compute units against cpuOnly); 9. $OUT/summary.json.
 # Each step's output goes to $OUT; a failing step does not stop the next. Planned to fit in 8 minutes
 # (GPU_CHECK_IMAGES=1024 shortens step 5 if a run comes close).
 set -uo pipefail
@@ -40,11 +41,13 @@ step gradcheck  50 updraft gradcheck --quick
 mkdir -p "$out/no-opencl"
 OCL_ICD_VENDORS="$out/no-opencl" UPDRAFT_CPU_LEVEL=avx512 step cpu-avx512 20 updraft gradcheck
 OCL_ICD_VENDORS="$out/no-opencl" UPDRAFT_CPU_LEVEL=baseline step cpu-baseline 20 updraft gradcheck
-step tune      110 updraft tune --quick --budget 80 --json
-step kernels   110 updraft-bench kernels --json
+step tune      100 updraft tune --quick --budget 70 --json
+step kernels   100 updraft-bench kernels --json
 step epochs    120 updraft-bench epochs --compute-units cpuAndGPU --images "$images" --epochs 3 --compare-pytorch --json
 step epochs-cpu 60 updraft-bench epochs --compute-units cpuOnly --images 256 --epochs 2 --compare-pytorch --json
 step knn        60 updraft-bench knn --sizes 100000x128,100000x1000 --batches 1,256 --repeat 2 --device "${GPU_CHECK_OPENCL_DEVICE:-0}" --append 512 --compute-units all --compare --json
+# A newcomer's first runs: fresh processes, empty caches then warm, default compute units against cpuOnly.
+step firstuse   40 updraft-bench firstuse --data "$PWD/Tests/Data/digits/train" --json
 echo "total $((SECONDS - started))" >> "$out/step-seconds.txt"
 python3 "$here/gpu_check_summary.py" "$out" > "$out/summary.json" || { echo "summary failed" >&2; status=1; }
 cat "$out/summary.json" >&2

@@ -13,6 +13,7 @@ let commands: [CLICommand] = [
     knnCommand,
     tasksCommand,
     soakCommand,
+    firstUseCommand,
 ]
 
 exit(runCommandLine(program: "updraft-bench",

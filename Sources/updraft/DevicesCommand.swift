@@ -42,6 +42,10 @@ let devicesCommand = CLICommand(CommandSpec(
         root["calibration"] = scheduling.profiles.map(profileJSON)
         root["scheduling"] = scheduling.json
         root["warnings"] = (CPUVectorLevel.warning.map { [$0] } ?? []) + scheduling.warnings
+        let programs = ProgramBinaryCache.standard()
+        let usage = programs?.usage ?? (0, 0)
+        root["programCache"] = ["enabled": programs != nil, "entries": usage.entries, "bytes": usage.bytes,
+                                "folder": programs?.directory.path ?? ""] as [String: Any]
         let data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
         print(String(decoding: data, as: UTF8.self))
         return 0
@@ -71,6 +75,8 @@ let devicesCommand = CLICommand(CommandSpec(
     }
     print("OpenCL devices:")
     print(formatTable(rows, rightAligned: [0, 4, 5, 6, 7, 8]), terminator: "")
+    let programs = ProgramBinaryCache.standard()
+    print(programCacheLine(programs ?? ProgramBinaryCache(directory: CacheDirectory.url(environment: [:])), enabled: programs != nil))
     print(scheduling.text, terminator: "")
     return 0
 }
@@ -102,13 +108,14 @@ func schedulingSummary(host: HostInfo, devices: [OpenCLDevice], problem: String?
     } catch {
         summary.warnings.append("calibration failed: \(error)")
     }
-    var rows = [["device", "GFLOP/s", "GB/s", "launch µs", "transfer GB/s", "copy µs"]]
+    var rows = [["device", "GFLOP/s", "GB/s", "launch µs", "transfer GB/s", "copy µs", "context ms", "program built ms", "cached ms"]]
     for p in summary.profiles {
         rows.append([p.identifier + " " + p.name, number(p.fmaGFLOPS), number(p.bandwidthGBps),
                      number(p.launchLatencyMicroseconds), p.isHost ? "-" : number(p.transferGBps),
-                     p.isHost ? "-" : number(p.transferLatencyMicroseconds)])
+                     p.isHost ? "-" : number(p.transferLatencyMicroseconds)]
+                    + (p.isHost ? ["-", "-", "-"] : [p.contextSeconds, p.programBuildSeconds, p.programLoadSeconds].map { number($0 * 1e3) }))
     }
-    text += formatTable(rows, rightAligned: [1, 2, 3, 4, 5])
+    text += formatTable(rows, rightAligned: [1, 2, 3, 4, 5, 6, 7, 8])
     for w in summary.warnings { text += "warning: \(w)\n" }
 
     var choices: [[String: Any]] = []
@@ -154,7 +161,8 @@ private func profileJSON(_ p: DeviceProfile) -> [String: Any] {
                             "bandwidthGBps": p.bandwidthGBps, "launchLatencyMicroseconds": p.launchLatencyMicroseconds,
                             "memoryBytes": p.memoryBytes, "transferGBps": p.transferGBps,
                             "transferLatencyMicroseconds": p.transferLatencyMicroseconds,
-                            "matrixEfficiency": p.matrixEfficiency]
+                            "matrixEfficiency": p.matrixEfficiency, "contextSeconds": p.contextSeconds,
+                            "programBuildSeconds": p.programBuildSeconds, "programLoadSeconds": p.programLoadSeconds]
     if let i = p.openCLIndex { d["index"] = i }
     return d
 }

@@ -50,7 +50,8 @@ let predictCommand = CLICommand(CommandSpec(
             let ranked = probabilities.data.enumerated().sorted { $0.element > $1.element }.prefix(max(1, top))
             let neighbors = try predictor.neighbors(input, position: name)
             if args.flag("json") {
-                var obj: [String: Any] = [key: name, "top": ranked.map { ["label": labels[$0.offset], "probability": Double($0.element)] }]
+                var obj: [String: Any] = [key: name, "top": ranked.map { ["label": labels[$0.offset], "probability": Double($0.element)] },
+                                          "device": predictor.deviceName]
                 if let neighbors {
                     obj["neighbors"] = neighbors.map { ["sample": $0.sample, "label": $0.label, "distance": $0.distance] as [String: Any] }
                 }

@@ -5,6 +5,7 @@ import UpdraftCommandLine
 // The `updraft` command: one subcommand per file in this folder, listed here.
 let commands: [CLICommand] = [
     devicesCommand,
+    cacheCommand,
     planCommand,
     gradcheckCommand,
     createCommand,
