@@ -43,7 +43,7 @@ let devicesCommand = CLICommand(CommandSpec(
         root["scheduling"] = scheduling.json
         root["warnings"] = (CPUVectorLevel.warning.map { [$0] } ?? []) + scheduling.warnings
         let programs = ProgramBinaryCache.standard()
-        let usage = programs?.usage ?? (0, 0)
+        let usage = programs?.usage ?? (entries: 0, bytes: 0)
         root["programCache"] = ["enabled": programs != nil, "entries": usage.entries, "bytes": usage.bytes,
                                 "folder": programs?.directory.path ?? ""] as [String: Any]
         let data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
