@@ -80,6 +80,9 @@ let trainCommand = CLICommand(CommandSpec(
     config.resumeFrom = resume?.checkpoint
     config.distributed = ranks
     if args.flag("no-fallback") { config.fallbacks = [] }
+    // The job placed: a folder of class folders is counted without reading an image, so a run of a few
+    // examples is weighed with the set-up a device would cost (other data: placed per batch).
+    config.job = countedExamples(trainPath).map { Scheduler.Job(examples: $0) }
     // The library checks the parameters and chooses the devices now, so a bad value fails before
     // any data is loaded; the task trains this run as resolved.
     var run = try ModelKinds.resolve(model: model, configuration: config)
@@ -234,3 +237,21 @@ let trainCommand = CLICommand(CommandSpec(
 }
 
 func batchesPerEpoch(_ count: Int, _ batch: Int, short: Bool) -> Int { count / max(1, batch) + (count % max(1, batch) == 0 ? 0 : 1) }
+
+/// The files in the class folders of an image folder `path` (what the scheduler's job counts before
+/// any image is read), or nil when `path` is not a folder of folders.
+func countedExamples(_ path: String) -> Int? {
+    let fm = FileManager.default
+    var isFolder: ObjCBool = false
+    guard fm.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue,
+          let classes = try? fm.contentsOfDirectory(atPath: path) else { return nil }
+    var count = 0, folders = 0
+    for c in classes where !c.hasPrefix(".") {
+        let sub = (path as NSString).appendingPathComponent(c)
+        guard fm.fileExists(atPath: sub, isDirectory: &isFolder), isFolder.boolValue,
+              let files = try? fm.contentsOfDirectory(atPath: sub) else { continue }
+        folders += 1
+        count += files.filter { !$0.hasPrefix(".") }.count
+    }
+    return folders > 0 && count > 0 ? count : nil
+}
