@@ -208,3 +208,33 @@ final class WarningLog: @unchecked Sendable {
     func append(_ line: String) { lock.lock(); collected.append(line); lock.unlock() }
     var lines: [String] { lock.lock(); defer { lock.unlock() }; return collected }
 }
+
+/// `updraft cache` shows the folder and the program binaries; `updraft cache clear` empties them,
+/// `--all` the calibration too.
+final class CacheCommandTests: XCTestCase {
+    func testShowAndClear() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-cache-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let programs = ProgramBinaryCache(directory: folder.appendingPathComponent("programs"))
+        for i in 0..<3 { try programs.store([UInt8](repeating: 7, count: 100), for: .init(device: ProgramBinaryCacheTests.device, source: "\(i)", options: "")) }
+        try Data("{}".utf8).write(to: folder.appendingPathComponent("calibration.json"))
+
+        let shown = try runUpdraft(["cache", "--json"], cacheDirectory: folder)
+        XCTAssertEqual(shown.status, 0, shown.stderr)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any])
+        let entries = try XCTUnwrap(object["programs"] as? [String: Any])
+        XCTAssertEqual(entries["entries"] as? Int, 3)
+        XCTAssertEqual(object["files"] as? [String], ["calibration.json"])
+        XCTAssertTrue(try runUpdraft(["cache"], cacheDirectory: folder).stdout.contains("program binaries: 3"))
+
+        let cleared = try runUpdraft(["cache", "clear"], cacheDirectory: folder)
+        XCTAssertTrue(cleared.stdout.contains("removed 3 program binaries"), cleared.stdout)
+        XCTAssertEqual(programs.usage.entries, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: folder.appendingPathComponent("calibration.json").path))
+        XCTAssertTrue(try runUpdraft(["cache", "clear", "--all"], cacheDirectory: folder).stdout.contains("calibration.json"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder.appendingPathComponent("calibration.json").path))
+        let wrong = try runUpdraft(["cache", "empty"], cacheDirectory: folder)
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("clear"), wrong.stderr)
+    }
+}

@@ -81,7 +81,7 @@ extension Scheduler {
         }
         let count = analysis.programCount([.prefix, .tail])
         let cheapest = stored.map { $0.setupSeconds(programs: count, cached: programs == nil ? 0 : count) }.min() ?? defaultOpenCLStartSeconds
-        return (cheapest, "the fastest calibrated OpenCL device needs to start (its context and \(count) programs\(programs == nil ? "" : " from the program cache"))")
+        return (cheapest, "the fastest calibrated OpenCL device needs at the least to start (its context and \(count) programs\(programs == nil ? ", built" : ", all loaded from the program cache"))")
     }
 
     /// Plans `graph` at `batchSize` for this machine (`place`) and opens the backends.
