@@ -19,7 +19,10 @@ let firstUseCommand = CLICommand(CommandSpec(
         """)
 )) { args in
     let here = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let updraft = args.value("updraft") ?? here.appendingPathComponent("updraft").path
+    // In a `make dist` tree this binary is libexec/updraft-bench: the launcher bin/updraft sets up the bundled libraries.
+    let launcher = here.deletingLastPathComponent().appendingPathComponent("bin/updraft")
+    let updraft = args.value("updraft") ?? (here.lastPathComponent == "libexec" && FileManager.default.isExecutableFile(atPath: launcher.path)
+        ? launcher.path : here.appendingPathComponent("updraft").path)
     guard FileManager.default.isExecutableFile(atPath: updraft) else {
         throw UpdraftError(.io, "no updraft executable at \(updraft)", hint: "build it (swift build -c release) or pass --updraft PATH")
     }

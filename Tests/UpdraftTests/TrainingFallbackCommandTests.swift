@@ -3,7 +3,7 @@ import XCTest
 @testable import UpdraftPlacement
 
 /// `updraft train` as a user runs it, in a subprocess, on a tiny image model and eight 16x16 images
-/// in a temporary folder: without OpenCL it trains on the CPU with a warning; with data parallelism
+/// in a temporary folder: without OpenCL it trains on the CPU (a plan per batch warns that OpenCL is missing); with data parallelism
 /// forced it trains to the CPU's result, falling back with a warning if an OpenCL device fails.
 final class TrainingFallbackCommandTests: XCTestCase {
     private static let files = CommandTestFiles("updraft-train-fallback")
@@ -49,12 +49,18 @@ final class TrainingFallbackCommandTests: XCTestCase {
 
     func testWithoutOpenCLTrainingRunsOnTheCPUWithAWarning() throws {
         let noOpenCL = ["OCL_ICD_VENDORS": Self.files.noOpenCL.path]
+        // Eight images: a job the CPU finishes before any OpenCL device could start, so OpenCL is not even looked for.
         let (run, weights) = try train("no-opencl", [], environment: noOpenCL)
         XCTAssertTrue(run.stdout.contains("device: cpu;"), run.stdout)
-        let warnings = run.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }
-        XCTAssertEqual(warnings.count, 1, run.stderr)
-        XCTAssertTrue(warnings.first?.contains("OpenCL") ?? false, run.stderr)
-        XCTAssertTrue(warnings.first?.contains("CPU only") ?? false, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }, [], run.stderr)
+        // Placed per batch (the plan without a job), the missing OpenCL is looked for and named, once.
+        let plan = try updraft(["plan", Self.files.model, "--batch-size", "4"], environment: noOpenCL)
+        XCTAssertEqual(plan.status, 0, plan.stderr)
+        XCTAssertTrue(plan.stdout.contains("all on cpu"), plan.stdout)
+        let warnings = plan.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }
+        XCTAssertEqual(warnings.count, 1, plan.stderr)
+        XCTAssertTrue(warnings.first?.contains("OpenCL") ?? false, plan.stderr)
+        XCTAssertTrue(warnings.first?.contains("CPU only") ?? false, plan.stderr)
         // Forcing data parallelism without a second device changes nothing.
         let (forced, forcedWeights) = try train("no-opencl-forced", ["--data-parallel", "on"], environment: noOpenCL)
         XCTAssertTrue(forced.stdout.contains("device: cpu;"), forced.stdout)

@@ -45,7 +45,8 @@ extension Scheduler {
         let programs = ProgramBinaryCache.standard(environment: environment)
         var openCL = computeUnits.usesOpenCL || request != nil
         var hostOnly: String? = nil
-        if openCL, request == nil, let job {
+        // Not when data parallelism is forced: the user asked for every device.
+        if openCL, request == nil, mode != .on, let job {
             // A job the CPU finishes before any OpenCL device could start never loads a driver.
             let host = DeviceInventory.discover(includeOpenCL: false)
             let hostPlan = try host.plan(graph: graph, batchSize: batchSize, computeUnits: .cpuOnly, pin: nil, cache: calibration,
