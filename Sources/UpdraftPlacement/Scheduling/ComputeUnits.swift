@@ -49,4 +49,13 @@ public enum ComputeUnits: String, CaseIterable, Codable, Sendable {
         case .all: return true
         }
     }
+
+    /// Throws, naming the device and the way out, when this setting rules out the pinned OpenCL device `device`.
+    public func checkPinned(_ device: OpenCLDeviceInfo) throws {
+        guard !allows(openCLType: device.type) else { return }
+        throw UpdraftError(.invalidArgument,
+            "the pinned device #\(device.index) \(device.name) is an OpenCL \(device.type.rawValue) device, "
+                + "which compute units \(rawValue) do not allow",
+            hint: self == .cpuOnly ? "drop --compute-units cpuOnly, or pin cpu" : "use --compute-units all, or pin another device")
+    }
 }

@@ -70,13 +70,7 @@ public struct DeviceInventory {
             guard let device = openCL.first(where: { $0.info.index == index }) else {
                 throw UpdraftError(.device, "OpenCL device #\(index) is not present", hint: "see `updraft devices`")
             }
-            guard computeUnits.allows(openCLType: device.info.type) else {
-                throw UpdraftError(.invalidArgument,
-                    "the pinned device #\(index) \(device.info.name) is an OpenCL \(device.info.type.rawValue) device, "
-                        + "which compute units \(computeUnits.rawValue) do not allow",
-                    hint: computeUnits == .cpuOnly ? "drop --compute-units cpuOnly, or pin cpu"
-                                                   : "use --compute-units all, or pin another device")
-            }
+            try computeUnits.checkPinned(device.info)
             do {
                 return Setup(profiles: [try calibrate(device)], warnings: warnings)
             } catch {

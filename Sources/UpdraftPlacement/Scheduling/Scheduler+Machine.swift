@@ -43,32 +43,28 @@ extension Scheduler {
         var options = Scheduler.Options(dataParallel: mode)
         options.job = job
         let programs = ProgramBinaryCache.standard(environment: environment)
-        var openCL = computeUnits.usesOpenCL || request != nil
-        var hostOnly: String? = nil
         // Not when data parallelism is forced: the user asked for every device.
-        if openCL, request == nil, mode != .on, let job {
-            // A job the CPU finishes before any OpenCL device could start never loads a driver.
-            let host = DeviceInventory.discover(includeOpenCL: false)
-            let hostPlan = try host.plan(graph: graph, batchSize: batchSize, computeUnits: .cpuOnly, pin: nil, cache: calibration,
-                                         options: options).plan
+        if computeUnits.usesOpenCL, request == nil, mode != .on, let job {
+            // A job the CPU finishes before any OpenCL device could start never loads a driver: the plan
+            // without OpenCL (the host's, under the compute units asked for) is then the plan.
+            var hostOnly = try DeviceInventory.discover(includeOpenCL: false)
+                .plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: nil, cache: calibration, options: options)
             let start = openCLStartSeconds(graph: graph, batchSize: batchSize, calibration: calibration, programs: programs)
-            if let jobMs = hostPlan.jobMs, jobMs * 1e-3 < start.seconds {
-                openCL = false
-                hostOnly = "OpenCL left closed: the whole job (\(job)) takes about \(ExecutionPlan.ms(jobMs)) ms on the CPU, "
-                    + "less than the \(ExecutionPlan.ms(start.seconds * 1e3)) ms \(start.source)"
+            if let jobMs = hostOnly.plan.jobMs, jobMs * 1e-3 < start.seconds {
+                hostOnly.plan.notes.insert("OpenCL left closed: the whole job (\(job)) takes about \(ExecutionPlan.ms(jobMs)) ms on the CPU, "
+                                           + "less than the \(ExecutionPlan.ms(start.seconds * 1e3)) ms \(start.source)", at: 0)
+                return hostOnly
             }
         }
-        let inventory = DeviceInventory.discover(includeOpenCL: openCL)
+        let inventory = DeviceInventory.discover(includeOpenCL: computeUnits.usesOpenCL || request != nil)
         let pin = try inventory.resolvePin(request)
         if let programs {
             for d in inventory.openCL {
                 options.cachedPrograms["opencl:\(d.info.index)"] = programs.entries(forDevice: d.info.name, driverVersion: d.info.driverVersion)
             }
         }
-        var placed = try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
-                                        pinSource: request?.source, cache: calibration, options: options)
-        if let hostOnly { placed.plan.notes.insert(hostOnly, at: 0) }
-        return placed
+        return try inventory.plan(graph: graph, batchSize: batchSize, computeUnits: computeUnits, pin: pin,
+                                  pinSource: request?.source, cache: calibration, options: options)
     }
 
     /// The least an OpenCL device of this machine needs before its first batch of `graph`: the

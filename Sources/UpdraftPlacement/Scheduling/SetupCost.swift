@@ -57,18 +57,3 @@ extension DeviceProfile {
         return contextSeconds + Double(programs - fromCache) * programBuildSeconds + Double(fromCache) * programLoadSeconds
     }
 }
-
-extension ProgramBinaryCache {
-    /// How many binaries are stored for the device a profile describes (same device name and driver version).
-    public func entries(forDevice name: String, driverVersion: String) -> Int {
-        storedKeys().filter { key in
-            key.contains("\ndevice: \(name) |") && key.contains("\ndriver: \(driverVersion)\n")
-        }.count
-    }
-
-    /// The key text of every stored binary (read from each file's header).
-    func storedKeys() -> [String] {
-        guard let urls = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil) else { return [] }
-        return urls.filter { $0.pathExtension == Self.fileExtension && !$0.lastPathComponent.hasPrefix(".") }.compactMap(Self.storedKey)
-    }
-}

@@ -29,13 +29,7 @@ enum NearestNeighborsDevice {
         let chosen: OpenCLDevice
         if let pin = try inventory.resolvePin(request) {
             guard case let .openCL(index) = pin, let device = inventory.openCL.first(where: { $0.info.index == index }) else { return nil }
-            guard configuration.computeUnits.allows(openCLType: device.info.type) else {
-                throw UpdraftError(.invalidArgument,
-                    "the pinned device #\(index) \(device.info.name) is an OpenCL \(device.info.type.rawValue) device, "
-                        + "which compute units \(configuration.computeUnits.rawValue) do not allow",
-                    hint: configuration.computeUnits == .cpuOnly ? "drop --compute-units cpuOnly, or pin cpu"
-                                                                 : "use --compute-units all, or pin another device")
-            }
+            try configuration.computeUnits.checkPinned(device.info)
             chosen = device
         } else {
             guard let gpu = inventory.openCL.first(where: { $0.info.type == .gpu && configuration.computeUnits.allows(openCLType: $0.info.type) })

@@ -30,7 +30,7 @@ public struct ProgramBinaryCache: Sendable {
     public static let defaultCapacityBytes = 256 << 20
     /// Bumped when the file layout changes; files of another version are misses.
     static let magic = Array("UPDRAFT-CL-BINARY-2\n".utf8)
-    package static let fileExtension = "clbin"
+    static let fileExtension = "clbin"
 
     /// A cache in `directory` (nothing is read or created yet).
     public init(directory: URL, capacityBytes: Int = defaultCapacityBytes) {
@@ -143,10 +143,22 @@ public struct ProgramBinaryCache: Sendable {
         }
     }
 
+    /// How many binaries are stored for a device (same device name and driver version).
+    public func entries(forDevice name: String, driverVersion: String) -> Int {
+        binaryFiles().compactMap(Self.storedKey).filter { key in
+            key.contains("\ndevice: \(name) |") && key.contains("\ndriver: \(driverVersion)\n")
+        }.count
+    }
+
+    /// The folder's binary files (not the temporaries a writer is filling).
+    private func binaryFiles(properties: [URLResourceKey]? = nil) -> [URL] {
+        guard let urls = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: properties) else { return [] }
+        return urls.filter { $0.pathExtension == Self.fileExtension && !$0.lastPathComponent.hasPrefix(".") }
+    }
+
     private func entries() -> [(url: URL, bytes: Int, used: Date)] {
         let keys: [URLResourceKey] = [.fileSizeKey, .contentModificationDateKey]
-        guard let urls = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: keys) else { return [] }
-        return urls.filter { $0.pathExtension == Self.fileExtension && !$0.lastPathComponent.hasPrefix(".") }.compactMap { url in
+        return binaryFiles(properties: keys).compactMap { url in
             guard let v = try? url.resourceValues(forKeys: Set(keys)) else { return nil }
             return (url, v.fileSize ?? 0, v.contentModificationDate ?? .distantPast)
         }
@@ -164,7 +176,7 @@ public struct ProgramBinaryCache: Sendable {
     // MARK: The file layout
 
     /// The key text a file holds, read from its header (nil for a file that is not a cache entry).
-    package static func storedKey(_ url: URL) -> String? {
+    static func storedKey(_ url: URL) -> String? {
         guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
         defer { try? handle.close() }
         guard let head = try? handle.read(upToCount: 1 << 14) else { return nil }
