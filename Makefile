@@ -111,6 +111,7 @@ test: deps
 LAYER_TIERS = UpdraftCore/Tensor,UpdraftCore/Support,UpdraftCore/Ops,UpdraftCore/Ops/Reference,UpdraftCore/CoreML/Protobuf;UpdraftBackends/Backends,UpdraftBackends/Backends/CPU,UpdraftBackends/Ops/Verification,UpdraftBackends/Backends/OpenCL;UpdraftModel/CoreML/Spec,UpdraftModel/CoreML,UpdraftModel/Graph,UpdraftModel/Optimizers;UpdraftLayers/Layers;UpdraftPlacement/Scheduling;UpdraftChecks/ModelChecks;UpdraftTraining/Data,UpdraftTraining/Training,UpdraftTraining/Distributed,UpdraftTraining/Reporting;Updraft
 layers-check:
 	$(PYTHON) Tests/Scripts/folder_reach.py --check Sources "$(LAYER_TIERS)"
+	$(PYTHON) Tests/Scripts/architecture_counts.py ARCHITECTURE.md
 
 # The README's Swift example as an app's own package (Swift 6 mode, Updraft by path), built and run
 # on a few bundled digits: it must train on the CPU fast path, and on OpenCL when asked, with a falling loss.

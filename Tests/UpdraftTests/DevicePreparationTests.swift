@@ -188,4 +188,47 @@ final class DevicePreparationTests: XCTestCase {
         let seconds = try XCTUnwrap(task.preparationSeconds)
         XCTAssertGreaterThan(seconds, 0)
     }
+
+    /// On OpenCL, preparation builds the programs a step launches (issue 35: never inside epoch 1):
+    /// the fire modules' convolutions with fused ReLUs writing concat slices, pooling, the inner
+    /// product's three GEMMs, the loss and the optimizer; and ResNet blocks' convolutions with a fused
+    /// residual (`-D RESIDUAL`). A prepared step builds no program; preparing again asks for none.
+    func testOpenCLPreparationBuildsEveryProgramAStepLaunches() throws {
+        let shared = try OpenCLTestSupport.context()
+        let (squeeze, hyper, batch) = try squeezeShapedStep()
+        let residual = try TrainingGraph(graph: try NetworkGraph(model: try ResidualFusionTests.model()))
+        let residualBatch = try ArrayBatchProvider(examples: (0..<4).map {
+            TrainingExample(input: Tensor(shape: [3, 10, 10], uniformIn: 0...255, seed: UInt64($0)), target: .classIndex($0 % 3))
+        }).batch(at: 0..<4)
+        for (training, batch) in [(squeeze, batch), (residual, residualBatch)] {
+            let context = try OpenCLContext(device: shared.device)
+            let executor = try Executor(training: training, optimizer: .sgd, backend: OpenCLBackend(context: context))
+            XCTAssertGreaterThanOrEqual(try executor.prepare(batch: 4), 5)
+            let prepared = context.programStatistics.programs
+            XCTAssertGreaterThanOrEqual(prepared, 5)
+            XCTAssertEqual(try executor.prepare(batch: 4), 0, "prepared twice")
+            _ = try executor.trainStep(batch, parameters: hyper)
+            XCTAssertEqual(context.programStatistics.programs, prepared, "a prepared step built programs")
+        }
+    }
+
+    /// `OpenCLContext.buildPrograms` builds each distinct program once however often it is named, and
+    /// threads that ask for a program another is building wait for that build instead of starting theirs.
+    func testProgramsBuildTogetherOncePerSourceAndDefines() throws {
+        let shared = try OpenCLTestSupport.context()
+        let context = try OpenCLContext(device: shared.device)
+        context.binaryCache = nil
+        let table = ActivationKind.openCLDefines
+        let a = (file: "activation.cl", defines: table.merging(["WG_SIZE": "64"]) { $1 })
+        let b = (file: "activation.cl", defines: table.merging(["WG_SIZE": "32"]) { $1 })
+        XCTAssertEqual(try context.buildPrograms([a, b, a]), 2)
+        XCTAssertEqual(context.programStatistics.builtFromSource, 2)
+        XCTAssertEqual(try context.buildPrograms([b, a]), 0)
+        let c = table.merging(["WG_SIZE": "16"]) { $1 }
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in _ = try? context.program(named: "activation.cl", defines: c) }
+        XCTAssertEqual(context.programStatistics.builtFromSource, 3, "threads asking for one program built it more than once")
+        XCTAssertThrowsError(try context.buildPrograms([(file: "missing.cl", defines: [:])])) { error in
+            XCTAssertTrue("\(error)".contains("missing.cl"), "\(error)")
+        }
+    }
 }

@@ -1,10 +1,14 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
 /// An element-wise function (Core ML's activation, clip and unary layers): one kernel each way, the
 /// function chosen by `-D` from the activation table. Fused into a convolution or inner product
 /// before it when `TrainingGraph` can (it then never runs on its own).
 enum ActivationLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.activation] }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     static func forward(_ c: ForwardCall) throws {
         guard case let .activation(a) = c.layer.op else { return }
         try c.backend.activationForward(a, ActivationGeometry(shape: c.outputShape), input: c.inputs[0], output: c.output)

@@ -1,9 +1,13 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
 /// Frozen batchnorm as a per-channel affine, y = scale[c] * x + shift[c] (`Backend.channelAffine`),
 /// with scale and shift precomputed from gamma, beta, mean and variance when the graph is built.
 enum BatchnormLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.elementwise] }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     static func forward(_ c: ForwardCall) throws {
         let p = c.parameters
         try c.backend.channelAffine(c.outputShape, input: c.inputs[0], scale: p.scale!, shift: p.shift!, output: c.output)

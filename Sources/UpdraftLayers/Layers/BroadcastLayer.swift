@@ -4,6 +4,8 @@ import UpdraftModel
 
 /// The broadcasting layers (two inputs with numpy broadcasting), frozen constants and reductions.
 enum BroadcastLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { if case .broadcast = op { return [.broadcast] } else { return [] } }
+
     static func forward(_ c: ForwardCall) throws {
         switch c.layer.op {
         case .broadcast:

@@ -1,9 +1,13 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
 /// Concatenation of every input along channels (`Backend.concat*`). Convolutions that feed a concat
 /// may write their slice of its output directly (`TrainingGraph.concatSlices`); the concat then never runs.
 enum ConcatLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.concat] }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     static func forward(_ c: ForwardCall) throws {
         try c.backend.concatForward(c.inputs, channels: c.layer.inputShapes.map(\.c), batch: c.batch,
                                     spatial: c.layer.outputShape.h * c.layer.outputShape.w, output: c.output)

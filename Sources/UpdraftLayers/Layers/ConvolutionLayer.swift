@@ -25,8 +25,10 @@ enum ConvolutionLayer: LayerKind {
 
     static func prepare(_ c: PrepareCall) throws -> Int {
         try c.backend.prepareConvolution(try c.layer.convolutionGeometry(batch: c.batch)!, passes: c.passes, epilogue: c.epilogue,
-                                         outputChannels: c.outputChannels)
+                                         outputChannels: c.outputChannels, residual: c.residual)
     }
+
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
 
     static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
                      backwardData: Bool, backwardWeights: Bool) throws -> LayerWork {

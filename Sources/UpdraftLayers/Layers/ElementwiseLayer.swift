@@ -1,8 +1,12 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
 /// Element-wise sum or product of every input (same shapes), folded pairwise with `Backend.elementwise`.
 enum ElementwiseLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.elementwise] }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     private static func operation(_ op: LayerOp) -> ElementwiseOp {
         if case .add = op { return .add } else { return .multiply }
     }

@@ -35,8 +35,14 @@ package protocol LayerKind {
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String
     /// Makes on `call.backend` the per-shape objects the layer's passes will use for `call.batch`
     /// (`Backend.prepare*`, Backends/DeviceOps+Preparation.swift), before the first step; returns how
-    /// many it made. By default nothing: the layer's passes make nothing per shape.
+    /// many it made or asked for. By default the shape-independent code of its `kernelFamilies`.
     static func prepare(_ call: PrepareCall) throws -> Int
+    /// The shape-independent op families the layer's passes launch (on OpenCL: a program each, built
+    /// before the first step by the default `prepare`). By default none.
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily]
+    /// Whether the layer computes each image from that image alone, so that it runs the same on any
+    /// split of the batch (`PrefixChunking` runs such layers a few images at a time). By default not.
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool
 }
 
 extension LayerKind {
@@ -48,7 +54,12 @@ extension LayerKind {
     static func engine(_ layer: GraphLayer, batch: Int, backward: Bool, inputGradient: Bool, on backend: Backend) -> String {
         backend.ownEngine
     }
-    static func prepare(_ call: PrepareCall) throws -> Int { 0 }
+    static func prepare(_ call: PrepareCall) throws -> Int {
+        let families = kernelFamilies(call.layer.op)
+        return families.isEmpty ? 0 : try call.backend.prepareKernels(families)
+    }
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [] }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { false }
 }
 
 extension Backend {
@@ -238,9 +249,12 @@ package struct PrepareCall {
     /// Channels per image of the buffer the forward pass writes: a convolution writing its slice of a
     /// concat writes into the concat's output; nil: the layer's own output.
     let outputChannels: Int?
+    /// A convolution adds a residual in its forward epilogue (`TrainingGraph.fusedResiduals`).
+    let residual: Bool
 
-    package init(layer: GraphLayer, batch: Int, backend: Backend, passes: PreparedPasses, epilogue: Activation?, outputChannels: Int?) {
+    package init(layer: GraphLayer, batch: Int, backend: Backend, passes: PreparedPasses, epilogue: Activation?,
+                 outputChannels: Int?, residual: Bool = false) {
         self.layer = layer; self.batch = batch; self.backend = backend; self.passes = passes
-        self.epilogue = epilogue; self.outputChannels = outputChannels
+        self.epilogue = epilogue; self.outputChannels = outputChannels; self.residual = residual
     }
 }

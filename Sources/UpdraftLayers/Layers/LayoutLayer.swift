@@ -9,6 +9,10 @@ import UpdraftModel
 /// `layoutBackward`): softmaxND on the softmax kernels, the ops that move values (transpose,
 /// concatND, …) as strided copies, backward the copies reversed. A new layout op needs nothing here.
 enum LayoutLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.layout] }
+    /// An alias renames the blob; every other layout op moves values between images' positions.
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { if case .layout(.alias) = op { return true } else { return false } }
+
     static func forward(_ c: ForwardCall) throws {
         guard case let .layout(op) = c.layer.op else { return }
         try c.backend.layoutForward(op, batch: c.batch, inputs: c.inputs, output: c.output)

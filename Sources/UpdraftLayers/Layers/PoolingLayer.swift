@@ -4,6 +4,8 @@ import UpdraftModel
 
 /// Max or average pooling, windowed or global (`Backend.pooling*`).
 enum PoolingLayer: LayerKind {
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     static func forward(_ c: ForwardCall) throws {
         try c.backend.poolingForward(try c.layer.poolingGeometry(batch: c.batch)!, input: c.inputs[0], output: c.output)
     }

@@ -9,7 +9,7 @@ import UpdraftModel
 /// that qualifies works on each image on its own (a frozen convolution, pooling, activation, concat,
 /// batchnorm, …), so the result is the same as the whole batch's. The executor runs it
 /// (`Executor+Chunking.swift`) on backends whose buffers are host memory (`CPUBuffer`); the
-/// tuner measures those layers at the chunk's batch (`CPUConvolutionTuner.problems`).
+/// tuners measure those layers at the chunk's batch (`PassPlan.Entry.forwardBatches`).
 public struct PrefixChunking: Sendable, Equatable {
     /// How many of the run's leading layers run a chunk at a time.
     public var layerCount: Int
@@ -57,18 +57,6 @@ public struct PrefixChunking: Sendable, Equatable {
         guard let n = Int(scale == 1 ? t : String(t.dropLast())), n > 0 else { return nil }
         return n * scale
     }
-
-    /// Whether `op` computes each image from that image alone (and so runs the same on any split of the batch).
-    static func isPerImage(_ op: LayerOp) -> Bool {
-        switch op {
-        case .convolution, .activation, .pooling, .concat, .batchnorm, .add, .multiply, .spatial, .instanceNormalization:
-            return true
-        case .layout(.alias):
-            return true
-        default:
-            return false
-        }
-    }
 }
 
 extension TrainingGraph {
@@ -84,7 +72,7 @@ extension TrainingGraph {
         guard !halfPrecisionPrefix, batch > 1 else { return nil }
         let frozen = Set(prefix.map(\.name))
         var run = 0
-        while run < layers.count, frozen.contains(layers[run].name), PrefixChunking.isPerImage(layers[run].op) { run += 1 }
+        while run < layers.count, frozen.contains(layers[run].name), layers[run].op.kind.computesEachImageAlone(layers[run].op) { run += 1 }
         func bytes(_ shape: Shape) -> Int { shape.count * MemoryLayout<Float>.stride }
         func footprint(_ l: GraphLayer) -> Int { l.inputShapes.reduce(bytes(l.outputShape)) { $0 + bytes($1) } }
         guard var end = (0..<run).last(where: { i in
@@ -109,16 +97,5 @@ extension TrainingGraph {
         let images = max(1, cacheBytes / max(1, largest))
         guard images < batch else { return nil }
         return PrefixChunking(layerCount: end + 1, images: images)
-    }
-}
-
-extension TrainingGraph {
-    /// The batch sizes `layer` runs at in a training step of `batch` examples: the chunks' (`images`,
-    /// and the last chunk's when it is smaller) for a layer of the chunked start, else `batch`. What
-    /// the CPU tuner measures, so that a stored choice is found for every call a step makes.
-    public func stepBatches(of layer: String, batch: Int, cacheBytes: Int = PrefixChunking.cacheBudgetBytes) -> [Int] {
-        guard let plan = prefixChunking(layers: prefix, batch: batch, cacheBytes: cacheBytes),
-              prefix.prefix(plan.layerCount).contains(where: { $0.name == layer }) else { return [batch] }
-        return batch % plan.images == 0 ? [plan.images] : [plan.images, batch % plan.images]
     }
 }

@@ -1,8 +1,11 @@
 import UpdraftCore
+import UpdraftBackends
 import UpdraftModel
 
 /// Softmax over channels (`Backend.softmax*` with `SoftmaxGeometry(shape:)`); backward reads only y.
 enum SoftmaxLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] { [.softmax] }
+
     static func forward(_ c: ForwardCall) throws {
         try c.backend.softmaxForward(SoftmaxGeometry(shape: c.outputShape), input: c.inputs[0], output: c.output)
     }

@@ -7,6 +7,15 @@ import UpdraftModel
 /// and then its frozen gamma and beta as a channel affine. cropResize reads its boxes from its second
 /// input into the geometry before it runs, and passes them no gradient.
 enum SpatialLayer: LayerKind {
+    static func kernelFamilies(_ op: LayerOp) -> [KernelFamily] {
+        switch op {
+        case .spatial(.padding): return [.padding]
+        case .spatial(.resampling): return [.resampling]
+        default: return [.normalization, .elementwise]
+        }
+    }
+    static func computesEachImageAlone(_ op: LayerOp) -> Bool { true }
+
     /// The layer's geometry for the batch, with cropResize's boxes read from `boxes` (its second input).
     static func geometry(_ layer: GraphLayer, batch: Int, boxes: () throws -> DeviceBuffer, on backend: Backend) throws -> SpatialGeometry? {
         guard let g = try layer.spatialGeometry(batch: batch) else { return nil }

@@ -38,28 +38,23 @@ public struct CPUConvolutionTuner {
 
     public init(backend: CPUBackend) { self.backend = backend }
 
-    /// The convolutions training `graph` at `batch` runs: every layer's forward pass, the weight
-    /// gradients of the updatable layers, the input gradients of the layers after the first updatable
-    /// one; each distinct shape and pass once. The prefix's chunked start (`PrefixChunking`) runs forward
-    /// at its chunks' batch, so that is the batch measured for it.
+    /// The convolution passes training `graph` at `batch` runs (`PassPlan`), each distinct shape and
+    /// pass once; the prefix's chunked start (`PrefixChunking`) runs forward at its chunks' batch, so
+    /// that is the batch measured for it.
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
                                 cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
         var out: [Problem] = [], seen = Set<String>()
-        var pastFirstUpdatable = false
         func add(_ name: String, _ g: ConvGeometry, _ pass: CPUConvolutionPass) {
             if seen.insert(CPUConvolutionTuning.shapeKey(g) + pass.rawValue).inserted { out.append(Problem(name: name, geometry: g, pass: pass)) }
         }
-        let training = try? TrainingGraph(graph: graph)
-        for layer in graph.layers {
-            let backwardData = pastFirstUpdatable
-            if layer.isUpdatable { pastFirstUpdatable = true }
+        for entry in PassPlan.forTuning(graph, batch: batch, cacheBytes: cacheBytes).entries {
+            let layer = entry.layer
             guard let g = try layer.convolutionGeometry(batch: batch) else { continue }
-            // The chunked start of the prefix runs forward a few images at a time (`PrefixChunking`).
-            for n in training?.stepBatches(of: layer.name, batch: batch, cacheBytes: cacheBytes) ?? [batch] {
-                add(layer.name, try layer.convolutionGeometry(batch: n)!, .forward)
+            if entry.passes.contains(.forward) {
+                for n in entry.forwardBatches { add(layer.name, try layer.convolutionGeometry(batch: n)!, .forward) }
             }
-            if layer.isUpdatable { add(layer.name, g, .backwardWeights) }
-            if backwardData { add(layer.name, g, .backwardData) }
+            if entry.passes.contains(.backwardWeights) { add(layer.name, g, .backwardWeights) }
+            if entry.passes.contains(.backwardData) { add(layer.name, g, .backwardData) }
         }
         return out
     }

@@ -36,32 +36,30 @@ public struct CPUOpTuner {
 
     public init(backend: CPUBackend) { self.backend = backend }
 
-    /// The pooling and inner-product passes training `graph` at `batch` runs: every forward pass, the
-    /// weight gradient of updatable inner products, and the input gradients of the layers after the
-    /// first updatable one; each distinct shape and pass once (pooling in the prefix's chunked start
-    /// at its chunks' batch: `PrefixChunking`).
+    /// The pooling and inner-product passes training `graph` at `batch` runs (`PassPlan`), each
+    /// distinct shape and pass once (pooling in the prefix's chunked start at its chunks' batch:
+    /// `PrefixChunking`).
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
                                 cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
         var out: [Problem] = [], seen = Set<String>()
-        var pastFirstUpdatable = false
         func add(_ name: String, _ shape: CPUOpShape, _ pass: CPUOpPass) {
             if seen.insert(shape.key + " " + pass.rawValue).inserted { out.append(Problem(name: name, shape: shape, pass: pass)) }
         }
-        let training = try? TrainingGraph(graph: graph)
-        for layer in graph.layers {
-            let backward = pastFirstUpdatable
-            if layer.isUpdatable { pastFirstUpdatable = true }
+        for entry in PassPlan.forTuning(graph, batch: batch, cacheBytes: cacheBytes).entries {
+            let layer = entry.layer, passes = entry.passes
             if case let .pooling(spec) = layer.op {
-                let shape = CPUOpShape.pooling(try spec.geometry(input: layer.inputShape.withBatch(batch)))
-                // The chunked start of the prefix runs forward a few images at a time (`PrefixChunking`).
-                for n in training?.stepBatches(of: layer.name, batch: batch, cacheBytes: cacheBytes) ?? [batch] {
-                    add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(n))), .forward)
+                if passes.contains(.forward) {
+                    for n in entry.forwardBatches {
+                        add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(n))), .forward)
+                    }
                 }
-                if backward { add(layer.name, shape, .backward) }
+                if passes.contains(.backwardData) {
+                    add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(batch))), .backward)
+                }
             } else if let g = try layer.innerProductGeometry(batch: batch) {
-                add(layer.name, .innerProduct(g), .forward)
-                if layer.isUpdatable { add(layer.name, .innerProduct(g), .backwardWeights) }
-                if backward { add(layer.name, .innerProduct(g), .backwardData) }
+                if passes.contains(.forward) { add(layer.name, .innerProduct(g), .forward) }
+                if passes.contains(.backwardWeights) { add(layer.name, .innerProduct(g), .backwardWeights) }
+                if passes.contains(.backwardData) { add(layer.name, .innerProduct(g), .backwardData) }
             }
         }
         return out

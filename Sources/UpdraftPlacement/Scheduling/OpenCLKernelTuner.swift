@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
+import UpdraftLayers
 
 /// One GEMM-shaped op the tuner times: a layer's convolution in one direction, or a plain GEMM
 /// (inner products), at the batch size training uses.
@@ -46,34 +47,34 @@ public struct KernelTuningProblem: CustomStringConvertible {
     /// "name (shape)".
     public var description: String { "\(name) (\(shape))" }
 
-    /// The GEMMs and convolutions that training `graph` at `batch` runs: every convolution and inner
-    /// product forward, weight gradients of the updatable layers, and input gradients of the layers
-    /// after the first updatable one. One problem per shape class (the first met).
+    /// The GEMMs and convolutions that training `graph` at `batch` runs (`PassPlan`): one problem per
+    /// shape class (the first met).
     public static func forTraining(_ graph: NetworkGraph, batch: Int) throws -> [KernelTuningProblem] {
         var out: [KernelTuningProblem] = [], seen = Set<String>()
-        var pastFirstUpdatable = false
         func add(_ p: KernelTuningProblem) { if seen.insert(p.shape.classKey).inserted { out.append(p) } }
-        for layer in graph.layers {
-            let backwardData = pastFirstUpdatable
-            if layer.isUpdatable { pastFirstUpdatable = true }
+        for entry in PassPlan(training: (try? TrainingGraph(graph: graph)) ?? .inference(graph: graph), batch: batch,
+                              chunking: nil).entries {
+            let layer = entry.layer, passes = entry.passes
             if let g = try layer.convolutionGeometry(batch: batch) {
-                add(KernelTuningProblem(name: "\(layer.name) forward", op: .convolution(g, .convForward, fusedReLU: false)))
-                if layer.isUpdatable {
+                if passes.contains(.forward) {
+                    add(KernelTuningProblem(name: "\(layer.name) forward", op: .convolution(g, .convForward, fusedReLU: false)))
+                }
+                if passes.contains(.backwardWeights) {
                     add(KernelTuningProblem(name: "\(layer.name) weight gradient", op: .convolution(g, .convBackwardWeights, fusedReLU: false)))
                 }
-                if backwardData {
+                if passes.contains(.backwardData) {
                     add(KernelTuningProblem(name: "\(layer.name) input gradient", op: .convolution(g, .convBackwardData, fusedReLU: false)))
                 }
             }
             if let g = try layer.innerProductGeometry(batch: batch) {
                 var forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
                 forward.bias = g.hasBias ? .perColumn : .none
-                add(KernelTuningProblem(name: "\(layer.name) forward", op: .gemm(forward)))
-                if layer.isUpdatable {
+                if passes.contains(.forward) { add(KernelTuningProblem(name: "\(layer.name) forward", op: .gemm(forward))) }
+                if passes.contains(.backwardWeights) {
                     add(KernelTuningProblem(name: "\(layer.name) weight gradient",
                                             op: .gemm(GemmOperation(m: g.outputChannels, n: g.inputChannels, k: g.batch, transA: true))))
                 }
-                if backwardData {
+                if passes.contains(.backwardData) {
                     add(KernelTuningProblem(name: "\(layer.name) input gradient",
                                             op: .gemm(GemmOperation(m: g.batch, n: g.inputChannels, k: g.outputChannels))))
                 }

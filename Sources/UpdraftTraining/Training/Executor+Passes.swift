@@ -188,7 +188,7 @@ extension Executor {
         let backend = tailBackend
         for layer in training.tail.reversed() {
             guard let dy = ws.gradient(layer.output) else { continue }
-            let wantsInput = layer.inputs.map { training.gradientBlobs.contains($0) }
+            let wantsInput = tailInputGradients[layer.name] ?? layer.inputs.map { _ in false }
             try profiled(layer, "backward", on: backend, batch: ws.batch, inputGradient: wantsInput.contains(true)) {
                 try layer.op.kind.backward(BackwardCall(executor: self, layer: layer, ws: ws, backend: backend, outputGradient: dy,
                                                         wantsInput: wantsInput))

@@ -55,6 +55,8 @@ public final class Executor {
     /// Called by backward with an updatable layer's name once its parameter gradients are computed
     /// (queued, on an OpenCL device): a multi-rank run starts exchanging them while backward goes on.
     var gradientsReady: ((String) throws -> Void)?
+    /// Per tail layer, per input: whether backward computes that input's gradient (`PassPlan.Entry.inputGradients`).
+    let tailInputGradients: [String: [Bool]]
     /// When set, every pass of every layer is timed into it (and waited for): see `TrainingProfile`.
     public var profiler: TrainingProfiler?
 
@@ -65,6 +67,9 @@ public final class Executor {
         self.prefixBackend = prefixBackend
         self.tailBackend = tailBackend
         tailNames = Set(training.tail.map(\.name))
+        // Which inputs' gradients backward computes does not depend on the batch: the plan at any batch says it.
+        tailInputGradients = Dictionary(uniqueKeysWithValues: PassPlan(training: training, batch: 1, chunking: nil).entries
+            .filter { !$0.frozen }.map { ($0.layer.name, $0.inputGradients) })
         for layer in training.graph.layers {
             let backend = tailNames.contains(layer.name) ? tailBackend : prefixBackend
             var p = Parameters()

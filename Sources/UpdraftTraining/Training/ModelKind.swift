@@ -8,7 +8,7 @@ import UpdraftChecks
 /// described, resolved into a run, trained and run forward; `UpdateTask` and the command line's
 /// `train`, `inspect`, `evaluate`, `predict` and validation ask the model's kind
 /// (`ModelKinds.kind(of:)`) instead of assuming a network, so a new kind is one conforming type
-/// and a row in `ModelKinds.all`, with no `if` on the model type elsewhere. The neural network is the one kind so far (`NeuralNetworkModelKind`).
+/// and a row in `ModelKinds.all`, with no `if` on the model type elsewhere. The kinds: `NeuralNetworkModelKind`, `KNearestNeighborsModelKind`, `PipelineModelKind`.
 ///
 /// Reading stays in the model tier: `ModelSpec` decodes the Model oneof cases (CoreMLTypes.swift
 /// names them all) and refuses the ones no kind reads yet.

@@ -7,7 +7,7 @@ import XCTest
 /// so a missing device fails them, unless UPDRAFT_ALLOW_NO_OPENCL=1 says this machine has none on purpose.
 enum OpenCLTestSupport {
     /// Created once, on first use; XCTest runs the tests that use it one after another.
-    nonisolated(unsafe) private static let shared: Result<OpenCLContext, Error> = Result { () throws -> OpenCLContext in
+    private static let shared: Result<OpenCLContext, Error> = Result { () throws -> OpenCLContext in
         let devices = try OpenCLRuntime.devices()
         let wanted = ProcessInfo.processInfo.environment["UPDRAFT_TEST_DEVICE"].flatMap(Int.init) ?? 0
         guard let device = devices.first(where: { $0.info.index == wanted }) ?? devices.first else {

@@ -92,14 +92,9 @@ extension OpenCLBackend {
             g, x: x, w: w, b: b, y: y, channelOffset: channelOffset, outputChannels: outputChannels, epilogue: epilogue,
             shape: shape) { return true }
         let (activation, table) = try activationArguments(epilogue, channels: g.outChannels, placeholder: y)
-        let rows = g.gemmM, columns = g.batch * g.gemmN, depth = g.gemmK
+        let rows = g.gemmM, columns = g.batch * g.gemmN
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
-            var defines = convDefines(g, mode: 0, tiling: tiling,
-                                      exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
-            if storage.input { defines["X_HALF"] = "1" }
-            if storage.output { defines["Y_HALF"] = "1" }
-            if r != nil { defines["RESIDUAL"] = "1" }
+            let (tiling, _, defines) = try convolutionLaunch(g, .forward(storage: storage, residual: r != nil), variant: variant)
             guard let k = try gemmKernel("convolution.cl", "conv_forward", tiling: tiling, defines: defines) else { continue }
             try enqueue(k, [.buffer(x), .int(0), .buffer(w), .buffer(b ?? w), .int(b == nil ? 0 : 1),
                             .buffer(y), .int(channelOffset * plane), .int(outputChannels), .int(g.batch)] + activation + convArguments(g)
@@ -123,11 +118,8 @@ extension OpenCLBackend {
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastConvolutionBackwardData(g, dy: dy, w: w, dx: dx, shape: shape) { return }
         let rows = g.inChannels / g.groups, columns = g.batch * g.inHeight * g.inWidth
-        let depth = g.gemmM * g.kernelH * g.kernelW
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: false, variant: variant)
-            let defines = convDefines(g, mode: 1, tiling: tiling,
-                                      exact: rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0)
+            let (tiling, _, defines) = try convolutionLaunch(g, .backwardData, variant: variant)
             guard let k = try gemmKernel("convolution.cl", "conv_backward_data", tiling: tiling, defines: defines) else { continue }
             try enqueue(k, [.buffer(dy), .int(0), .buffer(w), .buffer(dx), .int(0), .int(g.batch)] + convArguments(g),
                         global: convGrid(tiling, rows: rows, columns: columns, slabs: g.groups),
@@ -150,18 +142,13 @@ extension OpenCLBackend {
         let weightCount = g.weightShape.count
         if weightCount == 0 { return }
         if usesGroupedDirect(g) { return try groupedConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw) }
-        let rows = g.gemmM, columns = g.gemmK, depth = g.batch * g.gemmN
+        let rows = g.gemmM, columns = g.gemmK
         let shape = KernelShape(g, .convBackwardWeights)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastConvolutionBackwardWeights(g, x: x, dy: dy, dw: dw, shape: shape,
                                                                               perImage: variant?.splits == 1) { return }
         while true {
-            let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: depth > 1024, variant: variant)
-            let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
-            let split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: weightCount, fixed: variant?.splits)
-            let exact = rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0
-                && split.chunk % tiling.tileK == 0
-            let defines = convDefines(g, mode: 2, tiling: tiling, exact: exact)
+            let (tiling, split, defines) = try convolutionLaunch(g, .backwardWeights, variant: variant)
             guard let k = try gemmKernel("convolution.cl", "conv_backward_weights", tiling: tiling, defines: defines) else { continue }
             let out = split.splits > 1 ? try gemmWorkspace.scratch(count: split.splits * weightCount, context: context) : dw
             try enqueue(k, [.buffer(x), .int(0), .buffer(dy), .int(0), .buffer(out), .int(0),
@@ -182,6 +169,41 @@ extension OpenCLBackend {
     private func convArguments(_ g: ConvGeometry) -> [KernelArgument] {
         [g.inChannels, g.inHeight, g.inWidth, g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW,
          g.strideH, g.strideW, g.dilationH, g.dilationW, g.padTop, g.padLeft, g.groups].map { .int($0) }
+    }
+
+    /// One pass of the implicit-GEMM convolution kernels (convolution.cl's CONV_MODE 0, 1, 2).
+    enum ConvolutionPass {
+        case forward(storage: HalfStorage, residual: Bool), backwardData, backwardWeights
+    }
+
+    /// The tiling, split of the reduction (weight gradients only; else one slice) and program
+    /// defines `pass` of `g` launches with: what the launch builds and what preparation builds ahead
+    /// (`OpenCLBackend+Preparation.swift`). The rows, columns and depth are the pass's GEMM's.
+    func convolutionLaunch(_ g: ConvGeometry, _ pass: ConvolutionPass, variant: KernelVariant?) throws
+        -> (tiling: GemmTiling, split: (splits: Int, chunk: Int), defines: [String: String]) {
+        let mode: Int, rows: Int, columns: Int, depth: Int
+        switch pass {
+        case .forward: (mode, rows, columns, depth) = (0, g.gemmM, g.batch * g.gemmN, g.gemmK)
+        case .backwardData: (mode, rows, columns, depth) = (1, g.inChannels / g.groups, g.batch * g.inHeight * g.inWidth,
+                                                            g.gemmM * g.kernelH * g.kernelW)
+        case .backwardWeights: (mode, rows, columns, depth) = (2, g.gemmM, g.gemmK, g.batch * g.gemmN)
+        }
+        let splittable = mode == 2 && depth > 1024
+        let tiling = try gemmTiling(rows: rows, columns: columns, slabs: g.groups, splittable: splittable, variant: variant)
+        var split = (splits: 1, chunk: depth)
+        if mode == 2 {
+            let tiles = ceilDiv(rows, tiling.tileM) * ceilDiv(columns, tiling.tileN) * g.groups
+            split = splitK(tiles: tiles, k: depth, tileK: tiling.tileK, slabFloats: g.weightShape.count, fixed: variant?.splits)
+        }
+        let exact = rows % tiling.tileM == 0 && columns % tiling.tileN == 0 && depth % tiling.tileK == 0
+            && (mode != 2 || split.chunk % tiling.tileK == 0)
+        var defines = convDefines(g, mode: mode, tiling: tiling, exact: exact)
+        if case let .forward(storage, residual) = pass {
+            if storage.input { defines["X_HALF"] = "1" }
+            if storage.output { defines["Y_HALF"] = "1" }
+            if residual { defines["RESIDUAL"] = "1" }
+        }
+        return (tiling, split, defines)
     }
 
     private func convDefines(_ g: ConvGeometry, mode: Int, tiling: GemmTiling, exact: Bool) -> [String: String] {

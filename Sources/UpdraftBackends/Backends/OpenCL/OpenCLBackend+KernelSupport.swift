@@ -14,7 +14,7 @@ extension OpenCLBackend {
 
     /// The kernel `name` of the embedded file `file`, built with this backend's tuning defines.
     func opsKernel(_ file: String, _ name: String) throws -> OpenCLKernel {
-        try kernel(file, name, defines: ["WG_SIZE": "\(reductionGroupSize)"])
+        try kernel(file, name, defines: opsDefines)
     }
 
     /// The OpenCL buffer behind `buffer`, checked to hold at least `count` floats.

@@ -16,6 +16,8 @@ public final class OpenCLBackend: Backend {
     let pixelStaging = OpenCLPixelStaging()
     /// This backend's kernel objects (see `kernel(_:_:defines:)`).
     let kernels = OpenCLKernelCache()
+    /// Programs preparation asked for, built together before the first step (OpenCLBackend+Preparation.swift).
+    let requestedPrograms = OpenCLRequestedPrograms()
 
     /// "opencl:" followed by the device name, e.g. "opencl:NVIDIA H200".
     public var name: String { "opencl:\(context.device.info.name)" }
@@ -52,7 +54,7 @@ public final class OpenCLBackend: Backend {
     /// program is the context's (built once); the kernel object is this backend's own, so tasks
     /// whose backends share a context never set each other's arguments between set and launch.
     func kernel(_ file: String, _ kernel: String, defines: [String: String] = [:]) throws -> OpenCLKernel {
-        let all = defines.merging(ActivationKind.openCLDefines) { own, _ in own }
+        let all = programDefines(defines)
         return try kernels.kernel(file: file, name: kernel, defines: all) {
             try context.program(named: file, defines: all).makeKernel(kernel)
         }

@@ -4,14 +4,18 @@ import UpdraftCore
 
 /// A context and one in-order command queue (with profiling) on one device, plus the programs built
 /// for it. Owns its OpenCL handles and releases them in `deinit`; buffers and programs keep their
-/// context alive.
-public final class OpenCLContext {
+/// context alive. Shared by threads: OpenCL's calls are thread-safe, and the context's own state
+/// (programs, statistics, live buffers) is behind locks; its settings are set before first use.
+public final class OpenCLContext: @unchecked Sendable {
     /// The device the context and its queue were created on.
     public let device: OpenCLDevice
     let context: cl_context
     let queue: cl_command_queue
-    /// Built programs; guarded by `programsLock` (tasks on other threads share a context).
+    /// Built programs, and those being built (another thread waits for those); guarded by
+    /// `programsLock` (tasks on other threads share a context). A build runs outside the lock, so
+    /// different programs build at the same time (`buildPrograms`).
     private var programs: [ProgramKey: OpenCLProgram] = [:]
+    private var building: [ProgramKey: ProgramBuild] = [:]
     private let programsLock = NSLock()
     /// Options passed to every program build, before the defines.
     public var baseBuildOptions = "-cl-std=CL1.2"
@@ -70,27 +74,63 @@ public final class OpenCLContext {
         return try program(source: text, named: name, defines: defines)
     }
 
-    /// Builds (once per source text and defines) a program from OpenCL C source.
+    /// Builds (once per source text and defines) a program from OpenCL C source. A thread asking for
+    /// a program another thread is building waits for that build instead of starting its own.
     public func program(source: String, named name: String = "program", defines: [String: String] = [:]) throws -> OpenCLProgram {
         let defineList = defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" }
         let key = ProgramKey(source: source, defines: defineList)
-        // Held while building, so concurrent tasks asking for the same program build it once.
-        programsLock.lock(); defer { programsLock.unlock() }
-        if let p = programs[key] { return p }
-        let expanded = try Self.resolveIncludes(source, file: name)
-        let options = ([baseBuildOptions] + defineList).joined(separator: " ")
+        programsLock.lock()
+        if let p = programs[key] { programsLock.unlock(); return p }
+        if let pending = building[key] { programsLock.unlock(); return try pending.wait() }
+        let build = ProgramBuild()
+        building[key] = build
+        programsLock.unlock()
         let start = DispatchTime.now().uptimeNanoseconds
-        let p = try loadOrBuild(expanded, name: name, options: options)
+        let result = Result {
+            try loadOrBuild(try Self.resolveIncludes(source, file: name), name: name,
+                            options: ([baseBuildOptions] + defineList).joined(separator: " "))
+        }
+        programsLock.lock()
+        building[key] = nil
+        if case let .success(p) = result { programs[key] = p }
         statistics.seconds += Double(DispatchTime.now().uptimeNanoseconds &- start) * 1e-9
-        programs[key] = p
-        return p
+        programsLock.unlock()
+        build.finish(result)
+        return try result.get()
+    }
+
+    /// Builds the embedded programs `requests` (file, defines) that are not built yet, several at once
+    /// (OpenCL builds are thread-safe; drivers compile them on the host's cores), and returns how many
+    /// it built or loaded. The first failure is thrown after every build has ended; a program that
+    /// failed is not kept, so its first launch builds it again and reports the error there.
+    public func buildPrograms(_ requests: [(file: String, defines: [String: String])]) throws -> Int {
+        var seen = Set<String>()
+        let wanted = requests.filter { r in
+            seen.insert(r.file + "|" + r.defines.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")).inserted
+                && !isBuilt(r.file, defines: r.defines)
+        }
+        guard !wanted.isEmpty else { return 0 }
+        let failure = FirstFailure()
+        DispatchQueue.concurrentPerform(iterations: wanted.count) { i in
+            do { _ = try program(named: wanted[i].file, defines: wanted[i].defines) } catch { failure.keep(error) }
+        }
+        if let error = failure.error { throw error }
+        return wanted.count
+    }
+
+    /// Whether the embedded program `file` with `defines` is built already.
+    private func isBuilt(_ file: String, defines: [String: String]) -> Bool {
+        guard let text = EmbeddedKernels.sources[file] else { return false }
+        let key = ProgramKey(source: text, defines: defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" })
+        programsLock.lock(); defer { programsLock.unlock() }
+        return programs[key] != nil
     }
 
     /// The program from the binary cache when it holds a usable one, else built from source (and
     /// its binary stored). A cached binary the driver refuses is removed with one warning.
     private func loadOrBuild(_ source: String, name: String, options: String) throws -> OpenCLProgram {
         guard let cache = binaryCache else {
-            statistics.builtFromSource += 1
+            record { $0.builtFromSource += 1 }
             return try OpenCLProgram(context: self, source: source, name: name, options: options)
         }
         let cacheKey = ProgramBinaryCache.Key(device: device.info, source: source, options: options)
@@ -98,29 +138,40 @@ public final class OpenCLContext {
         case let .hit(binary):
             do {
                 let p = try OpenCLProgram(context: self, binary: binary, name: name, options: options)
-                statistics.loadedFromBinary += 1
+                record { $0.loadedFromBinary += 1 }
                 return p
             } catch {
                 cache.remove(cacheKey)
-                statistics.rejectedBinaries += 1
+                record { $0.rejectedBinaries += 1 }
                 warn("the cached binary of \(name) for \(device.info.name) was refused (\(firstLine(of: error))); "
                      + "rebuilt from source and cached again")
             }
         case let .corrupt(reason):
-            statistics.rejectedBinaries += 1
+            record { $0.rejectedBinaries += 1 }
             warn("the cached binary of \(name) for \(device.info.name) was unusable (\(reason)); rebuilt from source and cached again")
         case .miss:
             break
         }
         let p = try OpenCLProgram(context: self, source: source, name: name, options: options)
-        statistics.builtFromSource += 1
+        record { $0.builtFromSource += 1 }
         if let binary = p.binary() {
-            do { try cache.store(binary, for: cacheKey) } catch where !warnedStoring {
-                warnedStoring = true
+            do { try cache.store(binary, for: cacheKey) } catch where firstStoreFailure() {
                 warn("built programs are not cached: \(firstLine(of: error))")
             } catch {}
         }
         return p
+    }
+
+    /// Counts into `statistics` (builds run on several threads at once).
+    private func record(_ change: (inout ProgramStatistics) -> Void) {
+        programsLock.lock(); change(&statistics); programsLock.unlock()
+    }
+
+    /// True the first time a binary could not be stored (one warning per context).
+    private func firstStoreFailure() -> Bool {
+        programsLock.lock(); defer { programsLock.unlock() }
+        defer { warnedStoring = true }
+        return !warnedStoring
     }
 
     /// Replaces `#include "x"` with the embedded file x (each file at most once).
@@ -241,7 +292,8 @@ public struct ProgramStatistics: Hashable, Sendable {
     public var loadedFromBinary = 0
     /// Cached binaries that were corrupt or refused by the driver (each then built from source).
     public var rejectedBinaries = 0
-    /// Wall seconds spent making programs (loading, building, caching).
+    /// Seconds spent making programs (loading, building, caching), summed over the programs: builds
+    /// that ran at the same time (`buildPrograms`) each count their own.
     public var seconds = 0.0
     /// Programs made, whichever way.
     public var programs: Int { builtFromSource + loadedFromBinary }
@@ -304,4 +356,28 @@ final class NSLockedCounter {
     private let lock = NSLock()
     private var value = 0
     func withLock<T>(_ body: (inout Int) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&value) }
+}
+
+/// The first error of builds running at once (`OpenCLContext.buildPrograms`).
+private final class FirstFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var error: Error?
+    func keep(_ error: Error) { lock.lock(); if self.error == nil { self.error = error }; lock.unlock() }
+}
+
+/// A program build in progress on one thread that others wait for (`OpenCLContext.program`).
+private final class ProgramBuild: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<OpenCLProgram, Error>?
+
+    func finish(_ result: Result<OpenCLProgram, Error>) {
+        self.result = result
+        done.signal()
+    }
+
+    func wait() throws -> OpenCLProgram {
+        done.wait()
+        done.signal()  // the next waiter passes too
+        return try result!.get()
+    }
 }

@@ -213,24 +213,10 @@ extension OpenCLBackend {
         let shape = KernelShape(op)
         let variant = tuning.variant(for: shape)
         if variant?.engine == .clblast, try clblastGemm(op, a: A, b: B, c: C, bias: biasBuffer, shape: shape) { return }
-        let canSplit = op.beta == 0 && op.bias == .none && op.activation == nil
         let channels = op.activationPerRow ? op.m : op.n
         let (activationArguments, table) = try activationArguments(op.activation, channels: channels, placeholder: A)
         while true {
-            let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024,
-                                        variant: variant)
-            var split = (splits: 1, chunk: max(op.k, 1))
-            if canSplit {
-                let tiles = ceilDiv(op.m, tiling.tileM) * ceilDiv(op.n, tiling.tileN) * op.batch
-                split = splitK(tiles: tiles, k: op.k, tileK: tiling.tileK, slabFloats: op.m * op.n * op.batch,
-                               fixed: variant?.splits)
-            }
-            var defines = tiling.defines
-            defines["TRANS_A"] = op.transA ? "1" : "0"
-            defines["TRANS_B"] = op.transB ? "1" : "0"
-            let exact = op.m % tiling.tileM == 0 && op.n % tiling.tileN == 0 && op.k % tiling.tileK == 0
-                && (split.splits == 1 || split.chunk % tiling.tileK == 0)
-            defines["GEMM_EXACT"] = exact ? "1" : "0"
+            let (tiling, split, defines) = try gemmLaunch(op, variant: variant)
             guard let kernel = try gemmKernel("gemm.cl", "gemm", tiling: tiling, defines: defines) else { continue }
 
             // With slices, matrix b's slice s writes the packed m x n slab b * splits + s of scratch.
@@ -255,6 +241,29 @@ extension OpenCLBackend {
             }
             return
         }
+    }
+
+    /// The tiling, split of the reduction and gemm.cl defines `op` launches with: what `sgemm` builds
+    /// and what preparation builds ahead (`OpenCLBackend+Preparation.swift`). Long reductions with few
+    /// output tiles are split along K when beta is 0 and there is no epilogue.
+    func gemmLaunch(_ op: GemmOperation, variant: KernelVariant?) throws
+        -> (tiling: GemmTiling, split: (splits: Int, chunk: Int), defines: [String: String]) {
+        let canSplit = op.beta == 0 && op.bias == .none && op.activation == nil
+        let tiling = try gemmTiling(rows: op.m, columns: op.n, slabs: op.batch, splittable: canSplit && op.k > 1024,
+                                    variant: variant)
+        var split = (splits: 1, chunk: max(op.k, 1))
+        if canSplit {
+            let tiles = ceilDiv(op.m, tiling.tileM) * ceilDiv(op.n, tiling.tileN) * op.batch
+            split = splitK(tiles: tiles, k: op.k, tileK: tiling.tileK, slabFloats: op.m * op.n * op.batch,
+                           fixed: variant?.splits)
+        }
+        var defines = tiling.defines
+        defines["TRANS_A"] = op.transA ? "1" : "0"
+        defines["TRANS_B"] = op.transB ? "1" : "0"
+        let exact = op.m % tiling.tileM == 0 && op.n % tiling.tileN == 0 && op.k % tiling.tileK == 0
+            && (split.splits == 1 || split.chunk % tiling.tileK == 0)
+        defines["GEMM_EXACT"] = exact ? "1" : "0"
+        return (tiling, split, defines)
     }
 
     /// out[outOffset + r * ld + c] = sum over s < slabs of parts[offset + (s * rows + r) * columns + c],
