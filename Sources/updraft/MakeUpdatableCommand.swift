@@ -61,11 +61,8 @@ let makeUpdatableCommand = CLICommand(
         }
         o.lossInput = args.value("loss-input")
         o.lossName = args.value("loss-name")
-        switch try args.choice("optimizer", ["sgd", "adam"]) {
-        case "sgd"?: o.optimizer = .sgd
-        case "adam"?: o.optimizer = .adam
-        default: break
-        }
+        // Every optimizer's name is taken, so that one past Core ML (adamw) meets the library's refusal and its way out.
+        if let name = try args.choice("optimizer", OptimizerKind.all.map(\.rawValue)) { o.optimizer = OptimizerKind(rawValue: name) }
         func range(_ name: String) throws -> DoubleBounds? {
             try args.value(name).map { try DoubleBounds.parse($0, what: "--\(name)") }
         }
@@ -100,7 +97,7 @@ let makeUpdatableCommand = CLICommand(
         if let loss {
             print("  loss \(loss.name): \(loss.kind == .meanSquaredError ? "mean squared error" : "categorical cross-entropy") on '\(loss.input)', target '\(updated.lossTargetFeature?.name ?? loss.target)'")
         }
-        print("  optimizer: \(updated.optimizer?.kind == .adam ? "Adam" : "SGD")")
+        print("  optimizer: \(updated.optimizer.map { $0.kind.optimizerType.name } ?? "none")")
         for h in updated.hyperparameters where h.inModel {
             print("  \(h.key.rawValue): \(h.defaultValue), allowed \(h.constraint)")
         }

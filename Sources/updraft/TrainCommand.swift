@@ -14,7 +14,8 @@ let trainCommand = CLICommand(CommandSpec(
         --batch-size N                  mini-batch size (default: the model's; must be an allowed value)
         --learning-rate X               learning rate (default: the model's)
         --momentum X                    SGD momentum (default: the model's)
-        --weight-decay X                L2 weight decay (default 0; Core ML has none)
+        --optimizer sgd|adam|adamw      train with this optimizer instead of the model's (adamw: AdamW, past Core ML; the model keeps its own)
+        --weight-decay X                weight decay (default 0, AdamW's 0.01): L2 in the gradient for SGD and Adam, decoupled for AdamW; Core ML has none
         --no-shuffle                    keep the data's order every epoch
         --seed S                        shuffling and augmentation seed (default: the model's)
         --augment flip                  random flips: flip (horizontal), vflip, or flip,vflip
@@ -73,6 +74,7 @@ let trainCommand = CLICommand(CommandSpec(
     if let v = try args.double("learning-rate") { config.parameters[.learningRate] = .double(v) }
     if let v = try args.double("momentum") { config.parameters[.momentum] = .double(v) }
     if let v = try args.double("weight-decay") { config.parameters[.weightDecay] = .double(v) }
+    if let name = try args.choice("optimizer", OptimizerKind.all.map(\.rawValue)) { config.optimizer = OptimizerKind(rawValue: name) }
     if let v = try args.int("seed") { config.parameters[.seed] = .int(Int64(v)) }
     if args.flag("no-shuffle") { config.parameters[.shuffle] = .bool(false) }
     try neighborsConfiguration(args, into: &config)

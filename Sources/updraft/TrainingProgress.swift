@@ -47,13 +47,18 @@ final class TrainingProgressPrinter: @unchecked Sendable {
         case .trainingBegin:
             var params: [String: Any] = [:]
             for (k, v) in ctx.parameters.values { params[k.rawValue] = v.doubleValue ?? (v == .bool(true)) }
+            let prepared = ctx.task.preparationSeconds
             if hasOptimizer {
-                log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
-                                                    "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params])
+                var fields: [String: Any] = ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
+                                             "optimizer": ctx.parameters.optimizer.rawValue, "parameters": params]
+                fields["preparationSeconds"] = prepared
+                log?.write(event: "trainingBegin", fields)
             } else {
                 log?.write(event: "trainingBegin", ["epochs": epochs, "batchesPerEpoch": batchesPerEpoch, "device": device,
                                                     "update": "append", "parameters": ["miniBatchSize": ctx.parameters.miniBatchSize]])
             }
+            // A first run on a device builds its programs here (OpenCL), before the first epoch: say where the time went.
+            if let prepared, prepared >= 1 { print(String(format: "prepared the device in %.1f s (programs and primitives, before the first epoch)", prepared)) }
             print(row(Self.columns))
             StandardOutput.flush()
         case .miniBatchEnd:

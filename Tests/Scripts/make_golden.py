@@ -11,9 +11,13 @@ few steps, and writes both next to each other:
     Tests/UpdraftTests/Fixtures/golden/<name>.json      inputs, labels, per-step losses, final weights
 
 Run once (needs torch, coremltools, numpy) and commit the output:  python3 Tests/Scripts/make_golden.py
+(or name the runs to make: python3 Tests/Scripts/make_golden.py adamw). The adamw run trains with
+torch.optim.AdamW (weight decay 0.1); its model names Adam, since a Core ML model cannot hold AdamW, and
+Updraft trains it with UpdateConfiguration.optimizer = .adamW.
 """
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -110,15 +114,16 @@ def coreml_model(weights, optimizer):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for optimizer in ("sgd", "adam"):
-        rng = np.random.default_rng(7 if optimizer == "sgd" else 8)
+    for optimizer in sys.argv[1:] or ("sgd", "adam", "adamw"):
+        rng = np.random.default_rng({"sgd": 7, "adam": 8, "adamw": 9}[optimizer])
         weights = make_weights(rng)
         x = rng.uniform(0, 1, size=(EXAMPLES, C, H, W)).astype(np.float32)
         labels = rng.integers(0, CLASSES, size=EXAMPLES)
         net = torch_net(weights)
         params = [p for p in net.parameters() if p.requires_grad]
-        opt = (torch.optim.SGD(params, lr=0.1, momentum=0.9) if optimizer == "sgd"
-               else torch.optim.Adam(params, lr=0.01, betas=(0.9, 0.999), eps=1e-8))
+        opt = {"sgd": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+               "adam": lambda: torch.optim.Adam(params, lr=0.01, betas=(0.9, 0.999), eps=1e-8),
+               "adamw": lambda: torch.optim.AdamW(params, lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)}[optimizer]()
         losses = []
         for epoch in range(EPOCHS):
             for start in range(0, EXAMPLES, BATCH):
@@ -133,12 +138,12 @@ def main():
                         "bias": getattr(net, name).bias.detach().numpy().ravel().tolist()}
                  for name in ("conv2a", "conv2b", "fc")}
         name = f"branches_{optimizer}"
-        ct.utils.save_spec(coreml_model(weights, optimizer), os.path.join(OUT, name + ".mlmodel"))
+        ct.utils.save_spec(coreml_model(weights, "adam" if optimizer == "adamw" else optimizer), os.path.join(OUT, name + ".mlmodel"))
         with open(os.path.join(OUT, name + ".json"), "w") as f:
             json.dump({"about": "PyTorch %s, made by Tests/Scripts/make_golden.py" % torch.__version__,
                        "optimizer": optimizer, "batch": BATCH, "epochs": EPOCHS, "shape": [C, H, W],
                        "inputs": x.ravel().tolist(), "labels": labels.tolist(), "losses": losses,
-                       "final": final}, f)
+                       "final": final, "weightDecay": 0.1 if optimizer == "adamw" else 0}, f)
         print(name, "losses", ["%.6f" % l for l in losses])
 
 

@@ -1,44 +1,14 @@
 import UpdraftCore
 
-// The spatial ops (padding, upsample, resampling, LRN, L2 normalization, instance normalization;
-// Ops/Spatial.swift), broadcasting arithmetic and reductions (Ops/Broadcast.swift, Ops/Reduce.swift),
-// and the `Backend` methods that run them. CPU: CPUBackend+Spatial/+Resample/+Broadcast/+Reduce;
-// OpenCL: the OpenCLBackend+ files of the same names; the reference runs them through the host
-// (`Backend.hostSpatialForward`, …: Backend+Spatial.swift, Backend+Broadcast.swift).
+// Broadcasting arithmetic and reductions (Ops/Broadcast.swift, Ops/Reduce.swift), and the `Backend`
+// methods that run them. CPU: CPUBackend+Broadcast/+Reduce; OpenCL: the OpenCLBackend+ files of the
+// same names; the reference runs them through the host (Backend+Broadcast.swift).
 
 public extension BackendCall.Kind {
-    static let spatialForward = Self("spatialForward"), spatialBackward = Self("spatialBackward")
     static let broadcastBinary = Self("broadcastBinary"), reduce = Self("reduce"), reduceBackward = Self("reduceBackward")
 }
 
 extension DeviceOps {
-    /// y [g.outputShape] from x [g.inputShape].
-    public struct SpatialForward: DeviceOp {
-        public let g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer
-        public static var kind: BackendCall.Kind { .spatialForward }
-        public var detail: String { g.op.familyName }
-        public func run(on b: CPUBackend) throws { try b.spatialForward(g, input: input, output: output) }
-        public func run(on b: OpenCLBackend) throws { try b.spatialForward(g, input: input, output: output) }
-        public func run(on b: ReferenceBackend) throws { try b.hostSpatialForward(g, input: input, output: output) }
-    }
-
-    /// dx [g.inputShape] from x, y and dy.
-    public struct SpatialBackward: DeviceOp {
-        public let g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer
-        public let inputGradient: DeviceBuffer
-        public static var kind: BackendCall.Kind { .spatialBackward }
-        public var detail: String { g.op.familyName }
-        public func run(on b: CPUBackend) throws {
-            try b.spatialBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.spatialBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
-            try b.hostSpatialBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-    }
-
     /// y = a op b with numpy broadcasting.
     public struct BroadcastBinary: DeviceOp {
         public let g: BroadcastGeometry, a: DeviceBuffer, b: DeviceBuffer, output: DeviceBuffer
@@ -78,14 +48,6 @@ extension DeviceOps {
 
 /// These ops as `Backend` methods (each builds its op and `run`s it).
 public extension Backend {
-    func spatialForward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer) throws {
-        try run(DeviceOps.SpatialForward(g: g, input: input, output: output))
-    }
-    func spatialBackward(_ g: SpatialGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer,
-                         inputGradient: DeviceBuffer) throws {
-        try run(DeviceOps.SpatialBackward(g: g, input: input, output: output, outputGradient: outputGradient,
-                                          inputGradient: inputGradient))
-    }
     func broadcastBinary(_ g: BroadcastGeometry, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer) throws {
         try run(DeviceOps.BroadcastBinary(g: g, a: a, b: b, output: output))
     }

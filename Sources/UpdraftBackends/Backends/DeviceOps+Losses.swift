@@ -1,13 +1,12 @@
 import UpdraftCore
 
-// Softmax over channels, the two losses and the optimizers' fused update steps, and the `Backend`
-// methods that run them. CPU: CPUBackend+Softmax…/+Optimizers; OpenCL: the OpenCLBackend+ files of the
-// same names (Kernels/softmax.cl, optimizers.cl); reference: ReferenceBackend.swift.
+// Softmax over channels and the two losses, and the `Backend` methods that run them. CPU:
+// CPUBackend+Softmax.swift; OpenCL: OpenCLBackend+Softmax.swift (Kernels/softmax.cl); reference:
+// ReferenceBackend.swift. The optimizers' steps: DeviceOps+Optimizers.swift.
 
 public extension BackendCall.Kind {
     static let softmaxForward = Self("softmaxForward"), softmaxBackward = Self("softmaxBackward")
     static let softmaxCrossEntropy = Self("softmaxCrossEntropy"), meanSquaredError = Self("meanSquaredError")
-    static let sgdStep = Self("sgdStep"), adamStep = Self("adamStep")
 }
 
 extension DeviceOps {
@@ -67,37 +66,6 @@ extension DeviceOps {
             try b.meanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient)
         }
     }
-
-    /// SGD with momentum, one fused pass over a parameter tensor (`SGDHyperparameters`).
-    public struct SGDStep: DeviceOp {
-        public let h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer, velocity: DeviceBuffer, count: Int
-        public static var kind: BackendCall.Kind { .sgdStep }
-        public func run(on b: CPUBackend) throws {
-            try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-        }
-        public func run(on b: ReferenceBackend) throws {
-            try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-        }
-    }
-
-    /// Adam, one fused pass; `step` counts from 1 (bias correction uses beta^step).
-    public struct AdamStep: DeviceOp {
-        public let h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer
-        public let m: DeviceBuffer, v: DeviceBuffer, count: Int
-        public static var kind: BackendCall.Kind { .adamStep }
-        public func run(on b: CPUBackend) throws {
-            try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
-        }
-        public func run(on b: ReferenceBackend) throws {
-            try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
-        }
-    }
 }
 
 /// These ops as `Backend` methods (each builds its op and `run`s it).
@@ -117,13 +85,5 @@ public extension Backend {
     func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
                           inputGradient: DeviceBuffer?) throws {
         try run(DeviceOps.MeanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient))
-    }
-    func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                 velocity: DeviceBuffer, count: Int) throws {
-        try run(DeviceOps.SGDStep(h: h, parameter: parameter, gradient: gradient, velocity: velocity, count: count))
-    }
-    func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
-                  m: DeviceBuffer, v: DeviceBuffer, count: Int) throws {
-        try run(DeviceOps.AdamStep(h: h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count))
     }
 }

@@ -174,7 +174,7 @@ public struct ModelReport: Encodable, Sendable {
             loss = Loss(name: l.name, kind: l.kind?.rawValue ?? "unknown (field \(l.unknownTypeField ?? 0))",
                         input: l.input, target: l.target, targetFeature: model.lossTargetFeature?.name)
         }
-        optimizer = model.optimizer.map { $0.kind == .sgd ? "SGD" : "Adam" }
+        optimizer = model.optimizer.map { $0.kind.optimizerType.name }
         hyperparameters = model.hyperparameters.map {
             var p = Parameter(name: $0.key.rawValue, defaultValue: $0.defaultValue, allowed: $0.constraint.description,
                               inModel: $0.inModel)

@@ -301,6 +301,9 @@ public enum ModelValidator {
                 checkDouble(o.beta1, "beta1", "beta1", required: false, positive: false)
                 checkDouble(o.beta2, "beta2", "beta2", required: false, positive: false)
                 checkDouble(o.eps, "eps", "eps", required: false, positive: true)
+            default:
+                option = "--optimizer sgd|adam"
+                error("the update parameters name \(o.kind.optimizerType.name), which a Core ML model cannot hold (SGD or Adam only)", nil)
             }
         } else {
             option = "--optimizer sgd|adam"

@@ -189,6 +189,11 @@ package struct UpdatablePlan {
 
         // Optimizer.
         let optimizerKind = o.optimizer ?? existing?.optimizer?.kind ?? .sgd
+        guard optimizerKind.isInCoreML else {
+            throw UpdraftError(.unsupported, "\(optimizerKind.optimizerType.name) has no place in a Core ML model: its update parameters hold SGD or Adam only",
+                               hint: "keep SGD or Adam in the model and train with \(optimizerKind.optimizerType.name) "
+                                   + "(updraft train --optimizer \(optimizerKind.rawValue); UpdateConfiguration.optimizer = .\(optimizerKind))")
+        }
         let old = existing?.optimizer
         let same = old?.kind == optimizerKind
         if optimizerKind == .sgd, o.beta1 != nil || o.beta2 != nil || o.eps != nil || o.allowedBeta1 != nil || o.allowedBeta2 != nil || o.allowedEps != nil {
@@ -216,6 +221,8 @@ package struct UpdatablePlan {
                 fallback: UpdatableModelOptions.defaultBeta2, what: "beta2", option: "beta2", valid: unit, rule: "in [0, 1]")
             optimizer.eps = try UpdatablePlan.resolve(o.eps, o.allowedEps, existing: same ? old?.eps : nil,
                 fallback: UpdatableModelOptions.defaultEps, what: "eps", option: "eps", valid: { $0 > 0 }, rule: "greater than 0")
+        default:
+            break  // an optimizer past Core ML: refused above
         }
         let epochs = try UpdatablePlan.resolve(o.epochs, o.allowedEpochs, existing: existing?.epochs,
             fallback: UpdatableModelOptions.defaultEpochs, what: "epochs", option: "epochs", allowedOption: "allowed-epochs")

@@ -70,7 +70,13 @@ public struct CoreMLModel: Sendable {
 
     /// Writes the model atomically: a temporary file in the same folder, then a rename over `url`,
     /// so a reader never sees half a model and a failed write leaves the old file in place.
-    public func write(to url: URL) throws { try writeAtomically(serializedData(), to: url) }
+    public func write(to url: URL) throws {
+        if let kind = updateParameters?.optimizer?.kind, !kind.isInCoreML {
+            throw UpdraftError(.unsupported, "\(url.lastPathComponent): the update parameters name \(kind.optimizerType.name), which a Core ML model cannot hold (SGD or Adam only)",
+                               hint: "keep SGD or Adam in the model and train with \(kind.optimizerType.name) (UpdateConfiguration.optimizer)")
+        }
+        try writeAtomically(serializedData(), to: url)
+    }
 
     // MARK: What the model is
 

@@ -7,7 +7,7 @@ import UpdraftBackends
 public enum Adam: Optimizer {
     public static let name = "Adam"
     public static let stateSlots = ["m", "v"]
-    public static let coreML = CoreMLOptimizerFields(field: 11, name: "adamOptimizer", parameters: [(3, .beta1), (4, .beta2), (5, .eps)])
+    public static let coreML: CoreMLOptimizerFields? = CoreMLOptimizerFields(field: 11, name: "adamOptimizer", parameters: [(3, .beta1), (4, .beta2), (5, .eps)])
     public static var settings: [(key: ParameterKey, defaultValue: ParameterValue)] {
         [(.learningRate, .double(0.001)), (.beta1, .double(0.9)), (.beta2, .double(0.999)), (.eps, .double(1e-8)),
          (.weightDecay, .double(0))]

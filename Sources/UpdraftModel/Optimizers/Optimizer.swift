@@ -30,8 +30,9 @@ public protocol Optimizer {
                               state: inout [[Double]]) throws
     /// What one step over `count` values costs (one fused kernel).
     static func stepCost(count: Int) -> OpCost
-    /// Where Core ML keeps this optimizer: its case of the Optimizer oneof and its own fields.
-    static var coreML: CoreMLOptimizerFields { get }
+    /// Where Core ML keeps this optimizer: its case of the Optimizer oneof and its own fields; nil for
+    /// an optimizer past Core ML, which a model's update parameters cannot name (a run trains with it).
+    static var coreML: CoreMLOptimizerFields? { get }
 }
 
 /// One optimizer's message in Core ML's `Optimizer` oneof: the oneof field number and name, and the
@@ -79,18 +80,22 @@ extension OptimizerKind {
         switch self {
         case .sgd: return SGD.self
         case .adam: return Adam.self
+        case .adamW: return AdamW.self
         }
     }
 
-    /// Every optimizer a model can name, in Core ML's order.
-    public static let all: [OptimizerKind] = [.sgd, .adam]
+    /// Every optimizer a run can train with: Core ML's, in its order, then Updraft's own.
+    public static let all: [OptimizerKind] = [.sgd, .adam, .adamW]
 
-    /// The Core ML oneof field numbers of every optimizer.
-    static var coreMLFields: Set<Int> { Set(all.map { $0.optimizerType.coreML.field }) }
+    /// Whether a model's update parameters (Core ML's Optimizer oneof) can name this optimizer.
+    public var isInCoreML: Bool { optimizerType.coreML != nil }
+
+    /// The Core ML oneof field numbers of every optimizer Core ML has.
+    static var coreMLFields: Set<Int> { Set(all.compactMap { $0.optimizerType.coreML?.field }) }
 
     /// The optimizer whose Core ML oneof field is `field`.
     init?(coreMLField field: Int) {
-        guard let kind = Self.all.first(where: { $0.optimizerType.coreML.field == field }) else { return nil }
+        guard let kind = Self.all.first(where: { $0.optimizerType.coreML?.field == field }) else { return nil }
         self = kind
     }
 }

@@ -6,7 +6,7 @@ import UpdraftBackends
 public enum SGD: Optimizer {
     public static let name = "SGD"
     public static let stateSlots = ["velocity"]
-    public static let coreML = CoreMLOptimizerFields(field: 10, name: "sgdOptimizer", parameters: [(3, .momentum)])
+    public static let coreML: CoreMLOptimizerFields? = CoreMLOptimizerFields(field: 10, name: "sgdOptimizer", parameters: [(3, .momentum)])
     public static var settings: [(key: ParameterKey, defaultValue: ParameterValue)] {
         [(.learningRate, .double(0.001)), (.momentum, .double(0)), (.weightDecay, .double(0))]
     }

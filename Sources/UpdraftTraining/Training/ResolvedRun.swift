@@ -88,10 +88,11 @@ public struct ResolvedRun {
     static func resolve(model: CoreMLModel, network: CoreMLModel, configuration: UpdateConfiguration,
                         environment: [String: String]) throws -> ResolvedRun {
         let graph = try NetworkGraph(model: network)
-        guard let optimizer = graph.updateParameters?.optimizer?.kind else {
+        guard let modelOptimizer = graph.updateParameters?.optimizer?.kind else {
             throw UpdraftError(.invalidModel, "the model has no optimizer in its update parameters",
                                hint: "set an SGD or Adam optimizer (coremltools: set_sgd_optimizer / set_adam_optimizer)")
         }
+        let optimizer = configuration.optimizer ?? modelOptimizer
         let overrides = configuration.parameters
         let parameters = try configuration.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
             ?? TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters, overrides: overrides)

@@ -131,8 +131,8 @@ extension TrainingCheckpoint {
                 hint: "resume with the checkpoint model itself (or the model the run started from)")
         }
         guard optimizer == self.optimizer else {
-            throw UpdraftError(.invalidArgument, "the checkpoint trained with \(self.optimizer), the model's optimizer is \(optimizer)",
-                               hint: "resume with the model the run started from")
+            throw UpdraftError(.invalidArgument, "the checkpoint trained with \(self.optimizer), this run's optimizer is \(optimizer)",
+                               hint: "resume with the model the run started from and its optimizer (--optimizer, UpdateConfiguration.optimizer)")
         }
         if let difference = self.data.mismatch(try DataFingerprint(of: data)) {
             throw UpdraftError(.data, "the training data is not the checkpoint's: \(difference)",

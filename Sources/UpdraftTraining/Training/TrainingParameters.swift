@@ -6,7 +6,7 @@ import UpdraftModel
 public struct TrainingParameters: Hashable, Sendable, CustomStringConvertible {
     /// Every key's value in force, normalized (integers for size/epochs/seed, bool for shuffle, doubles otherwise).
     public private(set) var values: [ParameterKey: ParameterValue]
-    /// The optimizer the model's update parameters name; its type (`optimizerType`) says which settings apply.
+    /// The optimizer the run trains with (the model's, or `UpdateConfiguration.optimizer`); its type (`optimizerType`) says which settings apply.
     public var optimizer: OptimizerKind
 
     /// The model's defaults (`hyperparameters`, as `NetworkGraph.hyperparameters` lists them), then

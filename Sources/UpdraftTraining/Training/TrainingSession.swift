@@ -70,8 +70,8 @@ final class TrainingSession {
         self.training = training
         hyperparameters = graph.hyperparameters
         parameters = run.parameters
-        // The model's (resolving made sure it has one); a checkpoint that trained with another is refused below.
-        let optimizer = graph.updateParameters?.optimizer?.kind ?? parameters.optimizer
+        // The run's, else the model's (resolving made sure it has one); a checkpoint that trained with another is refused below.
+        let optimizer = configuration.optimizer ?? graph.updateParameters?.optimizer?.kind ?? parameters.optimizer
         try configuration.augmentation.validate()
         if configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
             throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",

@@ -83,6 +83,9 @@ public struct UpdateHandlers: Sendable {
 public struct UpdateConfiguration {
     /// Parameter overrides, checked against the model's allowed values when training starts.
     public var parameters: [ParameterKey: ParameterValue] = [:]
+    /// The optimizer the run trains with instead of the one the model's update parameters name: e.g.
+    /// `.adamW`, past Core ML (the written model keeps its own SGD or Adam). Nil: the model's.
+    public var optimizer: OptimizerKind? = nil
     /// Which compute units training may use, as Core ML's `MLModelConfiguration.computeUnits`: the
     /// scheduler picks the devices (and data-parallel replicas) within them when neither `backends`
     /// nor `dataParallel` is set. `.cpuOnly` runs on the fast CPU path; `.cpuAndGPU` and `.all` may use

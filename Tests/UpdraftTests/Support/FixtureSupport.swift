@@ -22,6 +22,8 @@ struct GoldenRun: Decodable {
     var labels: [Int]
     var losses: [Double]
     var final: [String: Layer]
+    /// The run's weight decay (AdamW's runs); nil: none.
+    var weightDecay: Double?
 
     static func load(_ name: String) throws -> (GoldenRun, CoreMLModel) {
         let json = try JSONDecoder().decode(GoldenRun.self, from: Data(contentsOf: Fixtures.url("golden/\(name).json")))

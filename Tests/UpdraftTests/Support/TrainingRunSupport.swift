@@ -100,6 +100,7 @@ enum SqueezeShaped {
         switch optimizer {
         case .sgd: b.setOptimizer(.sgd(learningRate: 0.05, miniBatchSize: batch, momentum: 0.9))
         case .adam: b.setOptimizer(.adam(learningRate: 0.01, miniBatchSize: batch))
+        default: preconditionFailure("a model holds SGD or Adam; a run trains with AdamW (UpdateConfiguration.optimizer)")
         }
         b.setEpochs(2)
         b.setShuffle(true, seed: 3)

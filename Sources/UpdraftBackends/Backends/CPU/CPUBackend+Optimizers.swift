@@ -43,3 +43,18 @@ extension CPUBackend {
         }
     }
 }
+
+extension CPUBackend {
+    /// An optimizer's `ElementwiseUpdate`: its float loop over the tensor, split over threads.
+    public func elementwiseStep(_ update: ElementwiseUpdate, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                                state: [DeviceBuffer], scalars: [Double], count: Int) throws {
+        try requireSizes(["element count": count], op: update.name)
+        let w = try pointer(parameter, count, "\(update.name) parameter")
+        let g = try pointer(gradient, count, "\(update.name) gradient")
+        let s = try zip(state, update.state).map { try pointer($0, count, "\(update.name) \($1)") }
+        let k = scalars.map(Float.init)
+        parallelChunks(count, grain: CPUParallel.elementGrain) { r in
+            update.cpu(w + r.lowerBound, g + r.lowerBound, s.map { $0 + r.lowerBound }, r.count, k)
+        }
+    }
+}

@@ -183,8 +183,7 @@ extension UpdateParameters {
         lossLayers = try r.messages(1, "lossLayers").map(LossLayerSpec.init(reading:))
         optimizer = nil
         if let o = try r.message(2, "optimizer"), let f = o.lastOf(OptimizerKind.coreMLFields),
-           let kind = OptimizerKind(coreMLField: f.number) {
-            let fields = kind.optimizerType.coreML
+           let kind = OptimizerKind(coreMLField: f.number), let fields = kind.optimizerType.coreML {
             let m = try o.child(f, named: fields.name)
             var spec = OptimizerSpec(kind: kind,
                                      learningRate: try m.message(1, "learningRate").map(DoubleParameter.init(reading:)),

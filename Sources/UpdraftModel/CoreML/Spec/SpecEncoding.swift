@@ -177,9 +177,9 @@ extension UpdateParameters {
                 }
             }
         }
-        if let o = optimizer {
+        // An optimizer past Core ML has no message to write (`CoreMLModel.write` refuses such a model by name).
+        if let o = optimizer, let fields = o.kind.optimizerType.coreML {
             w.message(2) { m in
-                let fields = o.kind.optimizerType.coreML
                 m.message(fields.field) { p in
                     if let lr = o.learningRate { p.message(1, lr.encoded()) }
                     if let mb = o.miniBatchSize { p.message(2, mb.encoded()) }

@@ -89,7 +89,11 @@ public struct LossLayerSpec: Hashable, Sendable {
 }
 
 /// Which optimizer the Optimizer oneof holds: `sgd` (SGDOptimizer) or `adam` (AdamOptimizer).
-public enum OptimizerKind: String, Hashable, Sendable { case sgd, adam }
+public enum OptimizerKind: String, Hashable, Sendable {
+    case sgd, adam
+    /// Past Core ML: a run's choice (`AdamW`), never a model's update parameters.
+    case adamW = "adamw"
+}
 
 /// Optimizer: SGDOptimizer {learningRate, miniBatchSize, momentum} or
 /// AdamOptimizer {learningRate, miniBatchSize, beta1, beta2, eps}. Absent parameters are nil.
@@ -245,7 +249,7 @@ public extension UpdateParameters {
             double(.learningRate, o.learningRate, fallback: nil)
             int(.miniBatchSize, o.miniBatchSize, fallback: nil)
             let type = o.kind.optimizerType
-            for f in type.coreML.parameters { double(f.key, o[f.key], fallback: type.fallback(f.key)) }
+            for f in type.coreML?.parameters ?? [] { double(f.key, o[f.key], fallback: type.fallback(f.key)) }
         }
         int(.epochs, epochs, fallback: nil)
         out.append(Hyperparameter(key: .shuffle, defaultValue: .bool(shuffle?.defaultValue ?? true),

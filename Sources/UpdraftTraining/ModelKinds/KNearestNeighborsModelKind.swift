@@ -6,7 +6,7 @@ import UpdraftChecks
 /// The k-nearest-neighbors classifier kind (Model field 404): read, written back byte for byte,
 /// checked by `KNearestNeighborsValidator`, shown by `updraft inspect`, and run by exact search on
 /// the host (`evaluate`, `ModelKinds.predictor`), updated by appending samples
-/// (`KNearestNeighborsUpdateSession`, Training/KNearestNeighborsUpdate.swift).
+/// (`KNearestNeighborsUpdateSession`, ModelKinds/KNearestNeighborsUpdate.swift).
 enum KNearestNeighborsModelKind: UpdatableModelKind {
     static let name = "k-nearest-neighbors classifier"
     static let modelTypes: [CoreMLModelType] = [.kNearestNeighborsClassifier]

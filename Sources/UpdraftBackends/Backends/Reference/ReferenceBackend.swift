@@ -316,4 +316,15 @@ public final class ReferenceBackend: Backend {
         try write(m1, to: m, "Adam first moment")
         try write(m2, to: v, "Adam second moment")
     }
+
+    /// An optimizer's `ElementwiseUpdate` by its Double definition.
+    public func elementwiseStep(_ update: ElementwiseUpdate, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                                state: [DeviceBuffer], scalars: [Double], count: Int) throws {
+        var w = try read(parameter, count: count, "\(update.name) parameter")
+        let g = try read(gradient, count: count, "\(update.name) gradient")
+        var s = try zip(state, update.state).map { try read($0, count: count, "\(update.name) \($1)") }
+        update.reference(&w, g, &s, scalars)
+        try write(w, to: parameter, "\(update.name) parameter")
+        for (values, (buffer, name)) in zip(s, zip(state, update.state)) { try write(values, to: buffer, "\(update.name) \(name)") }
+    }
 }
