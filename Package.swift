@@ -66,13 +66,17 @@ let package = Package(
         // What is asked of a whole model: validator, report, fuzzing.
         .target(name: "UpdraftChecks", dependencies: ["UpdraftPlacement"], path: "Sources/UpdraftChecks",
                 swiftSettings: strictConcurrency),
-        // Data, the executor and sessions, data-parallel training over MPI, reporting.
-        .target(name: "UpdraftTraining", dependencies: ["UpdraftChecks", "CImageIO", "CMPI"],
+        // Training data: image folders and labels files decoded through CImageIO, .npy arrays, batches,
+        // augmentation, prefetching. Needs the model's description, not the backends' placement or checks.
+        .target(name: "UpdraftData", dependencies: ["UpdraftModel", "CImageIO"],
+                path: "Sources/UpdraftData", swiftSettings: strictConcurrency),
+        // The executor and sessions, model kinds, data-parallel training over MPI, reporting.
+        .target(name: "UpdraftTraining", dependencies: ["UpdraftChecks", "UpdraftData", "CImageIO", "CMPI"],
                 path: "Sources/UpdraftTraining", swiftSettings: strictConcurrency),
         // The product: re-exports the targets above (`import Updraft` gives all of them), nothing else.
         .target(name: "Updraft",
                 dependencies: ["UpdraftCore", "UpdraftBackends", "UpdraftModel", "UpdraftLayers",
-                               "UpdraftPlacement", "UpdraftChecks", "UpdraftTraining"],
+                               "UpdraftPlacement", "UpdraftChecks", "UpdraftData", "UpdraftTraining"],
                 path: "Sources/Updraft", swiftSettings: strictConcurrency),
         // The command-line parsing the two executables share; not part of the library's API.
         .target(name: "UpdraftCommandLine", path: "Sources/UpdraftCommandLine", swiftSettings: strictConcurrency),

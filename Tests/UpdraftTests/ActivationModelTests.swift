@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A MobileNetV3-style model as coremltools' converter writes it: ReLU6 as a clip layer, hardswish as

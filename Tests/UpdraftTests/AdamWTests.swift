@@ -5,6 +5,7 @@ import XCTest
 @testable import UpdraftModel
 @testable import UpdraftLayers
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// AdamW, the optimizer added past Core ML (issue 36's proof that an optimizer is one unit): its

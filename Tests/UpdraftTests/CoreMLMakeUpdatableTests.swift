@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `CoreMLModel.makingUpdatable` and `updraft make-updatable`: coremltools' make_updatable and set_*

@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// k-nearest-neighbors classifiers and pipelines made by coremltools' own builders

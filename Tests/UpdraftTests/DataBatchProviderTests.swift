@@ -1,5 +1,6 @@
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 final class DataBatchProviderTests: XCTestCase {

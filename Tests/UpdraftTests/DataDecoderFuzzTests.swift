@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 import CImageIO
 

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, findings 6 and 7: decompression bombs are refused on their header, decode memory is

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The committed demo dataset (Tests/Data/digits, written by Tests/Scripts/make_digits.py).

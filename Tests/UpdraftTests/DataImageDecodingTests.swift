@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Files for the data tests: a fresh temporary folder per test case, removed afterwards.

@@ -2,6 +2,7 @@ import CImageIO
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// PNG's two decoders: the fast path (chunks walked here, libdeflate, our unfiltering) must give

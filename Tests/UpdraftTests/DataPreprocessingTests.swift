@@ -1,5 +1,6 @@
 import XCTest
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 final class DataPreprocessingTests: XCTestCase {

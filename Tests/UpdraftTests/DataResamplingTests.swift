@@ -1,5 +1,6 @@
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The resampler's two horizontal passes: the one sweeping an RGB pixel's taps once for all three

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 14: image data streams (listing only at creation, decoding ahead of the trainer with

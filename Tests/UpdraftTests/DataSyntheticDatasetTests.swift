@@ -1,4 +1,5 @@
 import XCTest
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `SyntheticImageDataset`: the seeded in-memory images behind `updraft-bench epochs`.

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Updraft's preprocessing against torchvision's (PIL backend) on committed fixtures made by

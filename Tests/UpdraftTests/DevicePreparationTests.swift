@@ -4,6 +4,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Preparation before the first step (issue 24): the preparation ops make the oneDNN primitives a

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The first layers of the frozen prefix run a few images at a time on the CPU (`PrefixChunking`).

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Every problem of a model at once: `NetworkGraph(model:)`, the validator, `inspect`, `plan`,

@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, findings 2, 3 and 8: the log appends and never replaces what is not a regular file

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, finding 5: training, evaluation and prediction check their memory footprint before

@@ -1,5 +1,6 @@
 import XCTest
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, finding 10: each message names the file or field and the way out (no Swift

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, finding 9: inspecting, building and training a long chain is linear in its length.

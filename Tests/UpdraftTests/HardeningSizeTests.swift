@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftModel
 @testable import UpdraftPlacement
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 13, finding 1: sizes from a model field or a command-line number never trap (integer

@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Evaluation and prediction keep going when their device fails: one warning, the batch again on the

@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The k-NN update (issue 23, item 4): one sample appended per example, through `UpdateTask` and

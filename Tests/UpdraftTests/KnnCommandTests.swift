@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Past Core ML (issue 23, item 5): `updraft knn` and the library edits behind it (remove a label,

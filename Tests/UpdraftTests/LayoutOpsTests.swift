@@ -5,6 +5,7 @@ import XCTest
 @testable import UpdraftLayers
 @testable import UpdraftPlacement
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Logical N-D shapes, multi-array inputs of every rank, and the shape re-labelling layers

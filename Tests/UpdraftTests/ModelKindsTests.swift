@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftChecks
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The model-kind seam: which kind updates a model, and that the task, the validator, inspect,

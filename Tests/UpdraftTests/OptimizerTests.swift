@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A test-only optimizer, registered nowhere but handed to the executor directly: plain SGD with no

@@ -4,6 +4,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A pipeline's k-NN updated through the models before it: each appended sample is the embedding

@@ -4,6 +4,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Pipelines run and trained: the networks of a pipeline joined into one (`pipelineNetwork`),

@@ -5,6 +5,7 @@ import XCTest
 @testable import UpdraftChecks
 @testable import UpdraftLayers
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The reduce layers of the table in Ops/Reduce.swift: the models of Tests/Scripts/make_reduce_fixtures.py

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The raster, the bitmap font and the history plot `updraft plot` draws.

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// One event as the tests read it back from an event file.

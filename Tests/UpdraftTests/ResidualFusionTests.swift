@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// ResNet's basic blocks in the frozen prefix: conv -> add(conv, shortcut) -> relu runs as one

@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The same SqueezeNet-shaped training (fire modules with concat, ceil-mode pools, conv10 + ReLU,

@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// End to end: PNG class folders -> image preprocessing -> a small updatable Core ML model ->

@@ -1,6 +1,7 @@
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A device that fails mid-training (injected with `FailingBackend`) costs a one-line warning, never

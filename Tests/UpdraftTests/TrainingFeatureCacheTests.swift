@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The frozen-prefix feature cache: device memory first (on the backend that runs the tail), host

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `UpdateConfiguration.frozenActivationsHalfPrecision` (`updraft train --frozen-fp16`): the frozen

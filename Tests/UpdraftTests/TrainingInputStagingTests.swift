@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 26, item 4: float examples (the `BatchProvider` path, no pixel upload) are stacked in one

@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `UpdateConfiguration.profile` (`updraft train --profile`): every layer's passes timed, with the

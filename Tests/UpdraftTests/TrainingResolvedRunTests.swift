@@ -4,6 +4,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Issue 22, item 4: one run request. `ResolvedRun.resolve` checks the hyperparameters, takes the

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Exact resume: a run stopped after a checkpoint and resumed from it ends with the weights, losses

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `for try await event in task.events` and `try await task.run()` beside Core ML's handlers.

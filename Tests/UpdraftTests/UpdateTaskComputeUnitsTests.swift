@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Library callers get the scheduler as the CLI does: `UpdateConfiguration.computeUnits` (Core ML's

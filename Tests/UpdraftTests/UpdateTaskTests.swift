@@ -2,6 +2,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Core ML's update-task semantics, and where Updraft goes past them.

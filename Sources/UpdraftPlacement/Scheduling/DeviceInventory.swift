@@ -32,10 +32,13 @@ public struct DeviceInventory {
     }
 
     /// The pin a request names (see `DevicePin`), or nil without a request.
-    public func resolvePin(_ request: (text: String, source: String)?) throws -> DevicePin? {
-        guard let request else { return nil }
-        return try DevicePin.resolve(request.text, openCLDevices: openCL.map { ($0.info.index, $0.info.name) },
-                                     openCLProblem: openCLProblem, source: request.source)
+    public func resolvePin(_ request: DeviceRequest?) throws -> DevicePin? {
+        try request?.resolve(openCLDevices: openCL.map { ($0.info.index, $0.info.name) }, openCLProblem: openCLProblem)
+    }
+
+    /// The pin text as typed names (`DeviceRequest.Value.text`, from `source`), or nil without it.
+    public func resolvePin(_ typed: (text: String, source: String)?) throws -> DevicePin? {
+        try resolvePin(typed.map { DeviceRequest(.text($0.text), source: $0.source) })
     }
 
     /// Calibrated devices for a plan, and one-line warnings about devices left out.

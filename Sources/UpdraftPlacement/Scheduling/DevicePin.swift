@@ -33,13 +33,14 @@ public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The requested pin text and where it came from: the option wins over the environment.
-    public static func request(option: String?,
-                               environment: [String: String] = ProcessInfo.processInfo.environment)
-        -> (text: String, source: String)? {
-        if let option, !option.isEmpty { return (option, "--device") }
+    /// The device asked for and where the ask came from: the option (text, as typed) wins over a
+    /// typed pin (Swift's `preferredDevice`), which wins over the environment (text).
+    public static func request(option: String?, pin: DevicePin? = nil,
+                               environment: [String: String] = ProcessInfo.processInfo.environment) -> DeviceRequest? {
+        if let option, !option.isEmpty { return DeviceRequest(.text(option), source: "--device") }
+        if let pin { return DeviceRequest(.pin(pin), source: "preferredDevice") }
         if let env = environment[environmentVariable], !env.trimmingCharacters(in: .whitespaces).isEmpty {
-            return (env, environmentVariable)
+            return DeviceRequest(.text(env), source: environmentVariable)
         }
         return nil
     }
@@ -89,5 +90,38 @@ public enum DevicePin: Hashable, Sendable, CustomStringConvertible {
             throw UpdraftError(.invalidArgument, "\(source) asks for the host CPU, which is not among the devices")
         }
         return pin
+    }
+}
+
+/// A device asked for: a typed pin, or text as a user typed it (`--device`, `UPDRAFT_DEVICE`: an index,
+/// part of a name, cpu, or under mpirun a list), with where it came from for messages. A typed pin is
+/// never turned into text and parsed again; text is resolved once, against the devices present.
+public struct DeviceRequest: Sendable, Equatable {
+    public enum Value: Sendable, Equatable {
+        case pin(DevicePin)
+        case text(String)
+    }
+    public var value: Value
+    /// "--device", "preferredDevice" or "UPDRAFT_DEVICE".
+    public var source: String
+
+    public init(_ value: Value, source: String) { self.value = value; self.source = source }
+
+    /// The request as a user would type it ("cpu", "1", "NVIDIA"), for messages.
+    public var text: String {
+        switch value {
+        case let .pin(pin): return pin.optionText
+        case let .text(text): return text
+        }
+    }
+
+    /// The pin among the OpenCL devices present: a typed one checked to exist, text resolved.
+    public func resolve(openCLDevices: [(index: Int, name: String)], openCLProblem: String? = nil) throws -> DevicePin {
+        switch value {
+        case .pin(.host): return .host
+        case let .pin(.openCL(index)) where openCLDevices.contains(where: { $0.index == index }): return .openCL(index: index)
+        case .pin: return try DevicePin.resolve(text, openCLDevices: openCLDevices, openCLProblem: openCLProblem, source: source)
+        case let .text(text): return try DevicePin.resolve(text, openCLDevices: openCLDevices, openCLProblem: openCLProblem, source: source)
+        }
     }
 }

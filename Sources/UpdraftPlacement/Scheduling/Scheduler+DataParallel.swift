@@ -28,6 +28,12 @@ public enum DataParallelMode: String, CaseIterable, Codable, Sendable {
     /// The option's value if given, else the environment's, else `auto`.
     public static func resolve(option: String?, environment: [String: String]) throws -> DataParallelMode {
         if let option { return try DataParallelMode(parsing: option) }
+        return try resolve(nil, environment: environment)
+    }
+
+    /// `mode` when given (typed: never spelled out and parsed again), else the environment's, else `auto`.
+    public static func resolve(_ mode: DataParallelMode?, environment: [String: String]) throws -> DataParallelMode {
+        if let mode { return mode }
         if let value = environment[environmentVariable], !value.isEmpty {
             do { return try DataParallelMode(parsing: value) } catch {
                 throw UpdraftError(.invalidArgument, "\(environmentVariable)=\(value) is not a data-parallel mode",

@@ -26,19 +26,20 @@ extension Scheduler {
     /// within `computeUnits`, a pin, calibration (cached) and the plan. `schedule` opens what this
     /// chose; `updraft plan` prints it.
     /// - Parameters:
-    ///   - deviceOption: the `--device` value, if given; `UPDRAFT_DEVICE` in `environment` otherwise.
+    ///   - deviceOption: the `--device` value, if given; else `device` (typed); `UPDRAFT_DEVICE` in
+    ///     `environment` otherwise.
     ///   - cache: where calibrations are kept (default: `CalibrationCache(environment:)`).
     ///   - dataParallel: the `--data-parallel` mode, if given; `UPDRAFT_DATA_PARALLEL` in
     ///     `environment` otherwise; `auto` without either.
     /// - Throws: for a pin that names no device or one `computeUnits` rules out; never for missing
     ///   OpenCL, which leaves a CPU plan and a warning.
     public static func place(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
-                             deviceOption: String? = nil,
+                             deviceOption: String? = nil, device: DevicePin? = nil,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              cache: CalibrationCache? = nil,
                              dataParallel: DataParallelMode? = nil, job: Job? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
-        let mode = try DataParallelMode.resolve(option: dataParallel?.rawValue, environment: environment)
-        let request = DevicePin.request(option: deviceOption, environment: environment)
+        let mode = try DataParallelMode.resolve(dataParallel, environment: environment)
+        let request = DevicePin.request(option: deviceOption, pin: device, environment: environment)
         let calibration = cache ?? CalibrationCache(environment: environment)
         var options = Scheduler.Options(dataParallel: mode)
         options.job = job
@@ -83,16 +84,16 @@ extension Scheduler {
 
     /// Plans `graph` at `batchSize` for this machine (`place`) and opens the backends.
     /// - Parameters:
-    ///   - dataParallel: the `--data-parallel` value (any case), if given; `UPDRAFT_DATA_PARALLEL` in
-    ///     `environment` otherwise; `auto` without either.
-    /// - Throws: as `place`, and for a `dataParallel` value that names no mode.
+    ///   - dataParallel: the data-parallel mode, if given; `UPDRAFT_DATA_PARALLEL` in `environment`
+    ///     otherwise; `auto` without either.
+    /// - Throws: as `place`.
     public static func schedule(graph: NetworkGraph, batchSize: Int, computeUnits: ComputeUnits = .default,
-                                deviceOption: String? = nil,
+                                deviceOption: String? = nil, device: DevicePin? = nil,
                                 environment: [String: String] = ProcessInfo.processInfo.environment,
-                                cache: CalibrationCache? = nil, dataParallel: String? = nil, job: Job? = nil) throws -> MachineSchedule {
-        let mode = try dataParallel.map(DataParallelMode.init(parsing:))
+                                cache: CalibrationCache? = nil, dataParallel: DataParallelMode? = nil,
+                                job: Job? = nil) throws -> MachineSchedule {
         let (plan, warnings) = try place(graph: graph, batchSize: batchSize, computeUnits: computeUnits, deviceOption: deviceOption,
-                                         environment: environment, cache: cache, dataParallel: mode, job: job)
+                                         device: device, environment: environment, cache: cache, dataParallel: dataParallel, job: job)
         let backends = try Scheduler.backends(for: plan)
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// Data-parallel training across the processes of an MPI job (`mpirun -np N updraft train ...`, or
 /// `UpdateConfiguration.distributed` from Swift). Every rank holds the same model; each global

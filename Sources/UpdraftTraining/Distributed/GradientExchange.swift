@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 /// One training run's gradient exchange between ranks. The trained tensors are grouped into buckets
 /// in the order backward finishes them (last layer first); during a step, each bucket is handed to

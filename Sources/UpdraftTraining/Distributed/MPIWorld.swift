@@ -1,6 +1,7 @@
 import CMPI
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// The processes of one MPI job (`mpirun -np N updraft ...`), joined once per process. Every MPI call
 /// runs on one serial queue (MPI_THREAD_SERIALIZED), so that the training thread can wait for a

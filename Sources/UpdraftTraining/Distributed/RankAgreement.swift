@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftBackends
+import UpdraftData
 
 /// Every rank stops on the same error: a rank whose device failed with no fallback allowed, or whose
 /// share of validation failed. Thrown on every rank (each names the rank that failed and why), after

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftPlacement
+import UpdraftData
 
 /// The device one rank of an mpirun job trains on. Ranks on one host would otherwise all schedule
 /// themselves onto the same devices; instead each takes one by its rank on the host (its local rank,
@@ -54,11 +55,14 @@ extension UpdateConfiguration {
     /// `ResolvedRun.resolve` calls it; `updraft plan` does too, so it plans what `train` runs.
     public mutating func chooseRankDevice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RankDeviceChoice? {
         guard let distributed, backends == nil, dataParallel == nil else { return nil }
-        let request = DevicePin.request(option: deviceOption ?? preferredDevice?.optionText, environment: environment)
-        let mode = try DataParallelMode.resolve(option: dataParallelMode?.rawValue, environment: environment)
+        let request = DevicePin.request(option: deviceOption, pin: preferredDevice, environment: environment)
+        // A typed pin (`preferredDevice`) is every rank's device as given; text may be a list to map.
+        if let request, case .pin = request.value { return RankDeviceChoice(deviceOption: nil, reason: request.source) }
+        let mode = try DataParallelMode.resolve(dataParallelMode, environment: environment)
         let listsOpenCL = request == nil && mode != .on && computeUnits.usesOpenCL
         let inventory = DeviceInventory.discover(includeOpenCL: listsOpenCL)
-        let choice = try RankDeviceChoice.choose(localRank: distributed.world.localRank, request: request, computeUnits: computeUnits,
+        let choice = try RankDeviceChoice.choose(localRank: distributed.world.localRank, request: request.map { ($0.text, $0.source) },
+                                                 computeUnits: computeUnits,
                                                  dataParallel: mode, openCL: inventory.openCL.map { ($0.info.index, $0.info.type) })
         if let option = choice.deviceOption { deviceOption = option }
         return choice

@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 extension TrainingSession {
     /// The exchange of a multi-rank run, after checking that every rank trains the same model on the

@@ -2,6 +2,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// The first layers of a forward run a chunk of images at a time (`PrefixChunking`): each chunk's
 /// inputs are views of the batch's, its layers run in a workspace sized for the chunk, and the blobs

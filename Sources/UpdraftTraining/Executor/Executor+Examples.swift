@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftLayers
+import UpdraftData
 
 /// Float examples (a `BatchProvider`'s `TrainingExample`s) as a batch: their inputs are stacked into
 /// the executor's `InputStaging`, one host array reused batch after batch, and uploaded from there.

@@ -1,6 +1,7 @@
 import UpdraftCore
 import UpdraftBackends
 import UpdraftLayers
+import UpdraftData
 
 /// Steps and evaluations on the feature cache: the boundary blobs of a batch are gathered from the
 /// cache's tiers into batch buffers on the tail backend, the prefix runs only for examples the cache

@@ -2,6 +2,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// The frozen prefix's fp16 activations (`TrainingGraph.halfPrecisionPrefix`): every blob a prefix
 /// layer writes is stored as IEEE halves, two per float of its buffer, so the prefix's activations

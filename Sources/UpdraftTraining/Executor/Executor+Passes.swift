@@ -2,6 +2,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// Forward, loss, backward and update passes of the executor, one op at a time through `Backend`.
 extension Executor {

@@ -1,6 +1,7 @@
 import UpdraftCore
 import UpdraftBackends
 import UpdraftLayers
+import UpdraftData
 
 /// Image batches as 8-bit samples (`PixelRows`, from a `PixelBatchProvider`): uploaded at a byte a
 /// sample and converted on the input's backend, the model's image scaler applied in the same pass

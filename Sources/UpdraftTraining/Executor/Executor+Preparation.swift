@@ -2,6 +2,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// Preparation before the first step: every layer's kind makes on its backend the per-shape objects
 /// its passes will use for a batch size (`LayerKind.prepare`: the oneDNN primitives the CPU backend

@@ -1,5 +1,6 @@
 import UpdraftCore
 import UpdraftBackends
+import UpdraftData
 
 /// The executor's training state as host values: what a replica exchanges with the others (the
 /// gradients of a step) and what recovery needs to carry training over to another device (the

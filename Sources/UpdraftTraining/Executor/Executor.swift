@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// Runs a model's network on backends: the frozen prefix forward only on `prefixBackend`, the
 /// trainable tail forward and backward on `tailBackend` (the same backend unless the scheduler

@@ -3,6 +3,7 @@ import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
 import UpdraftPlacement
+import UpdraftData
 
 /// Forward-only work (evaluation, prediction) on a chosen device, with training's fallback: when the
 /// device fails (a kernel that does not build, memory that runs out, a device error), one warning

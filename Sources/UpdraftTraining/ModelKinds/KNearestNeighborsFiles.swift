@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// A k-NN's samples and labels as files, in the form `updraft train` reads: a folder with
 /// `inputs.npy` (float32 `[N, D]`, the samples in order) and `labels.txt` (one label per line, in

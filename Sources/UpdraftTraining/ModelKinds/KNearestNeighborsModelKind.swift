@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
+import UpdraftData
 
 /// The k-nearest-neighbors classifier kind (Model field 404): read, written back byte for byte,
 /// checked by `KNearestNeighborsValidator`, shown by `updraft inspect`, and run by exact search on

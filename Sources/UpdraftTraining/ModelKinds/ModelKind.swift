@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
+import UpdraftData
 
 /// One kind of Core ML model Updraft can update. Core ML updates three: neural networks,
 /// k-nearest-neighbours classifiers and pipelines. A kind says how a model of it is checked,

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Forward work on a model of any kind: what `updraft evaluate` and `updraft predict` run, made by
 /// the model's kind (`ModelKinds.predictor`). A network's predictor runs its graph forward on the

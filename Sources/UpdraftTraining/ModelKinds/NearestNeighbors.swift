@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Exact k-nearest-neighbors search and voting over a k-NN classifier's samples, on the host.
 ///

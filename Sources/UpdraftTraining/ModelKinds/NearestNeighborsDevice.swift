@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Where a k-NN's batched distance products run (`NeighborSearch.attach`); the rest of the search
 /// (the bound filter, the exact re-check, the votes) is on the host. The rule, simpler than a
@@ -22,7 +23,7 @@ enum NearestNeighborsDevice {
     /// - Parameter work: the job's multiply-adds, when known (queries times samples times dimension).
     static func choose(_ configuration: UpdateConfiguration, environment: [String: String], work: Double? = nil,
                        warn: (String) -> Void) throws -> Backend? {
-        let request = DevicePin.request(option: configuration.deviceOption ?? configuration.preferredDevice?.optionText, environment: environment)
+        let request = DevicePin.request(option: configuration.deviceOption, pin: configuration.preferredDevice, environment: environment)
         guard configuration.computeUnits.usesOpenCL || request != nil else { return nil }
         if request == nil, let work, work < smallestDeviceJob { return nil }
         let inventory = DeviceInventory.discover()

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
+import UpdraftData
 
 /// The neural network kind (Model's neuralNetwork, neuralNetworkClassifier and neuralNetworkRegressor):
 /// checked by `ModelValidator`, shown by `ModelReport`, resolved by `ResolvedRun.resolve` and trained by a

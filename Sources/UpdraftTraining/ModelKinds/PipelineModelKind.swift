@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
 import UpdraftPlacement
+import UpdraftData
 
 /// The pipeline kind (Model fields 200, 201, 202): its models read as their own kinds; checked as
 /// Core ML checks a pipeline (`PipelineValidator`) and each model by its kind; shown with each

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// A pipeline whose last model is a k-NN, run forward: the neural networks before it joined into
 /// one extractor (`CoreMLModel.pipelineNetwork`) on the device the scheduler picks, whose output

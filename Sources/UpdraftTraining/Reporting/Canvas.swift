@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 /// An 8-bit RGB color.
 public struct RGB: Equatable, Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 /// A confusion matrix drawn as a picture: one square per (true class, predicted class), shaded by
 /// the fraction of the true class's examples predicted as that class (white 0, dark blue 1), with

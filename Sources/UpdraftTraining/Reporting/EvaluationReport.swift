@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// A classifier evaluated on labelled data (what `updraft evaluate` prints), with what its
 /// `--report DIR` draws: the confusion matrix as a PNG, a contact sheet of the worst mistakes (each

@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// Loss and accuracy curves of a training history, drawn the way DIGITS shows them: a loss panel
 /// (every mini-batch's loss, the epoch's mean training loss and the validation loss) beside an

@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 /// Elapsed time, throughput and time left of a training run, from the mini-batches done so far:
 /// what the progress line shows. The rate is measured over the recent mini-batches (a sliding

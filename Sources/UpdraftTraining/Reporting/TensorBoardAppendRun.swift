@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// What a run logs for TensorBoard, whatever the model kind: a network's training
 /// (`TensorBoardRun`) or a k-NN's append (`TensorBoardAppendRun`).

@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// TensorBoard's `Event` and `Summary` protobufs (tensorboard/compat/proto/event.proto, summary.proto,
 /// histogram.proto, tensor.proto; plugins/hparams/plugin_data.proto), built with Updraft's own

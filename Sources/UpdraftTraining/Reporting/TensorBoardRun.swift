@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// What a network training run logs for TensorBoard (`UpdateConfiguration.tensorboardDirectory`,
 /// `updraft train --tensorboard DIR`). Steps count mini-batches over the whole run: mini-batch `b`

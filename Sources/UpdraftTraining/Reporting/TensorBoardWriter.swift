@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// Appends TensorBoard events to `events.out.tfevents.<unix seconds>.<host>` in a log folder, as
 /// TFRecords: each record is its length (UInt64, little-endian), the masked CRC-32C of those 8 bytes,

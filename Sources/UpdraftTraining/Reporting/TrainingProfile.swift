@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// Where a run's training steps spend their time, per layer and pass (`UpdateConfiguration.profile`,
 /// `updraft train --profile`, `updraft-bench epochs --profile`): wall time, the work done (GFLOP:

@@ -1,4 +1,5 @@
 import UpdraftCore
+import UpdraftData
 
 /// Which examples make up each mini-batch of an epoch.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// The `.resume` state file: a magic line, a JSON header (position, settings, fingerprints, history,
 /// the tensors' names and sizes), the tensors' float32 values (little-endian: values, then one array per

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftPlacement
+import UpdraftData
 
 /// Data-parallel training: every replica (one executor per device) holds the same parameters and
 /// optimizer state; each mini-batch is cut into slices, one per replica; each replica computes the

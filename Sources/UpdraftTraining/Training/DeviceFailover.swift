@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftPlacement
+import UpdraftData
 
 /// When training keeps a host copy of its state (parameters, optimizer moments, step count) so that
 /// it can carry on elsewhere if every device it runs on fails. The steps since the copy are kept

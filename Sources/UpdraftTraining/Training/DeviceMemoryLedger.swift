@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Memory admission for the update tasks of one process (issue 26, item 1): tasks started at once on
 /// one device share what it has. Before a training session makes its executors it reserves its planned

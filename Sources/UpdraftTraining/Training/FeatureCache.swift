@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftBackends
 import UpdraftCore
+import UpdraftData
 
 /// Keeps the frozen prefix's outputs (the tail's inputs, one row per boundary blob) per example and
 /// augmentation variant, so that epochs after the first run only the trainable tail.

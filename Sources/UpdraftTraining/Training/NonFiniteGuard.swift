@@ -1,5 +1,6 @@
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// Training that diverges (a learning rate far too high, data with NaN in it) produces a NaN or
 /// infinite loss, then NaN weights; left alone it trains on, and writes NaN models and checkpoints.

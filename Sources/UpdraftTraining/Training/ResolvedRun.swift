@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// A training run resolved from a model and an `UpdateConfiguration`, once: the hyperparameters
 /// (the model's defaults with the configuration's overrides, or a checkpoint's), validated here and

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Where a run would train, placed as `ResolvedRun.resolve` places it (`ResolvedRun.place`), with
 /// nothing opened and no hyperparameter checked: what `updraft plan` prints.

@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// The scheduler's entry points for an `UpdateConfiguration` (what `ResolvedRun.resolve`, `updraft plan`
 /// and `InferenceRunner` call): its compute units, device and data-parallel mode passed to the
@@ -12,7 +13,7 @@ extension Scheduler {
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
         try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
-                  deviceOption: configuration.deviceOption ?? configuration.preferredDevice?.optionText,
+                  deviceOption: configuration.deviceOption, device: configuration.preferredDevice,
                   environment: environment, cache: cache, dataParallel: configuration.dataParallelMode, job: configuration.job)
     }
 

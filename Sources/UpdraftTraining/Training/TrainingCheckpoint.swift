@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// Where a run stands between two mini-batches: what continuing it exactly needs besides the
 /// trained tensors and their optimizer state.

@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// This rank's part in a step of a multi-rank run: the exchange, and every rank's weight in the
 /// global batch's gradient.

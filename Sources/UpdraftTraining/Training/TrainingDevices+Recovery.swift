@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// Carrying on after a device failed: dropping replicas others outlive, or taking the step again
 /// from the last snapshot on what is left.

@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftData
 
 /// Host copies of the training state, kept while a fallback device is left to carry on with.
 extension TrainingDevices {

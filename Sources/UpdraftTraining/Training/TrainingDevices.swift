@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftLayers
+import UpdraftData
 
 /// The executors a training run steps: one, or one replica per device for data parallelism; the
 /// devices left to fall back to; the last completed step's state. When a device fails, the step is

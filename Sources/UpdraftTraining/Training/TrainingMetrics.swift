@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// What a progress event reports. At miniBatchEnd: the batch's loss and index. At epochEnd: the
 /// epoch's mean training loss, the last batch's loss (what Core ML reports as lossValue), training

@@ -1,5 +1,6 @@
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// The values in force for a run: the model's defaults with the caller's overrides, each checked
 /// against what the model allows.

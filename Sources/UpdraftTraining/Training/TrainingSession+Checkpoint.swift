@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 /// Checkpoints of a running session: the state to resume from, captured between mini-batches.
 extension TrainingSession {

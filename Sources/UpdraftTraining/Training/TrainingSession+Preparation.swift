@@ -1,5 +1,6 @@
 import Foundation
 import UpdraftCore
+import UpdraftData
 
 extension TrainingSession {
     /// Makes every replica ready (`Executor.prepare(batch:)`) for the batch sizes its steps take in

@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftModel
 import UpdraftLayers
 import UpdraftPlacement
+import UpdraftData
 
 /// The training loop behind an `UpdateTask`: epochs of mini-batches (Core ML's batching), the
 /// feature cache, metrics, validation and checkpoints.

@@ -1,6 +1,7 @@
 import Foundation
 import UpdraftCore
 import UpdraftModel
+import UpdraftData
 
 /// One progress event as a value, for `UpdateTask.events`: what a progress handler's context
 /// carries, without the task.

@@ -3,6 +3,7 @@ import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
 import UpdraftPlacement
+import UpdraftData
 
 /// Core ML's task states (MLTaskState), plus `cancelled`: Updraft calls the completion handler after
 /// `cancel()` with the model as trained so far, where Core ML drops the work.

@@ -4,6 +4,7 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A torchvision model converted by coremltools and PyTorch's fine-tuning of it, written by

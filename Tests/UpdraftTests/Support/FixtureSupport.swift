@@ -1,6 +1,7 @@
 import Foundation
 @testable import UpdraftCore
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Locates committed fixtures (Tests/UpdraftTests/Fixtures is excluded from the target's sources).

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A layer fixture of Tests/Scripts/make_resample_fixtures.py or make_reduce_fixtures.py: the model

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import UpdraftCore
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// A unique folder under the system's temporary directory, `<prefix>-<UUID>` (not yet created).

@@ -3,6 +3,7 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
+@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// One training run through `UpdateTask`, with what the multi-device and fallback tests compare.

@@ -53,7 +53,7 @@ public struct PixelBatch {
     public let shape: Shape
     /// Each example's target, in batch order.
     public let targets: [TrainingExample.Target]
-    let rows: PixelRows
+    package let rows: PixelRows
 }
 
 extension PixelBatchProvider {
@@ -106,10 +106,10 @@ extension ImageAugmentation {
 
 /// Host memory for up to `capacity` examples of `rowBytes` 8-bit samples: one mini-batch's images,
 /// `[N, C, H, W]`, allocated once and reused through a `PixelStagingPool`.
-final class PixelStaging: @unchecked Sendable {
-    let rowBytes: Int
-    let capacity: Int
-    let base: UnsafeMutablePointer<UInt8>
+package final class PixelStaging: @unchecked Sendable {
+    package let rowBytes: Int
+    package let capacity: Int
+    package let base: UnsafeMutablePointer<UInt8>
 
     init(rowBytes: Int, capacity: Int) {
         self.rowBytes = rowBytes
@@ -127,8 +127,8 @@ final class PixelStaging: @unchecked Sendable {
 }
 
 /// A staging buffer in use: back to its pool when the last holder lets go.
-final class PixelLease: @unchecked Sendable {
-    let staging: PixelStaging
+package final class PixelLease: @unchecked Sendable {
+    package let staging: PixelStaging
     private let pool: PixelStagingPool
     init(_ staging: PixelStaging, pool: PixelStagingPool) { self.staging = staging; self.pool = pool }
     deinit { pool.giveBack(staging) }
@@ -137,24 +137,24 @@ final class PixelLease: @unchecked Sendable {
 /// Staging buffers reused across mini-batches: a lease takes a free one (or allocates one when all
 /// are in use) and gives it back when released; at most `keep` free ones are held, so memory is
 /// O(mini-batch x (prefetch depth + a few)) whatever the data set's size.
-final class PixelStagingPool: @unchecked Sendable {
-    let rowBytes: Int
+package final class PixelStagingPool: @unchecked Sendable {
+    package let rowBytes: Int
     /// Rows a new buffer gets at least (the mini-batch size), so a buffer serves any batch.
-    let batchRows: Int
-    let keep: Int
+    package let batchRows: Int
+    package let keep: Int
     private let lock = NSLock()
     private var free: [PixelStaging] = []
     /// Buffers allocated over the pool's life (tests: reuse means this stops growing).
-    private(set) var allocations = 0
+    package private(set) var allocations = 0
 
-    init(rowBytes: Int, batchRows: Int, keep: Int) {
+    package init(rowBytes: Int, batchRows: Int, keep: Int) {
         self.rowBytes = rowBytes
         self.batchRows = max(1, batchRows)
         self.keep = max(1, keep)
     }
 
     /// A buffer of at least `rows` rows.
-    func lease(rows: Int) -> PixelLease {
+    package func lease(rows: Int) -> PixelLease {
         lock.lock()
         if let i = free.lastIndex(where: { $0.capacity >= rows }) {
             let s = free.remove(at: i)
@@ -174,26 +174,28 @@ final class PixelStagingPool: @unchecked Sendable {
 
 /// Consecutive rows of a leased staging buffer: a batch (or a replica's slice of one) of images,
 /// `[count, C, H, W]` bytes, ready for `Executor`'s pixel upload. Holds the lease while it lives.
-struct PixelRows {
-    let lease: PixelLease
-    let rows: Range<Int>
+package struct PixelRows {
+    package let lease: PixelLease
+    package let rows: Range<Int>
 
-    var count: Int { rows.count }
-    var rowBytes: Int { lease.staging.rowBytes }
+    package init(lease: PixelLease, rows: Range<Int>) { self.lease = lease; self.rows = rows }
+
+    package var count: Int { rows.count }
+    package var rowBytes: Int { lease.staging.rowBytes }
     /// The rows' bytes; valid while this value (or another holder of the lease) lives.
-    var samples: UnsafeBufferPointer<UInt8> {
+    package var samples: UnsafeBufferPointer<UInt8> {
         UnsafeBufferPointer(start: lease.staging.base + rows.lowerBound * rowBytes, count: rows.count * rowBytes)
     }
 }
 
 /// How a trainer fills staging rows from a `PixelBatchProvider`: which pool, and how to write one
 /// example's samples (crop, then flips) for the epoch.
-struct PixelLoader {
-    let pool: PixelStagingPool
-    let write: (Int, UnsafeMutableBufferPointer<UInt8>) throws -> Void
+package struct PixelLoader {
+    package let pool: PixelStagingPool
+    package let write: (Int, UnsafeMutableBufferPointer<UInt8>) throws -> Void
 
     /// Loads `provider`'s examples for `epoch` with `augmentation` (its crop and flips).
-    init(provider: PixelBatchProvider, epoch: Int, augmentation: ImageAugmentation, pool: PixelStagingPool) {
+    package init(provider: PixelBatchProvider, epoch: Int, augmentation: ImageAugmentation, pool: PixelStagingPool) {
         self.pool = pool
         let shape = provider.pixelShape
         write = { index, out in

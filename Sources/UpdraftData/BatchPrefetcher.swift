@@ -45,7 +45,7 @@ public final class BatchPrefetcher: @unchecked Sendable {
     }
 
     /// As the public initializer; with `pixels`, examples are prepared as staging rows (see above).
-    init(batches: [[Int]], depth: Int = 2, needed: @escaping (Int) -> Bool = { _ in true }, load: @escaping Load,
+    package init(batches: [[Int]], depth: Int = 2, needed: @escaping (Int) -> Bool = { _ in true }, load: @escaping Load,
          pixels: PixelLoader?) {
         self.batches = batches
         self.depth = max(1, depth)
@@ -182,7 +182,7 @@ public struct PreparedBatch {
     /// themselves when they already lie so (a whole batch, or a replica's slice of it), else rows
     /// gathered into another staging buffer from the pool, loading any not prepared.
     /// - Throws: the error of an example that failed to load.
-    func pixelRows(_ indices: [Int]) throws -> PixelRows {
+    package func pixelRows(_ indices: [Int]) throws -> PixelRows {
         guard let loader else { throw UpdraftError(.invalidArgument, "this batch was not prepared for pixel upload") }
         if let pixels, let first = indices.first, case .success(let start)? = pixels.rows[first] {
             var consecutive = true
