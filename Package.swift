@@ -54,11 +54,13 @@ let package = Package(
         // The plugin embeds Kernels/*.cl here. Hot loops stay inside this target.
         .target(name: "UpdraftBackends", dependencies: ["UpdraftCore", "COpenCL", "CCLBlast", "COpenBLAS", "CUpdraftKernels", "CDNNL"],
                 path: "Sources/UpdraftBackends", swiftSettings: strictConcurrency, plugins: ["EmbedKernels"]),
-        // The Core ML codec and typed spec, the network graph and shape inference, the optimizers.
-        .target(name: "UpdraftModel", dependencies: ["UpdraftBackends"], path: "Sources/UpdraftModel",
+        // The Core ML codec and typed spec, the network graph and shape inference, the optimizers'
+        // descriptions. No device library: a tool that only reads and writes models links none.
+        .target(name: "UpdraftModel", dependencies: ["UpdraftCore"], path: "Sources/UpdraftModel",
                 swiftSettings: strictConcurrency),
-        // The layer kinds (one type per kind), TrainingGraph, Workspace.
-        .target(name: "UpdraftLayers", dependencies: ["UpdraftModel"], path: "Sources/UpdraftLayers",
+        // Where the model meets the backends: the layer kinds (one type per kind), TrainingGraph, the
+        // pass plan, Workspace, and the optimizers' steps.
+        .target(name: "UpdraftLayers", dependencies: ["UpdraftModel", "UpdraftBackends"], path: "Sources/UpdraftLayers",
                 swiftSettings: strictConcurrency),
         // Placement: compute units, devices, calibration, cost model, scheduler, the kernel tuner.
         .target(name: "UpdraftPlacement", dependencies: ["UpdraftLayers"], path: "Sources/UpdraftPlacement",

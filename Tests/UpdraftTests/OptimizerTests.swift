@@ -131,7 +131,7 @@ final class OptimizerTests: XCTestCase {
                                             overrides: [.learningRate: .double(0.01), .weightDecay: .double(0.01)]).values
         values[.momentum] = .double(0.9)
         for kind in OptimizerKind.all {
-            try check(kind.optimizerType, values)
+            try check(kind.stepType, values)
         }
     }
 

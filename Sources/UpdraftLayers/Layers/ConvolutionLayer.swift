@@ -38,7 +38,7 @@ enum ConvolutionLayer: LayerKind {
         if backwardData { w.backwardData = [KernelWork(g.backwardDataCost, isMatrix: true)] }
         if backwardWeights {
             w.backwardWeights = [KernelWork(g.backwardWeightsCost, isMatrix: true)]
-            w.optimizer = optimizer.optimizerType.stepWork(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0])
+            w.optimizer = optimizer.stepType.stepWork(parameterCounts: [g.weightShape.count, g.hasBias ? g.outChannels : 0])
         }
         return w
     }

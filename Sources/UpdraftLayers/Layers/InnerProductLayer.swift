@@ -51,7 +51,7 @@ enum InnerProductLayer: LayerKind {
         if backwardWeights {
             w.backwardWeights = [KernelWork(OpCost(flops: 2 * macs, bytes: f32Bytes(x, y, wc, g.hasBias ? g.outputChannels : 0)),
                                             isMatrix: true)]
-            w.optimizer = optimizer.optimizerType.stepWork(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0])
+            w.optimizer = optimizer.stepType.stepWork(parameterCounts: [wc, g.hasBias ? g.outputChannels : 0])
         }
         return w
     }

@@ -1,31 +1,13 @@
 import UpdraftCore
-import UpdraftBackends
 
 /// SGD with momentum and weight decay (Core ML's SGDOptimizer; weight decay is Updraft's own):
 /// g = grad + weightDecay * w;  v = momentum * v + g;  w -= learningRate * v.
-public enum SGD: Optimizer {
+/// What a model and a run's settings know of it; its step: UpdraftLayers' Optimizers/SGD+Step.swift.
+public enum SGD: OptimizerDescription {
     public static let name = "SGD"
     public static let stateSlots = ["velocity"]
     public static let coreML: CoreMLOptimizerFields? = CoreMLOptimizerFields(field: 10, name: "sgdOptimizer", parameters: [(3, .momentum)])
     public static var settings: [(key: ParameterKey, defaultValue: ParameterValue)] {
         [(.learningRate, .double(0.001)), (.momentum, .double(0)), (.weightDecay, .double(0))]
     }
-
-    public static func hyperparameters(_ values: [ParameterKey: ParameterValue]) -> SGDHyperparameters {
-        SGDHyperparameters(learningRate: Float(setting(.learningRate, in: values)), momentum: Float(setting(.momentum, in: values)),
-                           weightDecay: Float(setting(.weightDecay, in: values)))
-    }
-
-    public static func step(_ h: SGDHyperparameters, step: Int, on backend: Backend, parameter: DeviceBuffer,
-                            gradient: DeviceBuffer, state: [DeviceBuffer], count: Int) throws {
-        try backend.sgdStep(h, parameter: parameter, gradient: gradient, velocity: state[0], count: count)
-    }
-
-    public static func referenceStep(_ h: SGDHyperparameters, step: Int, parameter: inout [Double], gradient: [Double],
-                                     state: inout [[Double]]) throws {
-        try Reference.sgdStep(h, parameter: &parameter, gradient: gradient, velocity: &state[0])
-    }
-
-    /// Reads parameter, gradient and velocity and writes two.
-    public static func stepCost(count n: Int) -> OpCost { OpCost(flops: Double(4 * n), bytes: f32Bytes(5 * n)) }
 }

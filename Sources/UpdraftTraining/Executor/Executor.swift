@@ -91,14 +91,14 @@ public final class Executor {
     /// "cpu", or "<prefix backend> + <tail backend>" when the parts run apart.
     public var deviceName: String { prefixBackend === tailBackend ? tailBackend.name : "\(prefixBackend.name) + \(tailBackend.name)" }
 
-    /// The model's optimizer (`OptimizerKind.optimizerType`), parts on two backends.
+    /// The model's optimizer (`OptimizerKind.stepType`), parts on two backends.
     public convenience init(training: TrainingGraph, optimizer: OptimizerKind, prefixBackend: Backend, tailBackend: Backend) throws {
-        try self.init(training: training, optimizer: optimizer.optimizerType, prefixBackend: prefixBackend, tailBackend: tailBackend)
+        try self.init(training: training, optimizer: optimizer.stepType, prefixBackend: prefixBackend, tailBackend: tailBackend)
     }
 
     /// Convenience: one backend for everything.
     public convenience init(training: TrainingGraph, optimizer: OptimizerKind, backend: Backend) throws {
-        try self.init(training: training, optimizer: optimizer.optimizerType, prefixBackend: backend, tailBackend: backend)
+        try self.init(training: training, optimizer: optimizer.stepType, prefixBackend: backend, tailBackend: backend)
     }
 
     /// Convenience: one backend for everything, with any optimizer type.

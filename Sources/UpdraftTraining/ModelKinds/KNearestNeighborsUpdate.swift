@@ -69,6 +69,10 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
     private(set) var lastMetrics: TrainingMetrics?
     var featureCacheStatistics: FeatureCacheStatistics? { nil }
     var profile: TrainingProfile? { nil }
+
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)? {
+        try TensorBoardAppendRun(directory: directory, session: self, onWriteFailure: warn)
+    }
     /// Where the vectors come from, for the metrics' device ("cpu" for a bare k-NN).
     let device: String
 

@@ -53,6 +53,9 @@ protocol UpdateSession: AnyObject {
     var preparationSeconds: Double? { get }
     /// Runs the update to its end (or until the task is cancelled).
     func train() throws
+    /// A TensorBoard log of this run in a new event file in `directory` (of `exampleCount` examples),
+    /// `warn` told of writes that fail; nil where the kind logs nothing.
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)?
     /// `original` with what the run has learnt so far.
     func currentModel(updating original: CoreMLModel) throws -> CoreMLModel
     /// A layer's current weights and bias, read from the device.
@@ -65,6 +68,7 @@ protocol UpdateSession: AnyObject {
 
 extension UpdateSession {
     var preparationSeconds: Double? { nil }
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)? { nil }
 }
 
 /// The finding type a kind's validation returns.

@@ -51,4 +51,8 @@ extension TrainingSession: UpdateSession {
     func currentModel(updating original: CoreMLModel) throws -> CoreMLModel { try executor.exportModel(into: original) }
 
     func weights(ofLayer name: String) throws -> (weights: Tensor, bias: Tensor?) { try executor.weights(ofLayer: name) }
+
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)? {
+        try TensorBoardRun(directory: directory, session: self, exampleCount: exampleCount, onWriteFailure: warn)
+    }
 }

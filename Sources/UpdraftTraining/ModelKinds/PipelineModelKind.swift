@@ -163,6 +163,11 @@ final class PipelineNetworkSession: UpdateSession {
 
     func train() throws { try training.train() }
 
+    /// The pipeline's last network trains: its run's log.
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)? {
+        try training.makeTensorBoardLog(directory: directory, exampleCount: exampleCount, warn: warn)
+    }
+
     func currentModel(updating original: CoreMLModel) throws -> CoreMLModel {
         try original.replacingPipelineModel(at: index, with: training.currentModel(updating: original.pipelineModels()[index]))
     }

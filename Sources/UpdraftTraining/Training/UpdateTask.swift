@@ -396,12 +396,8 @@ public final class UpdateTask: @unchecked Sendable {
                 epochBatchLosses = resumed.position.batchLosses
             }
             if let directory = configuration.tensorboardDirectory, configuration.distributed?.isPrimary ?? true {
-                // A network's run (a pipeline's too: its last network trains), or a k-NN's append.
-                if let network = (session as? TrainingSession) ?? (session as? PipelineNetworkSession)?.training {
-                    tensorboard = try TensorBoardRun(directory: directory, session: network, exampleCount: trainingData.count) { [unowned self] in warn($0) }
-                } else if let append = session as? KNearestNeighborsUpdateSession {
-                    tensorboard = try TensorBoardAppendRun(directory: directory, session: append) { [unowned self] in warn($0) }
-                }
+                // The session's kind says what its log is (a network's run, a pipeline's last network's, a k-NN's append).
+                tensorboard = try session.makeTensorBoardLog(directory: directory, exampleCount: trainingData.count) { [unowned self] in warn($0) }
             }
             try session.train()
             finish(isCancelRequested ? .cancelled : .completed, error: nil, metrics: session.lastMetrics)

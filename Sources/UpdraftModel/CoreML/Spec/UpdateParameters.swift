@@ -88,13 +88,6 @@ public struct LossLayerSpec: Hashable, Sendable {
     }
 }
 
-/// Which optimizer the Optimizer oneof holds: `sgd` (SGDOptimizer) or `adam` (AdamOptimizer).
-public enum OptimizerKind: String, Hashable, Sendable {
-    case sgd, adam
-    /// Past Core ML: a run's choice (`AdamW`), never a model's update parameters.
-    case adamW = "adamw"
-}
-
 /// Optimizer: SGDOptimizer {learningRate, miniBatchSize, momentum} or
 /// AdamOptimizer {learningRate, miniBatchSize, beta1, beta2, eps}. Absent parameters are nil.
 public struct OptimizerSpec: Hashable, Sendable {
