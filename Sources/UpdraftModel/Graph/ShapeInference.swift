@@ -93,6 +93,9 @@ enum ShapeInference {
         case .l2normalize:
             (op, output) = try spatialLayer(layer, inputShapes: inputShapes)
 
+        case .mvn:
+            (op, output) = try meanVarianceNormalizeLayer(layer, inputShapes: inputShapes)
+
         case .broadcastable:
             (op, output, weights, outputLogical) = try broadcastLayer(layer, inputShapes: inputShapes, logical: logical)
 

@@ -20,6 +20,8 @@ extension LayerParams {
             .innerProduct: { .innerProduct(try InnerProductLayerParams(reading: $0)) },
             .batchnorm: { .batchnorm(try BatchnormLayerParams(reading: $0)) },
             .l2normalize: { .l2normalize(epsilon: try $0.float(1, "epsilon") ?? 0) },
+            .mvn: { .mvn(acrossChannels: try $0.bool(1, "acrossChannels") ?? false,
+                         normalizeVariance: try $0.bool(2, "normalizeVariance") ?? false, epsilon: try $0.float(3, "epsilon") ?? 0) },
             .softmax: { _ in .softmax },
             .lrn: { .lrn(try LRNLayerParams(reading: $0)) },
             .padding: { .padding(try PaddingLayerParams(reading: $0)) },
@@ -65,6 +67,7 @@ extension LayerParams {
         case .flatten: return .flatten
         case .concat: return .concat
         case .l2normalize: return .l2normalize
+        case .mvn: return .mvn
         case .lrn: return .lrn
         case .padding: return .padding
         case let .resampling(r): return r.layerType
@@ -143,6 +146,8 @@ extension LayerParams {
         case let .resampling(r): r.encoded(into: &w)
         case let .lrn(l): l.encoded(into: &w)
         case let .l2normalize(epsilon): w.float(1, epsilon)
+        case let .mvn(acrossChannels, normalizeVariance, epsilon):
+            w.bool(1, acrossChannels); w.bool(2, normalizeVariance); w.float(3, epsilon)
         case let .loadConstant(c): c.encoded(into: &w)
         case let .reduce(r): r.encoded(into: &w)
         case let .reduceND(r): r.encoded(into: &w)

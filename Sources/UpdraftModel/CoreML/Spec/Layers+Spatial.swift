@@ -103,6 +103,32 @@ extension ShapeInference {
 
     /// Batchnorm with computeMeanVar: per-instance statistics (instanceNormalization) run as instance
     /// normalization with gamma and beta frozen; batch statistics are refused.
+    /// mvn: y = (x - mean) / sqrt(var + epsilon), mean and variance over each image's channel (H, W): the
+    /// form coremltools' converters emit (a layer norm over the last axis, reshaped so that it is H, W),
+    /// and instance normalization with scale 1 and shift 0, which is how it runs. Across the channels,
+    /// or without dividing by the deviation, it is refused by name.
+    static func meanVarianceNormalizeLayer(_ layer: LayerSpec, inputShapes: [Shape]) throws -> (op: LayerOp, output: Shape) {
+        func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {
+            UpdraftError(kind, "layer '\(layer.name)' (mvn): \(message)", hint: hint)
+        }
+        guard case let .mvn(acrossChannels, normalizeVariance, epsilon) = layer.params else { throw fail("is not an mvn layer") }
+        guard inputShapes.count == 1 else { throw fail("has \(inputShapes.count) inputs; expected 1") }
+        guard !acrossChannels, normalizeVariance else {
+            throw fail(acrossChannels ? "acrossChannels (statistics over C, H and W together) is not supported"
+                                      : "normalizeVariance false (the mean subtracted, the variance left) is not supported",
+                       hint: "Updraft runs mvn per channel with the variance normalized, the form coremltools' layer_norm conversion emits",
+                       kind: .unsupported)
+        }
+        let input = inputShapes[0]
+        let op = SpatialOp.instanceNormalization(epsilon: epsilon)
+        do { _ = try op.geometry(input: input) } catch let e as UpdraftError {
+            throw fail("\(e.message) (input '\(layer.inputs[0])' has shape \(input))", hint: e.hint)
+        }
+        let channels = input.c
+        return (.instanceNormalization(epsilon: epsilon, scale: [Float](repeating: 1, count: channels),
+                                       shift: [Float](repeating: 0, count: channels)), input)
+    }
+
     static func instanceNormalizationLayer(_ layer: LayerSpec, _ b: BatchnormLayerParams,
                                            inputShapes: [Shape]) throws -> (op: LayerOp, output: Shape) {
         func fail(_ message: String, hint: String? = nil, kind: UpdraftError.Kind = .invalidModel) -> UpdraftError {

@@ -83,6 +83,10 @@ public enum LayerParams: Hashable, Sendable {
     case lrn(LRNLayerParams)
     /// L2NormalizeLayerParams.epsilon (0 reads as Core ML's default 1e-6).
     case l2normalize(epsilon: Float)
+    /// MeanVarianceNormalizeLayerParams (mvn, 165): acrossChannels (1), normalizeVariance (2), epsilon (3).
+    /// Updraft runs the form coremltools' converters emit (per channel, variance normalized: instance
+    /// normalization without scale and shift); the others are refused by name.
+    case mvn(acrossChannels: Bool, normalizeVariance: Bool, epsilon: Float)
     /// add/subtract/multiply/divideBroadcastable (no fields): two inputs with numpy broadcasting.
     case broadcastable(BinaryOp)
     /// LoadConstantLayerParams (field 290): emits a stored constant tensor; takes no input.
