@@ -3,7 +3,6 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftModel
 @testable import UpdraftChecks
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Bad input gets a clear error, never a crash: truncations, random bytes, mutations, absurd

@@ -3,7 +3,6 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Forward-only runs (prediction, evaluation, a k-NN pipeline's embedding) fuse as a training

@@ -3,7 +3,6 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The N-D layout layers coremltools emits beyond transpose / softmaxND / concatND: constantPad

@@ -4,7 +4,6 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftLayers
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// Core ML's mvn layer (MeanVarianceNormalizeLayerParams), added to the spatial family in 4 source files

@@ -3,7 +3,6 @@ import XCTest
 @testable import UpdraftCore
 @testable import UpdraftBackends
 @testable import UpdraftModel
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `NearestNeighborsPipeline` (`updraft create knn`): a network cut at its embedding, then an empty

@@ -1,6 +1,5 @@
 import Foundation
 import XCTest
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The progress line's elapsed time, rate and ETA; and `train` printing it when piped.

@@ -4,7 +4,6 @@ import XCTest
 @testable import UpdraftBackends
 @testable import UpdraftModel
 @testable import UpdraftPlacement
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// The scheduler with a job: a device's set-up (context, program builds or loads) weighed against

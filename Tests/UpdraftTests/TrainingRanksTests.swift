@@ -1,7 +1,6 @@
 import XCTest
 @testable import UpdraftModel
 @testable import UpdraftPlacement
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `mpirun -np 2 updraft train` on localhost against the single-process run: the same losses and

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import UpdraftModel
-@testable import UpdraftData
 @testable import UpdraftTraining
 
 /// `updraft train` killed with SIGKILL mid-run and continued with `--resume` ends with the model of
