@@ -33,6 +33,26 @@ final class ModelKindsTests: XCTestCase {
         XCTAssertNil(ModelKinds.kind(for: .treeEnsembleClassifier))
     }
 
+    /// A pipeline hands its work to its last model's kind (`PipelineLastModelKind`): a network and a k-NN
+    /// can end one; a last model of another kind (here a pipeline) is refused by name, and planned with a note.
+    func testAPipelineDispatchesToItsLastModelsKind() throws {
+        XCTAssertTrue(NeuralNetworkModelKind.self is any PipelineLastModelKind.Type)
+        XCTAssertTrue(KNearestNeighborsModelKind.self is any PipelineLastModelKind.Type)
+        XCTAssertFalse(PipelineModelKind.self is any PipelineLastModelKind.Type)
+        let inner = try CoreMLModel(contentsOf: Fixtures.url("pipeline/network_last.mlmodel"))
+        guard case let .pipeline(p) = inner.spec.body else { return XCTFail("not a pipeline") }
+        var outer = inner.spec
+        outer.body = .pipeline(PipelineSpec(kind: p.kind, models: [p.models[0], inner.spec]))
+        let nested = CoreMLModel(spec: outer)
+        XCTAssertThrowsError(try PipelineModelKind.makePredictor(model: nested, configuration: UpdateConfiguration(), batchSize: 1,
+                                                                 batchSource: "the batch size", environment: [:], warn: { _ in })) {
+            XCTAssertTrue("\($0)".contains("last model is a pipeline"), "\($0)")
+        }
+        let planned = try PipelineModelKind.plannedNetwork(nested)
+        XCTAssertNil(planned.network)
+        XCTAssertTrue(planned.note?.contains("not planned") ?? false, "\(planned)")
+    }
+
     func testValidationAndInspectGoThroughTheKind() throws {
         for name in ["dense_sgd_classifier", "unsupported_layer", "quantized_weights"] {
             let model = try CoreMLModel(contentsOf: Fixtures.url("\(name).mlmodel"))

@@ -2,6 +2,7 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
+import UpdraftPlacement
 import UpdraftData
 
 /// The k-nearest-neighbors classifier kind (Model field 404): read, written back byte for byte,
@@ -62,4 +63,58 @@ func throwFirstError(_ findings: [ModelFinding], doing what: String) throws {
 func notYet(_ what: String, kind: String = KNearestNeighborsModelKind.name) -> UpdraftError {
     UpdraftError(.unsupported, "\(what) a \(kind) is not supported yet: Updraft reads, checks and writes such models, and trains neural networks",
                  hint: "`updraft inspect` shows and checks the model")
+}
+
+/// A k-NN as a pipeline's last model: an update appends the embedding the models before it compute
+/// (`PipelineNearestNeighborsPredictor.vectors`, batched on the compute units the configuration allows),
+/// each example's label its data's; a prediction searches behind that extractor.
+extension KNearestNeighborsModelKind: PipelineLastModelKind {
+    static func resolveAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration,
+                              environment: [String: String]) throws -> ResolvedRun {
+        // The k-NN's own checks (k, the settings an append takes); the extractor is placed when the session starts.
+        let knn = try resolveUpdate(model: pipeline.pipelineModels()[index], configuration: configuration)
+        return ResolvedRun(model: pipeline, graph: nil, parameters: knn.parameters, configuration: configuration, schedule: nil)
+    }
+
+    static func makeSessionAsLast(task: UpdateTask, run: ResolvedRun, index: Int) throws -> any UpdateSession {
+        guard case var .kNearestNeighbors(knn) = try run.model.pipelineModels()[index].spec.body else {
+            throw UpdraftError(.invalidModel, "the pipeline's model \(index + 1) is not a k-NN")
+        }
+        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
+        // The extractor runs once over the examples; an update searches nothing.
+        var configuration = run.configuration
+        configuration.job = Scheduler.Job(examples: task.trainingData.count)
+        let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: configuration, searches: false,
+                                                              batchSize: run.parameters.miniBatchSize, batchSource: "the batch size",
+                                                              environment: ProcessInfo.processInfo.environment, warn: { task.warn($0) })
+        let source = PipelineEmbeddingSource(extractor: extractor, data: task.trainingData,
+                                             labels: (task.trainingData as? KNearestNeighborsExampleSource)
+                                                ?? BatchProviderExampleSource(data: task.trainingData, labels: dataLabels(task.trainingData, knn: knn)))
+        return try KNearestNeighborsUpdateSession(task: task, run: run, source: source, knn: knn, size: run.model.message.serializedSize,
+                                                  device: extractor.deviceName) { model, knn in
+            try model.replacingPipelineModel(at: index, with: model.pipelineModels()[index].replacingKNearestNeighbors(knn))
+        }
+    }
+
+    /// The labels the data's class indices point into: an image folder's classes, else the k-NN's labels.
+    private static func dataLabels(_ data: BatchProvider, knn: KNearestNeighborsSpec) -> ClassLabels {
+        if let images = data as? ImageFolderDataset { return .strings(images.classLabels) }
+        return knn.distinctClassLabels ?? .strings([])
+    }
+
+    static func plannedNetworkAsLast(pipeline: CoreMLModel, index: Int) throws -> (network: CoreMLModel?, note: String?) {
+        let last = try pipeline.pipelineModels()[index].spec
+        guard case let .kNearestNeighbors(knn) = last.body else { return (nil, nil) }
+        guard index > 0 else { return (nil, searchNote(knn)) }
+        guard let input = last.description.inputs.first else { return (nil, nil) }
+        return (try pipeline.pipelineNetwork(through: index - 1, output: input.name),
+                "pipeline: the networks compute '\(input.name)' (forward only), then " + searchNote(knn))
+    }
+
+    static func makePredictorAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration, batchSize: Int,
+                                    batchSource: String, environment: [String: String],
+                                    warn: @escaping (String) -> Void) throws -> any ModelPredictor {
+        try PipelineNearestNeighborsPredictor(pipeline: pipeline, configuration: configuration, batchSize: batchSize,
+                                              batchSource: batchSource, environment: environment, warn: warn)
+    }
 }

@@ -56,3 +56,30 @@ extension TrainingSession: UpdateSession {
         try TensorBoardRun(directory: directory, session: self, exampleCount: exampleCount, onWriteFailure: warn)
     }
 }
+
+/// A network as a pipeline's last model: trained behind the networks before it, joined into one
+/// (`CoreMLModel.pipelineNetwork(through:trainable:)`), so the earlier models are the frozen prefix the
+/// feature cache covers; its trained layers go back into the pipeline's last model.
+extension NeuralNetworkModelKind: PipelineLastModelKind {
+    static func resolveAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration,
+                              environment: [String: String]) throws -> ResolvedRun {
+        try ResolvedRun.resolve(model: pipeline, network: pipeline.pipelineNetwork(through: index, trainable: true),
+                                configuration: configuration, environment: environment)
+    }
+
+    static func makeSessionAsLast(task: UpdateTask, run: ResolvedRun, index: Int) throws -> any UpdateSession {
+        try PipelineNetworkSession(training: TrainingSession(task: task, run: run), index: index)
+    }
+
+    static func plannedNetworkAsLast(pipeline: CoreMLModel, index: Int) throws -> (network: CoreMLModel?, note: String?) {
+        (try pipeline.pipelineNetwork(through: index, trainable: true),
+         index == 0 ? nil : "pipeline: the \(index == 1 ? "model" : "\(index) models") before the last run frozen (the feature cache holds their output); the last trains")
+    }
+
+    static func makePredictorAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration, batchSize: Int,
+                                    batchSource: String, environment: [String: String],
+                                    warn: @escaping (String) -> Void) throws -> any ModelPredictor {
+        try NeuralNetworkPredictor(model: pipeline.pipelineNetwork(through: index), configuration: configuration,
+                                   batchSize: batchSize, batchSource: batchSource, environment: environment, warn: warn)
+    }
+}

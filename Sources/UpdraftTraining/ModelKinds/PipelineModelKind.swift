@@ -2,8 +2,25 @@ import Foundation
 import UpdraftCore
 import UpdraftModel
 import UpdraftChecks
-import UpdraftPlacement
 import UpdraftData
+
+/// What a model kind does as a pipeline's last model, the one an update changes; the models before
+/// it only run. `PipelineModelKind` hands its work to the last model's kind through this, so a kind
+/// that can end a pipeline conforms here (`NeuralNetworkModelKind`: trained behind the networks before
+/// it, joined; `KNearestNeighborsModelKind`: appends the embedding they compute).
+protocol PipelineLastModelKind: UpdatableModelKind {
+    /// The run that updates `pipeline`'s model at `index` (its last).
+    static func resolveAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration,
+                              environment: [String: String]) throws -> ResolvedRun
+    /// The session of that run.
+    static func makeSessionAsLast(task: UpdateTask, run: ResolvedRun, index: Int) throws -> any UpdateSession
+    /// The network `updraft plan` places for `pipeline` run up to `index`, and a note on the rest.
+    static func plannedNetworkAsLast(pipeline: CoreMLModel, index: Int) throws -> (network: CoreMLModel?, note: String?)
+    /// `pipeline` run forward as one model, its model at `index` last.
+    static func makePredictorAsLast(pipeline: CoreMLModel, index: Int, configuration: UpdateConfiguration, batchSize: Int,
+                                    batchSource: String, environment: [String: String],
+                                    warn: @escaping (String) -> Void) throws -> any ModelPredictor
+}
 
 /// The pipeline kind (Model fields 200, 201, 202): its models read as their own kinds; checked as
 /// Core ML checks a pipeline (`PipelineValidator`) and each model by its kind; shown with each
@@ -50,75 +67,38 @@ enum PipelineModelKind: UpdatableModelKind {
     /// so the earlier models are the frozen prefix the feature cache covers.
     static func resolve(model: CoreMLModel, configuration: UpdateConfiguration, environment: [String: String]) throws -> ResolvedRun {
         try throwFirstError(validate(model, forUpdate: true), doing: "be updated")
-        let last = try lastModel(of: model)
-        switch last.spec.body {
-        case .neuralNetwork:
-            return try ResolvedRun.resolve(model: model, network: model.pipelineNetwork(through: last.index, trainable: true),
-                                           configuration: configuration, environment: environment)
-        case .kNearestNeighbors:
-            // The k-NN's own checks (k, the settings an append takes); the extractor is placed when the session starts.
-            let knn = try KNearestNeighborsModelKind.resolveUpdate(model: model.pipelineModels()[last.index], configuration: configuration)
-            return ResolvedRun(model: model, graph: nil, parameters: knn.parameters, configuration: configuration, schedule: nil)
-        case .pipeline:
-            throw UpdraftError(.unsupported, "the pipeline's last model is itself a pipeline; Updraft updates pipelines of neural networks and a last k-NN or network",
-                               hint: "flatten the inner pipeline into the outer one")
-        }
+        let last = try lastKind(of: model, doing: "updates")
+        return try last.kind.resolveAsLast(pipeline: model, index: last.index, configuration: configuration, environment: environment)
     }
 
     /// A last network: a `TrainingSession` on the joined networks. A last k-NN: an append of the
-    /// embedding the models before it compute (`PipelineNearestNeighborsPredictor.vectors`, batched on
-    /// the compute units the configuration allows), each example's label its data's.
+    /// embedding the models before it compute.
     static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
-        let last = try lastModel(of: run.model)
-        guard case var .kNearestNeighbors(knn) = last.spec.body else {
-            return try PipelineNetworkSession(training: TrainingSession(task: task, run: run), index: last.index)
-        }
-        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
-        // The extractor runs once over the examples; an update searches nothing.
-        var configuration = run.configuration
-        configuration.job = Scheduler.Job(examples: task.trainingData.count)
-        let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: configuration, searches: false,
-                                                              batchSize: run.parameters.miniBatchSize, batchSource: "the batch size",
-                                                              environment: ProcessInfo.processInfo.environment, warn: { task.warn($0) })
-        let source = PipelineEmbeddingSource(extractor: extractor, data: task.trainingData,
-                                             labels: (task.trainingData as? KNearestNeighborsExampleSource)
-                                                ?? BatchProviderExampleSource(data: task.trainingData, labels: dataLabels(task.trainingData, knn: knn)))
-        return try KNearestNeighborsUpdateSession(task: task, run: run, source: source, knn: knn, size: run.model.message.serializedSize,
-                                                  device: extractor.deviceName) { model, knn in
-            try model.replacingPipelineModel(at: last.index, with: model.pipelineModels()[last.index].replacingKNearestNeighbors(knn))
-        }
+        let last = try lastKind(of: run.model, doing: "updates")
+        return try last.kind.makeSessionAsLast(task: task, run: run, index: last.index)
     }
 
-    /// The labels the data's class indices point into: an image folder's classes, else the k-NN's labels.
-    private static func dataLabels(_ data: BatchProvider, knn: KNearestNeighborsSpec) -> ClassLabels {
-        if let images = data as? ImageFolderDataset { return .strings(images.classLabels) }
-        return knn.distinctClassLabels ?? .strings([])
-    }
-
-    /// A last network: the joined networks, trained with the earlier models frozen. A last k-NN: the
-    /// joined extractor (forward only), then the search on the host.
+    /// What the last model's kind places: a last network's joined networks, a last k-NN's extractor;
+    /// nothing (with a note) for a last model no kind can end a pipeline with.
     static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) {
-        let last = try lastModel(of: model)
-        switch last.spec.body {
-        case .neuralNetwork:
-            return (try model.pipelineNetwork(through: last.index, trainable: true),
-                    last.index == 0 ? nil : "pipeline: the \(last.index == 1 ? "model" : "\(last.index) models") before the last run frozen (the feature cache holds their output); the last trains")
-        case let .kNearestNeighbors(knn):
-            guard last.index > 0 else { return (nil, KNearestNeighborsModelKind.searchNote(knn)) }
-            guard let input = last.spec.description.inputs.first else { return (nil, nil) }
-            return (try model.pipelineNetwork(through: last.index - 1, output: input.name),
-                    "pipeline: the networks compute '\(input.name)' (forward only), then " + KNearestNeighborsModelKind.searchNote(knn))
-        case .pipeline:
-            return (nil, "a pipeline inside a pipeline: not planned")
+        let last: (index: Int, kind: any PipelineLastModelKind.Type)
+        do { last = try lastKind(of: model, doing: "plans") } catch let e as UpdraftError where e.kind == .unsupported {
+            return (nil, e.message + ": not planned")
         }
+        return try last.kind.plannedNetworkAsLast(pipeline: model, index: last.index)
     }
 
-    /// The pipeline's last model (the one an update changes) and its index.
-    private static func lastModel(of model: CoreMLModel) throws -> (index: Int, spec: ModelSpec) {
+    /// The kind of the pipeline's last model (the one an update changes), which the pipeline's work
+    /// goes to, and its index. A kind that cannot end a pipeline is refused by name.
+    private static func lastKind(of model: CoreMLModel, doing what: String) throws -> (index: Int, kind: any PipelineLastModelKind.Type) {
         guard case let .pipeline(p) = model.spec.body, let last = p.models.last else {
             throw UpdraftError(.invalidModel, "the pipeline holds no models", hint: "add the models it runs")
         }
-        return (p.models.count - 1, last)
+        guard let kind = ModelKinds.kind(for: last.modelType) as? any PipelineLastModelKind.Type else {
+            throw UpdraftError(.unsupported, "the pipeline's last model is a \(last.modelType.name); Updraft \(what) pipelines whose last model is a neural network or a k-NN",
+                               hint: "flatten an inner pipeline into the outer one")
+        }
+        return (p.models.count - 1, kind)
     }
 
     /// The pipeline's models run as one: a last neural network with the networks before it joined
@@ -127,19 +107,11 @@ enum PipelineModelKind: UpdatableModelKind {
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try throwFirstError(validate(model, forUpdate: false), doing: "run")
-        let last = try lastModel(of: model)
-        switch last.spec.body {
-        case .kNearestNeighbors:
-            return try PipelineNearestNeighborsPredictor(pipeline: model, configuration: configuration, batchSize: batchSize,
-                                                         batchSource: batchSource, environment: environment, warn: warn)
-        case .neuralNetwork:
-            return try NeuralNetworkPredictor(model: model.pipelineNetwork(through: last.index), configuration: configuration,
-                                              batchSize: batchSize, batchSource: batchSource, environment: environment, warn: warn)
-        case .pipeline:
-            throw UpdraftError(.unsupported, "the pipeline's last model is itself a pipeline; Updraft runs pipelines of neural networks and a last k-NN or network",
-                               hint: "flatten the inner pipeline into the outer one")
-        }
+        let last = try lastKind(of: model, doing: "runs")
+        return try last.kind.makePredictorAsLast(pipeline: model, index: last.index, configuration: configuration, batchSize: batchSize,
+                                                 batchSource: batchSource, environment: environment, warn: warn)
     }
+
 }
 
 /// The run of a pipeline whose last model is a network: a `TrainingSession` on the joined networks,
