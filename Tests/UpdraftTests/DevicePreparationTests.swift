@@ -190,6 +190,33 @@ final class DevicePreparationTests: XCTestCase {
         XCTAssertGreaterThan(seconds, 0)
     }
 
+    /// The run's settings come from its configuration (`UpdraftEnvironment`, read once), not the
+    /// process's environment: `UPDRAFT_PREPARE=off` there skips preparation, and the prefix-chunking
+    /// switch reaches the run's executors.
+    func testARunTakesItsSettingsFromItsConfiguration() throws {
+        let off = UpdraftEnvironment(["UPDRAFT_PREPARE": "off", "UPDRAFT_PREFIX_CHUNKS": "off", "UPDRAFT_PIXEL_UPLOAD": "off"])
+        XCTAssertFalse(off.preparesDevices)
+        XCTAssertFalse(off.chunksPrefix)
+        XCTAssertFalse(off.uploadsPixels)
+        let on = UpdraftEnvironment([:])
+        XCTAssertTrue(on.preparesDevices && on.chunksPrefix && on.uploadsPixels)
+        for (environment, prepares) in [(off, false), (on, true)] {
+            var config = UpdateConfiguration()
+            config.backends = (CPUBackend(threads: 1), CPUBackend(threads: 1))
+            config.environment = environment
+            XCTAssertEqual(config.pixelUpload, environment.uploadsPixels)
+            let chunks = Locked<Bool?>(nil)
+            let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 4),
+                                  configuration: config, handlers: UpdateHandlers(events: [.trainingBegin], progress: { ctx in
+                                      let value = ctx.task.session?.devices.replicas.first?.chunksPrefix
+                                      chunks.mutate { $0 = value }
+                                  }))
+            XCTAssertNil(task.run().error)
+            XCTAssertEqual(task.preparationSeconds != nil, prepares, "prepared: \(String(describing: task.preparationSeconds))")
+            XCTAssertEqual(chunks.value, environment.chunksPrefix)
+        }
+    }
+
     /// On OpenCL, preparation builds the programs a step launches (issue 35: never inside epoch 1):
     /// the fire modules' convolutions with fused ReLUs writing concat slices, pooling, the inner
     /// product's three GEMMs, the loss and the optimizer; and ResNet blocks' convolutions with a fused

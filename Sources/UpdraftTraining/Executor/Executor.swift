@@ -39,7 +39,7 @@ public final class Executor {
     var chunkWorkspaces: [Int: Workspace] = [:]
     /// Whether the first layers of the frozen prefix may run a few images at a time on a CPU backend
     /// (`PrefixChunking`; the same results, faster). On unless `UPDRAFT_PREFIX_CHUNKS=off` (to compare).
-    public var chunksPrefix = ProcessInfo.processInfo.environment["UPDRAFT_PREFIX_CHUNKS"] != "off"
+    public var chunksPrefix = UpdraftEnvironment.process.chunksPrefix
     /// The chunking plan's limits (`TrainingGraph.prefixChunking`); tests set small ones.
     var prefixChunkingLimits = (largeBlobBytes: PrefixChunking.largeBlobBytes, cacheBytes: PrefixChunking.cacheBudgetBytes)
     /// The input preprocessing's per-channel scale and shift, on the backend that receives the input.

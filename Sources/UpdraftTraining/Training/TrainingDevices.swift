@@ -61,6 +61,8 @@ final class TrainingDevices {
     /// The state training started from: nil for the model's own weights, else a checkpoint's (a
     /// resumed run). Every executor made here starts from it, fallbacks included.
     let start: ExecutorState?
+    /// Whether executors run the prefix's start chunked (the run's `UpdraftEnvironment.chunksPrefix`).
+    let chunksPrefix: Bool
     /// Steps completed when training started (the start state's step count).
     var startSteps: Int { start?.stepCount ?? 0 }
 
@@ -69,6 +71,7 @@ final class TrainingDevices {
         self.training = training
         self.optimizer = optimizer
         self.snapshotPolicy = config.snapshots
+        self.chunksPrefix = config.environment.chunksPrefix
         self.warn = warn
         self.start = start
         completedSteps = start?.stepCount ?? 0
@@ -83,7 +86,7 @@ final class TrainingDevices {
                 running.append(backend)
                 do {
                     replicas.append(try Self.makeExecutor(training: training, optimizer: optimizer, start: start,
-                                                          prefix: backend, tail: backend))
+                                                          chunksPrefix: chunksPrefix, prefix: backend, tail: backend))
                     self.shares.append(share)
                 } catch where isDeviceFailure(error) {
                     problems.append("cannot start a replica on \(backend.name) (\(firstLine(of: error)))")
@@ -93,7 +96,8 @@ final class TrainingDevices {
             let (prefix, tail) = config.backends ?? (ReferenceBackend(), ReferenceBackend())
             running = [prefix, tail]
             do {
-                replicas = [try Self.makeExecutor(training: training, optimizer: optimizer, start: start, prefix: prefix, tail: tail)]
+                replicas = [try Self.makeExecutor(training: training, optimizer: optimizer, start: start,
+                                                  chunksPrefix: chunksPrefix, prefix: prefix, tail: tail)]
                 shares = [1]
             } catch where isDeviceFailure(error) {
                 let name = prefix === tail ? tail.name : "\(prefix.name) + \(tail.name)"
@@ -138,14 +142,15 @@ final class TrainingDevices {
         stepsSinceSnapshot = []
     }
 
-    /// An executor on these backends holding the start state.
+    /// An executor on these backends holding the start state, with the run's settings.
     func makeExecutor(prefix: Backend, tail: Backend) throws -> Executor {
-        try Self.makeExecutor(training: training, optimizer: optimizer, start: start, prefix: prefix, tail: tail)
+        try Self.makeExecutor(training: training, optimizer: optimizer, start: start, chunksPrefix: chunksPrefix, prefix: prefix, tail: tail)
     }
 
-    static func makeExecutor(training: TrainingGraph, optimizer: OptimizerKind, start: ExecutorState?,
-                                     prefix: Backend, tail: Backend) throws -> Executor {
+    static func makeExecutor(training: TrainingGraph, optimizer: OptimizerKind, start: ExecutorState?, chunksPrefix: Bool,
+                             prefix: Backend, tail: Backend) throws -> Executor {
         let e = try Executor(training: training, optimizer: optimizer, prefixBackend: prefix, tailBackend: tail)
+        e.chunksPrefix = chunksPrefix
         if let start { try e.restoreState(start) }
         return e
     }

@@ -7,10 +7,10 @@ extension TrainingSession {
     /// the first epoch — the mini-batch, a short last batch, each replica's and each rank's share —
     /// before it starts, and keeps the time taken as `preparationSeconds`. A preparation that fails
     /// is a warning: the first step then makes what it needs itself (and meets the error, if any, where
-    /// device-failure recovery handles it). `UPDRAFT_PREPARE=off` in the environment skips it (to
+    /// device-failure recovery handles it). `UPDRAFT_PREPARE=off` in the run's environment skips it (to
     /// measure what it saves: the first epoch then makes everything itself).
     func prepareDevices() {
-        guard ProcessInfo.processInfo.environment["UPDRAFT_PREPARE"] != "off" else { return }
+        guard configuration.environment.preparesDevices else { return }
         let start = DispatchTime.now().uptimeNanoseconds
         defer { preparationSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
         let plan = EpochPlan(exampleCount: task.trainingData.count, batchSize: parameters.miniBatchSize, epoch: position.epoch,

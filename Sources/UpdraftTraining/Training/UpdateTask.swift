@@ -132,10 +132,15 @@ public struct UpdateConfiguration {
     public var prefetchDepth = 2
     /// Cache the frozen prefix's outputs per example (results are identical either way).
     public var featureCache = true
+    /// The run's `UPDRAFT_*` settings (`UpdraftEnvironment`): the process's, read once, unless set.
+    public var environment = UpdraftEnvironment.process
     /// Send image data (a `PixelBatchProvider`) to the device as 8-bit samples, scaled there; false
     /// sends float tensors, as for other data (results are identical either way; tests and
-    /// measurements compare the two). Default: on, unless `UPDRAFT_PIXEL_UPLOAD=off`.
-    var pixelUpload = ProcessInfo.processInfo.environment["UPDRAFT_PIXEL_UPLOAD"] != "off"
+    /// measurements compare the two). Default: `environment.uploadsPixels`.
+    var pixelUpload: Bool {
+        get { environment.uploadsPixels }
+        set { environment.uploadsPixels = newValue }
+    }
     /// Host memory the feature cache may use (its host tier; on the CPU backends and PoCL, all of it).
     public var featureCacheBudgetBytes = 4 << 30
     /// Device memory the feature cache may use on a GPU before spilling to host memory. Nil: half of
@@ -411,7 +416,7 @@ public final class UpdateTask: @unchecked Sendable {
     private func resolve() throws -> ResolvedRun {
         var configuration = configuration
         if configuration.job == nil { configuration.job = Scheduler.Job(examples: trainingData.count) }
-        let run = try ModelKinds.resolve(model: originalModel, configuration: configuration)
+        let run = try ModelKinds.resolve(model: originalModel, configuration: configuration, environment: configuration.environment.variables)
         run.warnings.forEach { warn($0) }
         return run
     }
