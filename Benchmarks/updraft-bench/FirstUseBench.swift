@@ -6,8 +6,10 @@ import UpdraftCommandLine
 /// process, first with empty caches (a fresh UPDRAFT_CACHE_DIR and POCL_CACHE_DIR: calibration,
 /// program builds and the driver's own compiles all happen), then again warm, under the default
 /// compute units and under cpuOnly: a 20-image k-NN pipeline update, `predict` of one image, one
-/// epoch of a small SqueezeNet. The device is the one `updraft` reports; set-up is the cold run's
-/// time over the warm one's (what the first run pays once), work the warm run's.
+/// epoch of a small SqueezeNet. With `--device N` each job also runs pinned to OpenCL device N (what
+/// a first run on that device pays, where the default compute units would not pick it). The device is
+/// the one `updraft` reports; set-up is the cold run's time over the warm one's (what the first run
+/// pays once), work the warm run's.
 let firstUseCommand = CLICommand(CommandSpec(
     name: "firstuse",
     summary: "Time a newcomer's first runs in fresh processes, cold (empty caches) then warm, default compute units against cpuOnly.",
@@ -15,6 +17,7 @@ let firstUseCommand = CLICommand(CommandSpec(
         --updraft PATH  the updraft executable (default: the one beside this binary)
         --data DIR      image class folders to take the examples from (default Tests/Data/digits/train)
         --rounds N      cold+warm rounds per job and compute units, the median kept (default 1)
+        --device N      also run each job pinned to OpenCL device N (`updraft devices`)
         --json          print JSON instead of a table
         """)
 )) { args in
@@ -33,8 +36,9 @@ let firstUseCommand = CLICommand(CommandSpec(
     defer { try? FileManager.default.removeItem(at: work) }
     let bench = try FirstUseBench(updraft: updraft, data: data, folder: work)
     var rows: [FirstUseBench.Row] = []
+    let pinned = try args.int("device").map { "device \($0)" }
     for job in FirstUseBench.Job.allCases {
-        for units in ["all", "cpuOnly"] {
+        for units in ["all", "cpuOnly"] + (pinned.map { [$0] } ?? []) {
             rows.append(try bench.measure(job, computeUnits: units, rounds: rounds))
         }
     }
@@ -121,17 +125,19 @@ struct FirstUseBench {
 
     func model(_ name: String) -> URL { folder.appendingPathComponent("\(name).mlmodel") }
 
-    /// The job's arguments under `computeUnits`.
+    /// The job's arguments under `computeUnits` ("all", "cpuOnly", or "device N": pinned with `--device N`).
     func arguments(_ job: Job, computeUnits: String) -> [String] {
+        let placement = computeUnits.hasPrefix("device ") ? ["--device", String(computeUnits.dropFirst("device ".count))]
+            : ["--compute-units", computeUnits]
         switch job {
         case .knnUpdate:
-            return ["train", model("knn").path, "--train", fewShot.path, "--compute-units", computeUnits,
-                    "--out", folder.appendingPathComponent("knn-out.mlmodel").path]
+            return ["train", model("knn").path, "--train", fewShot.path] + placement
+                + ["--out", folder.appendingPathComponent("knn-out.mlmodel").path]
         case .predict:
-            return ["predict", model("squeezenet").path, image.path, "--json", "--compute-units", computeUnits]
+            return ["predict", model("squeezenet").path, image.path, "--json"] + placement
         case .epoch:
-            return ["train", model("squeezenet").path, "--train", fewShot.path, "--epochs", "1", "--batch-size", "8",
-                    "--compute-units", computeUnits, "--out", folder.appendingPathComponent("epoch-out.mlmodel").path]
+            return ["train", model("squeezenet").path, "--train", fewShot.path, "--epochs", "1", "--batch-size", "8"] + placement
+                + ["--out", folder.appendingPathComponent("epoch-out.mlmodel").path]
         }
     }
 
