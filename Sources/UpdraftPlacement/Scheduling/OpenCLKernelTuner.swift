@@ -52,8 +52,7 @@ public struct KernelTuningProblem: CustomStringConvertible {
     public static func forTraining(_ graph: NetworkGraph, batch: Int) throws -> [KernelTuningProblem] {
         var out: [KernelTuningProblem] = [], seen = Set<String>()
         func add(_ p: KernelTuningProblem) { if seen.insert(p.shape.classKey).inserted { out.append(p) } }
-        for entry in PassPlan(training: (try? TrainingGraph(graph: graph)) ?? .inference(graph: graph), batch: batch,
-                              chunking: nil).entries {
+        for entry in PassPlan.forTuning(graph, batch: batch).entries {
             let layer = entry.layer, passes = entry.passes
             if let g = try layer.convolutionGeometry(batch: batch) {
                 if passes.contains(.forward) {

@@ -84,14 +84,15 @@ extension OpenCLBackend {
 /// threads may prepare their backends at the same time, hence the lock).
 final class OpenCLRequestedPrograms: @unchecked Sendable {
     private let lock = NSLock()
+    private struct Key: Hashable { var file: String; var defines: [String: String] }
     private var pending: [(file: String, defines: [String: String])] = []
-    private var keys = Set<String>()
+    private var keys = Set<Key>()
 
     /// Adds the programs not asked for before; returns how many that was.
     func add(_ programs: [(file: String, defines: [String: String])]) -> Int {
         lock.lock(); defer { lock.unlock() }
         var added = 0
-        for p in programs where keys.insert(p.file + "|" + p.defines.sorted { $0.key < $1.key }.description).inserted {
+        for p in programs where keys.insert(Key(file: p.file, defines: p.defines)).inserted {
             pending.append(p)
             added += 1
         }

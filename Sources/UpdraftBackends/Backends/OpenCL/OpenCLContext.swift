@@ -77,11 +77,17 @@ public final class OpenCLContext: @unchecked Sendable {
     /// Builds (once per source text and defines) a program from OpenCL C source. A thread asking for
     /// a program another thread is building waits for that build instead of starting its own.
     public func program(source: String, named name: String = "program", defines: [String: String] = [:]) throws -> OpenCLProgram {
+        try makeProgram(source: source, named: name, defines: defines).program
+    }
+
+    /// `program(source:named:defines:)`, and whether this call made it (false: it was built, or another
+    /// thread built it while this one waited).
+    private func makeProgram(source: String, named name: String, defines: [String: String]) throws -> (program: OpenCLProgram, made: Bool) {
         let defineList = defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" }
         let key = ProgramKey(source: source, defines: defineList)
         programsLock.lock()
-        if let p = programs[key] { programsLock.unlock(); return p }
-        if let pending = building[key] { programsLock.unlock(); return try pending.wait() }
+        if let p = programs[key] { programsLock.unlock(); return (p, false) }
+        if let pending = building[key] { programsLock.unlock(); return (try pending.wait(), false) }
         let build = ProgramBuild()
         building[key] = build
         programsLock.unlock()
@@ -96,7 +102,7 @@ public final class OpenCLContext: @unchecked Sendable {
         statistics.seconds += Double(DispatchTime.now().uptimeNanoseconds &- start) * 1e-9
         programsLock.unlock()
         build.finish(result)
-        return try result.get()
+        return (try result.get(), true)
     }
 
     /// Builds the embedded programs `requests` (file, defines) that are not built yet, several at once
@@ -104,26 +110,17 @@ public final class OpenCLContext: @unchecked Sendable {
     /// it built or loaded. The first failure is thrown after every build has ended; a program that
     /// failed is not kept, so its first launch builds it again and reports the error there.
     public func buildPrograms(_ requests: [(file: String, defines: [String: String])]) throws -> Int {
-        var seen = Set<String>()
-        let wanted = requests.filter { r in
-            seen.insert(r.file + "|" + r.defines.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")).inserted
-                && !isBuilt(r.file, defines: r.defines)
+        guard !requests.isEmpty else { return 0 }
+        let outcome = BuildOutcome()
+        // A request named twice, or built already, is not made again: `makeProgram` waits for or returns it.
+        DispatchQueue.concurrentPerform(iterations: requests.count) { i in
+            do {
+                guard let text = EmbeddedKernels.sources[requests[i].file] else { _ = try program(named: requests[i].file); return }
+                if try makeProgram(source: text, named: requests[i].file, defines: requests[i].defines).made { outcome.countMade() }
+            } catch { outcome.keep(error) }
         }
-        guard !wanted.isEmpty else { return 0 }
-        let failure = FirstFailure()
-        DispatchQueue.concurrentPerform(iterations: wanted.count) { i in
-            do { _ = try program(named: wanted[i].file, defines: wanted[i].defines) } catch { failure.keep(error) }
-        }
-        if let error = failure.error { throw error }
-        return wanted.count
-    }
-
-    /// Whether the embedded program `file` with `defines` is built already.
-    private func isBuilt(_ file: String, defines: [String: String]) -> Bool {
-        guard let text = EmbeddedKernels.sources[file] else { return false }
-        let key = ProgramKey(source: text, defines: defines.sorted { $0.key < $1.key }.map { "-D\($0.key)=\($0.value)" })
-        programsLock.lock(); defer { programsLock.unlock() }
-        return programs[key] != nil
+        if let error = outcome.error { throw error }
+        return outcome.made
     }
 
     /// The program from the binary cache when it holds a usable one, else built from source (and
@@ -358,11 +355,13 @@ final class NSLockedCounter {
     func withLock<T>(_ body: (inout Int) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&value) }
 }
 
-/// The first error of builds running at once (`OpenCLContext.buildPrograms`).
-private final class FirstFailure: @unchecked Sendable {
+/// What builds running at once made, and their first error (`OpenCLContext.buildPrograms`).
+private final class BuildOutcome: @unchecked Sendable {
     private let lock = NSLock()
     private(set) var error: Error?
+    private(set) var made = 0
     func keep(_ error: Error) { lock.lock(); if self.error == nil { self.error = error }; lock.unlock() }
+    func countMade() { lock.lock(); made += 1; lock.unlock() }
 }
 
 /// A program build in progress on one thread that others wait for (`OpenCLContext.program`).
