@@ -29,7 +29,8 @@ final class BackendComparisonTests: XCTestCase {
         let full = [OpCase].full
         var channels = Set<Int>(), spatial = Set<Int>(), batches = Set<Int>()
         for c in full {
-            if case let .convolution(spec, input, _) = c.kind {
+            if let conv = c.subject(as: ConvolutionCase.self) {
+                let (spec, input) = (conv.spec, conv.input)
                 channels.formUnion([input.c, spec.outputChannels]); spatial.formUnion([input.h, input.w]); batches.insert(input.n)
             }
         }

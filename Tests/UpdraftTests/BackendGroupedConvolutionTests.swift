@@ -18,8 +18,8 @@ final class BackendGroupedConvolutionTests: XCTestCase {
     func testTheListTakesTheDirectPathWhereItShould() {
         let cpu = CPUBackend()
         let geometries = [OpCase].groupedConvolution.compactMap { c -> ConvGeometry? in
-            guard case let .convolution(spec, input, _) = c.kind else { return nil }
-            return try? spec.geometry(input: input)
+            guard let conv = c.subject(as: ConvolutionCase.self) else { return nil }
+            return try? conv.spec.geometry(input: conv.input)
         }
         XCTAssertEqual(geometries.count, [OpCase].groupedConvolution.count)
         XCTAssertEqual(geometries.filter { cpu.usesGroupedDirect($0) }.count, geometries.count - 1)

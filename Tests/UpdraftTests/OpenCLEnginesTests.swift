@@ -20,12 +20,11 @@ final class OpenCLEnginesTests: XCTestCase {
     /// batched GEMM with a bias epilogue), a 3x3 one (in-house only) and every inner product.
     private var cases: [OpCase] {
         [OpCase].full.filter { c in
-            switch c.kind {
-            case let .convolution(spec, input, _):
+            if let conv = c.subject(as: ConvolutionCase.self) {
+                let (spec, input) = (conv.spec, conv.input)
                 return (spec.kernelH == 1 && spec.kernelW == 1) || (spec.kernelH == 3 && input.c == 7 && spec.outputChannels == 7)
-            case .innerProduct: return true
-            default: return false
             }
+            return c.subject is InnerProductCase
         } + [.convolution([2, 9, 5, 3], outputChannels: 5, kernel: (1, 1), bias: false, fusedReLU: true),
              .convolution([3, 6, 4, 4], outputChannels: 4, kernel: (1, 1), fusedReLU: true)]
     }

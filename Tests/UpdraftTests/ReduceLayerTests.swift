@@ -68,7 +68,7 @@ final class ReduceLayerTests: XCTestCase {
             let failures = rows.filter { !$0.ok }
             XCTAssertTrue(failures.isEmpty, "\(backend.name)\n" + ComparisonRow.table(failures))
             let kinds = Set([OpCase].full.filter { $0.matches("reduce") }.compactMap { c -> ReductionKind? in
-                if case let .reduction(g) = c.kind { return g.kind } else { return nil }
+                c.subject(as: ReductionCase.self)?.geometry.kind
             })
             XCTAssertEqual(kinds, Set(ReductionKind.allCases))
             XCTAssertEqual(Set(rows.filter { $0.caseName.hasPrefix("argMax") }.map(\.quantity)), ["y"], "argMax is forward only")

@@ -61,14 +61,7 @@ public enum GradientCheck {
     public static func check(_ c: OpCase) -> [ComparisonRow] {
         var rng = SplitMix64(seed: c.seed())
         do {
-            switch c.kind {
-            case .memory: return []
-            case let .sgd(h, count, steps): return try sgdRows(h, count: count, steps: steps, name: c.name, rng: &rng)
-            case let .adam(h, count, steps): return try adamRows(h, count: count, steps: steps, name: c.name, rng: &rng)
-            default:
-                guard let problem = try problem(for: c, rng: &rng) else { return [] }
-                return check(op: c.op, caseName: c.name, problem, seed: c.seed(1))
-            }
+            return try c.subject.gradientRows(c, rng: &rng)
         } catch {
             return [.failure(op: c.op, caseName: c.name, error)]
         }

@@ -1,7 +1,57 @@
-// Case lists for the activation table: every ActivationParams kind, clip and each unary function,
+// Activations in the verification tools (the case, its problem away from kinks, the comparison) and
+// the case lists for the activation table: every ActivationParams kind, clip and each unary function,
 // per-channel constants on awkward channel counts, and functions fused into convolution and
 // inner-product epilogues (direct, pointwise and grouped convolutions, per-channel constants).
 import UpdraftCore
+
+/// An activation, clip or unary function over [batch, channels, spatial].
+public struct ActivationCase: VerifiedOp {
+    public var activation: Activation
+    public var geometry: ActivationGeometry
+
+    public var opName: String { "activation" }
+    public var summary: String {
+        let g = geometry
+        return g.batch == 1 && g.channels == 1 ? "\(activation) ×\(g.spatial)" : "\(activation) [\(g.batch), \(g.channels), \(g.spatial)]"
+    }
+
+    public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
+        let a = activation, g = geometry
+        let x = GradientCheck.awayFromKinks(a, count: g.count, &rng)
+        return GradientCheck.Problem(inputs: [GradientCheck.Input("x", x)],
+                                     forward: { v in try Reference.activationForward(a, g, input: v[0]) },
+                                     backward: { v, dy in
+            [try Reference.activationBackward(a, g, input: v[0], output: Reference.activationForward(a, g, input: v[0]),
+                                              outputGradient: dy)]
+        })
+    }
+
+    public func compare(in s: inout ComparisonSession) throws {
+        let a = activation, g = geometry, r = a.verificationRange(wide: true)
+        let count = g.count, x = s.values(count, Float(r.lowerBound)...Float(r.upperBound)), dy = s.values(count)
+        let xb = try s.upload(x), y = try s.output(count)
+        try s.backend.activationForward(a, g, input: xb, output: y)
+        let yRef = try Reference.activationForward(a, g, input: asDouble(x))
+        try s.record("y", y, yRef)
+
+        let dx = try s.output(count)
+        try s.backend.activationBackward(a, g, input: xb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
+                                         inputGradient: dx)
+        try s.record("dx", dx, Reference.activationBackward(a, g, input: asDouble(x), output: asDouble(asFloat(yRef)),
+                                                            outputGradient: asDouble(dy)))
+    }
+}
+
+extension VerifiedOp where Self == ActivationCase {
+    /// `a` over the values of `geometry`.
+    public static func activation(_ a: Activation, _ geometry: ActivationGeometry) -> ActivationCase {
+        ActivationCase(activation: a, geometry: geometry)
+    }
+    /// An activation over `count` values of one channel.
+    public static func activation(_ a: Activation, count: Int) -> ActivationCase {
+        ActivationCase(activation: a, geometry: ActivationGeometry(count: count))
+    }
+}
 
 extension Array where Element == OpCase {
     /// One of each element-wise function, small enough for finite differences, plus fused epilogues.

@@ -87,12 +87,20 @@ extension Array where Element == OpCase {
     }
 }
 
-extension GradientCheck {
-    static func broadcastProblem(_ g: BroadcastGeometry, rng: inout SplitMix64) -> Problem {
-        let a = uniform(g.aCount, -1...1, &rng)
+/// A broadcasting binary op (forward, and both operands' gradients, as the executor runs them).
+public struct BroadcastCase: VerifiedOp {
+    public var geometry: BroadcastGeometry
+
+    public var opName: String { "broadcast" }
+    public var summary: String { "\(geometry.aDims) \(geometry.op.rawValue) \(geometry.bDims)" }
+
+    public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
+        let g = geometry
+        let a = GradientCheck.uniform(g.aCount, -1...1, &rng)
         // a divisor stays away from zero
-        let b = g.op == .divide ? awayFromZero(g.bCount, &rng).map { $0 + ($0 < 0 ? -0.5 : 0.5) } : uniform(g.bCount, -1...1, &rng)
-        return Problem(inputs: [Input("a", a), Input("b", b)], forward: { v in
+        let b = g.op == .divide ? GradientCheck.awayFromZero(g.bCount, &rng).map { $0 + ($0 < 0 ? -0.5 : 0.5) }
+                                : GradientCheck.uniform(g.bCount, -1...1, &rng)
+        return GradientCheck.Problem(inputs: [GradientCheck.Input("a", a), GradientCheck.Input("b", b)], forward: { v in
             try Reference.broadcastBinary(g, v[0], v[1])
         }, backward: { v, dy in
             let (da, db) = try Reference.broadcastBinaryBackward(g, v[0], v[1], outputGradient: dy)
@@ -100,58 +108,81 @@ extension GradientCheck {
         })
     }
 
-    static func reductionProblem(_ g: ReductionGeometry, rng: inout SplitMix64) throws -> Problem? {
+    public func compare(in s: inout ComparisonSession) throws {
+        let g = geometry, backend = s.backend
+        let a = s.values(g.aCount)
+        let b = g.op == .divide ? s.values(g.bCount).map { $0 + ($0 < 0 ? -0.5 : 0.5) } : s.values(g.bCount)
+        let dy = s.values(g.outputCount)
+        let ab = try s.upload(a), bb = try s.upload(b), y = try s.output(g.outputCount)
+        try backend.broadcastBinary(g, ab, bb, output: y)
+        let yRef = try Reference.broadcastBinary(g, asDouble(a), asDouble(b))
+        try s.record("y", y, yRef)
+
+        let da = try s.output(g.aCount), db = try s.output(g.bCount)
+        try backend.broadcastBinaryBackward(g, a: ab, b: bb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
+                                            aGradient: da, bGradient: db, makeScratch: { try backend.makeBuffer(count: $0) })
+        let (daRef, dbRef) = try Reference.broadcastBinaryBackward(g, asDouble(a), asDouble(b), outputGradient: asDouble(dy))
+        try s.record("da", da, daRef)
+        try s.record("db", db, dbRef)
+    }
+}
+
+/// A reduction to a shape (forward and, where the kind has one, backward).
+public struct ReductionCase: VerifiedOp {
+    public var geometry: ReductionGeometry
+
+    public var opName: String { "reduce" }
+    /// The Core ML layer name ("reduceL1", "reduceArgMax", …), which `--op` also matches.
+    public var variantName: String? {
+        "reduce" + geometry.kind.rawValue.prefix(1).uppercased() + geometry.kind.rawValue.dropFirst()
+    }
+    public var summary: String {
+        let g = geometry
+        let kind = g.kind != .sum ? g.kind.rawValue : (g.scale == 1 ? "sum" : g.scale == -1 ? "-sum" : "sum x\(g.scale)")
+        return "\(kind) \(g.inputDims) → \(g.outputDims)"
+    }
+
+    public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
+        let g = geometry
         try g.validate()
         guard g.kind.hasGradient else { return nil }
         let x: [Double]
         switch g.kind.checkDomain {
-        case .signed: x = uniform(g.inputCount, -1...1, &rng)
-        case .distinct: x = distinct(g.inputCount, &rng)
-        case .positive: x = uniform(g.inputCount, 0.5...1.5, &rng)
-        case .awayFromZero: x = awayFromZero(g.inputCount, &rng)
-        case .nearUnit: x = awayFromZero(g.inputCount, &rng).map { $0 + ($0 < 0 ? -0.4 : 0.4) }
+        case .signed: x = GradientCheck.uniform(g.inputCount, -1...1, &rng)
+        case .distinct: x = GradientCheck.distinct(g.inputCount, &rng)
+        case .positive: x = GradientCheck.uniform(g.inputCount, 0.5...1.5, &rng)
+        case .awayFromZero: x = GradientCheck.awayFromZero(g.inputCount, &rng)
+        case .nearUnit: x = GradientCheck.awayFromZero(g.inputCount, &rng).map { $0 + ($0 < 0 ? -0.4 : 0.4) }
         }
-        return Problem(inputs: [Input("x", x)], forward: { v in try Reference.reduce(g, input: v[0]) },
-                       backward: { v, dy in [try Reference.reduceBackward(g, input: v[0], outputGradient: dy)] })
+        return GradientCheck.Problem(inputs: [GradientCheck.Input("x", x)], forward: { v in try Reference.reduce(g, input: v[0]) },
+                                     backward: { v, dy in [try Reference.reduceBackward(g, input: v[0], outputGradient: dy)] })
+    }
+
+    public func compare(in s: inout ComparisonSession) throws {
+        let g = geometry
+        let x: [Float]
+        switch g.kind.checkDomain {
+        case .signed, .distinct: x = s.values(g.inputCount)
+        case .positive: x = s.values(g.inputCount, 0.5...1.5)
+        case .awayFromZero, .nearUnit:
+            let lift: Float = g.kind.checkDomain == .nearUnit ? 0.5 : 0.1
+            x = s.values(g.inputCount).map { $0 + ($0 < 0 ? -lift : lift) }
+        }
+        let dy = s.values(g.outputCount)
+        let xb = try s.upload(x), y = try s.output(g.outputCount)
+        try s.backend.reduce(g, input: xb, output: y)
+        try s.record("y", y, try Reference.reduce(g, input: asDouble(x)))
+        guard g.kind.hasGradient else { return }
+        let dx = try s.output(g.inputCount)
+        try s.backend.reduceBackward(g, input: xb, outputGradient: try s.upload(dy), inputGradient: dx)
+        try s.record("dx", dx, try Reference.reduceBackward(g, input: asDouble(x), outputGradient: asDouble(dy)))
     }
 }
 
-extension ComparisonSession {
-    mutating func compareBroadcast(_ g: BroadcastGeometry) throws {
-        let a = values(g.aCount)
-        let b = g.op == .divide ? values(g.bCount).map { $0 + ($0 < 0 ? -0.5 : 0.5) } : values(g.bCount)
-        let dy = values(g.outputCount)
-        let ab = try upload(a), bb = try upload(b), y = try output(g.outputCount)
-        try backend.broadcastBinary(g, ab, bb, output: y)
-        let yRef = try Reference.broadcastBinary(g, a.map(Double.init), b.map(Double.init))
-        try record("y", y, yRef)
+extension VerifiedOp where Self == BroadcastCase {
+    public static func broadcast(_ g: BroadcastGeometry) -> BroadcastCase { BroadcastCase(geometry: g) }
+}
 
-        let da = try output(g.aCount), db = try output(g.bCount)
-        let backend = self.backend
-        try backend.broadcastBinaryBackward(g, a: ab, b: bb, output: try upload(yRef.map(Float.init)), outputGradient: try upload(dy),
-                                            aGradient: da, bGradient: db, makeScratch: { try backend.makeBuffer(count: $0) })
-        let (daRef, dbRef) = try Reference.broadcastBinaryBackward(g, a.map(Double.init), b.map(Double.init),
-                                                                   outputGradient: dy.map(Double.init))
-        try record("da", da, daRef)
-        try record("db", db, dbRef)
-    }
-
-    mutating func compareReduction(_ g: ReductionGeometry) throws {
-        let x: [Float]
-        switch g.kind.checkDomain {
-        case .signed, .distinct: x = values(g.inputCount)
-        case .positive: x = values(g.inputCount, 0.5...1.5)
-        case .awayFromZero, .nearUnit:
-            let lift: Float = g.kind.checkDomain == .nearUnit ? 0.5 : 0.1
-            x = values(g.inputCount).map { $0 + ($0 < 0 ? -lift : lift) }
-        }
-        let dy = values(g.outputCount)
-        let xb = try upload(x), y = try output(g.outputCount)
-        try backend.reduce(g, input: xb, output: y)
-        try record("y", y, try Reference.reduce(g, input: x.map(Double.init)))
-        guard g.kind.hasGradient else { return }
-        let dx = try output(g.inputCount)
-        try backend.reduceBackward(g, input: xb, outputGradient: try upload(dy), inputGradient: dx)
-        try record("dx", dx, try Reference.reduceBackward(g, input: x.map(Double.init), outputGradient: dy.map(Double.init)))
-    }
+extension VerifiedOp where Self == ReductionCase {
+    public static func reduction(_ g: ReductionGeometry) -> ReductionCase { ReductionCase(geometry: g) }
 }

@@ -87,28 +87,39 @@ extension Array where Element == OpCase {
     }
 }
 
-extension GradientCheck {
-    static func spatialProblem(_ op: SpatialOp, input: Shape, rng: inout SplitMix64) throws -> Problem {
+/// Padding, resampling, LRN, L2 normalize or instance normalization of an input [N, C, H, W].
+public struct SpatialCase: VerifiedOp {
+    public var op: SpatialOp
+    public var input: Shape
+
+    /// The op's own family name ("padding", "upsample", "lrn", …): `--op` filters on it.
+    public var opName: String { op.familyName }
+    public var summary: String { op.summary(input) }
+
+    public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
         let g = try op.geometry(input: input)
-        return Problem(inputs: [Input("x", uniform(g.inputShape.count, -1...1, &rng))], forward: { v in
-            try Reference.spatialForward(g, input: v[0])
-        }, backward: { v, dy in
+        return GradientCheck.Problem(inputs: [GradientCheck.Input("x", GradientCheck.uniform(g.inputShape.count, -1...1, &rng))],
+                                     forward: { v in try Reference.spatialForward(g, input: v[0]) },
+                                     backward: { v, dy in
             [try Reference.spatialBackward(g, input: v[0], output: Reference.spatialForward(g, input: v[0]), outputGradient: dy)]
         })
     }
+
+    public func compare(in s: inout ComparisonSession) throws {
+        let g = try op.geometry(input: input)
+        let x = s.values(g.inputShape.count), dy = s.values(g.outputShape.count)
+        let xb = try s.upload(x), y = try s.output(g.outputShape.count)
+        try s.backend.spatialForward(g, input: xb, output: y)
+        let yRef = try Reference.spatialForward(g, input: asDouble(x))
+        try s.record("y", y, yRef)
+
+        let dx = try s.output(g.inputShape.count)
+        try s.backend.spatialBackward(g, input: xb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
+                                      inputGradient: dx)
+        try s.record("dx", dx, Reference.spatialBackward(g, input: asDouble(x), output: yRef, outputGradient: asDouble(dy)))
+    }
 }
 
-extension ComparisonSession {
-    mutating func compareSpatial(_ g: SpatialGeometry) throws {
-        let x = values(g.inputShape.count), dy = values(g.outputShape.count)
-        let xb = try upload(x), y = try output(g.outputShape.count)
-        try backend.spatialForward(g, input: xb, output: y)
-        let yRef = try Reference.spatialForward(g, input: x.map(Double.init))
-        try record("y", y, yRef)
-
-        let dx = try output(g.inputShape.count)
-        try backend.spatialBackward(g, input: xb, output: try upload(yRef.map(Float.init)), outputGradient: try upload(dy),
-                                    inputGradient: dx)
-        try record("dx", dx, Reference.spatialBackward(g, input: x.map(Double.init), output: yRef, outputGradient: dy.map(Double.init)))
-    }
+extension VerifiedOp where Self == SpatialCase {
+    public static func spatial(_ op: SpatialOp, input: Shape) -> SpatialCase { SpatialCase(op: op, input: input) }
 }

@@ -1,4 +1,4 @@
-// The layout ops in the verification tools. A `.layout(op, batch:)` case checks the op's definition
+// The layout ops in the verification tools. A `LayoutCase` checks the op's definition
 // (Reference.layoutForward / layoutBackward) against finite differences, and a backend's
 // composition of it (Backend.layoutForward / layoutBackward: strided copies for the ops that move
 // values) against that definition, so the copies' geometry is what a comparison tests. softmaxND
@@ -6,40 +6,51 @@
 // lists below; the problem and the comparison need nothing new.
 import UpdraftCore
 
-extension GradientCheck {
+/// A layout op on `batch` examples (transpose, concatND, …): the backend's composition
+/// (`Backend.layoutForward` / `layoutBackward`) against the op's definition.
+public struct LayoutCase: VerifiedOp {
+    public var op: LayoutOp
+    public var batch: Int
+
+    public var opName: String { op.name }
+    public var summary: String { "n\(batch) \(op)" }
+
     /// The op's inputs drawn in -1...1 ("x", or "x0", "x1", … for several), its forward and backward from the reference.
-    static func layoutProblem(_ op: LayoutOp, batch: Int, rng: inout SplitMix64) throws -> Problem {
+    public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
+        let (op, batch) = (self.op, self.batch)
         let counts = try OpCase.layoutCounts(op, batch: batch)
-        var inputs: [Input] = []
+        var inputs: [GradientCheck.Input] = []
         for (i, count) in counts.inputs.enumerated() {
-            inputs.append(Input(counts.inputs.count == 1 ? "x" : "x\(i)", uniform(count, -1...1, &rng)))
+            inputs.append(GradientCheck.Input(counts.inputs.count == 1 ? "x" : "x\(i)", GradientCheck.uniform(count, -1...1, &rng)))
         }
-        return Problem(inputs: inputs,
-                       forward: { v in try Reference.layoutForward(op, batch: batch, inputs: v) },
-                       backward: { v, dy in try Reference.layoutBackward(op, batch: batch, inputs: v, outputGradient: dy) })
+        return GradientCheck.Problem(inputs: inputs,
+                                     forward: { v in try Reference.layoutForward(op, batch: batch, inputs: v) },
+                                     backward: { v, dy in try Reference.layoutBackward(op, batch: batch, inputs: v, outputGradient: dy) })
+    }
+
+    /// Forward ("y") and every input's gradient ("dx", or "dx0", "dx1", …), exact for copies. The
+    /// gradient buffers start at the sentinel, so a copy that misses an element fails.
+    public func compare(in s: inout ComparisonSession) throws {
+        let counts = try OpCase.layoutCounts(op, batch: batch)
+        var xs: [[Float]] = []
+        for count in counts.inputs { xs.append(s.values(count)) }
+        let dy = s.values(counts.output)
+        var exact: Tolerance? = nil
+        if case .copies = op.execution(batch: batch) { exact = .exact }
+        let y = try s.output(counts.output)
+        try s.backend.layoutForward(op, batch: batch, inputs: try xs.map(s.upload), output: y)
+        let yRef = try Reference.layoutForward(op, batch: batch, inputs: xs.map(asDouble))
+        try s.record("y", y, yRef, tolerance: exact)
+        let dxs = try counts.inputs.map { try s.output($0) }
+        try s.backend.layoutBackward(op, batch: batch, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
+                                     inputGradients: dxs)
+        let reference = try Reference.layoutBackward(op, batch: batch, inputs: xs.map(asDouble), outputGradient: asDouble(dy))
+        for (i, dx) in dxs.enumerated() { try s.record(dxs.count == 1 ? "dx" : "dx\(i)", dx, reference[i], tolerance: exact) }
     }
 }
 
-extension ComparisonSession {
-    /// Forward ("y") and every input's gradient ("dx", or "dx0", "dx1", …), exact for copies. The
-    /// gradient buffers start at the sentinel, so a copy that misses an element fails.
-    mutating func compareLayout(_ op: LayoutOp, batch: Int) throws {
-        let counts = try OpCase.layoutCounts(op, batch: batch)
-        var xs: [[Float]] = []
-        for count in counts.inputs { xs.append(values(count)) }
-        let dy = values(counts.output)
-        var exact: Tolerance? = nil
-        if case .copies = op.execution(batch: batch) { exact = .exact }
-        let y = try output(counts.output)
-        try backend.layoutForward(op, batch: batch, inputs: try xs.map(upload), output: y)
-        let yRef = try Reference.layoutForward(op, batch: batch, inputs: xs.map(asDouble))
-        try record("y", y, yRef, tolerance: exact)
-        let dxs = try counts.inputs.map { try output($0) }
-        try backend.layoutBackward(op, batch: batch, output: try upload(asFloat(yRef)), outputGradient: try upload(dy),
-                                   inputGradients: dxs)
-        let reference = try Reference.layoutBackward(op, batch: batch, inputs: xs.map(asDouble), outputGradient: asDouble(dy))
-        for (i, dx) in dxs.enumerated() { try record(dxs.count == 1 ? "dx" : "dx\(i)", dx, reference[i], tolerance: exact) }
-    }
+extension VerifiedOp where Self == LayoutCase {
+    public static func layout(_ op: LayoutOp, batch: Int) -> LayoutCase { LayoutCase(op: op, batch: batch) }
 }
 
 extension OpCase {
