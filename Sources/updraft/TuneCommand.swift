@@ -155,13 +155,13 @@ private func tuneCPU(graph: NetworkGraph, modelName: String, batch: Int, threads
     try tuning.store(directory: directory, machineKey: key)
     if json {
         let rows = outcomes.map { o -> [String: Any] in
-            ["layer": o.problem.name, "pass": o.problem.pass.rawValue, "shape": CPUConvolutionTuning.shapeKey(o.problem.geometry),
+            ["layer": o.problem.layer, "pass": o.pass.rawValue, "shape": CPUConvolutionTuning.shapeKey(o.geometry),
              "choice": o.choice.rawValue, "builtIn": o.builtIn.rawValue,
              "milliseconds": Dictionary(uniqueKeysWithValues: o.milliseconds.map { ($0.key.rawValue, $0.value) }),
              "rejected": Dictionary(uniqueKeysWithValues: o.rejected.map { ($0.key.rawValue, $0.value) })]
         }
         let opRows = opOutcomes.map { o -> [String: Any] in
-            ["layer": o.problem.name, "pass": o.problem.pass.rawValue, "shape": o.problem.shape.key, "choice": o.choice.rawValue,
+            ["layer": o.problem.layer, "pass": o.pass.rawValue, "shape": o.shape.key, "choice": o.choice.rawValue,
              "milliseconds": Dictionary(uniqueKeysWithValues: o.milliseconds.map { ($0.key.rawValue, $0.value) }),
              "rejected": o.rejected.map { $0 as Any } ?? NSNull()]
         }

@@ -13,36 +13,38 @@ final class CPUConvolutionTunerTests: XCTestCase {
         let graph = try NetworkGraph(model: try SqueezeNet.build(.init(classes: 10)))
         let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: 2, cacheBytes: 8 << 20)
         let convolutions = try graph.layers.compactMap { try $0.convolutionGeometry(batch: 2) }
+        XCTAssertTrue(problems.allSatisfy { $0.op.subject is ConvolutionCase })
         let forward = problems.filter { $0.pass == .forward }
         XCTAssertEqual(forward.count, Set(convolutions.map(CPUConvolutionTuning.shapeKey)).count)
         let updatable = Set(graph.updatableLayers.map(\.name))
         XCTAssertFalse(updatable.isEmpty)
-        for p in problems where p.pass == .backwardWeights { XCTAssertTrue(updatable.contains(p.name), p.name) }
+        for p in problems where p.pass == .backwardWeights { XCTAssertTrue(updatable.contains(p.layer), p.layer) }
         XCTAssertTrue(problems.contains { $0.pass == .backwardWeights })
-        XCTAssertTrue(problems.allSatisfy { $0.geometry.batch == 2 })
+        XCTAssertTrue(try problems.allSatisfy { try $0.convolutionGeometry()?.batch == 2 })
         // At 64, the prefix's chunked start (conv1 to fire3, `PrefixChunking`) runs forward 2 images at a time.
         let chunked = try CPUConvolutionTuner.problems(forTraining: graph, batch: 64, cacheBytes: 8 << 20)
-        let batches = Dictionary(chunked.filter { $0.pass == .forward }.map { ($0.name, $0.geometry.batch) }, uniquingKeysWith: { a, _ in a })
+        let batches = Dictionary(try chunked.filter { $0.pass == .forward }.map { ($0.layer, try $0.convolutionGeometry()!.batch) },
+                                 uniquingKeysWith: { a, _ in a })
         XCTAssertEqual(batches["conv1"], 2)
         XCTAssertEqual(batches["fire2/expand3x3"], 2)  // fire3's has the same shape
         XCTAssertEqual(batches["fire4/squeeze1x1"], 64)
         XCTAssertEqual(batches["conv10"], 64)
-        XCTAssertEqual(chunked.first { $0.name == "conv10" && $0.pass == .backwardWeights }?.geometry.batch, 64)
+        XCTAssertEqual(try chunked.first { $0.layer == "conv10" && $0.pass == .backwardWeights }?.convolutionGeometry()?.batch, 64)
     }
 
     func testTuneTimesEveryCandidateAndKeepsAFastOne() throws {
         let pad1 = ConvolutionPadding.valid(top: 1, bottom: 1, left: 1, right: 1)
-        let wide = try ConvolutionSpec(inputChannels: 32, outputChannels: 32, kernelH: 3, kernelW: 3, padding: pad1)
-            .geometry(input: [2, 32, 12, 12])
-        let pointwise = try ConvolutionSpec(inputChannels: 16, outputChannels: 8, kernelH: 1, kernelW: 1).geometry(input: [2, 16, 6, 6])
+        let wideSpec = ConvolutionSpec(inputChannels: 32, outputChannels: 32, kernelH: 3, kernelW: 3, padding: pad1)
+        let pointwiseSpec = ConvolutionSpec(inputChannels: 16, outputChannels: 8, kernelH: 1, kernelW: 1)
+        let wide = try wideSpec.geometry(input: [2, 32, 12, 12])
         let backend = CPUBackend(threads: 2)
         backend.convolutionAlgorithmOverride = .im2col
         var tuner = CPUConvolutionTuner(backend: backend)
         tuner.repeats = 2
-        let problems = [CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .forward),
-                        CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .backwardData),
-                        CPUConvolutionTuner.Problem(name: "wide", geometry: wide, pass: .backwardWeights),
-                        CPUConvolutionTuner.Problem(name: "pointwise", geometry: pointwise, pass: .forward)]
+        let problems: [TunedPass] = [.convolution("wide", wideSpec, input: [2, 32, 12, 12], .forward),
+                                     .convolution("wide", wideSpec, input: [2, 32, 12, 12], .backwardData),
+                                     .convolution("wide", wideSpec, input: [2, 32, 12, 12], .backwardWeights),
+                                     .convolution("pointwise", pointwiseSpec, input: [2, 16, 6, 6], .forward)]
         let (tuning, outcomes) = try tuner.tune(problems)
         XCTAssertEqual(backend.convolutionAlgorithmOverride, .im2col, "the backend's override is restored")
         let oneDNN: Set<CPUConvolutionAlgorithm> = OneDNN.isAvailable ? [.onednn] : []
@@ -50,12 +52,12 @@ final class CPUConvolutionTunerTests: XCTestCase {
         let expected: [Set<CPUConvolutionAlgorithm>] = [[.im2col, .winograd, .winograd4x4, .direct], [.im2col, .winograd, .winograd4x4],
                                                         [.im2col], [.im2col, .direct]]
         for (o, candidates) in zip(outcomes, expected) {
-            let what = "\(o.problem.name) \(o.problem.pass.rawValue)"
+            let what = "\(o.problem.layer) \(o.pass.rawValue)"
             XCTAssertEqual(Set(o.milliseconds.keys), candidates.union(oneDNN), what)
             XCTAssertEqual(o.rejected, [:], what)
             let fastest = o.milliseconds.values.min()!
             XCTAssertLessThanOrEqual(o.milliseconds[o.choice]!, 1.03 * fastest + 1e-9, what)
-            XCTAssertEqual(tuning.choice(o.problem.geometry, o.problem.pass), o.choice, what)
+            XCTAssertEqual(tuning.choice(o.geometry, o.pass), o.choice, what)
         }
         // A backend reading the stored tuning runs the choices.
         let reader = CPUBackend(threads: 2)

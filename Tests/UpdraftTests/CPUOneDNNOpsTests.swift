@@ -183,33 +183,33 @@ final class CPUOneDNNOpsTests: XCTestCase {
     func testProblemsFollowWhatTrainingRuns() throws {
         let graph = try NetworkGraph(model: try SqueezeNet.build(.init(classes: 10)))
         let problems = try CPUOpTuner.problems(forTraining: graph, batch: 2)
-        let names = Set(problems.map(\.name))
+        let names = Set(problems.map(\.layer))
         for name in ["pool1", "pool3", "pool5", "pool10", "fullyconnected0"] { XCTAssertTrue(names.contains(name), name) }
         // conv10 is the first updatable layer: only the pooling after it runs backward; the head trains.
-        XCTAssertEqual(Set(problems.filter { $0.pass == .backward }.map(\.name)), ["pool10"])
-        XCTAssertEqual(Set(problems.filter { $0.pass == .backwardWeights }.map(\.name)), ["fullyconnected0"])
-        XCTAssertTrue(problems.contains { $0.name == "fullyconnected0" && $0.pass == .backwardData })
+        XCTAssertEqual(Set(problems.filter { $0.op.subject is PoolingCase && $0.pass == .backwardData }.map(\.layer)), ["pool10"])
+        XCTAssertEqual(Set(problems.filter { $0.pass == .backwardWeights }.map(\.layer)), ["fullyconnected0"])
+        XCTAssertTrue(problems.contains { $0.layer == "fullyconnected0" && $0.pass == .backwardData })
+        XCTAssertTrue(problems.allSatisfy { $0.op.subject is PoolingCase || $0.op.subject is InnerProductCase })
     }
 
     func testTuneChecksTimesAndStoresEveryProblem() throws {
-        let pool = CPUOpShape.pooling(try PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, padding: ceil3x3)
-            .geometry(input: [2, 8, 28, 28]))
-        let ip = CPUOpShape.innerProduct(InnerProductGeometry(batch: 4, inputChannels: 64, outputChannels: 10, hasBias: true))
+        let pool = PoolingSpec(kind: .max, kernelH: 3, kernelW: 3, strideH: 2, strideW: 2, padding: ceil3x3)
+        let ip = InnerProductSpec(inputChannels: 64, outputChannels: 10, hasBias: true)
         let backend = CPUBackend(threads: 2)
         backend.opEngineOverride = .own
         var tuner = CPUOpTuner(backend: backend)
         tuner.repeats = 2
-        let problems = [CPUOpTuner.Problem(name: "pool", shape: pool, pass: .forward),
-                        CPUOpTuner.Problem(name: "pool", shape: pool, pass: .backward),
-                        CPUOpTuner.Problem(name: "fc", shape: ip, pass: .forward),
-                        CPUOpTuner.Problem(name: "fc", shape: ip, pass: .backwardData),
-                        CPUOpTuner.Problem(name: "fc", shape: ip, pass: .backwardWeights)]
+        let problems: [TunedPass] = [.pooling("pool", pool, input: [2, 8, 28, 28], .forward),
+                                     .pooling("pool", pool, input: [2, 8, 28, 28], .backwardData),
+                                     .innerProduct("fc", ip, input: [4, 64], .forward),
+                                     .innerProduct("fc", ip, input: [4, 64], .backwardData),
+                                     .innerProduct("fc", ip, input: [4, 64], .backwardWeights)]
         let (tuning, outcomes) = try tuner.tune(problems)
         XCTAssertEqual(backend.opEngineOverride, .own, "the backend's override is restored")
         XCTAssertEqual(outcomes.count, problems.count)
         for o in outcomes {
-            let what = "\(o.problem.name) \(o.problem.pass.rawValue)"
-            XCTAssertEqual(tuning.engine(o.problem.shape, o.problem.pass), o.choice, what)
+            let what = "\(o.problem.layer) \(o.pass.rawValue)"
+            XCTAssertEqual(tuning.engine(o.shape, o.pass), o.choice, what)
             XCTAssertEqual(Set(o.milliseconds.keys), OneDNN.isAvailable ? [.own, .onednn] : [.own], what)
             XCTAssertTrue(o.milliseconds.values.allSatisfy { $0.isFinite && $0 >= 0 }, what)
             if OneDNN.isAvailable { XCTAssertNil(o.rejected, what) } else { XCTAssertEqual(o.choice, .own, what) }

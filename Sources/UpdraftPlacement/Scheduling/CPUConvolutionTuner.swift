@@ -9,20 +9,13 @@ import UpdraftLayers
 /// fastest per shape and pass as a `CPUConvolutionTuning`, stored under this CPU model, oneDNN version
 /// and thread count. Runs then read the stored choice and never time anything themselves.
 public struct CPUConvolutionTuner {
-    /// One layer's pass at the training batch.
-    public struct Problem: Sendable {
-        public var name: String
-        public var geometry: ConvGeometry
-        public var pass: CPUConvolutionPass
-        public init(name: String, geometry: ConvGeometry, pass: CPUConvolutionPass) {
-            self.name = name; self.geometry = geometry; self.pass = pass
-        }
-    }
-
     /// What was measured for one problem: best milliseconds per algorithm that ran it, the choice,
     /// and the algorithms left out because their result disagreed with im2col's.
     public struct Outcome: Sendable {
-        public var problem: Problem
+        public var problem: TunedPass
+        /// The convolution measured and its pass, as the tuning stores them.
+        public var geometry: ConvGeometry
+        public var pass: CPUConvolutionPass
         public var milliseconds: [CPUConvolutionAlgorithm: Double]
         public var choice: CPUConvolutionAlgorithm
         public var builtIn: CPUConvolutionAlgorithm
@@ -38,29 +31,20 @@ public struct CPUConvolutionTuner {
 
     public init(backend: CPUBackend) { self.backend = backend }
 
-    /// The convolution passes training `graph` at `batch` runs (`PassPlan`), each distinct shape and
-    /// pass once; the prefix's chunked start (`PrefixChunking`) runs forward at its chunks' batch, so
-    /// that is the batch measured for it.
+    /// The convolution passes training `graph` at `batch` runs (`TunedPass.forTraining`), each distinct
+    /// shape key and pass once; the prefix's chunked start (`PrefixChunking`) runs forward at its
+    /// chunks' batch, so that is the batch measured for it.
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
-                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
-        var out: [Problem] = [], seen = Set<String>()
-        func add(_ name: String, _ g: ConvGeometry, _ pass: CPUConvolutionPass) {
-            if seen.insert(CPUConvolutionTuning.shapeKey(g) + pass.rawValue).inserted { out.append(Problem(name: name, geometry: g, pass: pass)) }
+                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
+        var seen = Set<String>()
+        return try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes).filter { p in
+            guard let g = try p.convolutionGeometry() else { return false }
+            return seen.insert(CPUConvolutionTuning.shapeKey(g) + p.passName).inserted
         }
-        for entry in PassPlan.forTuning(graph, batch: batch, cacheBytes: cacheBytes).entries {
-            let layer = entry.layer
-            guard let g = try layer.convolutionGeometry(batch: batch) else { continue }
-            if entry.passes.contains(.forward) {
-                for n in entry.forwardBatches { add(layer.name, try layer.convolutionGeometry(batch: n)!, .forward) }
-            }
-            if entry.passes.contains(.backwardWeights) { add(layer.name, g, .backwardWeights) }
-            if entry.passes.contains(.backwardData) { add(layer.name, g, .backwardData) }
-        }
-        return out
     }
 
     /// Measures every problem and returns the choices (added to `start`) with what was measured.
-    public func tune(_ problems: [Problem], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
+    public func tune(_ problems: [TunedPass], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
         -> (tuning: CPUConvolutionTuning, outcomes: [Outcome]) {
         var tuning = start
         tuning.measuredAt = Date()
@@ -70,8 +54,8 @@ public struct CPUConvolutionTuner {
         backend.convolutionTuning = nil
         for p in problems {
             let outcome = try measure(p)
-            tuning.set(outcome.choice, for: p.geometry, p.pass)
-            log(String(format: "%@ %@ %@: %@ (%@)", p.name, p.pass.rawValue, CPUConvolutionTuning.shapeKey(p.geometry),
+            tuning.set(outcome.choice, for: outcome.geometry, outcome.pass)
+            log(String(format: "%@ %@ %@: %@ (%@)", p.layer, outcome.pass.rawValue, CPUConvolutionTuning.shapeKey(outcome.geometry),
                        outcome.choice.rawValue,
                        outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.2f ms", $0.key.rawValue, $0.value) }
                            .joined(separator: ", ")))
@@ -80,19 +64,22 @@ public struct CPUConvolutionTuner {
         return (tuning, outcomes)
     }
 
-    private func measure(_ p: Problem) throws -> Outcome {
-        let g = p.geometry
+    private func measure(_ p: TunedPass) throws -> Outcome {
+        guard let g = try p.convolutionGeometry() else {
+            throw UpdraftError(.invalidArgument, "the CPU convolution tuner was given \(p)", hint: "pass it convolution passes only")
+        }
+        let pass = CPUConvolutionPass(p.pass)
         backend.convolutionAlgorithmOverride = nil
-        let builtIn = backend.algorithm(for: g, p.pass)
+        let builtIn = backend.algorithm(for: g, pass)
         let x = try backend.makeBuffer(Tensor(shape: g.inputShape, uniformIn: 0...1, seed: 1))
         let dy = try backend.makeBuffer(Tensor(shape: g.outputShape, uniformIn: -1...1, seed: 2))
         let w = try backend.makeBuffer(Tensor(shape: g.weightShape, uniformIn: -0.1...0.1, seed: 3))
         let b = g.hasBias ? try backend.makeBuffer(Tensor(shape: [g.outChannels], uniformIn: -0.1...0.1, seed: 4)) : nil
         let db = g.hasBias ? try backend.makeBuffer(count: g.outChannels) : nil
         let out = try backend.makeBuffer(count: [.forward: g.outputShape.count, .backwardData: g.inputShape.count,
-                                                 .backwardWeights: g.weightShape.count][p.pass]!)
+                                                 .backwardWeights: g.weightShape.count][pass]!)
         func call() throws {
-            switch p.pass {
+            switch pass {
             case .forward: try backend.convolutionForward(g, input: x, weights: w, bias: b, output: out, epilogue: nil)
             case .backwardData: try backend.convolutionBackwardData(g, outputGradient: dy, weights: w, inputGradient: out)
             case .backwardWeights:
@@ -103,7 +90,7 @@ public struct CPUConvolutionTuner {
         var candidates: [CPUConvolutionAlgorithm] = [], rejected: [CPUConvolutionAlgorithm: String] = [:]
         var reference: [Float] = []
         for a in CPUConvolutionAlgorithm.allCases {
-            guard backend.canRun(a, g, p.pass) else { continue }
+            guard backend.canRun(a, g, pass) else { continue }
             backend.convolutionAlgorithmOverride = a
             try call()
             let result = try backend.download(out)
@@ -121,6 +108,13 @@ public struct CPUConvolutionTuner {
         let fastest = best.min { $0.value < $1.value }
         let keepBuiltIn = fastest.map { f in best[builtIn].map { $0 <= 1.03 * f.value } ?? false } ?? true
         let choice = keepBuiltIn ? builtIn : fastest!.key
-        return Outcome(problem: p, milliseconds: best, choice: choice, builtIn: builtIn, rejected: rejected)
+        return Outcome(problem: p, geometry: g, pass: pass, milliseconds: best, choice: choice, builtIn: builtIn, rejected: rejected)
+    }
+}
+
+extension CPUConvolutionPass {
+    /// The CPU convolution pass of a step's pass (`.forward`, `.backwardData` or `.backwardWeights`).
+    public init(_ pass: PreparedPasses) {
+        self = pass == .forward ? .forward : pass == .backwardData ? .backwardData : .backwardWeights
     }
 }

@@ -9,19 +9,12 @@ import UpdraftLayers
 /// only where it is more than 3% faster; stored in the same `CPUConvolutionTuning` (same file and
 /// machine key) as the convolutions' choices. Runs read the choice and never time anything.
 public struct CPUOpTuner {
-    /// One layer's pass at the training batch.
-    public struct Problem: Sendable {
-        public var name: String
-        public var shape: CPUOpShape
-        public var pass: CPUOpPass
-        public init(name: String, shape: CPUOpShape, pass: CPUOpPass) {
-            self.name = name; self.shape = shape; self.pass = pass
-        }
-    }
-
     /// Best milliseconds per engine that ran the problem, the choice, and why oneDNN was left out.
     public struct Outcome: Sendable {
-        public var problem: Problem
+        public var problem: TunedPass
+        /// The op measured and its pass, as the tuning stores them.
+        public var shape: CPUOpShape
+        public var pass: CPUOpPass
         public var milliseconds: [CPUOpEngine: Double]
         public var choice: CPUOpEngine
         public var rejected: String?
@@ -36,37 +29,29 @@ public struct CPUOpTuner {
 
     public init(backend: CPUBackend) { self.backend = backend }
 
-    /// The pooling and inner-product passes training `graph` at `batch` runs (`PassPlan`), each
-    /// distinct shape and pass once (pooling in the prefix's chunked start at its chunks' batch:
+    /// The pooling and inner-product passes training `graph` at `batch` runs (`TunedPass.forTraining`),
+    /// each distinct shape and pass once (pooling in the prefix's chunked start at its chunks' batch:
     /// `PrefixChunking`).
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
-                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [Problem] {
-        var out: [Problem] = [], seen = Set<String>()
-        func add(_ name: String, _ shape: CPUOpShape, _ pass: CPUOpPass) {
-            if seen.insert(shape.key + " " + pass.rawValue).inserted { out.append(Problem(name: name, shape: shape, pass: pass)) }
+                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
+        var seen = Set<String>()
+        return try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes).filter { p in
+            guard let (shape, pass) = try opShape(p) else { return false }
+            return seen.insert(shape.key + " " + pass.rawValue).inserted
         }
-        for entry in PassPlan.forTuning(graph, batch: batch, cacheBytes: cacheBytes).entries {
-            let layer = entry.layer, passes = entry.passes
-            if case let .pooling(spec) = layer.op {
-                if passes.contains(.forward) {
-                    for n in entry.forwardBatches {
-                        add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(n))), .forward)
-                    }
-                }
-                if passes.contains(.backwardData) {
-                    add(layer.name, .pooling(try spec.geometry(input: layer.inputShape.withBatch(batch))), .backward)
-                }
-            } else if let g = try layer.innerProductGeometry(batch: batch) {
-                if passes.contains(.forward) { add(layer.name, .innerProduct(g), .forward) }
-                if passes.contains(.backwardWeights) { add(layer.name, .innerProduct(g), .backwardWeights) }
-                if passes.contains(.backwardData) { add(layer.name, .innerProduct(g), .backwardData) }
-            }
+    }
+
+    /// The CPU op and pass of a pooling or inner-product pass; nil for another op.
+    public static func opShape(_ p: TunedPass) throws -> (CPUOpShape, CPUOpPass)? {
+        if let g = try p.poolingGeometry() { return (.pooling(g), p.pass == .forward ? .forward : .backward) }
+        if let g = try p.innerProductGeometry() {
+            return (.innerProduct(g), p.pass == .forward ? .forward : p.pass == .backwardData ? .backwardData : .backwardWeights)
         }
-        return out
+        return nil
     }
 
     /// Measures every problem and returns the choices (added to `start`) with what was measured.
-    public func tune(_ problems: [Problem], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
+    public func tune(_ problems: [TunedPass], start: CPUConvolutionTuning = CPUConvolutionTuning()) throws
         -> (tuning: CPUConvolutionTuning, outcomes: [Outcome]) {
         var tuning = start
         tuning.measuredAt = Date()
@@ -75,8 +60,8 @@ public struct CPUOpTuner {
         defer { backend.opEngineOverride = saved }
         for p in problems {
             let outcome = try measure(p)
-            tuning.set(outcome.choice, for: p.shape, p.pass)
-            log(String(format: "%@ %@ %@: %@ (%@)%@", p.name, p.pass.rawValue, p.shape.key, outcome.choice.rawValue,
+            tuning.set(outcome.choice, for: outcome.shape, outcome.pass)
+            log(String(format: "%@ %@ %@: %@ (%@)%@", p.layer, outcome.pass.rawValue, outcome.shape.key, outcome.choice.rawValue,
                        outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.3f ms", $0.key.rawValue, $0.value) }
                            .joined(separator: ", "),
                        outcome.rejected.map { "; oneDNN left out: " + $0 } ?? ""))
@@ -85,14 +70,17 @@ public struct CPUOpTuner {
         return (tuning, outcomes)
     }
 
-    private func measure(_ p: Problem) throws -> Outcome {
-        let call = try Self.call(backend, p.shape, p.pass)
+    private func measure(_ p: TunedPass) throws -> Outcome {
+        guard let (shape, pass) = try Self.opShape(p) else {
+            throw UpdraftError(.invalidArgument, "the CPU op tuner was given \(p)", hint: "pass it pooling and inner-product passes only")
+        }
+        let call = try Self.call(backend, shape, pass)
         var engines: [CPUOpEngine] = [.own]
         var rejected: String?
         backend.opEngineOverride = .own
         try call.run()
         let reference = try backend.download(call.output)
-        if backend.oneDNNImplementation(p.shape, p.pass) != nil {
+        if backend.oneDNNImplementation(shape, pass) != nil {
             backend.opEngineOverride = .onednn
             try call.run()
             if let m = TunerMeasurement.mismatch(try backend.download(call.output), reference) {
@@ -109,7 +97,7 @@ public struct CPUOpTuner {
                                                   select: { backend.opEngineOverride = $0 }, run: call.run)
         // The own path keeps the shape unless oneDNN is more than 3% faster (timing noise).
         let choice: CPUOpEngine = (best[.onednn].map { $0 * 1.03 < best[.own]! } ?? false) ? .onednn : .own
-        return Outcome(problem: p, milliseconds: best, choice: choice, rejected: rejected)
+        return Outcome(problem: p, shape: shape, pass: pass, milliseconds: best, choice: choice, rejected: rejected)
     }
 
     /// One pass on random operands: `run` calls it, `output` holds what it computes (dx, dw, y).

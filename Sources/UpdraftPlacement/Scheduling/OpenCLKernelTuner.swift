@@ -5,7 +5,8 @@ import UpdraftModel
 import UpdraftLayers
 
 /// One GEMM-shaped op the tuner times: a layer's convolution in one direction, or a plain GEMM
-/// (inner products), at the batch size training uses.
+/// (inner products), at the batch size training uses. Built from a step's `TunedPass`; a plain GEMM
+/// of any transposes (which no layer pass names) can be timed too.
 public struct KernelTuningProblem: CustomStringConvertible {
     /// What is timed: a plain GEMM (inner products), or a convolution in one direction (`KernelShape.Kind`), optionally with a fused ReLU.
     public enum Op {
@@ -47,39 +48,39 @@ public struct KernelTuningProblem: CustomStringConvertible {
     /// "name (shape)".
     public var description: String { "\(name) (\(shape))" }
 
-    /// The GEMMs and convolutions that training `graph` at `batch` runs (`PassPlan`): one problem per
-    /// shape class (the first met).
+    /// The GEMMs and convolutions that training `graph` at `batch` runs (`TunedPass.forTraining`,
+    /// forward at the step's batch: an OpenCL step does not chunk its prefix): one problem per shape
+    /// class (the first met).
     public static func forTraining(_ graph: NetworkGraph, batch: Int) throws -> [KernelTuningProblem] {
         var out: [KernelTuningProblem] = [], seen = Set<String>()
-        func add(_ p: KernelTuningProblem) { if seen.insert(p.shape.classKey).inserted { out.append(p) } }
-        for entry in PassPlan.forTuning(graph, batch: batch).entries {
-            let layer = entry.layer, passes = entry.passes
-            if let g = try layer.convolutionGeometry(batch: batch) {
-                if passes.contains(.forward) {
-                    add(KernelTuningProblem(name: "\(layer.name) forward", op: .convolution(g, .convForward, fusedReLU: false)))
-                }
-                if passes.contains(.backwardWeights) {
-                    add(KernelTuningProblem(name: "\(layer.name) weight gradient", op: .convolution(g, .convBackwardWeights, fusedReLU: false)))
-                }
-                if passes.contains(.backwardData) {
-                    add(KernelTuningProblem(name: "\(layer.name) input gradient", op: .convolution(g, .convBackwardData, fusedReLU: false)))
-                }
-            }
-            if let g = try layer.innerProductGeometry(batch: batch) {
-                var forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
-                forward.bias = g.hasBias ? .perColumn : .none
-                if passes.contains(.forward) { add(KernelTuningProblem(name: "\(layer.name) forward", op: .gemm(forward))) }
-                if passes.contains(.backwardWeights) {
-                    add(KernelTuningProblem(name: "\(layer.name) weight gradient",
-                                            op: .gemm(GemmOperation(m: g.outputChannels, n: g.inputChannels, k: g.batch, transA: true))))
-                }
-                if passes.contains(.backwardData) {
-                    add(KernelTuningProblem(name: "\(layer.name) input gradient",
-                                            op: .gemm(GemmOperation(m: g.batch, n: g.inputChannels, k: g.outputChannels))))
-                }
-            }
+        for pass in try TunedPass.forTraining(graph, batch: batch, chunked: false) {
+            if let p = try KernelTuningProblem(pass), seen.insert(p.shape.classKey).inserted { out.append(p) }
         }
         return out
+    }
+
+    /// The problem a convolution or inner-product pass is on the device (an inner product's passes
+    /// are plain GEMMs); nil for another op.
+    public init?(_ p: TunedPass) throws {
+        let what = p.pass == .forward ? "forward" : p.pass == .backwardData ? "input gradient" : "weight gradient"
+        let name = "\(p.layer) \(what)"
+        if let g = try p.convolutionGeometry() {
+            let kind: KernelShape.Kind = p.pass == .forward ? .convForward : p.pass == .backwardData ? .convBackwardData : .convBackwardWeights
+            self.init(name: name, op: .convolution(g, kind, fusedReLU: false))
+        } else if let g = try p.innerProductGeometry() {
+            let gemm: GemmOperation
+            switch p.pass {
+            case .forward:
+                var forward = GemmOperation(m: g.batch, n: g.outputChannels, k: g.inputChannels, transB: true)
+                forward.bias = g.hasBias ? .perColumn : .none
+                gemm = forward
+            case .backwardWeights: gemm = GemmOperation(m: g.outputChannels, n: g.inputChannels, k: g.batch, transA: true)
+            default: gemm = GemmOperation(m: g.batch, n: g.inputChannels, k: g.outputChannels)
+            }
+            self.init(name: name, op: .gemm(gemm))
+        } else {
+            return nil
+        }
     }
 
     // MARK: Running
