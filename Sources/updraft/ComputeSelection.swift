@@ -41,3 +41,9 @@ private func usage<T>(_ option: String, _ parse: () throws -> T) throws -> T {
         throw UsageError("\(option): \(e.message)" + (e.hint.map { "; \($0)" } ?? ""))
     }
 }
+
+/// Says on standard error how long making the device ready took (`ModelPredictor.prepare`), when it
+/// took a second or more: on a cold cache, OpenCL's programs are built there, before the first pass.
+func reportPreparation(_ seconds: Double) {
+    if seconds >= 1 { printError(String(format: "prepared the device in %.1f s (programs and primitives, before the first pass)", seconds)) }
+}

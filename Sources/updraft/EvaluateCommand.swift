@@ -33,6 +33,7 @@ let evaluateCommand = CLICommand(CommandSpec(
                                              warn: { printError("warning: \($0)") })
     try predictor.checkMemory(batchSize: batch, work: .evaluation)
     let provider = data.provider
+    reportPreparation(predictor.prepare(batchSize: max(1, min(batch, provider.count)), work: .evaluation))
     let batches = stride(from: 0, to: provider.count, by: batch).map { $0..<min($0 + batch, provider.count) }
     func position(_ range: Range<Int>) -> String { "examples \(range.lowerBound + 1)-\(range.upperBound)" }
     guard let labels = predictor.classLabels else {

@@ -42,6 +42,7 @@ let predictCommand = CLICommand(CommandSpec(
         throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")
     }
     try predictor.checkMemory(batchSize: 1, work: .prediction)
+    reportPreparation(predictor.prepare(batchSize: 1, work: .prediction))
     var failures = 0
     for (name, key, load) in inputs {
         do {

@@ -240,6 +240,38 @@ final class DevicePreparationTests: XCTestCase {
         }
     }
 
+    /// Prediction and evaluation prepare too (`InferenceRunner.prepare`): the forward passes' programs
+    /// are built before the first pass, so a prepared prediction builds none; a prediction from a
+    /// tensor leaves the pixel upload's program out, an evaluation of image batches builds it.
+    func testInferencePreparesItsForwardPasses() throws {
+        let shared = try OpenCLTestSupport.context()
+        let graph = try NetworkGraph(model: try SqueezeShaped.model())
+        let input = Tensor(shape: [1, 3, 15, 15], uniformIn: 0...255, seed: 5)
+        var counts: [Bool: Int] = [:]
+        for pixels in [false, true] {
+            let context = try OpenCLContext(device: shared.device)
+            let backend = OpenCLBackend(context: context)
+            let runner = try InferenceRunner(graph: graph, prefix: backend, tail: backend, fallbacks: [], warn: { XCTFail($0) })
+            XCTAssertGreaterThan(runner.prepare(batchSize: 1, pixels: pixels), 0)
+            let prepared = context.programStatistics.programs
+            XCTAssertGreaterThanOrEqual(prepared, 3, "convolution, pooling and softmax programs at least")
+            _ = try runner.run(position: "one input") { try $0.predict(input) }
+            XCTAssertEqual(context.programStatistics.programs, prepared, "a prepared prediction built programs")
+            counts[pixels] = prepared
+        }
+        XCTAssertEqual(counts[true], counts[false]! + 1, "the pixel upload's program, only where batches come as pixels")
+
+        // A predictor made by the model's kind prepares on request, unless the run's environment says not to.
+        for (environment, prepares) in [([:], true), (["UPDRAFT_PREPARE": "off"], false)] {
+            var config = UpdateConfiguration()
+            config.computeUnits = .cpuOnly
+            config.environment = UpdraftEnvironment(environment)
+            let predictor = try ModelKinds.predictor(model: try SqueezeShaped.model(), configuration: config, batchSize: 1,
+                                                     warn: { XCTFail($0) })
+            XCTAssertEqual(predictor.prepare(batchSize: 1, work: .prediction) > 0, prepares, "\(environment)")
+        }
+    }
+
     /// `OpenCLContext.buildPrograms` builds each distinct program once however often it is named, and
     /// threads that ask for a program another is building wait for that build instead of starting theirs.
     func testProgramsBuildTogetherOncePerSourceAndDefines() throws {

@@ -17,8 +17,10 @@ import UpdraftData
 extension Executor {
     /// Makes ready the training step's layers for batches of `batch` examples; returns how many
     /// objects the backends made (0 when everything was made already, or nothing is made ahead).
+    /// - Parameter pixels: whether batches come as 8-bit images scaled on the device (nil: when the
+    ///   network's input is an image; a prediction from a preprocessed tensor passes false).
     @discardableResult
-    public func prepare(batch: Int) throws -> Int {
+    public func prepare(batch: Int, pixels: Bool? = nil) throws -> Int {
         guard batch > 0 else { return 0 }
         let halfBlobs = training.halfStoredBlobs
         // The prefix's chunked start runs at its chunks' sizes (Executor+Chunking.swift).
@@ -40,7 +42,8 @@ extension Executor {
             }
         }
         // What every step runs besides the layers: an image batch's upload, the loss, the optimizer's step.
-        if case .image = graph.input.feature.type {
+        let imageInput: Bool = { if case .image = graph.input.feature.type { return true } else { return false } }()
+        if pixels ?? imageInput {
             made += try (training.prefix.isEmpty ? tailBackend : prefixBackend).prepareKernels([.pixels])
         }
         if training.loss != nil { made += try tailBackend.prepareKernels([.softmax]) }

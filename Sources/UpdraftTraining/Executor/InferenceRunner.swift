@@ -1,3 +1,4 @@
+import Foundation
 import UpdraftCore
 import UpdraftBackends
 import UpdraftModel
@@ -42,6 +43,22 @@ public final class InferenceRunner {
     public func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws {
         try MemoryPreflight.check(graph: graph, batchSize: batchSize, work: work,
                                   prefix: executor.prefixBackend, tail: executor.tailBackend)
+    }
+
+    /// Makes the current device ready for forward passes of `batchSize` examples before the first
+    /// one (`Executor.prepare`: OpenCL's programs built together, oneDNN's primitives made), and
+    /// returns the seconds it took. A failure is a warning, not an error: the first pass then makes
+    /// what it needs itself (and meets the error where the fallback handles it).
+    /// - Parameter pixels: whether batches come as 8-bit images (`PixelBatchProvider`) rather than tensors.
+    @discardableResult
+    public func prepare(batchSize: Int, pixels: Bool) -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            try executor.prepare(batch: batchSize, pixels: pixels)
+        } catch {
+            warn("could not prepare \(executor.deviceName) before the first pass (\(firstLine(of: error))); the passes make what they need as they go")
+        }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 
     /// Forward work placed by the scheduler, as `UpdateTask` places training: the devices within

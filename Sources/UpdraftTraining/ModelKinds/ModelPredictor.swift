@@ -16,6 +16,11 @@ public protocol ModelPredictor: AnyObject {
     /// Throws a named error when passes of `batchSize` examples would not fit the device's memory
     /// or the host's, saying the largest batch that fits.
     func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws
+    /// Makes the device ready for `work` in passes of `batchSize` examples before the first one (a
+    /// network's programs and primitives: `InferenceRunner.prepare`) and returns the seconds it
+    /// took; 0 for a model with nothing to make. Optional: a first pass makes what it needs itself.
+    /// `UPDRAFT_PREPARE=off` in the configuration's environment skips it.
+    func prepare(batchSize: Int, work: MemoryPreflight.Work) -> Double
     /// The class probabilities `[n, classes]` of the examples `range` of `data`, and their targets.
     /// - Parameter position: where the work stands, for a fallback warning ("examples 1-32").
     func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
@@ -31,6 +36,9 @@ public protocol ModelPredictor: AnyObject {
 }
 
 extension ModelPredictor {
+    /// Default: nothing to make ahead.
+    public func prepare(batchSize: Int, work: MemoryPreflight.Work) -> Double { 0 }
+
     /// Default: the model does not answer by neighbours.
     public func neighbors(_ input: Tensor, position: String) throws -> [PredictedNeighbor]? { nil }
 }
@@ -50,6 +58,7 @@ public struct PredictedNeighbor: Hashable, Sendable {
 final class NeuralNetworkPredictor: ModelPredictor {
     let runner: InferenceRunner
     let classLabels: [String]?
+    let preparesDevice: Bool
 
     /// - Parameter batchSource: what set `batchSize`, for the error when the network cannot hold it ("--batch-size").
     init(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
@@ -62,11 +71,19 @@ final class NeuralNetworkPredictor: ModelPredictor {
         schedule.warnings.forEach(warn)
         runner = try InferenceRunner(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)
         classLabels = graph.classLabels?.asStrings
+        preparesDevice = configuration.environment.preparesDevices
     }
 
     var deviceName: String { runner.deviceName }
 
     func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws { try runner.checkMemory(batchSize: batchSize, work: work) }
+
+    /// Prediction classifies one preprocessed tensor at a time; evaluation reads image batches as
+    /// 8-bit pixels (`outputs`).
+    func prepare(batchSize: Int, work: MemoryPreflight.Work) -> Double {
+        guard preparesDevice else { return 0 }
+        return runner.prepare(batchSize: batchSize, pixels: work != .prediction)
+    }
 
     func classify(_ data: BatchProvider, range: Range<Int>, position: String) throws
         -> (probabilities: Tensor, targets: [TrainingExample.Target]) {

@@ -52,6 +52,7 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
     var classLabels: [String]? { nearestNeighbors.classLabels }
 
     func checkMemory(batchSize: Int, work: MemoryPreflight.Work) throws { try extractor?.checkMemory(batchSize: batchSize, work: work) }
+    func prepare(batchSize: Int, work: MemoryPreflight.Work) -> Double { extractor?.prepare(batchSize: batchSize, work: work) ?? 0 }
 
     /// The k-NN's input vectors `[n, D]` of the examples `range` of `data` (the extractor's output,
     /// or the inputs themselves), and their targets.
