@@ -46,7 +46,7 @@ let chainCommand = CLICommand(CommandSpec(
             }
             var config = UpdateConfiguration()
             let cpu = CPUBackend()
-            config.backends = (cpu, cpu)
+            config.placement.backends = (cpu, cpu)
             let task = UpdateTask(model: read, trainingData: try ArrayBatchProvider(examples: examples), configuration: config)
             let (context, seconds) = time { task.run() }
             if let error = context.error { throw error }

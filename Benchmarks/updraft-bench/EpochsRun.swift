@@ -243,11 +243,11 @@ func runEpochs(workload: EpochsWorkload, target: EpochsTarget, featureCache: Boo
     // (parameters checked once) without scheduling it, as it does for `updraft train`.
     var config = UpdateConfiguration()
     config.parameters = workload.overrides
-    config.backends = (backend, backend)
-    config.featureCache = featureCache
+    config.placement.backends = (backend, backend)
+    config.featureCache.enabled = featureCache
     config.frozenActivationsHalfPrecision = workload.frozenHalf
     config.distributed = distributed
-    config.profile = profile
+    config.reporting.profile = profile
     nonisolated(unsafe) var firstEpochProfile: TrainingProfile?
     nonisolated(unsafe) var seconds: [Double] = []
     nonisolated(unsafe) var faults: [Int] = [], cpuSeconds: [Double] = []

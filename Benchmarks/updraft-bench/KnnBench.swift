@@ -243,7 +243,7 @@ extension KnnBench {
         let pipeline = try NearestNeighborsPipeline(neighbors: 1).make(featureExtractor: network)
         let data = LabelledImages(images: try SyntheticImageDataset(count: count, itemShape: [3, 227, 227], classes: 10, seed: 1))
         var config = UpdateConfiguration()
-        config.computeUnits = computeUnits
+        config.placement.computeUnits = computeUnits
         config.parameters[.miniBatchSize] = .int(64)
         let task = UpdateTask(model: pipeline, trainingData: data, configuration: config)
         let start = DispatchTime.now().uptimeNanoseconds

@@ -192,8 +192,8 @@ struct SoakTasks {
 
     func makeTask(_ plan: SoakPlan) throws -> UpdateTask {
         var config = UpdateConfiguration()
-        config.computeUnits = device == nil ? .cpuOnly : .all
-        config.deviceOption = device
+        config.placement.computeUnits = device == nil ? .cpuOnly : .all
+        config.placement.deviceOption = device
         config.parameters[.miniBatchSize] = .int(Int64(plan.miniBatchSize))
         var handlers = UpdateHandlers()
         if case let .afterMiniBatch(n) = plan.cancel {
@@ -211,12 +211,12 @@ struct SoakTasks {
                 config.parameters[.epochs] = .int(Int64(plan.epochs))
                 config.parameters[.momentum] = .double(plan.momentum)
             } else {
-                config.numberOfNeighbors = plan.neighbors
+                config.nearestNeighbors.k = plan.neighbors
             }
             return try TasksBench.task(plan.kind == .lastLayer ? .lastLayer : .knnAppend, dataSeed: plan.dataSeed,
                                        learningRate: plan.learningRate, model: network, neighbors: 5, configuration: config, handlers: handlers)
         case .bareKnn:
-            config.numberOfNeighbors = plan.neighbors
+            config.nearestNeighbors.k = plan.neighbors
             return UpdateTask(model: try SoakInputs.bareKnn(neighbors: 5), trainingData: try SoakInputs.bareKnnData(seed: plan.dataSeed),
                               configuration: config, handlers: handlers)
         case .imageNetwork:
@@ -256,7 +256,7 @@ struct SoakTasks {
             case 3: config.parameters[.momentum] = .double(-0.5)          // outside [0, 1]
             case 4: config.parameters[.epochs] = .int(0)                  // epochs must be at least 1
             default:
-                config.numberOfNeighbors = 5000                           // outside 1...1000
+                config.nearestNeighbors.k = 5000                           // outside 1...1000
                 return try TasksBench.task(.knnAppend, dataSeed: plan.dataSeed, learningRate: plan.learningRate, model: model,
                                            configuration: config)
             }

@@ -104,8 +104,8 @@ struct TasksBench {
     /// Task `i`: its model and data (see the discussion).
     static func task(_ i: Int, computeUnits: ComputeUnits, device: String?) throws -> UpdateTask {
         var config = UpdateConfiguration()
-        config.computeUnits = computeUnits
-        config.deviceOption = device
+        config.placement.computeUnits = computeUnits
+        config.placement.deviceOption = device
         config.parameters[.miniBatchSize] = .int(16)
         return try task(i % 2 == 0 ? .lastLayer : .knnAppend, dataSeed: UInt64(1000 + i), learningRate: 0.01 * Double(1 + i % 7),
                         configuration: config)

@@ -19,9 +19,9 @@ let dataParallelOption = OptionSpec(
 /// (`ComputeUnits(parsing:)`, `DataParallelMode(parsing:)`, any case); the devices they name are
 /// looked up when the run is scheduled. Without `dataParallel` the run stays on one device.
 func computeConfiguration(_ args: ParsedArguments, dataParallel: Bool, into config: inout UpdateConfiguration) throws {
-    config.computeUnits = try computeUnits(args)
-    config.deviceOption = args.value("device")
-    config.dataParallelMode = dataParallel ? try dataParallelMode(args) : .off
+    config.placement.computeUnits = try computeUnits(args)
+    config.placement.deviceOption = args.value("device")
+    config.placement.dataParallelMode = dataParallel ? try dataParallelMode(args) : .off
 }
 
 /// `--compute-units`, read by the library's parser (any case); a bad value is a usage error.

@@ -28,7 +28,7 @@ let evaluateCommand = CLICommand(CommandSpec(
     var config = UpdateConfiguration()
     try computeConfiguration(args, dataParallel: false, into: &config)
     try neighborsConfiguration(args, into: &config)
-    config.job = Scheduler.Job(examples: data.provider.count)
+    config.placement.job = Scheduler.Job(examples: data.provider.count)
     let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: batch, batchSource: "--batch-size",
                                              warn: { printError("warning: \($0)") })
     try predictor.checkMemory(batchSize: batch, work: .evaluation)

@@ -13,6 +13,6 @@ let unknownDistanceOption = OptionSpec("unknown-distance", value: "D",
 /// `--neighbors` and `--unknown-distance` into the configuration; the model's kind checks them
 /// (a k-NN against its allowed values; other kinds refuse them by name).
 func neighborsConfiguration(_ args: ParsedArguments, into config: inout UpdateConfiguration) throws {
-    config.numberOfNeighbors = try args.int("neighbors")
-    config.unknownDistance = try args.double("unknown-distance")
+    config.nearestNeighbors.k = try args.int("neighbors")
+    config.nearestNeighbors.unknownDistance = try args.double("unknown-distance")
 }

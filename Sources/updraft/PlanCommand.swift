@@ -58,7 +58,7 @@ let planCommand = CLICommand(
             let modelEpochs = (try? NetworkGraph(model: model))?.updateParameters?.epochs.map { Int(clamping: $0.defaultValue) }
             let epochs = try args.int("epochs") ?? modelEpochs ?? 1
             guard epochs >= 1 else { throw UsageError("--epochs must be at least 1, got \(epochs)") }
-            config.job = Scheduler.Job(examples: examples, passes: epochs)
+            config.placement.job = Scheduler.Job(examples: examples, passes: epochs)
         } else if try args.int("epochs") != nil {
             throw UsageError("--epochs goes with --examples (the job it plans)")
         }

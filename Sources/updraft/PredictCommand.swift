@@ -36,7 +36,7 @@ let predictCommand = CLICommand(CommandSpec(
     var config = UpdateConfiguration()
     try computeConfiguration(args, dataParallel: false, into: &config)
     try neighborsConfiguration(args, into: &config)
-    config.job = Scheduler.Job(examples: inputs.count)
+    config.placement.job = Scheduler.Job(examples: inputs.count)
     let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: 1, warn: { printError("warning: \($0)") })
     guard let labels = predictor.classLabels else {
         throw UpdraftError(.unsupported, "predict shows class labels, and this model is not a classifier")

@@ -79,12 +79,12 @@ let trainCommand = CLICommand(CommandSpec(
     if args.flag("no-shuffle") { config.parameters[.shuffle] = .bool(false) }
     try neighborsConfiguration(args, into: &config)
     try computeConfiguration(args, dataParallel: true, into: &config)
-    config.resumeFrom = resume?.checkpoint
+    config.checkpoints.resumeFrom = resume?.checkpoint
     config.distributed = ranks
-    if args.flag("no-fallback") { config.fallbacks = [] }
+    if args.flag("no-fallback") { config.placement.fallbacks = [] }
     // The job placed: a folder of class folders is counted without reading an image, so a run of a few
     // examples is weighed with the set-up a device would cost (other data: placed per batch).
-    config.job = countedExamples(trainPath).map { Scheduler.Job(examples: $0) }
+    config.placement.job = countedExamples(trainPath).map { Scheduler.Job(examples: $0) }
     // The library checks the parameters and chooses the devices now, so a bad value fails before
     // any data is loaded; the task trains this run as resolved.
     var run = try ModelKinds.resolve(model: model, configuration: config)
@@ -129,28 +129,28 @@ let trainCommand = CLICommand(CommandSpec(
         let validation = try ModelDataset(model: model, path: URL(fileURLWithPath: v), options: dataOptions)
         validation.warnings.forEach { printError("warning: \($0)") }
         print("validation data: \(validation.summary)")
-        config.validationData = validation.provider
+        config.data.validationData = validation.provider
     }
     if let a = args.value("augment") {
         let parts = Set(a.split(separator: ",").map(String.init))
         guard parts.isSubset(of: ["flip", "hflip", "vflip"]) else {
             throw UsageError("--augment takes flip, vflip or flip,vflip; got '\(a)'")
         }
-        config.augmentation = ImageAugmentation(horizontalFlip: parts.contains("flip") || parts.contains("hflip"),
+        config.data.augmentation = ImageAugmentation(horizontalFlip: parts.contains("flip") || parts.contains("hflip"),
                                                 verticalFlip: parts.contains("vflip"), seed: parameters.seed)
     }
-    config.augmentation.randomResizedCrop = crop
-    config.augmentation.seed = parameters.seed
-    config.prefetchDepth = prefetch
-    config.shortLastBatch = args.flag("short-last-batch")
+    config.data.augmentation.randomResizedCrop = crop
+    config.data.augmentation.seed = parameters.seed
+    config.data.prefetchDepth = prefetch
+    config.data.shortLastBatch = args.flag("short-last-batch")
     if args.flag("skip-nonfinite") { config.nonFinite = .skipBatch }
-    config.featureCache = !args.flag("no-feature-cache")
-    config.featureCacheDeviceBudgetBytes = deviceCacheBytes
-    if let hostCacheBytes { config.featureCacheBudgetBytes = hostCacheBytes }
-    config.featureCacheHalfPrecision = args.flag("feature-cache-fp16")
+    config.featureCache.enabled = !args.flag("no-feature-cache")
+    config.featureCache.deviceBudgetBytes = deviceCacheBytes
+    if let hostCacheBytes { config.featureCache.budgetBytes = hostCacheBytes }
+    config.featureCache.halfPrecision = args.flag("feature-cache-fp16")
     config.frozenActivationsHalfPrecision = args.flag("frozen-fp16")
-    for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpointEvery),
-                            ("checkpoint-every-batches", \UpdateConfiguration.checkpointEveryMiniBatches)] {
+    for (flag, setting) in [("checkpoint-every", \UpdateConfiguration.checkpoints.everyEpochs),
+                            ("checkpoint-every-batches", \UpdateConfiguration.checkpoints.everyMiniBatches)] {
         guard let every = try args.int(flag) else { continue }
         guard every > 0 else { throw UsageError("--\(flag) must be at least 1") }
         config[keyPath: setting] = every
@@ -161,14 +161,14 @@ let trainCommand = CLICommand(CommandSpec(
         print(resume.summary)
     }
     // Under mpirun, also where rank 0 writes the last completed step when every rank must stop.
-    if config.checkpointEvery != nil || config.checkpointEveryMiniBatches != nil || ranks != nil { config.checkpointURL = out }
-    config.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
-    config.profile = args.flag("profile")
+    if config.checkpoints.everyEpochs != nil || config.checkpoints.everyMiniBatches != nil || ranks != nil { config.checkpoints.url = out }
+    config.reporting.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
+    config.reporting.profile = args.flag("profile")
     run.configuration = config
     // A run without a network (a k-NN) appends samples: no optimizer settings to show.
     let appends = run.graph == nil
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
-        train.provider.count, parameters.miniBatchSize, short: config.shortLastBatch), batchSize: parameters.miniBatchSize,
+        train.provider.count, parameters.miniBatchSize, short: config.data.shortLastBatch), batchSize: parameters.miniBatchSize,
         device: run.description, log: log, hasOptimizer: !appends)
     print("model: \(modelURL.lastPathComponent), " + (run.graph.map { "updatable: " + $0.updatableLayers.map(\.name).joined(separator: ", ") }
         ?? "appends one sample per example (k-nearest-neighbors)"))

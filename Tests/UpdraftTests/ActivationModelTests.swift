@@ -59,7 +59,7 @@ final class ActivationModelTests: XCTestCase {
     func losses(on backend: Backend) throws -> [Double] {
         let data = try SyntheticImageDataset(count: 4, itemShape: [3, 7, 9], classes: 3, seed: 3)
         var config = UpdateConfiguration()
-        config.backends = (backend, backend)
+        config.placement.backends = (backend, backend)
         config.parameters = [.miniBatchSize: .int(2), .epochs: .int(2), .learningRate: .double(0.05)]
         let losses = Locked<[Double]>([])
         let task = UpdateTask(model: try model(), trainingData: data, configuration: config, handlers: UpdateHandlers(

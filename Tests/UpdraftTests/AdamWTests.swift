@@ -89,7 +89,7 @@ final class AdamWTests: XCTestCase {
         var config = UpdateConfiguration()
         config.optimizer = .adamW
         config.parameters = [.weightDecay: .double(golden.weightDecay!)]
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         config.parameters[.shuffle] = .bool(false)
         let recorded = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: golden.examples), configuration: config,

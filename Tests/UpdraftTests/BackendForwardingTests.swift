@@ -20,8 +20,8 @@ final class BackendForwardingTests: XCTestCase {
     func testTrainingThroughTheWrapperIsTheWrappedBackendsTraining() throws {
         let model = try SqueezeShaped.model(), data = try SqueezeShaped.data(count: 8)
         let counting = Counting(CPUBackend())
-        let wrapped = try TrainingRun.train(model, data) { $0.backends = (counting, counting); $0.featureCache = false }
-        let plain = try TrainingRun.train(model, data) { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        let wrapped = try TrainingRun.train(model, data) { $0.placement.backends = (counting, counting); $0.featureCache.enabled = false }
+        let plain = try TrainingRun.train(model, data) { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.enabled = false }
         XCTAssertEqual(wrapped.losses, plain.losses)
         XCTAssertEqual(wrapped.weights.mapValues(\.weights), plain.weights.mapValues(\.weights))
         XCTAssertEqual(counting.name, "cpu")
@@ -72,8 +72,8 @@ final class BackendForwardingTests: XCTestCase {
     func testAFailedDownloadLaterFallsBackLikeAnyDeviceFailure() throws {
         let model = try SqueezeShaped.model(), data = try SqueezeShaped.data(count: 8)
         let failing = FailingBackend(CPUBackend(), failing: .downloadLater, onCall: 2)
-        let recovered = try TrainingRun.train(model, data) { $0.backends = (failing, failing) }
-        let expected = try TrainingRun.train(model, data) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let recovered = try TrainingRun.train(model, data) { $0.placement.backends = (failing, failing) }
+        let expected = try TrainingRun.train(model, data) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         XCTAssertEqual(recovered.state, .completed, "\(recovered.error.map { "\($0)" } ?? "")")
         XCTAssertEqual(failing.failures, 1)
         XCTAssertEqual(recovered.warnings.count, 1, "\(recovered.warnings)")

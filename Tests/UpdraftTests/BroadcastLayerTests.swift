@@ -47,7 +47,7 @@ final class BroadcastLayerTests: XCTestCase {
         let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
         for backend in [CPUBackend() as Backend, openCL] {
             var config = UpdateConfiguration()
-            config.backends = (backend, backend)
+            config.placement.backends = (backend, backend)
             let recorded = Locked<[Double]>([])
             let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
                 events: [.miniBatchEnd], progress: { recorded.append($0.metrics!.lossValue) }))

@@ -168,7 +168,7 @@ final class ConcurrentTasksTests: XCTestCase {
     }
 
     /// The CPU, as a service with `computeUnits = .cpuOnly` gets it.
-    static func cpu(_ config: inout UpdateConfiguration) { config.computeUnits = .cpuOnly }
+    static func cpu(_ config: inout UpdateConfiguration) { config.placement.computeUnits = .cpuOnly }
 
     // MARK: Tests
 
@@ -184,11 +184,11 @@ final class ConcurrentTasksTests: XCTestCase {
     /// explicit backends on the one `shared` context (a backend per task).
     static func pocl(_ shared: OpenCLContext) -> (Int) -> (inout UpdateConfiguration) -> Void {
         { index in
-            if index % 2 == 0 { return { $0.deviceOption = "\(shared.device.info.index)" } }
+            if index % 2 == 0 { return { $0.placement.deviceOption = "\(shared.device.info.index)" } }
             return { config in
                 let backend = OpenCLBackend(context: shared)
-                config.backends = (backend, backend)
-                config.fallbacks = []
+                config.placement.backends = (backend, backend)
+                config.placement.fallbacks = []
             }
         }
     }

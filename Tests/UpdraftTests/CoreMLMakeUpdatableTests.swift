@@ -62,8 +62,8 @@ final class CoreMLMakeUpdatableTests: XCTestCase {
             TrainingExample(input: Tensor(shape: [4], data: (0..<4).map { Float(($0 + i) % 3) - 1 }), target: .classIndex(i % 3))
         }
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
-        config.dataParallelMode = .off
+        config.placement.computeUnits = .cpuOnly
+        config.placement.dataParallelMode = .off
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: examples), configuration: config)
         let final = task.run()
         XCTAssertEqual(final.task.state, .completed, "\(final.error.map { "\($0)" } ?? "")")

@@ -82,17 +82,17 @@ final class DataStreamingTests: XCTestCase {
         let dataset = try ModelDataset(model: model, path: root).provider
         let inMemory = try ArrayBatchProvider(examples: (0..<dataset.count).map { try dataset.example(at: $0) })
         for cache in [true, false] {
-            let streamed = try TrainingRun.train(model, dataset) { $0.featureCache = cache; $0.augmentation.horizontalFlip = true }
-            let held = try TrainingRun.train(model, inMemory) { $0.featureCache = cache; $0.augmentation.horizontalFlip = true }
+            let streamed = try TrainingRun.train(model, dataset) { $0.featureCache.enabled = cache; $0.data.augmentation.horizontalFlip = true }
+            let held = try TrainingRun.train(model, inMemory) { $0.featureCache.enabled = cache; $0.data.augmentation.horizontalFlip = true }
             assertSameTraining(streamed, held, tolerance: 0, "feature cache \(cache)")
             XCTAssertEqual(streamed.task.featureCacheStatistics == nil, !cache)
         }
-        let cropped = try TrainingRun.train(model, dataset) { $0.augmentation.randomResizedCrop = 0.5...1 }
+        let cropped = try TrainingRun.train(model, dataset) { $0.data.augmentation.randomResizedCrop = 0.5...1 }
         XCTAssertEqual(cropped.state, .completed, "\(cropped.error.map { "\($0)" } ?? "")")
         XCTAssertNil(cropped.task.featureCacheStatistics)
         XCTAssertEqual(cropped.warnings.filter { $0.contains("feature cache off") && $0.contains("random resized crop") }.count, 1,
                        "\(cropped.warnings)")
-        let notImages = try TrainingRun.train(model, inMemory) { $0.augmentation.randomResizedCrop = 0.5...1 }
+        let notImages = try TrainingRun.train(model, inMemory) { $0.data.augmentation.randomResizedCrop = 0.5...1 }
         XCTAssertEqual(notImages.state, .failed)
         XCTAssertTrue("\(notImages.error.map { "\($0)" } ?? "")".contains("needs image training data"))
     }

@@ -173,8 +173,8 @@ final class DevicePreparationTests: XCTestCase {
         try requireOneDNN()
         let cpu = oneDNNBackend()
         var config = UpdateConfiguration()
-        config.backends = (cpu, cpu)
-        config.shortLastBatch = true
+        config.placement.backends = (cpu, cpu)
+        config.data.shortLastBatch = true
         let atBegin = Locked<Int?>(nil)
         let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 10),
                               configuration: config, handlers: UpdateHandlers(events: [.trainingBegin], progress: { ctx in
@@ -202,7 +202,7 @@ final class DevicePreparationTests: XCTestCase {
         XCTAssertTrue(on.preparesDevices && on.chunksPrefix && on.uploadsPixels)
         for (environment, prepares) in [(off, false), (on, true)] {
             var config = UpdateConfiguration()
-            config.backends = (CPUBackend(threads: 1), CPUBackend(threads: 1))
+            config.placement.backends = (CPUBackend(threads: 1), CPUBackend(threads: 1))
             config.environment = environment
             XCTAssertEqual(config.pixelUpload, environment.uploadsPixels)
             let chunks = Locked<Bool?>(nil)
@@ -215,6 +215,35 @@ final class DevicePreparationTests: XCTestCase {
             XCTAssertEqual(task.preparationSeconds != nil, prepares, "prepared: \(String(describing: task.preparationSeconds))")
             XCTAssertEqual(chunks.value, environment.chunksPrefix)
         }
+    }
+
+    /// The CPU backend's settings come from the environment it is given, typed once: threads,
+    /// `UPDRAFT_WINOGRAD`, `UPDRAFT_ONEDNN` and `UPDRAFT_ONEDNN_LAYOUT`; a run's host backend (its
+    /// fallback here) is made with the run's environment, not the process's.
+    func testTheCPUBackendTakesItsSettingsFromItsEnvironment() throws {
+        let env = UpdraftEnvironment(["UPDRAFT_CPU_THREADS": "3", "UPDRAFT_WINOGRAD": "4x4", "UPDRAFT_ONEDNN_LAYOUT": "plain"])
+        XCTAssertEqual(env.cpuThreads, 3)
+        XCTAssertEqual(env.winograd, .f4x4)
+        XCTAssertNil(env.oneDNN)
+        let cpu = CPUBackend(environment: env)
+        XCTAssertEqual(cpu.threadCount, 3)
+        XCTAssertEqual(cpu.convolutionAlgorithmOverride, .winograd4x4)
+        XCTAssertFalse(cpu.oneDNNBlockedLayouts)
+        XCTAssertEqual(CPUBackend(threads: 2, environment: env).threadCount, 2, "a count given wins")
+        let on = CPUBackend(environment: UpdraftEnvironment(["UPDRAFT_ONEDNN": "on", "UPDRAFT_WINOGRAD": "off"]))
+        XCTAssertEqual(on.convolutionAlgorithmOverride, .onednn)
+        XCTAssertEqual(on.opEngineOverride, .onednn)
+        XCTAssertEqual(CPUBackend(environment: UpdraftEnvironment(["UPDRAFT_WINOGRAD": "off"])).convolutionAlgorithmOverride, .im2col)
+        let bad = UpdraftEnvironment(["UPDRAFT_CPU_THREADS": "many"])
+        XCTAssertEqual(bad.cpuThreads, HostInfo.usableCores)
+        XCTAssertNotNil(bad.cpuThreadsWarning)
+
+        // A run's fallback host backend: made with the run's environment.
+        let shared = try OpenCLTestSupport.context()
+        let device = OpenCLBackend(context: shared)
+        let fallback = try XCTUnwrap(fallbackBackends(nil, running: [device], environment: env).first as? CPUBackend)
+        XCTAssertEqual(fallback.threadCount, 3)
+        XCTAssertEqual(fallback.convolutionAlgorithmOverride, .winograd4x4)
     }
 
     /// On OpenCL, preparation builds the programs a step launches (issue 35: never inside epoch 1):
@@ -264,7 +293,7 @@ final class DevicePreparationTests: XCTestCase {
         // A predictor made by the model's kind prepares on request, unless the run's environment says not to.
         for (environment, prepares) in [([:], true), (["UPDRAFT_PREPARE": "off"], false)] {
             var config = UpdateConfiguration()
-            config.computeUnits = .cpuOnly
+            config.placement.computeUnits = .cpuOnly
             config.environment = UpdraftEnvironment(environment)
             let predictor = try ModelKinds.predictor(model: try SqueezeShaped.model(), configuration: config, batchSize: 1,
                                                      warn: { XCTFail($0) })

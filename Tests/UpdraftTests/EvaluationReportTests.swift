@@ -23,7 +23,7 @@ final class EvaluationReportTests: FolderTestCase {
         writeNoisyImageFolder(images, perLabel: 6, seed: 12)
         let data = try ModelDataset(model: model, path: images).provider
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: 5, warn: { _ in })
         let result = try ClassifierEvaluation.run(predictor, on: data, batchSize: 5)
         XCTAssertEqual(result.examples, 12)

@@ -145,7 +145,7 @@ final class GraphProblemsTests: XCTestCase {
     func testUpdateTaskFailsWithTheList() throws {
         let examples = [TrainingExample(input: Tensor(shape: [4], data: [0, 1, 2, 3]), target: .classIndex(0))]
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         let task = UpdateTask(model: Self.troubledModel(), trainingData: try ArrayBatchProvider(examples: examples),
                               configuration: config)
         let final = task.run()

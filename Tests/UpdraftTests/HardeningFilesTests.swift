@@ -77,8 +77,8 @@ final class HardeningFilesTests: FolderTestCase {
     func testFailedCheckpointIsAWarning() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
-        config.checkpointEvery = 1
-        config.checkpointURL = folder.appendingPathComponent("no-such-folder/checkpoint.mlmodel")
+        config.checkpoints.everyEpochs = 1
+        config.checkpoints.url = folder.appendingPathComponent("no-such-folder/checkpoint.mlmodel")
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
         XCTAssertEqual(task.warnings.filter { $0.contains("cannot write the checkpoint") }.count, task.history.epochs.count,

@@ -37,7 +37,7 @@ final class HardeningMemoryTests: XCTestCase {
         let model = try bigInputModel(batch: 65_536)
         var config = UpdateConfiguration()
         let cpu = CPUBackend()
-        config.backends = (cpu, cpu)
+        config.placement.backends = (cpu, cpu)
         let context = UpdateTask(model: model, trainingData: Untouchable(), configuration: config).run()
         XCTAssertEqual(context.task.state, .failed)
         let message = "\(context.error.map { "\($0)" } ?? "")"

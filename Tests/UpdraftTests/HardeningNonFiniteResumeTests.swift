@@ -93,7 +93,7 @@ final class HardeningNonFiniteResumeTests: FolderTestCase {
     func configuration(_ devices: (inout UpdateConfiguration) throws -> Void) throws -> UpdateConfiguration {
         var config = UpdateConfiguration()
         try devices(&config)
-        config.validationData = try ArrayBatchProvider(examples: Array(try Self.clean().examples.prefix(4)))
+        config.data.validationData = try ArrayBatchProvider(examples: Array(try Self.clean().examples.prefix(4)))
         return config
     }
 
@@ -162,19 +162,19 @@ final class HardeningNonFiniteResumeTests: FolderTestCase {
     }
 
     func testANaNStopResumesExactlyOnTheCPU() throws {
-        try assertResumesExactly("cpu") { $0.backends = (CPUBackend(), CPUBackend()) }
+        try assertResumesExactly("cpu") { $0.placement.backends = (CPUBackend(), CPUBackend()) }
     }
 
     func testANaNStopResumesExactlyOnOpenCL() throws {
         let context = try OpenCLTestSupport.context()
-        try assertResumesExactly("opencl") { let b = OpenCLBackend(context: context); $0.backends = (b, b) }
+        try assertResumesExactly("opencl") { let b = OpenCLBackend(context: context); $0.placement.backends = (b, b) }
     }
 
     func testANaNStopResumesExactlyUnderDataParallelism() throws {
-        try assertResumesExactly("data parallel cpu + cpu") { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [1, 1]) }
+        try assertResumesExactly("data parallel cpu + cpu") { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [1, 1]) }
         let context = try OpenCLTestSupport.context()
         try assertResumesExactly("data parallel cpu + opencl", tolerance: 1e-5) {
-            $0.dataParallel = DataParallelism(replicas: [CPUBackend(), OpenCLBackend(context: context)], shares: [1, 1])
+            $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), OpenCLBackend(context: context)], shares: [1, 1])
         }
     }
 
@@ -182,22 +182,22 @@ final class HardeningNonFiniteResumeTests: FolderTestCase {
     /// The resume point also goes through its files (`writeCheckpoint`, `UpdateTask(resumingFrom:)`).
     func testANaNStopResumedWithTheSkipPolicyIsARunThatSkipped() throws {
         let model = try Self.model()
-        var skipping = try configuration { $0.backends = (CPUBackend(), CPUBackend()) }
+        var skipping = try configuration { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         skipping.nonFinite = .skipBatch
         let (expected, skipped) = try train { UpdateTask(model: model, trainingData: try PoisonedData(fromRead: 2), configuration: skipping, handlers: $0) }
         XCTAssertEqual(skipped.state, .completed)
         XCTAssertEqual(skipped.warnings.filter { $0.contains("skipping the mini-batch") }.count, 2, "epochs 2 and 3: \(skipped.warnings)")
 
         let data = try PoisonedData(fromRead: 2)
-        let (_, stopped) = try train { UpdateTask(model: model, trainingData: data, configuration: try configuration { $0.backends = (CPUBackend(), CPUBackend()) },
+        let (_, stopped) = try train { UpdateTask(model: model, trainingData: data, configuration: try configuration { $0.placement.backends = (CPUBackend(), CPUBackend()) },
                                                   handlers: $0) }
         XCTAssertEqual(stopped.state, .failed)
         let checkpoint = folder.appendingPathComponent("stopped.mlmodel")
         try stopped.writeCheckpoint(to: checkpoint)
         XCTAssertEqual(try TrainingCheckpoint.read(forModel: checkpoint).position.steps, stopped.resumePoint?.position.steps)
         var again = UpdateConfiguration()
-        again.backends = (CPUBackend(), CPUBackend())
-        again.validationData = skipping.validationData
+        again.placement.backends = (CPUBackend(), CPUBackend())
+        again.data.validationData = skipping.data.validationData
         again.nonFinite = .skipBatch
         // The same provider: the poisoned example keeps reading as NaN.
         let (resumed, task) = try train { try UpdateTask(resumingFrom: checkpoint, trainingData: data, configuration: again, handlers: $0) }

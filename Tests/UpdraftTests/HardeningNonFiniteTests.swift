@@ -47,8 +47,8 @@ final class HardeningNonFiniteTests: XCTestCase {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         var config = UpdateConfiguration()
-        config.checkpointEvery = 1
-        config.checkpointURL = folder.appendingPathComponent("checkpoint.mlmodel")
+        config.checkpoints.everyEpochs = 1
+        config.checkpoints.url = folder.appendingPathComponent("checkpoint.mlmodel")
         let losses = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(progress: {
             if $0.event == .miniBatchEnd, let m = $0.metrics { losses.append(m.lossValue) }
@@ -60,8 +60,8 @@ final class HardeningNonFiniteTests: XCTestCase {
         XCTAssertEqual((context.error as? UpdraftError)?.kind, .data)
         XCTAssertTrue(try allFinite(task, model), "the model keeps finite weights")
         // Whatever checkpoints were written hold finite weights, and the model and history write.
-        if FileManager.default.fileExists(atPath: config.checkpointURL!.path) {
-            let checkpoint = try CoreMLModel(contentsOf: config.checkpointURL!)
+        if FileManager.default.fileExists(atPath: config.checkpoints.url!.path) {
+            let checkpoint = try CoreMLModel(contentsOf: config.checkpoints.url!)
             XCTAssertTrue(ModelValidator.validate(checkpoint).errors.isEmpty)
         }
         let out = folder.appendingPathComponent("out.mlmodel")
@@ -94,10 +94,10 @@ final class HardeningNonFiniteTests: XCTestCase {
     /// poisoned batches.
     func testTheGuardActsAlikeOnOpenCLAndUnderDataParallelism() throws {
         let settings: [(String, (inout UpdateConfiguration) throws -> Void)] = [
-            ("cpu", { $0.backends = (CPUBackend(), CPUBackend()) }),
-            ("opencl", { let b = OpenCLBackend(context: try OpenCLTestSupport.context()); $0.backends = (b, b) }),
-            ("data parallel cpu + opencl", { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())]) }),
-            ("data parallel cpu + cpu", { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }),
+            ("cpu", { $0.placement.backends = (CPUBackend(), CPUBackend()) }),
+            ("opencl", { let b = OpenCLBackend(context: try OpenCLTestSupport.context()); $0.placement.backends = (b, b) }),
+            ("data parallel cpu + opencl", { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), OpenCLBackend(context: try OpenCLTestSupport.context())]) }),
+            ("data parallel cpu + cpu", { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }),
         ]
         var stops: [(String, String, [Float])] = []
         for (name, configure) in settings {

@@ -25,7 +25,7 @@ final class HardeningScaleTests: XCTestCase {
         let examples = (0..<8).map { TrainingExample(input: Tensor(shape: [8, 1, 1], uniformIn: -1...1, seed: UInt64($0)), target: .classIndex($0 % 3)) }
         var config = UpdateConfiguration()
         let cpu = CPUBackend()
-        config.backends = (cpu, cpu)
+        config.placement.backends = (cpu, cpu)
         let context = UpdateTask(model: reread, trainingData: try ArrayBatchProvider(examples: examples), configuration: config).run()
         XCTAssertEqual(context.task.state, .completed, "\(context.error.map { "\($0)" } ?? "")")
         XCTAssertLessThan(Date().timeIntervalSince(start), 15, "one epoch of a 20,000-layer chain")

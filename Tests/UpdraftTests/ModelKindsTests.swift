@@ -67,7 +67,7 @@ final class ModelKindsTests: XCTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         let data = try ArrayBatchProvider(examples: golden.examples)
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         // Resolved through the kind, the run trains the same as one resolved directly.
         let viaKind = try ModelKinds.resolve(model: model, configuration: config)
         let direct = try ResolvedRun.resolve(model: model, configuration: config)
@@ -95,7 +95,7 @@ final class ModelKindsTests: XCTestCase {
             TrainingExample(input: Tensor(shape: [3, 16, 16], uniformIn: 0...255, seed: UInt64($0)), target: .classIndex($0 % 2))
         })
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         let predictor = try ModelKinds.predictor(model: model, configuration: config, batchSize: 5, warn: { XCTFail("no warning: \($0)") })
         XCTAssertTrue(predictor is NeuralNetworkPredictor)
         XCTAssertEqual(predictor.deviceName, "cpu")

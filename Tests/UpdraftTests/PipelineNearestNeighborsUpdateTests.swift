@@ -41,7 +41,7 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         let data = try ModelDataset(model: model, path: folder).provider
 
         for units in [ComputeUnits.cpuOnly, .cpuAndGPU] {
-            let (updated, events) = try update(model, data: data) { $0.computeUnits = units; $0.parameters[.miniBatchSize] = .int(3) }
+            let (updated, events) = try update(model, data: data) { $0.placement.computeUnits = units; $0.parameters[.miniBatchSize] = .int(3) }
             XCTAssertEqual(events, 3, "7 rows in batches of 3")
             let knn = try knn(of: updated)
             XCTAssertEqual(knn.samples.count, made.samples.count + 7)
@@ -65,7 +65,7 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         let data = folder.appendingPathComponent("images")
         writeNoisyImageFolder(data, perLabel: 3, seed: 4)
         let dataset = try ModelDataset(model: pipeline, path: data).provider
-        let (updated, _) = try update(pipeline, data: dataset) { $0.computeUnits = .cpuOnly }
+        let (updated, _) = try update(pipeline, data: dataset) { $0.placement.computeUnits = .cpuOnly }
         let knn = try knn(of: updated)
         XCTAssertEqual(knn.labels?.asStrings.sorted(), ["no", "no", "no", "yes", "yes", "yes"])
         XCTAssertEqual(knn.distinctLabels.sorted(), ["no", "unknown", "yes"])
@@ -102,7 +102,7 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         XCTAssertEqual(ModelKinds.validate(model), [])
         let train = try ModelDataset(model: model, path: Fixtures.url("knn/torch_train")).provider
         for pin in [nil, "0"] {
-            let (updated, _) = try update(model, data: train) { $0.deviceOption = pin; $0.computeUnits = pin == nil ? .cpuOnly : .all }
+            let (updated, _) = try update(model, data: train) { $0.placement.deviceOption = pin; $0.placement.computeUnits = pin == nil ? .cpuOnly : .all }
             let knn = try knn(of: updated)
             XCTAssertEqual(knn.labels?.asStrings, made.trainLabels)
             XCTAssertEqual(knn.samples.count, made.trainEmbeddings.count)
@@ -111,7 +111,7 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
             }
             let queries = try ModelDataset(model: updated, path: Fixtures.url("knn/torch_queries")).provider
             var config = UpdateConfiguration()
-            config.deviceOption = pin
+            config.placement.deviceOption = pin
             let predictor = try ModelKinds.predictor(model: updated, configuration: config, batchSize: queries.count, warn: { _ in })
             let (p, _) = try predictor.classify(queries, range: 0..<queries.count, position: "")
             let labels = try XCTUnwrap(predictor.classLabels)
@@ -136,7 +136,7 @@ final class PipelineNearestNeighborsUpdateTests: FolderTestCase {
         let bad = CoreMLModel(spec: spec)
         let train = try ModelDataset(model: bad, path: Fixtures.url("knn/torch_train")).provider
         let task = UpdateTask(model: bad, trainingData: train, configuration: {
-            var c = UpdateConfiguration(); c.computeUnits = .cpuOnly; return c }())
+            var c = UpdateConfiguration(); c.placement.computeUnits = .cpuOnly; return c }())
         let ctx = task.run()
         XCTAssertEqual(ctx.task.state, .failed)
         let message = "\(ctx.error.map { "\($0)" } ?? "")"

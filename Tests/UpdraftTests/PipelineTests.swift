@@ -19,8 +19,8 @@ final class PipelineTests: XCTestCase {
     /// Trains `model` on the fixture data through `UpdateTask` on `backend` and returns the model it ends with.
     private func train(_ model: CoreMLModel, on backend: Backend, cache: Bool = true) throws -> (model: CoreMLModel, losses: [Double], task: UpdateTask) {
         var config = UpdateConfiguration()
-        config.backends = (backend, backend)
-        config.featureCache = cache
+        config.placement.backends = (backend, backend)
+        config.featureCache.enabled = cache
         let losses = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: try data(for: model), configuration: config, handlers: UpdateHandlers(
             progress: { ctx in if ctx.event == .miniBatchEnd, let m = ctx.metrics { losses.append(m.lossValue) } }))
@@ -66,7 +66,7 @@ final class PipelineTests: XCTestCase {
         let data = try data(for: pipeline)
         for units in [ComputeUnits.cpuOnly, .cpuAndGPU] {
             var config = UpdateConfiguration()
-            config.computeUnits = units
+            config.placement.computeUnits = units
             let a = try ModelKinds.predictor(model: pipeline, configuration: config, batchSize: 8, warn: { _ in })
             let b = try ModelKinds.predictor(model: flat, configuration: config, batchSize: 8, warn: { _ in })
             XCTAssertEqual(a.classLabels, ["a", "b", "c"])
@@ -153,9 +153,9 @@ final class PipelineTests: XCTestCase {
         let model = try CoreMLModel(contentsOf: Fixtures.url("knn/oracle_uniform.mlmodel"))
         let data = try ModelDataset(model: model, path: Fixtures.url("knn/oracle_uniform_data")).provider
         var onDevice = UpdateConfiguration()
-        onDevice.deviceOption = "0"
+        onDevice.placement.deviceOption = "0"
         var onHost = UpdateConfiguration()
-        onHost.computeUnits = .cpuOnly
+        onHost.placement.computeUnits = .cpuOnly
         let a = try ModelKinds.predictor(model: model, configuration: onDevice, batchSize: data.count, warn: { XCTFail("no warning: \($0)") })
         let b = try ModelKinds.predictor(model: model, configuration: onHost, batchSize: data.count, warn: { XCTFail("no warning: \($0)") })
         XCTAssertTrue(a.deviceName.hasPrefix("opencl"), a.deviceName)

@@ -16,7 +16,7 @@ final class ReadmeExampleTests: XCTestCase {
         let model = try CoreMLModel(contentsOf: URL(fileURLWithPath: "SqueezeNet.mlmodel"))
         let data = try ModelDataset(model: model, path: URL(fileURLWithPath: "train")).provider
         var config = UpdateConfiguration()
-        config.computeUnits = .all   // as MLModelConfiguration.computeUnits: the scheduler picks the devices
+        config.placement.computeUnits = .all   // as MLModelConfiguration.computeUnits: the scheduler picks the devices
         config.parameters = [.learningRate: .double(0.01), .epochs: .int(10)]
         let task = UpdateTask(model: model, trainingData: data, configuration: config, handlers: UpdateHandlers(
             events: [.epochEnd],

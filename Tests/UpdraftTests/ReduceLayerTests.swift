@@ -53,7 +53,7 @@ final class ReduceLayerTests: XCTestCase {
         let findings = ModelValidator.validate(model)
         XCTAssertEqual(findings.errors.map(\.message), ["layer 'mix' cannot be updated: the gradient from loss 'loss' passes through argMax layer 'aMax', which has no gradient"])
         XCTAssertFalse(findings.contains { $0.message.contains("Updraft can still train it") }, "\(findings)")
-        let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: fixture.examples)) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: fixture.examples)) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error.map { "\($0)" } ?? "")".contains("has no gradient"), "\(String(describing: run.error))")
     }

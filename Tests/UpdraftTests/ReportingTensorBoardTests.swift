@@ -69,13 +69,13 @@ final class ReportingTensorBoardTests: FolderTestCase {
     func testTrainingRunLogsEveryMiniBatchAndEpoch() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
-        config.tensorboardDirectory = folder.appendingPathComponent("runs/tb")   // made, with its parent
+        config.reporting.tensorboardDirectory = folder.appendingPathComponent("runs/tb")   // made, with its parent
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
-        let files = try FileManager.default.contentsOfDirectory(atPath: config.tensorboardDirectory!.path)
+        let files = try FileManager.default.contentsOfDirectory(atPath: config.reporting.tensorboardDirectory!.path)
         XCTAssertEqual(files.count, 1)
         XCTAssertTrue(files[0].hasPrefix("events.out.tfevents."), files[0])
-        let events = try readEventFile(config.tensorboardDirectory!.appendingPathComponent(files[0]))
+        let events = try readEventFile(config.reporting.tensorboardDirectory!.appendingPathComponent(files[0]))
         XCTAssertEqual(events.first?.fileVersion, "brain.Event:2")
         let tags = Set(events.flatMap { $0.values.map(\.tag) })
         XCTAssertTrue(tags.isSuperset(of: ["hyperparameters", "updatable_layers", "_hparams_/session_start_info", "_hparams_/session_end_info"]), "\(tags)")
@@ -106,8 +106,8 @@ final class ReportingTensorBoardTests: FolderTestCase {
     func testValidationConfusionMatrixAgreesWithTheAccuracy() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
-        config.tensorboardDirectory = folder.appendingPathComponent("tb")
-        config.validationData = try ArrayBatchProvider(examples: Array(g.examples.reversed()))
+        config.reporting.tensorboardDirectory = folder.appendingPathComponent("tb")
+        config.data.validationData = try ArrayBatchProvider(examples: Array(g.examples.reversed()))
         let seen = Locked<[([[Int]], Double)]>([])
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config,
                               handlers: UpdateHandlers(events: .epochEnd, progress: { ctx in
@@ -124,7 +124,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
             let diagonal = (0..<matrix.count).reduce(0) { $0 + matrix[$1][$1] }
             XCTAssertEqual(Double(diagonal) / Double(g.examples.count), accuracy, accuracy: 1e-12)
         }
-        let file = try FileManager.default.contentsOfDirectory(at: config.tensorboardDirectory!, includingPropertiesForKeys: nil)[0]
+        let file = try FileManager.default.contentsOfDirectory(at: config.reporting.tensorboardDirectory!, includingPropertiesForKeys: nil)[0]
         let images = try readEventFile(file).filter { $0.values.contains { $0.tag == "validation/confusion_matrix" } }
         XCTAssertEqual(images.count, epochs.count)
     }
@@ -136,9 +136,9 @@ final class ReportingTensorBoardTests: FolderTestCase {
         let (g, model) = try GoldenRun.load("branches_sgd")
         let dir = folder.appendingPathComponent("tb"), checkpoint = folder.appendingPathComponent("run.mlmodel")
         var config = UpdateConfiguration()
-        config.tensorboardDirectory = dir
-        config.checkpointEveryMiniBatches = 2
-        config.checkpointURL = checkpoint
+        config.reporting.tensorboardDirectory = dir
+        config.checkpoints.everyMiniBatches = 2
+        config.checkpoints.url = checkpoint
         let steps = Locked(0)
         let first = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config,
                                handlers: UpdateHandlers(events: .miniBatchEnd, progress: { ctx in
@@ -147,7 +147,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
         XCTAssertEqual(first.run().task.state, .cancelled)
         XCTAssertEqual(try TrainingCheckpoint.read(forModel: checkpoint).position.steps, 2)
         var resumedConfig = UpdateConfiguration()
-        resumedConfig.tensorboardDirectory = dir
+        resumedConfig.reporting.tensorboardDirectory = dir
         let resumed = try UpdateTask(resumingFrom: checkpoint, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: resumedConfig)
         XCTAssertEqual(resumed.run().task.state, .completed)
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
@@ -169,7 +169,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
         let knn = try CoreMLModel(contentsOf: Fixtures.url("knn/update_strings.mlmodel"))
         let data = try ModelDataset(model: knn, path: Fixtures.url("knn/update_strings_train")).provider
         var config = UpdateConfiguration()
-        config.tensorboardDirectory = folder.appendingPathComponent("knn")
+        config.reporting.tensorboardDirectory = folder.appendingPathComponent("knn")
         config.parameters[.miniBatchSize] = .int(8)
         let task = UpdateTask(model: knn, trainingData: data, configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
@@ -188,8 +188,8 @@ final class ReportingTensorBoardTests: FolderTestCase {
 
         let pipeline = try CoreMLModel(contentsOf: Fixtures.url("pipeline/network_last.mlmodel"))
         var p = UpdateConfiguration()
-        p.tensorboardDirectory = folder.appendingPathComponent("pipeline")
-        p.computeUnits = .cpuOnly
+        p.reporting.tensorboardDirectory = folder.appendingPathComponent("pipeline")
+        p.placement.computeUnits = .cpuOnly
         let run = UpdateTask(model: pipeline, trainingData: try ModelDataset(model: pipeline, path: Fixtures.url("pipeline/data")).provider, configuration: p)
         XCTAssertEqual(run.run().task.state, .completed)
         let logged = try readEventFile(try XCTUnwrap(try FileManager.default.contentsOfDirectory(at: folder.appendingPathComponent("pipeline"), includingPropertiesForKeys: nil).first))
@@ -203,7 +203,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
         try Data("x".utf8).write(to: file)
         for (dir, words) in [(file, "is a regular file, not a folder"), (file.appendingPathComponent("sub"), "cannot make the TensorBoard folder")] {
             var config = UpdateConfiguration()
-            config.tensorboardDirectory = dir
+            config.reporting.tensorboardDirectory = dir
             let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config)
             let final = task.run()
             XCTAssertEqual(final.task.state, .failed)
@@ -232,7 +232,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
     func testDiskFillingMidRunIsAWarningAndTheModelIsKept() throws {
         let (g, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
-        config.tensorboardDirectory = folder.appendingPathComponent("tb")
+        config.reporting.tensorboardDirectory = folder.appendingPathComponent("tb")
         let task = UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: g.examples), configuration: config)
         signal(SIGXFSZ, SIG_IGN)
         var saved = rlimit()
@@ -249,7 +249,7 @@ final class ReportingTensorBoardTests: FolderTestCase {
         try task.write(to: out)
         XCTAssertEqual(try CoreMLModel(contentsOf: out).weights(ofLayer: NetworkGraph(model: model).updatableLayers[0].name).data,
                        try task.weights(ofLayer: NetworkGraph(model: model).updatableLayers[0].name).weights.data)
-        let file = try FileManager.default.contentsOfDirectory(at: config.tensorboardDirectory!, includingPropertiesForKeys: nil)[0]
+        let file = try FileManager.default.contentsOfDirectory(at: config.reporting.tensorboardDirectory!, includingPropertiesForKeys: nil)[0]
         let events = try readEventFile(file)
         XCTAssertEqual(events.first?.fileVersion, "brain.Event:2")
         XCTAssertLessThanOrEqual(try Data(contentsOf: file).count, 1500)

@@ -239,7 +239,7 @@ final class ResampleLayerTests: XCTestCase {
                                                                                   spatialScale: 1)))))
         let model = try b.buildLayerTestClassifier()
         let examples = (0..<3).map { TrainingExample(input: Tensor(shape: [2, 5, 6], uniformIn: -1...1, seed: UInt64($0)), target: .classIndex($0)) }
-        let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: examples)) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: examples)) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error.map { "\($0)" } ?? "")".contains("its boxes 'boxFc' come from trained layers"), "\(String(describing: run.error))")
     }

@@ -138,15 +138,15 @@ final class SchedulingSetupTests: XCTestCase {
         let devices = try OpenCLRuntime.devices()
         guard let device = devices.first(where: { $0.info.type != .gpu }) else { throw XCTSkip("no non-GPU OpenCL device (PoCL) here") }
         var configuration = UpdateConfiguration()
-        configuration.computeUnits = .cpuAndGPU
-        configuration.deviceOption = "\(device.info.index)"
+        configuration.placement.computeUnits = .cpuAndGPU
+        configuration.placement.deviceOption = "\(device.info.index)"
         XCTAssertThrowsError(try NearestNeighborsDevice.choose(configuration, environment: [:], warn: { _ in })) { error in
             XCTAssertTrue("\(error)".contains("do not allow"), "\(error)")
         }
-        configuration.computeUnits = .all
+        configuration.placement.computeUnits = .all
         XCTAssertNotNil(try NearestNeighborsDevice.choose(configuration, environment: [:], warn: { _ in }))
         // A small search opens nothing unless pinned.
-        configuration.deviceOption = nil
+        configuration.placement.deviceOption = nil
         XCTAssertNil(try NearestNeighborsDevice.choose(configuration, environment: [:], work: 1e6, warn: { _ in }))
     }
 }

@@ -15,7 +15,7 @@ final class TrainingBackendAgreementTests: XCTestCase {
         let model = try SqueezeNet.build(options)
         let data = try SyntheticImageDataset(count: 2, itemShape: [3, 35, 35], classes: 4, seed: 11)
         var config = UpdateConfiguration()
-        config.backends = (backend, backend)
+        config.placement.backends = (backend, backend)
         // 2 examples, one per step, shuffled: 20 steps over 10 epochs (the Double reference is slow in
         // debug builds); a learning rate high enough to move the loss.
         config.parameters = [.miniBatchSize: .int(1), .epochs: .int(10), .learningRate: .double(0.05), .momentum: .double(0.9)]

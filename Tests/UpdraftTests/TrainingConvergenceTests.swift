@@ -32,9 +32,9 @@ final class TrainingConvergenceTests: XCTestCase {
         let train = try ModelDataset(model: model, path: Self.digits.appendingPathComponent("train")).provider
         let validation = try ModelDataset(model: model, path: Self.digits.appendingPathComponent("validation")).provider
         var config = UpdateConfiguration()
-        config.validationData = validation
+        config.data.validationData = validation
         let cpu = CPUBackend()
-        config.backends = (cpu, cpu)
+        config.placement.backends = (cpu, cpu)
         let accuracies = Locked<[Double]>([])
         let task = UpdateTask(model: model, trainingData: train, configuration: config, handlers: UpdateHandlers(
             events: [.epochEnd], progress: { accuracies.append($0.metrics!.validationAccuracy ?? 0) }))

@@ -98,8 +98,8 @@ final class TrainingDataParallelTests: XCTestCase {
             for (i, loss) in single.losses.enumerated() { XCTAssertEqual(loss, golden.losses[i], accuracy: 1e-5) }
             for cache in [true, false] {
                 let parallel = try TrainingRun.train(model, data) {
-                    $0.dataParallel = DataParallelism(replicas: [CPUBackend(), ReferenceBackend()])
-                    $0.featureCache = cache
+                    $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), ReferenceBackend()])
+                    $0.featureCache.enabled = cache
                 }
                 assertSameTraining(parallel, single, "\(name), feature cache \(cache)")
                 XCTAssertEqual(parallel.warnings, [])
@@ -120,11 +120,11 @@ final class TrainingDataParallelTests: XCTestCase {
         let model = try SqueezeShaped.model(batch: 4)
         let data = try SqueezeShaped.data(count: 10)
         let validation = try SqueezeShaped.data(count: 5, seed: 99)
-        let single = try TrainingRun.train(model, data) { $0.validationData = validation; $0.shortLastBatch = true }
+        let single = try TrainingRun.train(model, data) { $0.data.validationData = validation; $0.data.shortLastBatch = true }
         let parallel = try TrainingRun.train(model, data) {
-            $0.validationData = validation
-            $0.shortLastBatch = true
-            $0.dataParallel = DataParallelism(replicas: [CPUBackend(), ReferenceBackend(), CPUBackend()], shares: [2, 1, 1])
+            $0.data.validationData = validation
+            $0.data.shortLastBatch = true
+            $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), ReferenceBackend(), CPUBackend()], shares: [2, 1, 1])
         }
         assertSameTraining(parallel, single, "three replicas")
         XCTAssertEqual(single.losses.count, 6, "3 batches (4, 4, 2) per epoch, 2 epochs")
@@ -138,10 +138,10 @@ final class TrainingDataParallelTests: XCTestCase {
     func testSqueezeShapedAdamOnTwoReplicasEqualsOneDevice() throws {
         let model = try SqueezeShaped.model(optimizer: .adam, batch: 6)
         let data = try SqueezeShaped.data(count: 12)
-        let single = try TrainingRun.train(model, data) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let single = try TrainingRun.train(model, data) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         let parallel = try TrainingRun.train(model, data) {
-            $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()])
-            $0.featureCache = false
+            $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()])
+            $0.featureCache.enabled = false
         }
         assertSameTraining(parallel, single, "squeeze-shaped Adam")
         XCTAssertEqual(parallel.losses.count, 4)
@@ -150,7 +150,7 @@ final class TrainingDataParallelTests: XCTestCase {
     func testOneReplicaIsPlainTraining() throws {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         let data = try ArrayBatchProvider(examples: golden.examples)
-        let run = try TrainingRun.train(model, data) { $0.dataParallel = DataParallelism(replicas: [CPUBackend()]) }
+        let run = try TrainingRun.train(model, data) { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend()]) }
         assertSameTraining(run, try TrainingRun.train(model, data), "one replica")
         XCTAssertEqual(run.epochs.last?.device, "cpu")
     }
@@ -158,7 +158,7 @@ final class TrainingDataParallelTests: XCTestCase {
     func testBadSharesAreRefused() throws {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         let run = try TrainingRun.train(model, try ArrayBatchProvider(examples: golden.examples)) {
-            $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [1])
+            $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [1])
         }
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error!)".contains("share"), "\(run.error!)")
@@ -177,26 +177,26 @@ final class TrainingDataParallelTests: XCTestCase {
         // Two contexts, each building its kernels once and serving every run below in turn.
         let a = try OpenCLBackend(device: device), b = try OpenCLBackend(device: device)
         XCTAssertFalse(a.context === b.context)
-        let one = try TrainingRun.train(model, data) { $0.backends = (a, a); $0.fallbacks = [] }
+        let one = try TrainingRun.train(model, data) { $0.placement.backends = (a, a); $0.placement.fallbacks = [] }
         if let e = one.error, "\(e)".contains("not implemented on OpenCL yet") {
             throw XCTSkip("convolution is not on OpenCL in this build: \(e)")
         }
         assertSameTraining(one, reference, tolerance: 1e-4, "one OpenCL context")
-        let two = try TrainingRun.train(model, data) { $0.dataParallel = DataParallelism(replicas: [a, b]); $0.fallbacks = [] }
+        let two = try TrainingRun.train(model, data) { $0.placement.dataParallel = DataParallelism(replicas: [a, b]); $0.placement.fallbacks = [] }
         assertSameTraining(two, one, tolerance: 1e-4, "two OpenCL contexts")
         XCTAssertEqual(two.warnings, [])
         let mixed = try TrainingRun.train(model, data) {
-            $0.dataParallel = DataParallelism(replicas: [b, CPUBackend()], shares: [1, 3])
-            $0.fallbacks = []
+            $0.placement.dataParallel = DataParallelism(replicas: [b, CPUBackend()], shares: [1, 3])
+            $0.placement.fallbacks = []
         }
         assertSameTraining(mixed, reference, tolerance: 1e-4, "OpenCL + CPU")
 
         let squeeze = try SqueezeShaped.model(batch: 6)
         let squeezeData = try SqueezeShaped.data(count: 12)
-        let squeezeOne = try TrainingRun.train(squeeze, squeezeData) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let squeezeOne = try TrainingRun.train(squeeze, squeezeData) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         let squeezeTwo = try TrainingRun.train(squeeze, squeezeData) {
-            $0.dataParallel = DataParallelism(replicas: [a, b])
-            $0.fallbacks = []
+            $0.placement.dataParallel = DataParallelism(replicas: [a, b])
+            $0.placement.fallbacks = []
         }
         assertSameTraining(squeezeTwo, squeezeOne, tolerance: 1e-4, "squeeze-shaped on two OpenCL contexts")
     }

@@ -11,7 +11,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
 
     /// An uninterrupted run on one backend.
     func baseline(_ backend: Backend) throws -> TrainingRun {
-        try run { $0.backends = (backend, backend) }
+        try run { $0.placement.backends = (backend, backend) }
     }
 
     func assertOneWarning(_ run: TrainingRun, mentions parts: [String], file: StaticString = #filePath, line: UInt = #line) {
@@ -29,7 +29,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// fallback from the state after the first, and the run ends exactly where an uninterrupted one does.
     func testDeviceErrorMidEpochResumesOnTheFallbackWithNothingLost() throws {
         let failing = FailingBackend(ReferenceBackend(), failing: .softmaxCrossEntropy, onCall: 2)
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()] }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [ReferenceBackend()] }
         let expected = try baseline(ReferenceBackend())
         assertSameTraining(recovered, expected, tolerance: 0, "resumed on the reference backend")
         XCTAssertEqual(failing.failures, 1)
@@ -45,7 +45,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     func testLostDeviceResumesFromTheSnapshotOnTheCPU() throws {
         // Three convolutions train, so call 5 of their weight gradients is in step 2.
         let failing = FailingBackend(CPUBackend(), failing: .convolutionBackwardWeights, onCall: 5, deadAfterFailure: true)
-        let recovered = try run { $0.backends = (failing, failing) }
+        let recovered = try run { $0.placement.backends = (failing, failing) }
         assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "resumed on the CPU")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu", "epoch 1 mini-batch 2"])
         XCTAssertEqual(recovered.task.ended?.devices.snapshotCount, 1,
@@ -56,13 +56,13 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// state belongs to no step, so the snapshot restores the state after step 1.
     func testFailureInsideTheUpdateRestoresTheSnapshot() throws {
         let failing = FailingBackend(ReferenceBackend(), failing: .sgdStep, onCall: 8 + 3)
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()] }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [ReferenceBackend()] }
         assertSameTraining(recovered, try baseline(ReferenceBackend()), tolerance: 0, "mid-update failure")
         assertOneWarning(recovered, mentions: ["continuing on reference"])
 
         // Without snapshots nothing can restore it: training stops with an error saying so.
         let lost = FailingBackend(ReferenceBackend(), failing: .sgdStep, onCall: 8 + 3)
-        let failed = try run { $0.backends = (lost, lost); $0.fallbacks = [ReferenceBackend()]; $0.snapshots = .never }
+        let failed = try run { $0.placement.backends = (lost, lost); $0.placement.fallbacks = [ReferenceBackend()]; $0.placement.snapshots = .never }
         XCTAssertEqual(failed.state, .failed)
         XCTAssertTrue("\(failed.error!)".contains("could not be read back"), "\(failed.error!)")
         XCTAssertTrue("\(failed.error!)".contains("failing(reference) failed"), "\(failed.error!)")
@@ -74,7 +74,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let expected = try baseline(ReferenceBackend())
         for (op, call) in [(FailingBackend.Op.poolingForward, 5), (.sgdStep, 8 + 1)] {
             let failing = FailingBackend(ReferenceBackend(), failing: op, onCall: call)
-            let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.snapshots = .never }
+            let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [ReferenceBackend()]; $0.placement.snapshots = .never }
             assertSameTraining(recovered, expected, tolerance: 0, "read back after \(op)")
             assertOneWarning(recovered, mentions: ["continuing on reference"])
             XCTAssertEqual(recovered.task.ended?.devices.snapshotCount, 0)
@@ -86,7 +86,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// ends where an uninterrupted one on the fallback ends.
     func testStepsSinceTheSnapshotAreTakenAgain() throws {
         let failing = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 5, deadAfterFailure: true)
-        let recovered = try run { $0.backends = (failing, failing); $0.snapshots = .every(3) }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.snapshots = .every(3) }
         assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "replayed on the CPU")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu", "epoch 2 mini-batch 2"])
         let devices = try XCTUnwrap(recovered.task.ended?.devices)
@@ -96,7 +96,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
 
         // Lost before the first snapshot is due: the fallback starts from the model and takes steps 1 and 2 again.
         let early = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 3, deadAfterFailure: true)
-        let fromStart = try run { $0.backends = (early, early); $0.snapshots = .every(4) }
+        let fromStart = try run { $0.placement.backends = (early, early); $0.placement.snapshots = .every(4) }
         assertSameTraining(fromStart, try baseline(CPUBackend()), tolerance: 1e-6, "replayed from the start")
         XCTAssertEqual(fromStart.task.ended?.devices.replayedSteps, 2)
     }
@@ -118,11 +118,11 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let counter = FailingBackend(ReferenceBackend())
         let downloadsAfterStep = Locked<[Int]>([])
         let task = UpdateTask(model: try model.get(), trainingData: try data.get(), configuration: {
-            var c = UpdateConfiguration(); c.backends = (counter, counter); c.fallbacks = [ReferenceBackend()]; c.snapshots = .every(1); return c
+            var c = UpdateConfiguration(); c.placement.backends = (counter, counter); c.placement.fallbacks = [ReferenceBackend()]; c.placement.snapshots = .every(1); return c
         }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { [counter = UncheckedSendable(counter)] _ in downloadsAfterStep.append(counter.value.calls[.download] ?? 0) }))
         XCTAssertEqual(task.run().task.state, .completed)
         let failing = FailingBackend(ReferenceBackend(), failing: .download, onCall: downloadsAfterStep.value[2], deadAfterFailure: true)
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.snapshots = .every(1) }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [ReferenceBackend()]; $0.placement.snapshots = .every(1) }
         assertSameTraining(recovered, try baseline(ReferenceBackend()), tolerance: 0, "snapshot failure")
         assertOneWarning(recovered, mentions: ["epoch 1 mini-batch 3"])
     }
@@ -132,7 +132,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     func testOutOfMemoryFallsBack() throws {
         let oom = OpenCLError(-4, "clCreateBuffer", "allocating 4 MB")
         let atStart = FailingBackend(CPUBackend(), failing: .makeBuffer, onCall: 1, error: oom)
-        let started = try run { $0.backends = (atStart, atStart) }
+        let started = try run { $0.placement.backends = (atStart, atStart) }
         assertSameTraining(started, try baseline(CPUBackend()), tolerance: 1e-6, "out of memory at the start")
         assertOneWarning(started, mentions: ["cannot start training on failing(cpu)", "CL_MEM_OBJECT_ALLOCATION_FAILURE", "continuing on cpu"])
 
@@ -141,13 +141,13 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let counter = FailingBackend(CPUBackend())
         let recordedBuffers = Locked<[Int]>([])
         _ = UpdateTask(model: try model.get(), trainingData: data, configuration: {
-            var c = UpdateConfiguration(); c.backends = (counter, counter); c.shortLastBatch = true; return c
+            var c = UpdateConfiguration(); c.placement.backends = (counter, counter); c.data.shortLastBatch = true; return c
         }(), handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { [counter = UncheckedSendable(counter)] _ in recordedBuffers.append(counter.value.calls[.makeBuffer] ?? 0) })).run()
         let buffersAfterStep = recordedBuffers.value
         XCTAssertGreaterThan(buffersAfterStep[2], buffersAfterStep[1], "the short batch allocates")
         let midway = FailingBackend(CPUBackend(), failing: .makeBuffer, onCall: buffersAfterStep[1] + 1, error: oom)
-        let recovered = try TrainingRun.train(try model.get(), data) { $0.backends = (midway, midway); $0.shortLastBatch = true }
-        let expected = try TrainingRun.train(try model.get(), data) { $0.backends = (CPUBackend(), CPUBackend()); $0.shortLastBatch = true }
+        let recovered = try TrainingRun.train(try model.get(), data) { $0.placement.backends = (midway, midway); $0.data.shortLastBatch = true }
+        let expected = try TrainingRun.train(try model.get(), data) { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.data.shortLastBatch = true }
         assertSameTraining(recovered, expected, tolerance: 1e-6, "out of memory mid-training")
         assertOneWarning(recovered, mentions: ["CL_MEM_OBJECT_ALLOCATION_FAILURE", "epoch 1 mini-batch 3"])
     }
@@ -160,8 +160,8 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         let data = try ArrayBatchProvider(examples: golden.examples)
         let openCL = try OpenCLBackend(device: device)
-        let run = try TrainingRun.train(model, data) { $0.backends = (openCL, openCL) }
-        let cpu = try TrainingRun.train(model, data) { $0.backends = (CPUBackend(), CPUBackend()) }
+        let run = try TrainingRun.train(model, data) { $0.placement.backends = (openCL, openCL) }
+        let cpu = try TrainingRun.train(model, data) { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         assertSameTraining(run, cpu, tolerance: 1e-4, "OpenCL or its fallback")
         XCTAssertLessThanOrEqual(run.warnings.count, 1, "\(run.warnings)")
         if let w = run.warnings.first {
@@ -177,7 +177,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let buildFailure = OpenCLError(-11, "clBuildProgram", "building pooling.cl for the device",
                                        buildLog: "pooling.cl:12: error: use of undeclared identifier\n1 error generated.")
         let failing = FailingBackend(CPUBackend(), failing: .poolingForward, onCall: 1, error: buildFailure)
-        let recovered = try run { $0.backends = (failing, failing) }
+        let recovered = try run { $0.placement.backends = (failing, failing) }
         assertSameTraining(recovered, try baseline(CPUBackend()), tolerance: 1e-6, "build failure")
         assertOneWarning(recovered, mentions: ["clBuildProgram failed with CL_BUILD_PROGRAM_FAILURE", "continuing on cpu",
                                                "epoch 1 mini-batch 1"])
@@ -190,8 +190,8 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         let validation = try SqueezeShaped.data(count: 5, seed: 77)
         // Steps 1-3 compute one loss each; validation after epoch 1 computes the 4th and 5th.
         let failing = FailingBackend(ReferenceBackend(), failing: .softmaxCrossEntropy, onCall: 4)
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [ReferenceBackend()]; $0.validationData = validation }
-        let expected = try run { $0.backends = (ReferenceBackend(), ReferenceBackend()); $0.validationData = validation }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [ReferenceBackend()]; $0.data.validationData = validation }
+        let expected = try run { $0.placement.backends = (ReferenceBackend(), ReferenceBackend()); $0.data.validationData = validation }
         assertSameTraining(recovered, expected, tolerance: 0, "validation failure")
         XCTAssertEqual(recovered.epochs.map(\.validationLoss), expected.epochs.map(\.validationLoss))
         assertOneWarning(recovered, mentions: ["validation after epoch 1 again", "continuing on reference"])
@@ -204,7 +204,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
         examples[5].target = .classIndex(9)
         let failing = FailingBackend(CPUBackend())
         let run = try TrainingRun.train(try model.get(), try ArrayBatchProvider(examples: examples)) {
-            $0.backends = (failing, failing)
+            $0.placement.backends = (failing, failing)
             $0.shuffle(false)
         }
         XCTAssertEqual(run.state, .failed)
@@ -214,7 +214,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
 
     func testWithoutAFallbackTheDeviceErrorEndsTraining() throws {
         let failing = FailingBackend(CPUBackend(), failing: .poolingForward, onCall: 3)
-        let run = try run { $0.backends = (failing, failing); $0.fallbacks = [] }
+        let run = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [] }
         XCTAssertEqual(run.state, .failed)
         XCTAssertTrue("\(run.error!)".contains("no other device is left"), "\(run.error!)")
         XCTAssertTrue("\(run.error!)".contains("CL_OUT_OF_RESOURCES"), "\(run.error!)")
@@ -233,7 +233,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// One replica fails computing its slice: the other takes the whole batch from then on.
     func testFailedReplicaLeavesTheOthers() throws {
         let failing = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 2)
-        let recovered = try run { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), failing]) }
+        let recovered = try run { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), failing]) }
         assertSameTraining(recovered, try baseline(CPUBackend()), "one replica lost")
         assertOneWarning(recovered, mentions: ["failing(cpu) failed", "continuing on cpu from the last completed step",
                                                "epoch 1 mini-batch 2 again"])
@@ -243,7 +243,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// A replica fails applying the update: the others applied it, so the step stands.
     func testReplicaFailingInTheUpdateIsDropped() throws {
         let failing = FailingBackend(ReferenceBackend(), failing: .sgdStep, onCall: 8 + 3)
-        let recovered = try run { $0.dataParallel = DataParallelism(replicas: [failing, CPUBackend()]) }
+        let recovered = try run { $0.placement.dataParallel = DataParallelism(replicas: [failing, CPUBackend()]) }
         assertSameTraining(recovered, try baseline(CPUBackend()), "replica lost in the update")
         assertOneWarning(recovered, mentions: ["failing(reference) failed while applying the update", "continuing on cpu"])
         XCTAssertEqual(recovered.losses.count, 6)
@@ -254,7 +254,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     func testEveryReplicaFailingFallsBackToTheCPU() throws {
         let a = FailingBackend(ReferenceBackend(), failing: .concatForward, onCall: 3, deadAfterFailure: true, name: "gpu0")
         let b = FailingBackend(ReferenceBackend(), failing: .concatForward, onCall: 3, deadAfterFailure: true, name: "gpu1")
-        let recovered = try run { $0.dataParallel = DataParallelism(replicas: [a, b]); $0.featureCache = false }
+        let recovered = try run { $0.placement.dataParallel = DataParallelism(replicas: [a, b]); $0.featureCache.enabled = false }
         assertSameTraining(recovered, try baseline(CPUBackend()), "both replicas lost")
         assertOneWarning(recovered, mentions: ["gpu0, gpu1 failed", "continuing on cpu", "epoch 1 mini-batch 3"])
     }
@@ -262,7 +262,7 @@ final class TrainingFallbackTests: SqueezeShapedRunTestCase {
     /// A replica that cannot even start is left out; training runs on the rest.
     func testReplicaThatCannotStartIsLeftOut() throws {
         let broken = FailingBackend(CPUBackend(), failing: .makeBuffer, onCall: 1, error: UpdraftError(.device, "device lost"))
-        let run = try run { $0.dataParallel = DataParallelism(replicas: [broken, CPUBackend(), CPUBackend()]) }
+        let run = try run { $0.placement.dataParallel = DataParallelism(replicas: [broken, CPUBackend(), CPUBackend()]) }
         assertSameTraining(run, try baseline(CPUBackend()), "a replica left out")
         assertOneWarning(run, mentions: ["cannot start a replica on failing(cpu) (device lost)", "cpu + cpu (data parallel)"])
     }

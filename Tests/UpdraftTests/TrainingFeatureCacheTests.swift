@@ -23,8 +23,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     }
 
     func testDeviceTierHoldsEveryExampleAndChangesNothing() throws {
-        let cached = try run { $0.backends = (CPUBackend(), CPUBackend()) }
-        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        let cached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()) }
+        let uncached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.enabled = false }
         assertSameTraining(cached, uncached, tolerance: 0, "CPU backend, device tier")
         let s = try statistics(cached)
         XCTAssertEqual(s.deviceName, "cpu")
@@ -39,8 +39,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     func testOpenCLDeviceTierChangesNothing() throws {
         let device = try OpenCLTestSupport.context().device
         let openCL = try OpenCLBackend(device: device)
-        let cached = try run { $0.backends = (openCL, openCL); $0.fallbacks = [] }
-        let uncached = try run { $0.backends = (openCL, openCL); $0.fallbacks = []; $0.featureCache = false }
+        let cached = try run { $0.placement.backends = (openCL, openCL); $0.placement.fallbacks = [] }
+        let uncached = try run { $0.placement.backends = (openCL, openCL); $0.placement.fallbacks = []; $0.featureCache.enabled = false }
         assertSameTraining(cached, uncached, tolerance: 0, "OpenCL, device tier")
         let s = try statistics(cached)
         XCTAssertEqual(s.deviceName, openCL.name)
@@ -52,8 +52,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     /// Then no device tier and a host budget of three rows: nine examples run the prefix every epoch.
     func testSmallBudgetsSpillToTheHostAndThenRecompute() throws {
         let row = try rowBytes()
-        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
-        let spilled = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 5 * row }
+        let uncached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.enabled = false }
+        let spilled = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.deviceBudgetBytes = 5 * row }
         assertSameTraining(spilled, uncached, tolerance: 0, "device and host tiers")
         var s = try statistics(spilled)
         XCTAssertEqual(s.deviceEntries, 5)
@@ -61,9 +61,9 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         XCTAssertEqual(s.hits, 12)
 
         let recomputed = try run {
-            $0.backends = (CPUBackend(), CPUBackend())
-            $0.featureCacheDeviceBudgetBytes = 0
-            $0.featureCacheBudgetBytes = 3 * row + row / 2
+            $0.placement.backends = (CPUBackend(), CPUBackend())
+            $0.featureCache.deviceBudgetBytes = 0
+            $0.featureCache.budgetBytes = 3 * row + row / 2
         }
         assertSameTraining(recomputed, uncached, tolerance: 0, "host tier past its budget")
         s = try statistics(recomputed)
@@ -80,9 +80,9 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         let row = try rowBytes()
         let data = try SqueezeShaped.data(count: 24)
         var config = UpdateConfiguration()
-        config.backends = (CPUBackend(), CPUBackend())
-        config.featureCacheDeviceBudgetBytes = 0
-        config.featureCacheBudgetBytes = 7 * row
+        config.placement.backends = (CPUBackend(), CPUBackend())
+        config.featureCache.deviceBudgetBytes = 0
+        config.featureCache.budgetBytes = 7 * row
         let task = UpdateTask(model: try model.get(), trainingData: data, configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
         let s = try XCTUnwrap(task.featureCacheStatistics)
@@ -95,8 +95,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     /// Validation examples are cached once too (their own keys), and the validation metrics agree.
     func testValidationFeaturesAreCached() throws {
         let validation = try SqueezeShaped.data(count: 5, seed: 99)
-        let cached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.validationData = validation }
-        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.validationData = validation; $0.featureCache = false }
+        let cached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.data.validationData = validation }
+        let uncached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.data.validationData = validation; $0.featureCache.enabled = false }
         assertSameTraining(cached, uncached, tolerance: 0, "with validation")
         XCTAssertEqual(cached.epochs.map(\.validationLoss), uncached.epochs.map(\.validationLoss))
         XCTAssertEqual(cached.epochs.map(\.validationAccuracy), uncached.epochs.map(\.validationAccuracy))
@@ -108,8 +108,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
 
     /// Data-parallel replicas each need every example: the host tier serves them all.
     func testDataParallelReplicasShareTheHostTier() throws {
-        let cached = try run { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }
-        let uncached = try run { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]); $0.featureCache = false }
+        let cached = try run { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]) }
+        let uncached = try run { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()]); $0.featureCache.enabled = false }
         assertSameTraining(cached, uncached, tolerance: 0, "data parallel")
         let s = try statistics(cached)
         XCTAssertNil(s.deviceName)
@@ -124,8 +124,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
         // The tail's loss runs once per step: call 5 is epoch 2's second mini-batch.
         let failing = FailingBackend(CPUBackend(), failing: .softmaxCrossEntropy, onCall: 5, deadAfterFailure: true,
                                      name: "gpu")
-        let recovered = try run { $0.backends = (failing, failing); $0.fallbacks = [CPUBackend()] }
-        let expected = try run { $0.backends = (CPUBackend(), CPUBackend()) }
+        let recovered = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [CPUBackend()] }
+        let expected = try run { $0.placement.backends = (CPUBackend(), CPUBackend()) }
         assertSameTraining(recovered, expected, tolerance: 0, "resumed on the CPU")
         XCTAssertEqual(recovered.warnings.count, 1, "\(recovered.warnings)")
         let s = try statistics(recovered)
@@ -139,8 +139,8 @@ final class TrainingFeatureCacheTests: SqueezeShapedRunTestCase {
     func testADeviceTierThatFailsMovesTheCacheToTheHost() throws {
         let failing = FailingBackend(CPUBackend(), failing: .copyRows, onCall: 1,
                                      error: OpenCLError(-4, "clEnqueueNDRangeKernel", "copying rows"), name: "gpu")
-        let cached = try run { $0.backends = (failing, failing); $0.fallbacks = [] }
-        let uncached = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCache = false }
+        let cached = try run { $0.placement.backends = (failing, failing); $0.placement.fallbacks = [] }
+        let uncached = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.enabled = false }
         assertSameTraining(cached, uncached, tolerance: 0, "host tier after the device tier failed")
         XCTAssertEqual(cached.warnings.count, 1, "\(cached.warnings)")
         XCTAssertTrue(cached.warnings.first?.hasPrefix("the feature cache cannot keep more features on gpu (") ?? false,
@@ -216,8 +216,8 @@ final class TrainingFeatureCacheHalfTests: SqueezeShapedRunTestCase {
     func testHalfPrecisionHalvesTheBytesAndStaysCloseToFloat() throws {
         let openCL = OpenCLBackend(context: try OpenCLTestSupport.context())
         for backends in [(CPUBackend(), CPUBackend()) as (Backend, Backend), (openCL, openCL)] {
-            let full = try run { $0.backends = backends; $0.fallbacks = [] }
-            let half = try run { $0.backends = backends; $0.fallbacks = []; $0.featureCacheHalfPrecision = true }
+            let full = try run { $0.placement.backends = backends; $0.placement.fallbacks = [] }
+            let half = try run { $0.placement.backends = backends; $0.placement.fallbacks = []; $0.featureCache.halfPrecision = true }
             let f = try XCTUnwrap(full.task.featureCacheStatistics), h = try XCTUnwrap(half.task.featureCacheStatistics)
             XCTAssertTrue(h.halfPrecision)
             XCTAssertFalse(f.halfPrecision)
@@ -243,9 +243,9 @@ final class TrainingFeatureCacheHalfTests: SqueezeShapedRunTestCase {
             for deviceBudget in [nil, 0] as [Int?] {
                 func go(half: Bool) throws -> TrainingRun {
                     try TrainingRun.train(try SqueezeShaped.model(batch: 4), try SqueezeShaped.data(count: 14)) {
-                        $0.backends = backends; $0.fallbacks = []
-                        $0.featureCacheHalfPrecision = half
-                        $0.featureCacheDeviceBudgetBytes = deviceBudget
+                        $0.placement.backends = backends; $0.placement.fallbacks = []
+                        $0.featureCache.halfPrecision = half
+                        $0.featureCache.deviceBudgetBytes = deviceBudget
                         $0.parameters = [.learningRate: .double(1e-30), .shuffle: .bool(false)]
                     }
                 }
@@ -262,9 +262,9 @@ final class TrainingFeatureCacheHalfTests: SqueezeShapedRunTestCase {
 
     /// The host tier in half precision, past a device budget of zero.
     func testHalfPrecisionHostTier() throws {
-        let full = try run { $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 0 }
+        let full = try run { $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.deviceBudgetBytes = 0 }
         let half = try run {
-            $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheDeviceBudgetBytes = 0; $0.featureCacheHalfPrecision = true
+            $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.deviceBudgetBytes = 0; $0.featureCache.halfPrecision = true
         }
         let f = try XCTUnwrap(full.task.featureCacheStatistics), h = try XCTUnwrap(half.task.featureCacheStatistics)
         XCTAssertEqual(h.hostEntries, 12)

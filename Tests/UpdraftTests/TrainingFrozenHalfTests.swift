@@ -44,7 +44,7 @@ final class TrainingFrozenHalfTests: XCTestCase {
 
     func train(_ backend: Backend, half: Bool, _ configure: (inout UpdateConfiguration) -> Void = { _ in }) throws -> TrainingRun {
         try TrainingRun.train(try Self.model(), try SqueezeShaped.data(count: 12)) {
-            $0.backends = (backend, backend); $0.fallbacks = []; $0.frozenActivationsHalfPrecision = half
+            $0.placement.backends = (backend, backend); $0.placement.fallbacks = []; $0.frozenActivationsHalfPrecision = half
             configure(&$0)
         }
     }
@@ -101,9 +101,9 @@ final class TrainingFrozenHalfTests: XCTestCase {
     /// The boundary blobs already carry the half rounding: the feature cache (fp32 or fp16) returns
     /// them exactly, so training with and without it is identical.
     func testFeatureCacheAddsNoRoundingOnTop() throws {
-        let plain = try train(CPUBackend(), half: true) { $0.featureCache = false }
+        let plain = try train(CPUBackend(), half: true) { $0.featureCache.enabled = false }
         let cached = try train(CPUBackend(), half: true)
-        let cachedHalf = try train(CPUBackend(), half: true) { $0.featureCacheHalfPrecision = true }
+        let cachedHalf = try train(CPUBackend(), half: true) { $0.featureCache.halfPrecision = true }
         XCTAssertEqual(try XCTUnwrap(cached.task.featureCacheStatistics).hits, 12)
         assertSameTraining(cached, plain, tolerance: 0, "fp16 prefix, cache on vs off")
         assertSameTraining(cachedHalf, plain, tolerance: 0, "fp16 prefix, fp16 cache vs no cache")
@@ -115,7 +115,7 @@ final class TrainingFrozenHalfTests: XCTestCase {
         let cl = OpenCLBackend(context: try OpenCLTestSupport.context())
         for half in [false, true] {
             let counting = FailingBackend(cl)
-            let run = try train(counting, half: half) { $0.featureCache = false }
+            let run = try train(counting, half: half) { $0.featureCache.enabled = false }
             XCTAssertEqual(run.state, .completed, "\(run.error.map { "\($0)" } ?? "")")
             let halfCalls = [BackendCall.Kind.convolutionHalfForward, .poolingHalfForward, .copyHalfRows]
                 .reduce(0) { $0 + (counting.calls[$1] ?? 0) }
@@ -130,7 +130,7 @@ final class TrainingFrozenHalfTests: XCTestCase {
 
     func testModelWithoutFrozenPrefixIsRefused() throws {
         let run = try TrainingRun.train(try Self.model(trainFirst: true), try SqueezeShaped.data(count: 4)) {
-            $0.backends = (CPUBackend(), CPUBackend()); $0.frozenActivationsHalfPrecision = true
+            $0.placement.backends = (CPUBackend(), CPUBackend()); $0.frozenActivationsHalfPrecision = true
         }
         XCTAssertEqual(run.state, .failed)
         let error = try XCTUnwrap(run.error as? UpdraftError, "\(String(describing: run.error))")
@@ -149,10 +149,10 @@ final class TrainingFrozenHalfTests: XCTestCase {
         let data = try SqueezeShaped.data(count: 12)
         let cpu = CPUBackend()
         var config = UpdateConfiguration()
-        config.backends = (cpu, cpu); config.fallbacks = []
+        config.placement.backends = (cpu, cpu); config.placement.fallbacks = []
         config.frozenActivationsHalfPrecision = true
-        config.checkpointEveryMiniBatches = 3
-        config.checkpointURL = url
+        config.checkpoints.everyMiniBatches = 3
+        config.checkpoints.url = url
         let steps = Locked(0)
         let stopAtFour = UpdateHandlers(progress: { ctx in
             if case .miniBatchEnd = ctx.event, steps.mutate({ $0 += 1; return $0 }) == 4 { ctx.task.cancel() }
@@ -162,13 +162,13 @@ final class TrainingFrozenHalfTests: XCTestCase {
         let state = try TrainingCheckpoint.read(forModel: url)
         XCTAssertTrue(state.frozenActivationsHalfPrecision, "the .resume state keeps the setting")
         var plain = UpdateConfiguration()
-        plain.backends = (cpu, cpu); plain.fallbacks = []
+        plain.placement.backends = (cpu, cpu); plain.placement.fallbacks = []
         let resumed = try UpdateTask(resumingFrom: url, trainingData: data, configuration: plain)
         XCTAssertTrue(resumed.configuration.frozenActivationsHalfPrecision, "resuming takes the checkpoint's setting")
         XCTAssertNil(resumed.run().error)
 
         var other = plain
-        other.resumeFrom = state
+        other.checkpoints.resumeFrom = state
         other.frozenActivationsHalfPrecision = false
         let refused = UpdateTask(model: try CoreMLModel(contentsOf: url), trainingData: data, configuration: other).run().error
         XCTAssertTrue("\(refused.map { "\($0)" } ?? "no error")".contains("stored its frozen activations in half precision"),

@@ -14,8 +14,8 @@ final class TrainingInputStagingTests: XCTestCase {
     func stagingCounts(examples: Int, _ devices: (inout UpdateConfiguration) -> Void) throws -> [[(Int, Int)]] {
         var config = UpdateConfiguration()
         devices(&config)
-        config.featureCache = false  // every epoch runs the whole network on the examples
-        config.validationData = try SqueezeShaped.data(count: 5, seed: 99)  // chunks of 4 and 1 on the primary
+        config.featureCache.enabled = false  // every epoch runs the whole network on the examples
+        config.data.validationData = try SqueezeShaped.data(count: 5, seed: 99)  // chunks of 4 and 1 on the primary
         let counts = Locked<[[(Int, Int)]]>([])
         let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: examples),
                               configuration: config, handlers: UpdateHandlers(progress: { ctx in
@@ -30,9 +30,9 @@ final class TrainingInputStagingTests: XCTestCase {
     func testFloatBatchesReuseTheirStaging() throws {
         let batchBytes = 4 * 3 * 15 * 15 * MemoryLayout<Float>.stride
         let settings: [(String, (inout UpdateConfiguration) -> Void)] = [
-            ("cpu", { $0.backends = (CPUBackend(), CPUBackend()) }),
-            ("opencl", { c in if let context = try? OpenCLTestSupport.context() { let b = OpenCLBackend(context: context); c.backends = (b, b) } }),
-            ("data parallel", { $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [3, 1]) }),
+            ("cpu", { $0.placement.backends = (CPUBackend(), CPUBackend()) }),
+            ("opencl", { c in if let context = try? OpenCLTestSupport.context() { let b = OpenCLBackend(context: context); c.placement.backends = (b, b) } }),
+            ("data parallel", { $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [3, 1]) }),
         ]
         for (name, devices) in settings {
             // 4 mini-batches an epoch (the last wraps round) against 16, and two epoch ends with validation.

@@ -44,11 +44,11 @@ final class TrainingMemoryAdmissionTests: XCTestCase {
 
     func bytes(_ task: UpdateTask) -> [UInt8] { (try? task.currentModel().serializedBytes()) ?? [] }
 
-    static func cpu(_ config: inout UpdateConfiguration) { config.backends = (CPUBackend(), CPUBackend()) }
+    static func cpu(_ config: inout UpdateConfiguration) { config.placement.backends = (CPUBackend(), CPUBackend()) }
 
     static func pocl() throws -> (inout UpdateConfiguration) -> Void {
         let context = try OpenCLTestSupport.context()
-        return { let b = OpenCLBackend(context: context); $0.backends = (b, b); $0.fallbacks = [] }
+        return { let b = OpenCLBackend(context: context); $0.placement.backends = (b, b); $0.placement.fallbacks = [] }
     }
 
     func assertFourTasksOfFortyPercentRunTwoAtATime(_ device: (inout UpdateConfiguration) -> Void,

@@ -40,10 +40,10 @@ final class TrainingPixelUploadTests: XCTestCase {
             let run = try TrainingRun.train(model, data) { config in
                 configure(&config)
                 config.pixelUpload = pixels
-                if backends.count == 1 { config.backends = (backends[0], backends[0]) } else {
-                    config.dataParallel = DataParallelism(replicas: backends, shares: [1, 2])
+                if backends.count == 1 { config.placement.backends = (backends[0], backends[0]) } else {
+                    config.placement.dataParallel = DataParallelism(replicas: backends, shares: [1, 2])
                 }
-                config.validationData = data
+                config.data.validationData = data
             }
             let pixelCalls = backends.reduce(0) { $0 + ($1.calls.value[.uploadPixels] ?? 0) }
             let floatCalls = backends.reduce(0) { $0 + ($1.calls.value[.upload] ?? 0) }
@@ -75,23 +75,23 @@ final class TrainingPixelUploadTests: XCTestCase {
         XCTAssertTrue(data is PixelBatchProvider)
         for cache in [true, false] {
             try assertPixelsTrainLikeFloats(rgb, data, "rgb, flips, cache \(cache)", backends: { [CPUBackend()] }) {
-                $0.featureCache = cache
-                $0.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 5)
+                $0.featureCache.enabled = cache
+                $0.data.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 5)
             }
         }
         try assertPixelsTrainLikeFloats(rgb, data, "rgb, two replicas, cache", backends: { [CPUBackend(), CPUBackend()] }) {
-            $0.augmentation = ImageAugmentation(horizontalFlip: true, seed: 2)
+            $0.data.augmentation = ImageAugmentation(horizontalFlip: true, seed: 2)
         }
         let gray = try SqueezeShaped.model(batch: 4, colorSpace: .grayscale, scaler: scaler)
         try assertPixelsTrainLikeFloats(gray, try images(folder, model: gray, count: 10), "grayscale, crop",
                                         backends: { [CPUBackend()] }) {
-            $0.augmentation = ImageAugmentation(verticalFlip: true, randomResizedCrop: 0.3...1, seed: 1)
+            $0.data.augmentation = ImageAugmentation(verticalFlip: true, randomResizedCrop: 0.3...1, seed: 1)
         }
         // Three images in batches of 4: every batch repeats an image (rows gathered, not a slice).
         let bgr = try SqueezeShaped.model(batch: 4, colorSpace: .bgr, scaler: scaler)
         try assertPixelsTrainLikeFloats(bgr, try images(folder, model: bgr, count: 3), "bgr, repeats, replicas, crop",
                                         backends: { [CPUBackend(), CPUBackend()] }) {
-            $0.augmentation = ImageAugmentation(horizontalFlip: true, randomResizedCrop: 0.5...1, seed: 4)
+            $0.data.augmentation = ImageAugmentation(horizontalFlip: true, randomResizedCrop: 0.5...1, seed: 4)
         }
     }
 
@@ -101,12 +101,12 @@ final class TrainingPixelUploadTests: XCTestCase {
         let rgb = try SqueezeShaped.model(batch: 4, scaler: scaler)
         let data = try images(folder, model: rgb, count: 10)
         try assertPixelsTrainLikeFloats(rgb, data, "PoCL rgb, flips, cache", backends: { [OpenCLBackend(context: context)] }) {
-            $0.augmentation = ImageAugmentation(horizontalFlip: true, seed: 5)
+            $0.data.augmentation = ImageAugmentation(horizontalFlip: true, seed: 5)
         }
         let gray = try SqueezeShaped.model(batch: 4, colorSpace: .grayscale, scaler: scaler)
         try assertPixelsTrainLikeFloats(gray, try images(folder, model: gray, count: 7), "PoCL grayscale, crop",
                                         backends: { [OpenCLBackend(context: context)] }) {
-            $0.augmentation = ImageAugmentation(randomResizedCrop: 0.4...1, seed: 3)
+            $0.data.augmentation = ImageAugmentation(randomResizedCrop: 0.4...1, seed: 3)
         }
     }
 
@@ -139,7 +139,7 @@ final class TrainingPixelUploadTests: XCTestCase {
             width: 15, height: 15, colorSpace: .rgb, scaler: ImageScaler(channelScale: 1.0 / 255)))
         XCTAssertFalse(scaled.writesPixels)
         let counting = Counting(CPUBackend())
-        let run = try TrainingRun.train(model, scaled) { $0.backends = (counting, counting) }
+        let run = try TrainingRun.train(model, scaled) { $0.placement.backends = (counting, counting) }
         XCTAssertEqual(run.state, .completed)
         XCTAssertNil(counting.calls.value[.uploadPixels])
     }

@@ -5,15 +5,15 @@ import XCTest
 @testable import UpdraftData
 @testable import UpdraftTraining
 
-/// `UpdateConfiguration.profile` (`updraft train --profile`): every layer's passes timed, with the
+/// `UpdateConfiguration.reporting.profile` (`updraft train --profile`): every layer's passes timed, with the
 /// cost model's work, the engine the backend chose, and the rows covering the measured step time.
 final class TrainingProfileTests: XCTestCase {
     private func profiledRun(_ configure: (inout UpdateConfiguration) -> Void) throws -> TrainingProfile {
         var config = UpdateConfiguration()
         configure(&config)
-        config.profile = true
-        config.featureCache = false  // every step runs the whole network
-        config.validationData = try SqueezeShaped.data(count: 5, seed: 99)
+        config.reporting.profile = true
+        config.featureCache.enabled = false  // every step runs the whole network
+        config.data.validationData = try SqueezeShaped.data(count: 5, seed: 99)
         let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 16),
                               configuration: config)
         let context = task.run()
@@ -25,10 +25,10 @@ final class TrainingProfileTests: XCTestCase {
         var settings: [(String, (inout UpdateConfiguration) -> Void)] = [("cpu", { c in
             let cpu = CPUBackend()
             cpu.convolutionAlgorithmOverride = .winograd4x4
-            c.backends = (cpu, cpu)
+            c.placement.backends = (cpu, cpu)
         })]
         if let context = try? OpenCLTestSupport.context() {
-            settings.append(("opencl", { c in let b = OpenCLBackend(context: context); c.backends = (b, b) }))
+            settings.append(("opencl", { c in let b = OpenCLBackend(context: context); c.placement.backends = (b, b) }))
         }
         let graph = try NetworkGraph(model: try SqueezeShaped.model(batch: 4))
         for (name, configure) in settings {
@@ -107,7 +107,7 @@ final class TrainingProfileTests: XCTestCase {
     /// Off by default: no profile, and no waiting after each pass.
     func testNoProfileUnlessAsked() throws {
         var config = UpdateConfiguration()
-        config.backends = (CPUBackend(), CPUBackend())
+        config.placement.backends = (CPUBackend(), CPUBackend())
         let task = UpdateTask(model: try SqueezeShaped.model(batch: 4), trainingData: try SqueezeShaped.data(count: 8), configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
         XCTAssertNil(task.profile)

@@ -44,7 +44,7 @@ final class TrainingResolvedRunTests: XCTestCase {
 
     func testAResolvedRunIsTrainedAsResolvedWithoutASecondSchedule() throws {
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         config.parameters = [.learningRate: .double(0.01)]
         let run = try ResolvedRun.resolve(model: try SqueezeShaped.model(batch: 4), configuration: config, environment: environment)
         let schedule = try XCTUnwrap(run.schedule, "no backends given: the run is scheduled")
@@ -52,7 +52,7 @@ final class TrainingResolvedRunTests: XCTestCase {
         XCTAssertEqual(run.parameters.miniBatchSize, 4)
         XCTAssertEqual(schedule.plan.batchSize, 4, "scheduled at the resolved mini-batch size")
         XCTAssertEqual(run.description, schedule.description)
-        let (prefix, tail) = try XCTUnwrap(run.configuration.backends)
+        let (prefix, tail) = try XCTUnwrap(run.configuration.placement.backends)
         XCTAssertTrue(prefix === schedule.backends.prefix && tail === schedule.backends.tail)
         XCTAssertTrue(run.report.contains("device: \(run.description)"), run.report)
         XCTAssertTrue(run.report.contains(schedule.plan.text()), run.report)
@@ -75,10 +75,10 @@ final class TrainingResolvedRunTests: XCTestCase {
     func testGivenBackendsAreNotScheduled() throws {
         let cpu = CPUBackend()
         var config = UpdateConfiguration()
-        config.backends = (cpu, cpu)
+        config.placement.backends = (cpu, cpu)
         let run = try ResolvedRun.resolve(model: try SqueezeShaped.model(batch: 4), configuration: config, environment: environment)
         XCTAssertNil(run.schedule)
-        XCTAssertTrue(run.configuration.backends?.tail === cpu)
+        XCTAssertTrue(run.configuration.placement.backends?.tail === cpu)
         XCTAssertEqual(run.description, cpu.name)
         XCTAssertTrue(run.warnings.isEmpty)
         XCTAssertTrue(run.report.contains("not scheduled"), run.report)
@@ -87,7 +87,7 @@ final class TrainingResolvedRunTests: XCTestCase {
     func testABadHyperparameterIsReportedOnceByNameWithItsAllowedValues() throws {
         let expected = "miniBatchSize = 3 is not allowed by this model: allowed values are"
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         config.parameters = [.miniBatchSize: .int(3)]
         let model = try HardeningSizeTests.imageModel(batch: 4)
         XCTAssertThrowsError(try ResolvedRun.resolve(model: model, configuration: config, environment: environment)) { e in
@@ -112,7 +112,7 @@ final class TrainingResolvedRunTests: XCTestCase {
     func testPlanPlacesAsResolveDoesWithoutCheckingHyperparametersOrOpeningBackends() throws {
         let model = try HardeningSizeTests.imageModel(batch: 4)
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         let run = try ResolvedRun.resolve(model: model, configuration: config, environment: environment)
         let planned = try ResolvedRun.plan(network: model, configuration: config, environment: environment)
         XCTAssertEqual(planned.plan.text(), try XCTUnwrap(run.schedule).plan.text(), "the placement resolve opened")
@@ -132,7 +132,7 @@ final class TrainingResolvedRunTests: XCTestCase {
         }
         // Backends given by the configuration are not placed: there is nothing to plan.
         let cpu = CPUBackend()
-        config.backends = (cpu, cpu)
+        config.placement.backends = (cpu, cpu)
         XCTAssertThrowsError(try ResolvedRun.plan(network: model, configuration: config, environment: environment)) { error in
             XCTAssertTrue("\(error)".contains("no placement to plan"), "\(error)")
         }
@@ -141,7 +141,7 @@ final class TrainingResolvedRunTests: XCTestCase {
     func testTrainAndPlanShowTheLibrarysPlan() throws {
         let (url, folder) = try modelAndData()
         var config = UpdateConfiguration()
-        config.computeUnits = .cpuOnly
+        config.placement.computeUnits = .cpuOnly
         let run = try ResolvedRun.resolve(model: try CoreMLModel(contentsOf: url), configuration: config, environment: environment)
         let schedule = try XCTUnwrap(run.schedule)
 

@@ -59,8 +59,8 @@ final class TrainingResumeTests: FolderTestCase {
     func configuration(_ devices: (inout UpdateConfiguration) -> Void) -> UpdateConfiguration {
         var config = UpdateConfiguration()
         devices(&config)
-        config.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9)
-                config.validationData = try? SqueezeShaped.data(count: 5, seed: 99)
+        config.data.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9)
+                config.data.validationData = try? SqueezeShaped.data(count: 5, seed: 99)
         return config
     }
 
@@ -77,16 +77,16 @@ final class TrainingResumeTests: FolderTestCase {
 
         let checkpoint = folder.appendingPathComponent("run.mlmodel")
         var config = configuration(devices)
-        config.checkpointEveryMiniBatches = every
-        config.checkpointEvery = every == nil ? 1 : nil
-        config.checkpointURL = checkpoint
+        config.checkpoints.everyMiniBatches = every
+        config.checkpoints.everyEpochs = every == nil ? 1 : nil
+        config.checkpoints.url = checkpoint
         let (stopped, _) = try train({ UpdateTask(model: model, trainingData: data, configuration: config, handlers: $0) }, stopAfter: stopAfter)
         XCTAssertEqual(stopped.losses.count, stopAfter, file: file, line: line)
         XCTAssertEqual(try TrainingCheckpoint.read(forModel: checkpoint).position.steps, saved, file: file, line: line)
 
         var resumedConfig = UpdateConfiguration()
         devices(&resumedConfig)
-        resumedConfig.validationData = try SqueezeShaped.data(count: 5, seed: 99)
+        resumedConfig.data.validationData = try SqueezeShaped.data(count: 5, seed: 99)
         let (resumed, task) = try train { try UpdateTask(resumingFrom: checkpoint, trainingData: data, configuration: resumedConfig, handlers: $0) }
         XCTAssertEqual(task.state, .completed, file: file, line: line)
         assertSameWeights(resumed, expected, file: file, line: line)
@@ -107,7 +107,7 @@ final class TrainingResumeTests: FolderTestCase {
 
     /// One backend for the whole network.
     static func one(_ make: @escaping () -> Backend) -> (inout UpdateConfiguration) -> Void {
-        { config in let b = make(); config.backends = (b, b) }
+        { config in let b = make(); config.placement.backends = (b, b) }
     }
 
     /// Image files through pixel upload, stopped after 3 steps and resumed from the checkpoint, end
@@ -117,18 +117,18 @@ final class TrainingResumeTests: FolderTestCase {
         let model = try SqueezeShaped.model(batch: 4, scaler: ImageScaler(channelScale: 0.02, redBias: -1, greenBias: -2, blueBias: 0.5))
         let data = try ModelDataset(model: model, path: try DataStreamingTests.writeImages(images, count: 15)).provider
         var floats = UpdateConfiguration()
-        floats.backends = (CPUBackend(), CPUBackend())
-        floats.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9)
+        floats.placement.backends = (CPUBackend(), CPUBackend())
+        floats.data.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9)
         floats.pixelUpload = false
         let (expected, _) = try train { UpdateTask(model: model, trainingData: data, configuration: floats, handlers: $0) }
         let checkpoint = folder.appendingPathComponent("images.mlmodel")
         var config = floats
         config.pixelUpload = true
-        config.checkpointEveryMiniBatches = 1
-        config.checkpointURL = checkpoint
+        config.checkpoints.everyMiniBatches = 1
+        config.checkpoints.url = checkpoint
         _ = try train({ UpdateTask(model: model, trainingData: data, configuration: config, handlers: $0) }, stopAfter: 3)
         var resumedConfig = UpdateConfiguration()
-        resumedConfig.backends = (CPUBackend(), CPUBackend())
+        resumedConfig.placement.backends = (CPUBackend(), CPUBackend())
         let (resumed, task) = try train { try UpdateTask(resumingFrom: checkpoint, trainingData: data, configuration: resumedConfig, handlers: $0) }
         XCTAssertEqual(task.state, .completed)
         XCTAssertTrue(task.configuration.pixelUpload)
@@ -157,13 +157,13 @@ final class TrainingResumeTests: FolderTestCase {
     /// The fp16 feature cache rounds an example's features from the step that computes them, so a
     /// resumed run (whose cache starts empty) reads the same features as the uninterrupted one.
     func testTheHalfPrecisionFeatureCacheResumesBitIdentically() throws {
-        try assertResumeIsExact({ $0.backends = (CPUBackend(), CPUBackend()); $0.featureCacheHalfPrecision = true },
+        try assertResumeIsExact({ $0.placement.backends = (CPUBackend(), CPUBackend()); $0.featureCache.halfPrecision = true },
                                 optimizer: .sgd, stopAfter: 7, every: 3, saved: 6)
     }
 
     func testDataParallelResumesBitIdentically() throws {
         // Two CPU replicas with unequal shares (slices of 3 and 1 of each mini-batch of 4).
-        try assertResumeIsExact({ $0.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [3, 1]) },
+        try assertResumeIsExact({ $0.placement.dataParallel = DataParallelism(replicas: [CPUBackend(), CPUBackend()], shares: [3, 1]) },
                                 optimizer: .sgd, stopAfter: 6, every: 1, saved: 6)
     }
 
@@ -178,8 +178,8 @@ final class TrainingResumeTests: FolderTestCase {
         try stopped.writeCheckpoint(to: checkpoint)
         XCTAssertNoThrow(try CoreMLModel(contentsOf: checkpoint), "the checkpoint is a plain Core ML model")
         var again = UpdateConfiguration()
-        again.backends = (CPUBackend(), CPUBackend())
-        again.validationData = config.validationData
+        again.placement.backends = (CPUBackend(), CPUBackend())
+        again.data.validationData = config.data.validationData
         let (resumed, _) = try train { try UpdateTask(resumingFrom: checkpoint, trainingData: data, configuration: again, handlers: $0) }
         assertSameWeights(resumed, expected)
         XCTAssertEqual(resumed.losses, Array(expected.losses[2...]))
@@ -191,8 +191,8 @@ final class TrainingResumeTests: FolderTestCase {
     func smallCheckpoint() throws -> URL {
         let url = folder.appendingPathComponent("small.mlmodel")
         var config = UpdateConfiguration()
-        config.checkpointEveryMiniBatches = 3
-        config.checkpointURL = url
+        config.checkpoints.everyMiniBatches = 3
+        config.checkpoints.url = url
         _ = try train({ UpdateTask(model: try SqueezeShaped.model(), trainingData: try SqueezeShaped.data(count: 15),
                                    configuration: config, handlers: $0) }, stopAfter: 4)
         return url
@@ -210,7 +210,7 @@ final class TrainingResumeTests: FolderTestCase {
         }
         var c = task.configuration
         if let model {
-            c.resumeFrom = task.configuration.resumeFrom
+            c.checkpoints.resumeFrom = task.configuration.checkpoints.resumeFrom
             let other = UpdateTask(model: model, trainingData: task.trainingData, configuration: c)
             return other.run().error.map { "\($0)" } ?? "no error"
         }
@@ -262,8 +262,8 @@ final class TrainingResumeTests: FolderTestCase {
         let model = try SqueezeShaped.model(), data = try SqueezeShaped.data(count: 15)
         let url = folder.appendingPathComponent("torn.mlmodel")
         var config = UpdateConfiguration()
-        config.checkpointEveryMiniBatches = 2
-        config.checkpointURL = url
+        config.checkpoints.everyMiniBatches = 2
+        config.checkpoints.url = url
         let (expected, _) = try train { UpdateTask(model: model, trainingData: data, handlers: $0) }
         _ = try train({ UpdateTask(model: model, trainingData: data, configuration: config, handlers: $0) }, stopAfter: 5)
         try model.write(to: url)   // the model file as it was before any step

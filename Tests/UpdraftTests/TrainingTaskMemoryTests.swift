@@ -76,7 +76,7 @@ final class TrainingTaskMemoryTests: XCTestCase {
         let before = context.liveBufferCount
         var config = UpdateConfiguration()
         let backend = OpenCLBackend(context: context)
-        config.backends = (backend, backend)
+        config.placement.backends = (backend, backend)
         let gone = try runOne(model: try Self.model(), data: try Self.data(), configuration: config) { task in
             XCTAssertNil(task.session, "the session is released when the task ends")
             XCTAssertEqual(try task.weights(ofLayer: "head").weights.count, 4 * 256, "the trained model stays")
@@ -93,7 +93,7 @@ final class TrainingTaskMemoryTests: XCTestCase {
         let levels = try runTasks(20, model: model, data: data, configure: {
             var config = UpdateConfiguration()
             let cpu = CPUBackend()
-            config.backends = (cpu, cpu)
+            config.placement.backends = (cpu, cpu)
             return config
         }, measure: Self.residentBytes)
         let mib = levels.map { String(format: "%.1f", Double($0) / 1048576) }
@@ -111,7 +111,7 @@ final class TrainingTaskMemoryTests: XCTestCase {
             var config = UpdateConfiguration()
             let backend = OpenCLBackend(context: context)
             // With the CPU as fallback, so snapshots and the steps since them are kept too.
-            config.backends = (backend, backend)
+            config.placement.backends = (backend, backend)
             return config
         }, measure: { context.liveBufferCount })
         print("live OpenCL buffers after each of 20 tasks: \(levels)")

@@ -11,7 +11,7 @@ final class UpdateTaskAsyncTests: XCTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
         let reference = ReferenceBackend()
-        config.backends = (reference, reference)
+        config.placement.backends = (reference, reference)
         configure(&config)
         return UpdateTask(model: model, trainingData: try ArrayBatchProvider(examples: golden.examples), configuration: config)
     }
@@ -45,7 +45,7 @@ final class UpdateTaskAsyncTests: XCTestCase {
     }
 
     func testAFailedTaskThrowsFromRunAndFromItsEvents() async throws {
-        let failing = try task { $0.backends = nil; $0.preferredDevice = .openCL(index: 9_999) }
+        let failing = try task { $0.placement.backends = nil; $0.placement.preferredDevice = .openCL(index: 9_999) }
         let events = failing.events
         do {
             _ = try await failing.run()
@@ -65,7 +65,7 @@ final class UpdateTaskAsyncTests: XCTestCase {
         let (golden, model) = try GoldenRun.load("branches_sgd")
         var config = UpdateConfiguration()
         let reference = ReferenceBackend()
-        config.backends = (reference, reference)
+        config.placement.backends = (reference, reference)
         // 2 epochs of 2 mini-batches; the first mini-batch's handler holds training until the
         // cancellation arrives, so the test does not race the (tiny) training run.
         let handlerSawTheCancel = Locked<[Bool]>([])

@@ -6,7 +6,7 @@ import XCTest
 @testable import UpdraftData
 @testable import UpdraftTraining
 
-/// Library callers get the scheduler as the CLI does: `UpdateConfiguration.computeUnits` (Core ML's
+/// Library callers get the scheduler as the CLI does: `UpdateConfiguration.placement.computeUnits` (Core ML's
 /// `MLModelConfiguration.computeUnits`), a typed device pin and data-parallel mode; `backends` stays an
 /// expert override.
 final class UpdateTaskComputeUnitsTests: XCTestCase {
@@ -22,34 +22,34 @@ final class UpdateTaskComputeUnitsTests: XCTestCase {
     }
 
     func testTheDefaultIsCoreMLsAll() {
-        XCTAssertEqual(UpdateConfiguration().computeUnits, .all)
-        XCTAssertNil(UpdateConfiguration().backends)
+        XCTAssertEqual(UpdateConfiguration().placement.computeUnits, .all)
+        XCTAssertNil(UpdateConfiguration().placement.backends)
     }
 
     func testWithoutBackendsATaskRunsWhereTheSchedulerPutsIt() throws {
-        let (final, epochs, _) = try train { $0.computeUnits = .cpuOnly; $0.dataParallelMode = .off }
+        let (final, epochs, _) = try train { $0.placement.computeUnits = .cpuOnly; $0.placement.dataParallelMode = .off }
         XCTAssertEqual(final.task.state, .completed, "\(final.error.map { "\($0)" } ?? "")")
         XCTAssertEqual(epochs.map(\.device), ["cpu", "cpu"], "cpuOnly trains on the fast CPU path, not the reference")
     }
 
     func testAPinnedDeviceIsUsedAndExplicitBackendsStillOverride() throws {
         let context = try OpenCLTestSupport.context()
-        let (pinned, epochs, _) = try train { $0.preferredDevice = .openCL(index: context.device.info.index) }
+        let (pinned, epochs, _) = try train { $0.placement.preferredDevice = .openCL(index: context.device.info.index) }
         XCTAssertEqual(pinned.task.state, .completed, "\(pinned.error.map { "\($0)" } ?? "")")
         XCTAssertEqual(epochs.first?.device, "opencl:\(context.device.info.name)")
         let (refused, _, _) = try train {
-            $0.computeUnits = .cpuOnly
-            $0.preferredDevice = .openCL(index: context.device.info.index)
+            $0.placement.computeUnits = .cpuOnly
+            $0.placement.preferredDevice = .openCL(index: context.device.info.index)
         }
         XCTAssertEqual(refused.task.state, .failed, "an OpenCL pin outside cpuOnly is refused, as with --device")
         XCTAssertTrue("\(refused.error!)".contains("cpuOnly"), "\(refused.error!)")
         let reference = ReferenceBackend()
-        let (_, overridden, _) = try train { $0.computeUnits = .cpuOnly; $0.backends = (reference, reference) }
+        let (_, overridden, _) = try train { $0.placement.computeUnits = .cpuOnly; $0.placement.backends = (reference, reference) }
         XCTAssertEqual(overridden.first?.device, "reference")
     }
 
     func testAPinToAMissingDeviceFailsTheTaskWithANamedError() throws {
-        let (final, _, _) = try train { $0.preferredDevice = .openCL(index: 9_999) }
+        let (final, _, _) = try train { $0.placement.preferredDevice = .openCL(index: 9_999) }
         XCTAssertEqual(final.task.state, .failed)
         let message = "\(final.error.map { "\($0)" } ?? "")"
         XCTAssertTrue(message.contains("9999") && message.contains("does not exist"), message)

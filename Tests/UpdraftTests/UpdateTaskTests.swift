@@ -47,7 +47,7 @@ final class UpdateTaskTests: XCTestCase {
     func testEpochMetricsReportMeanAndLastLossAndAccuracy() throws {
         let (golden, model, data) = try golden()
         var config = UpdateConfiguration()
-        config.validationData = data
+        config.data.validationData = data
         let recorded = Locked<[TrainingMetrics]>([])
         let task = UpdateTask(model: model, trainingData: data, configuration: config,
                               handlers: UpdateHandlers(events: [.epochEnd], progress: { recorded.append($0.metrics!) }))
@@ -139,8 +139,8 @@ final class UpdateTaskTests: XCTestCase {
         func losses(seed: Int, cache: Bool, flips: Bool = false) -> [Double] {
             var config = UpdateConfiguration()
             config.parameters = [.shuffle: .bool(true), .seed: .int(Int64(seed))]
-            config.featureCache = cache
-            if flips { config.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9) }
+            config.featureCache.enabled = cache
+            if flips { config.data.augmentation = ImageAugmentation(horizontalFlip: true, verticalFlip: true, seed: 9) }
             let out = Locked<[Double]>([])
             let task = UpdateTask(model: model, trainingData: data, configuration: config,
                                   handlers: UpdateHandlers(events: [.miniBatchEnd], progress: { out.append($0.metrics!.lossValue) }))
@@ -160,8 +160,8 @@ final class UpdateTaskTests: XCTestCase {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         var config = UpdateConfiguration()
-        config.checkpointEvery = 1
-        config.checkpointURL = dir.appendingPathComponent("ckpt.mlmodel")
+        config.checkpoints.everyEpochs = 1
+        config.checkpoints.url = dir.appendingPathComponent("ckpt.mlmodel")
         let task = UpdateTask(model: model, trainingData: data, configuration: config)
         XCTAssertEqual(task.run().task.state, .completed)
         let out = dir.appendingPathComponent("out.mlmodel")
@@ -169,7 +169,7 @@ final class UpdateTaskTests: XCTestCase {
         let reread = try CoreMLModel(contentsOf: out)
         XCTAssertEqual(try reread.weights(ofLayer: "conv2b"), try task.weights(ofLayer: "conv2b").weights)
         XCTAssertEqual(try TrainingHistory.read(from: TrainingHistory.url(forModel: out)).epochs.count, 2)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: config.checkpointURL!.path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: config.checkpoints.url!.path))
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".tmp") }
         XCTAssertEqual(leftovers, [])
     }

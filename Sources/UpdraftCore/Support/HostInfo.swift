@@ -46,11 +46,7 @@ public struct HostInfo: Sendable {
     }
 
     /// `cpuThreads` for this process (read once; a bad value is warned about once on stderr).
-    public static let defaultCPUThreads: Int = {
-        let (threads, warning) = cpuThreads(environment: ProcessInfo.processInfo.environment, usable: usableCores)
-        if let warning { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
-        return threads
-    }()
+    public static var defaultCPUThreads: Int { UpdraftEnvironment.process.cpuThreads }
 
     /// The number of CPUs in a Linux CPU list ("0-3,8,10-11" is 7), nil when it is not one.
     public static func countCPUList(_ text: String) -> Int? {

@@ -59,7 +59,7 @@ public struct ExecutionPlan: Hashable, Codable, Sendable {
 
     /// The mini-batch size the plan was estimated for.
     public var batchSize: Int
-    /// The compute units the scheduler chose within (as `UpdateConfiguration.computeUnits`).
+    /// The compute units the scheduler chose within (as `UpdateConfiguration.placement.computeUnits`).
     public var computeUnits: ComputeUnits
     /// The device that runs the frozen prefix (forward only).
     public var prefixDevice: DeviceProfile

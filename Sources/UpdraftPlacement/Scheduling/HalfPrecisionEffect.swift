@@ -11,7 +11,7 @@ public struct HalfPrecisionEffect: Codable, Sendable {
     public var batchSize: Int
     /// Whether `--frozen-fp16` (`UpdateConfiguration.frozenActivationsHalfPrecision`) was asked about.
     public var frozenActivations: Bool
-    /// Whether `--feature-cache-fp16` (`UpdateConfiguration.featureCacheHalfPrecision`) was asked about.
+    /// Whether `--feature-cache-fp16` (`UpdateConfiguration.featureCache.halfPrecision`) was asked about.
     public var featureCache: Bool
     /// Bytes of the frozen prefix's activations per batch (every blob its layers write), fp32 and as halves.
     public var prefixActivationBytes: Int, prefixActivationBytesHalf: Int

@@ -15,8 +15,11 @@ public struct BackendOpener {
     }
 
     /// `Scheduler.makeHostBackend()` and `OpenCLBackend(device:)` on the device the profile names.
-    public static var system: BackendOpener {
-        BackendOpener(host: { Scheduler.makeHostBackend() }, openCL: { profile in
+    public static var system: BackendOpener { system(environment: .process) }
+
+    /// The real devices, the host backend made with a run's `UPDRAFT_*` settings.
+    public static func system(environment: UpdraftEnvironment) -> BackendOpener {
+        BackendOpener(host: { Scheduler.makeHostBackend(environment: environment) }, openCL: { profile in
             guard let index = profile.openCLIndex else {
                 throw UpdraftError(.device, "\(profile.label) is not an OpenCL device")
             }
@@ -64,7 +67,9 @@ public struct ResolvedBackends {
 extension Scheduler {
     /// The host CPU backend: the fast `CPUBackend` (OpenBLAS). Calibration, plans and the
     /// executor all get the host backend here, so changing it is this one line.
-    public static func makeHostBackend() -> Backend { CPUBackend() }
+    public static func makeHostBackend(environment: UpdraftEnvironment = .process) -> Backend {
+        CPUBackend(environment: environment)
+    }
 
     /// Opens the plan's devices: the host backend for the host, `OpenCLBackend` for OpenCL devices.
     /// A device that cannot be opened (OpenCL unavailable, device gone, context failure) is replaced

@@ -54,17 +54,17 @@ extension UpdateConfiguration {
     /// (`RankDeviceChoice`) and sets `deviceOption` to it. Nil, changing nothing, otherwise.
     /// `ResolvedRun.resolve` calls it; `updraft plan` does too, so it plans what `train` runs.
     public mutating func chooseRankDevice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RankDeviceChoice? {
-        guard let distributed, backends == nil, dataParallel == nil else { return nil }
-        let request = DevicePin.request(option: deviceOption, pin: preferredDevice, environment: environment)
+        guard let distributed, placement.backends == nil, placement.dataParallel == nil else { return nil }
+        let request = DevicePin.request(option: placement.deviceOption, pin: placement.preferredDevice, environment: environment)
         // A typed pin (`preferredDevice`) is every rank's device as given; text may be a list to map.
         if let request, case .pin = request.value { return RankDeviceChoice(deviceOption: nil, reason: request.source) }
-        let mode = try DataParallelMode.resolve(dataParallelMode, environment: environment)
-        let listsOpenCL = request == nil && mode != .on && computeUnits.usesOpenCL
+        let mode = try DataParallelMode.resolve(placement.dataParallelMode, environment: environment)
+        let listsOpenCL = request == nil && mode != .on && placement.computeUnits.usesOpenCL
         let inventory = DeviceInventory.discover(includeOpenCL: listsOpenCL)
         let choice = try RankDeviceChoice.choose(localRank: distributed.world.localRank, request: request.map { ($0.text, $0.source) },
-                                                 computeUnits: computeUnits,
+                                                 computeUnits: placement.computeUnits,
                                                  dataParallel: mode, openCL: inventory.openCL.map { ($0.info.index, $0.info.type) })
-        if let option = choice.deviceOption { deviceOption = option }
+        if let option = choice.deviceOption { placement.deviceOption = option }
         return choice
     }
 }

@@ -26,7 +26,7 @@ extension TrainingSession {
     /// each rank throws the error, which says where that checkpoint is.
     func stopWithTheOtherRanks(_ stop: RankStop) throws -> Never {
         var error = stop.error
-        if let url = configuration.checkpointURL {
+        if let url = configuration.checkpoints.url {
             try writeCheckpoint()
             error.message += "; rank 0 wrote the checkpoint of \(position.description) to \(url.path)"
         }

@@ -67,9 +67,9 @@ public final class InferenceRunner {
     public convenience init(graph: NetworkGraph, computeUnits: ComputeUnits = .default, preferredDevice: DevicePin? = nil,
                             batchSize: Int, warn: @escaping (String) -> Void) throws {
         var configuration = UpdateConfiguration()
-        configuration.computeUnits = computeUnits
-        configuration.preferredDevice = preferredDevice
-        configuration.dataParallelMode = .off
+        configuration.placement.computeUnits = computeUnits
+        configuration.placement.preferredDevice = preferredDevice
+        configuration.placement.dataParallelMode = .off
         let schedule = try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: configuration)
         schedule.warnings.forEach(warn)
         try self.init(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)

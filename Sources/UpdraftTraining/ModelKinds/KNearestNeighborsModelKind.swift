@@ -44,8 +44,8 @@ enum KNearestNeighborsModelKind: UpdatableModelKind {
     static func makePredictor(model: CoreMLModel, configuration: UpdateConfiguration, batchSize: Int, batchSource: String,
                               environment: [String: String], warn: @escaping (String) -> Void) throws -> any ModelPredictor {
         try throwFirstError(validate(model, forUpdate: false), doing: "run")
-        let work = model.kNearestNeighbors.flatMap { NearestNeighborsDevice.work($0, queries: configuration.job?.examples) }
-        return try NearestNeighborsPredictor(model: model, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
+        let work = model.kNearestNeighbors.flatMap { NearestNeighborsDevice.work($0, queries: configuration.placement.job?.examples) }
+        return try NearestNeighborsPredictor(model: model, k: configuration.nearestNeighbors.k, unknownDistance: configuration.nearestNeighbors.unknownDistance,
                                              device: NearestNeighborsDevice.choose(configuration, environment: environment, work: work, warn: warn),
                                              warn: warn)
     }
@@ -80,10 +80,10 @@ extension KNearestNeighborsModelKind: PipelineLastModelKind {
         guard case var .kNearestNeighbors(knn) = try run.model.pipelineModels()[index].spec.body else {
             throw UpdraftError(.invalidModel, "the pipeline's model \(index + 1) is not a k-NN")
         }
-        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
+        if let k = run.configuration.nearestNeighbors.k { try knn.setNumberOfNeighbors(k) }
         // The extractor runs once over the examples; an update searches nothing.
         var configuration = run.configuration
-        configuration.job = Scheduler.Job(examples: task.trainingData.count)
+        configuration.placement.job = Scheduler.Job(examples: task.trainingData.count)
         let extractor = try PipelineNearestNeighborsPredictor(pipeline: run.model, configuration: configuration, searches: false,
                                                               batchSize: run.parameters.miniBatchSize, batchSource: "the batch size",
                                                               environment: ProcessInfo.processInfo.environment, warn: { task.warn($0) })

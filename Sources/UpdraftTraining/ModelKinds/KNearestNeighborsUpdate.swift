@@ -12,7 +12,7 @@ extension KNearestNeighborsModelKind {
         guard case let .kNearestNeighbors(knn) = model.spec.body else {
             throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
-        if let k = configuration.numberOfNeighbors { try knn.checkNumberOfNeighbors(k) }
+        if let k = configuration.nearestNeighbors.k { try knn.checkNumberOfNeighbors(k) }
         for key in configuration.parameters.keys where ![.miniBatchSize, .epochs, .shuffle].contains(key) {
             throw UpdraftError(.invalidArgument, "\(key) does not apply to a k-NN update: it stores each example as a sample, with no optimizer",
                                hint: "leave out \(key); --batch-size sets how many examples go per progress step, --neighbors sets k")
@@ -35,16 +35,16 @@ extension KNearestNeighborsModelKind {
     /// Refuses the settings a bare k-NN's update would ignore (checked when resolving, and again when
     /// the session starts, since a resolved run's settings may change before a task is made from it).
     static func checkSettings(_ configuration: UpdateConfiguration) throws {
-        if configuration.resumeFrom != nil || configuration.checkpointEvery != nil || configuration.checkpointEveryMiniBatches != nil {
+        if configuration.checkpoints.resumeFrom != nil || configuration.checkpoints.everyEpochs != nil || configuration.checkpoints.everyMiniBatches != nil {
             throw UpdraftError(.invalidArgument, "a k-NN update has no resume state or checkpoints: it appends, and a cancelled update keeps what it appended",
                                hint: "update the written model again with the examples left")
         }
-        if configuration.validationData != nil {
+        if configuration.data.validationData != nil {
             throw UpdraftError(.invalidArgument, "a k-NN update does not evaluate during the pass",
                                hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
         }
-        let a = configuration.augmentation
-        if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCacheHalfPrecision {
+        let a = configuration.data.augmentation
+        if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCache.halfPrecision {
             throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a bare k-NN's update: it stores each example's vector as it is",
                                hint: "leave them out")
         }
@@ -104,7 +104,7 @@ final class KNearestNeighborsUpdateSession: UpdateSession {
             throw UpdraftError(.invalidModel, "this model is a \(run.model.spec.modelType.name), not a k-nearest-neighbors classifier")
         }
         try KNearestNeighborsModelKind.checkSettings(run.configuration)
-        if let k = run.configuration.numberOfNeighbors { try knn.setNumberOfNeighbors(k) }
+        if let k = run.configuration.nearestNeighbors.k { try knn.setNumberOfNeighbors(k) }
         let source = task.trainingData as? KNearestNeighborsExampleSource
             ?? BatchProviderExampleSource(data: task.trainingData, labels: knn.distinctClassLabels ?? .strings([]))
         try self.init(task: task, run: run, source: source, knn: knn, size: run.model.message.serializedSize) { model, knn in

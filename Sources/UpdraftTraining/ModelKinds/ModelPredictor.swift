@@ -66,7 +66,7 @@ final class NeuralNetworkPredictor: ModelPredictor {
         let graph = try NetworkGraph(model: model)
         try SizeLimits.checkBatchSize(batchSize, graph: graph, source: batchSource)
         var config = configuration
-        config.dataParallelMode = .off
+        config.placement.dataParallelMode = .off
         let schedule = try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: config, environment: environment)
         schedule.warnings.forEach(warn)
         runner = try InferenceRunner(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)

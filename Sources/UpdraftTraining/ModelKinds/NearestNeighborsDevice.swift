@@ -23,17 +23,17 @@ enum NearestNeighborsDevice {
     /// - Parameter work: the job's multiply-adds, when known (queries times samples times dimension).
     static func choose(_ configuration: UpdateConfiguration, environment: [String: String], work: Double? = nil,
                        warn: (String) -> Void) throws -> Backend? {
-        let request = DevicePin.request(option: configuration.deviceOption, pin: configuration.preferredDevice, environment: environment)
-        guard configuration.computeUnits.usesOpenCL || request != nil else { return nil }
+        let request = DevicePin.request(option: configuration.placement.deviceOption, pin: configuration.placement.preferredDevice, environment: environment)
+        guard configuration.placement.computeUnits.usesOpenCL || request != nil else { return nil }
         if request == nil, let work, work < smallestDeviceJob { return nil }
         let inventory = DeviceInventory.discover()
         let chosen: OpenCLDevice
         if let pin = try inventory.resolvePin(request) {
             guard case let .openCL(index) = pin, let device = inventory.openCL.first(where: { $0.info.index == index }) else { return nil }
-            try configuration.computeUnits.checkPinned(device.info)
+            try configuration.placement.computeUnits.checkPinned(device.info)
             chosen = device
         } else {
-            guard let gpu = inventory.openCL.first(where: { $0.info.type == .gpu && configuration.computeUnits.allows(openCLType: $0.info.type) })
+            guard let gpu = inventory.openCL.first(where: { $0.info.type == .gpu && configuration.placement.computeUnits.allows(openCLType: $0.info.type) })
             else { return nil }
             chosen = gpu
         }

@@ -36,7 +36,7 @@ enum NeuralNetworkModelKind: UpdatableModelKind {
 
     /// A network has no k: `numberOfNeighbors` and `unknownDistance` are refused by name, not ignored.
     private static func refuseNearestNeighborsSettings(_ configuration: UpdateConfiguration) throws {
-        if configuration.numberOfNeighbors != nil || configuration.unknownDistance != nil {
+        if configuration.nearestNeighbors.k != nil || configuration.nearestNeighbors.unknownDistance != nil {
             throw UpdraftError(.invalidArgument, "--neighbors and --unknown-distance (numberOfNeighbors, unknownDistance) apply to k-nearest-neighbors classifiers; this model is a neural network",
                                hint: "leave them out for this model")
         }

@@ -28,9 +28,9 @@ final class PipelineNearestNeighborsPredictor: ModelPredictor {
         }
         feature = input.name
         let device = searches ? try NearestNeighborsDevice.choose(configuration, environment: environment,
-                                                                  work: NearestNeighborsDevice.work(knn, queries: configuration.job?.examples),
+                                                                  work: NearestNeighborsDevice.work(knn, queries: configuration.placement.job?.examples),
                                                                   warn: warn) : nil
-        nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.numberOfNeighbors, unknownDistance: configuration.unknownDistance,
+        nearestNeighbors = try NearestNeighborsPredictor(model: last, k: configuration.nearestNeighbors.k, unknownDistance: configuration.nearestNeighbors.unknownDistance,
                                                          device: device, warn: warn)
         if models.count > 1 {
             let joined = try model.pipelineNetwork(through: models.count - 2, output: feature)

@@ -3,7 +3,7 @@ import UpdraftCore
 import UpdraftModel
 import UpdraftData
 
-/// What a network training run logs for TensorBoard (`UpdateConfiguration.tensorboardDirectory`,
+/// What a network training run logs for TensorBoard (`UpdateConfiguration.reporting.tensorboardDirectory`,
 /// `updraft train --tensorboard DIR`). Steps count mini-batches over the whole run: mini-batch `b`
 /// of epoch `e` is step `e * batchesPerEpoch + b + 1`, and an epoch's figures are logged at the step
 /// of its last mini-batch. Tags:

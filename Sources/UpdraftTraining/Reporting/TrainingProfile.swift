@@ -5,7 +5,7 @@ import UpdraftModel
 import UpdraftLayers
 import UpdraftData
 
-/// Where a run's training steps spend their time, per layer and pass (`UpdateConfiguration.profile`,
+/// Where a run's training steps spend their time, per layer and pass (`UpdateConfiguration.reporting.profile`,
 /// `updraft train --profile`, `updraft-bench epochs --profile`): wall time, the work done (GFLOP:
 /// convolutions always count direct convolution's multiply-adds, so a Winograd layer can show more
 /// than 100% of the SGEMM rate), GFLOP/s, the share of the device's SGEMM rate, and the engine that

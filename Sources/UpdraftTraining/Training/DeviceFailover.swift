@@ -32,9 +32,9 @@ func isDeviceFailure(_ error: Error) -> Bool {
 
 /// The devices work falls back to: those given, else the host CPU backend unless the work already
 /// runs only on the host; never one the work runs on.
-func fallbackBackends(_ given: [Backend]?, running: [Backend]) -> [Backend] {
+func fallbackBackends(_ given: [Backend]?, running: [Backend], environment: UpdraftEnvironment = .process) -> [Backend] {
     let onlyHost = running.allSatisfy(\.runsOnHostCPU)
-    return (given ?? (onlyHost ? [] : [Scheduler.makeHostBackend()])).filter { f in !running.contains { $0 === f } }
+    return (given ?? (onlyHost ? [] : [Scheduler.makeHostBackend(environment: environment)])).filter { f in !running.contains { $0 === f } }
 }
 
 /// Tries `fallbacks` in order, removing each, until `start` succeeds on one; the device failures of

@@ -154,11 +154,11 @@ extension TrainingSession {
     typealias PlannedReplica = (prefix: Backend, tail: Backend, batch: Int)
 
     static func plannedReplicas(batchSize: Int, configuration config: UpdateConfiguration) -> [PlannedReplica] {
-        if let dp = config.dataParallel, !dp.replicas.isEmpty {
+        if let dp = config.placement.dataParallel, !dp.replicas.isEmpty {
             let slices = DataParallelism.sliceSizes(count: batchSize, shares: dp.shares ?? dp.replicas.map { _ in 1 })
             return zip(dp.replicas, slices).map { ($0, $0, $1) }
         }
-        let (prefix, tail) = config.backends ?? (ReferenceBackend(), ReferenceBackend())
+        let (prefix, tail) = config.placement.backends ?? (ReferenceBackend(), ReferenceBackend())
         return [(prefix, tail, batchSize)]
     }
 

@@ -183,7 +183,7 @@ public struct FeatureCacheStatistics: Sendable, Equatable {
     public var dropped = 0
     /// The backend the device tier lives on, if any.
     public var deviceName: String?
-    /// Whether rows are kept in half precision (`UpdateConfiguration.featureCacheHalfPrecision`).
+    /// Whether rows are kept in half precision (`UpdateConfiguration.featureCache.halfPrecision`).
     public var halfPrecision = false
 }
 

@@ -32,8 +32,8 @@ public struct ResolvedRun {
     /// Under mpirun: the device this rank was given and why (`RankDeviceChoice`); nil otherwise.
     public var rankDevice: RankDeviceChoice? = nil
 
-    /// The checkpoint the run continues (`configuration.resumeFrom`); nil for a new run.
-    public var resume: TrainingCheckpoint? { configuration.resumeFrom }
+    /// The checkpoint the run continues (`configuration.checkpoints.resumeFrom`); nil for a new run.
+    public var resume: TrainingCheckpoint? { configuration.checkpoints.resumeFrom }
     /// One line each: devices left out, OpenCL missing, fallbacks taken while scheduling. Print
     /// them; nothing here did, and a task made from this run does not repeat them.
     public var warnings: [String] { schedule?.warnings ?? [] }
@@ -43,11 +43,11 @@ public struct ResolvedRun {
     public var description: String {
         if graph == nil { return "cpu" }  // a k-NN's samples are appended on the host
         if let schedule { return schedule.description }
-        if let dp = configuration.dataParallel, !dp.replicas.isEmpty {
+        if let dp = configuration.placement.dataParallel, !dp.replicas.isEmpty {
             let shares = dp.shares ?? dp.replicas.map { _ in 1 }
             return "data parallel: " + zip(dp.replicas, shares).map { "\($0.name) (\(Int($1)))" }.joined(separator: " + ")
         }
-        guard let (prefix, tail) = configuration.backends else { return "reference" }
+        guard let (prefix, tail) = configuration.placement.backends else { return "reference" }
         return prefix === tail ? tail.name : "\(prefix.name) (frozen prefix) + \(tail.name) (trainable tail)"
     }
 
@@ -95,11 +95,11 @@ public struct ResolvedRun {
         }
         let optimizer = configuration.optimizer ?? modelOptimizer
         let overrides = configuration.parameters
-        let parameters = try configuration.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
+        let parameters = try configuration.checkpoints.resumeFrom?.resumedParameters(overrides: overrides, hyperparameters: graph.hyperparameters)
             ?? TrainingParameters(optimizer: optimizer, hyperparameters: graph.hyperparameters, overrides: overrides)
         var config = configuration
         // A training job makes as many passes as it has epochs; under mpirun each rank takes its share.
-        config.job = configuration.job.map {
+        config.placement.job = configuration.placement.job.map {
             Scheduler.Job(examples: $0.examples / max(1, configuration.distributed?.size ?? 1), passes: parameters.epochs)
         }
         var schedule: MachineSchedule?
@@ -111,11 +111,11 @@ public struct ResolvedRun {
         if let placement {
             let backends = try Scheduler.backends(for: placement.plan)
             let chosen = MachineSchedule(plan: placement.plan, backends: backends, warnings: placement.warnings + backends.warnings)
-            config.backends = (chosen.backends.prefix, chosen.backends.tail)
+            config.placement.backends = (chosen.backends.prefix, chosen.backends.tail)
             if chosen.backends.isDataParallel {
                 let replicas = chosen.backends.replicas
-                let resumed = config.resumeFrom?.dataParallelShares.flatMap { $0.count == replicas.count ? $0 : nil }
-                config.dataParallel = DataParallelism(replicas: replicas, shares: resumed ?? chosen.backends.shares)
+                let resumed = config.checkpoints.resumeFrom?.dataParallelShares.flatMap { $0.count == replicas.count ? $0 : nil }
+                config.placement.dataParallel = DataParallelism(replicas: replicas, shares: resumed ?? chosen.backends.shares)
             }
             schedule = chosen
         }
@@ -144,13 +144,13 @@ extension UpdateConfiguration {
     /// `UpdateTask(resumingFrom:)` keeps its own checkpoint schedule when it sets one; `updraft
     /// train --resume` keeps the settings its command line gives.
     public mutating func resume(from checkpoint: TrainingCheckpoint, keeping own: Set<ResumedSetting> = []) {
-        resumeFrom = checkpoint
-        if !own.contains(.augmentation) { augmentation = checkpoint.augmentation }
-        if !own.contains(.shortLastBatch) { shortLastBatch = checkpoint.shortLastBatch }
+        checkpoints.resumeFrom = checkpoint
+        if !own.contains(.augmentation) { data.augmentation = checkpoint.augmentation }
+        if !own.contains(.shortLastBatch) { data.shortLastBatch = checkpoint.shortLastBatch }
         if !own.contains(.frozenActivationsHalfPrecision) { frozenActivationsHalfPrecision = checkpoint.frozenActivationsHalfPrecision }
         if !own.contains(.checkpointSchedule) {
-            checkpointEvery = checkpoint.checkpointEvery
-            checkpointEveryMiniBatches = checkpoint.checkpointEveryMiniBatches
+            checkpoints.everyEpochs = checkpoint.checkpointEvery
+            checkpoints.everyMiniBatches = checkpoint.checkpointEveryMiniBatches
         }
     }
 }

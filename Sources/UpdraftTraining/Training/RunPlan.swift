@@ -56,7 +56,7 @@ extension ResolvedRun {
 
     /// The placement step of `resolve` and `plan`: `batchSize` checked against what the network can
     /// hold (`batchSizeSource` names it in the error); under mpirun, this rank's device
-    /// (`UpdateConfiguration.chooseRankDevice`, into `configuration.deviceOption`); then, unless
+    /// (`UpdateConfiguration.chooseRankDevice`, into `configuration.placement.deviceOption`); then, unless
     /// `configuration` gives the backends or data parallelism (the expert override: nil placement),
     /// `Scheduler.place` of `placed` examples within its compute units, device and data-parallel mode.
     static func place(graph: NetworkGraph, batchSize: Int, batchSizeSource: String, placing placed: Int,
@@ -65,7 +65,7 @@ extension ResolvedRun {
         try SizeLimits.checkBatchSize(batchSize, graph: graph, source: batchSizeSource)
         // Under mpirun, each rank on a host takes its own device (by local rank) unless one is named.
         let rankDevice = try configuration.chooseRankDevice(environment: environment)
-        guard configuration.backends == nil && configuration.dataParallel == nil else { return (nil, rankDevice) }
+        guard configuration.placement.backends == nil && configuration.placement.dataParallel == nil else { return (nil, rankDevice) }
         let placement = try Scheduler.place(graph: graph, batchSize: placed, configuration: configuration, environment: environment)
         return (placement, rankDevice)
     }

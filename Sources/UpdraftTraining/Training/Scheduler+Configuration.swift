@@ -1,4 +1,5 @@
 import Foundation
+import UpdraftCore
 import UpdraftModel
 import UpdraftPlacement
 import UpdraftData
@@ -12,9 +13,9 @@ extension Scheduler {
     public static func place(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              cache: CalibrationCache? = nil) throws -> (plan: ExecutionPlan, warnings: [String]) {
-        try place(graph: graph, batchSize: batchSize, computeUnits: configuration.computeUnits,
-                  deviceOption: configuration.deviceOption, device: configuration.preferredDevice,
-                  environment: environment, cache: cache, dataParallel: configuration.dataParallelMode, job: configuration.job)
+        try place(graph: graph, batchSize: batchSize, computeUnits: configuration.placement.computeUnits,
+                  deviceOption: configuration.placement.deviceOption, device: configuration.placement.preferredDevice,
+                  environment: environment, cache: cache, dataParallel: configuration.placement.dataParallelMode, job: configuration.placement.job)
     }
 
     /// Plans `graph` at `batchSize` for this machine within a configuration's compute units, device
@@ -23,7 +24,7 @@ extension Scheduler {
     public static func schedule(graph: NetworkGraph, batchSize: Int, configuration: UpdateConfiguration,
                                 environment: [String: String] = ProcessInfo.processInfo.environment) throws -> MachineSchedule {
         let (plan, warnings) = try place(graph: graph, batchSize: batchSize, configuration: configuration, environment: environment)
-        let backends = try Scheduler.backends(for: plan)
+        let backends = try Scheduler.backends(for: plan, opener: .system(environment: UpdraftEnvironment(environment)))
         return MachineSchedule(plan: plan, backends: backends, warnings: warnings + backends.warnings)
     }
 }

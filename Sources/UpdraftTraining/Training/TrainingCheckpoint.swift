@@ -73,7 +73,7 @@ public struct TrainingCheckpoint: Sendable {
     public var frozenActivationsHalfPrecision = false
     /// The checkpoint schedule of the run (continued by a resumed run unless it sets its own).
     public var checkpointEvery: Int?
-    /// Checkpoint every N mini-batches, as `UpdateConfiguration.checkpointEveryMiniBatches`; nil: not used.
+    /// Checkpoint every N mini-batches, as `UpdateConfiguration.checkpoints.everyMiniBatches`; nil: not used.
     public var checkpointEveryMiniBatches: Int?
     /// Data-parallel shares in use (a resumed run given the same devices splits batches the same way).
     public var dataParallelShares: [Double]?
@@ -139,9 +139,9 @@ extension TrainingCheckpoint {
             throw UpdraftError(.data, "the training data is not the checkpoint's: \(difference)",
                                hint: "resume with the same training data (same folder and files, or the same .npy arrays)")
         }
-        guard config.shortLastBatch == shortLastBatch else {
+        guard config.data.shortLastBatch == shortLastBatch else {
             throw UpdraftError(.invalidArgument,
-                "the checkpoint's run \(shortLastBatch ? "kept" : "wrapped round") its short last mini-batch; this run would \(config.shortLastBatch ? "keep" : "wrap") it",
+                "the checkpoint's run \(shortLastBatch ? "kept" : "wrapped round") its short last mini-batch; this run would \(config.data.shortLastBatch ? "keep" : "wrap") it",
                 hint: "resume with the checkpoint's setting (--short-last-batch \(shortLastBatch ? "given" : "left out"))")
         }
         guard config.frozenActivationsHalfPrecision == frozenActivationsHalfPrecision else {
@@ -149,9 +149,9 @@ extension TrainingCheckpoint {
                 "the checkpoint's run stored its frozen activations in \(frozenActivationsHalfPrecision ? "half precision (--frozen-fp16)" : "fp32"); this run would store them in \(config.frozenActivationsHalfPrecision ? "half precision" : "fp32")",
                 hint: "resume with the checkpoint's setting (--frozen-fp16 \(frozenActivationsHalfPrecision ? "given" : "left out"))")
         }
-        guard config.augmentation == augmentation else {
+        guard config.data.augmentation == augmentation else {
             throw UpdraftError(.invalidArgument,
-                "the checkpoint's run used augmentation \(Self.describe(augmentation)); this run would use \(Self.describe(config.augmentation))",
+                "the checkpoint's run used augmentation \(Self.describe(augmentation)); this run would use \(Self.describe(config.data.augmentation))",
                 hint: "resume with the checkpoint's augmentation and seed")
         }
         guard position.epoch <= parameters.epochs else {

@@ -70,14 +70,14 @@ final class TrainingDevices {
          start: ExecutorState? = nil, warn: @escaping (String) -> Void) throws {
         self.training = training
         self.optimizer = optimizer
-        self.snapshotPolicy = config.snapshots
+        self.snapshotPolicy = config.placement.snapshots
         self.chunksPrefix = config.environment.chunksPrefix
         self.warn = warn
         self.start = start
         completedSteps = start?.stepCount ?? 0
         var running: [Backend] = []
         var problems: [String] = []
-        if let dp = config.dataParallel, !dp.replicas.isEmpty {
+        if let dp = config.placement.dataParallel, !dp.replicas.isEmpty {
             let shares = dp.shares ?? dp.replicas.map { _ in 1 }
             guard shares.count == dp.replicas.count, shares.allSatisfy({ $0.isFinite && $0 > 0 }) else {
                 throw UpdraftError(.invalidArgument, "data parallelism needs one positive share per replica, got \(shares) for \(dp.replicas.count)")
@@ -93,7 +93,7 @@ final class TrainingDevices {
                 }
             }
         } else {
-            let (prefix, tail) = config.backends ?? (ReferenceBackend(), ReferenceBackend())
+            let (prefix, tail) = config.placement.backends ?? (ReferenceBackend(), ReferenceBackend())
             running = [prefix, tail]
             do {
                 replicas = [try Self.makeExecutor(training: training, optimizer: optimizer, start: start,
@@ -104,7 +104,7 @@ final class TrainingDevices {
                 problems.append("cannot start training on \(name) (\(firstLine(of: error)))")
             }
         }
-        fallbacks = fallbackBackends(config.fallbacks, running: running)
+        fallbacks = fallbackBackends(config.placement.fallbacks, running: running, environment: config.environment)
         if replicas.isEmpty {
             try takeOver(state: nil, problems: problems)
         } else if !problems.isEmpty {

@@ -11,9 +11,9 @@ extension TrainingSession {
         let identity = try self.identity()
         return TrainingCheckpoint(
             modelFingerprint: identity.model, data: identity.data, optimizer: parameters.optimizer, parameters: parameters,
-            shortLastBatch: config.shortLastBatch, augmentation: config.augmentation,
-            frozenActivationsHalfPrecision: config.frozenActivationsHalfPrecision, checkpointEvery: config.checkpointEvery,
-            checkpointEveryMiniBatches: config.checkpointEveryMiniBatches, dataParallelShares: config.dataParallel?.shares,
+            shortLastBatch: config.data.shortLastBatch, augmentation: config.data.augmentation,
+            frozenActivationsHalfPrecision: config.frozenActivationsHalfPrecision, checkpointEvery: config.checkpoints.everyEpochs,
+            checkpointEveryMiniBatches: config.checkpoints.everyMiniBatches, dataParallelShares: config.placement.dataParallel?.shares,
             device: devices.description, position: position, history: task.history.epochs, state: try executor.captureState())
     }
 
@@ -21,7 +21,7 @@ extension TrainingSession {
     /// takes its checkpoint's: they were checked when it started).
     private func identity() throws -> (model: UInt64, data: DataFingerprint) {
         if let known = fingerprints { return known }
-        let computed = try configuration.resumeFrom.map { ($0.modelFingerprint, $0.data) }
+        let computed = try configuration.checkpoints.resumeFrom.map { ($0.modelFingerprint, $0.data) }
             ?? (TrainingCheckpoint.fingerprint(of: task.originalModel), DataFingerprint(of: task.trainingData))
         fingerprints = computed
         return computed
@@ -30,7 +30,7 @@ extension TrainingSession {
     /// Writes the model, its history and its resume state to the configuration's checkpoint URL
     /// (with several MPI ranks, rank 0 alone writes).
     func writeCheckpoint() throws {
-        guard let url = configuration.checkpointURL, configuration.distributed?.isPrimary ?? true else { return }
+        guard let url = configuration.checkpoints.url, configuration.distributed?.isPrimary ?? true else { return }
         // A checkpoint that cannot be written (a full disk) costs the checkpoint, not the run.
         do { try task.writeCheckpoint(to: url) } catch {
             task.warn("cannot write the checkpoint (\(position)) to \(url.path) (\(firstLine(of: error))); training goes on")

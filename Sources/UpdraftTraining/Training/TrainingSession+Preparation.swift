@@ -14,7 +14,7 @@ extension TrainingSession {
         let start = DispatchTime.now().uptimeNanoseconds
         defer { preparationSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
         let plan = EpochPlan(exampleCount: task.trainingData.count, batchSize: parameters.miniBatchSize, epoch: position.epoch,
-                             shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: configuration.shortLastBatch)
+                             shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: configuration.data.shortLastBatch)
         let counts = Set(plan.batches.map { batch in exchange.map { $0.distributed.share(of: batch).local.count } ?? batch.count })
         do {
             for count in counts.sorted(by: >) {

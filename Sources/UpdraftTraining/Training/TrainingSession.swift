@@ -46,7 +46,7 @@ final class TrainingSession {
     private(set) var pixelData: PixelBatchProvider?
     /// Staging buffers of pixel batches, training's and validation's, reused across mini-batches.
     private(set) lazy var pixelPool = PixelStagingPool(rowBytes: graph.input.shape.itemCount, batchRows: parameters.miniBatchSize,
-                                                       keep: configuration.prefetchDepth + 3)
+                                                       keep: configuration.data.prefetchDepth + 3)
 
     /// A session for `run`, resolved once (`ResolvedRun.resolve`): its parameters, resume point and
     /// backends are used as they are; what needs the training data (its count, the checkpoint's
@@ -73,8 +73,8 @@ final class TrainingSession {
         parameters = run.parameters
         // The run's, else the model's (resolving made sure it has one); a checkpoint that trained with another is refused below.
         let optimizer = configuration.optimizer ?? graph.updateParameters?.optimizer?.kind ?? parameters.optimizer
-        try configuration.augmentation.validate()
-        if configuration.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
+        try configuration.data.augmentation.validate()
+        if configuration.data.augmentation.randomResizedCrop != nil && !(task.trainingData is EpochAugmentedProvider) {
             throw UpdraftError(.invalidArgument, "a random resized crop needs image training data (an image folder or labels file)",
                                hint: "drop the random resized crop for this data")
         }
@@ -97,7 +97,7 @@ final class TrainingSession {
             stop: { [unowned task] in task.isCancelRequested }, waits: { [unowned task] in task.warn($0) })
         devices = try TrainingDevices(training: training, optimizer: optimizer, configuration: configuration,
                                       start: resume?.state, warn: { [unowned task] in task.warn($0) })
-        if configuration.profile {
+        if configuration.reporting.profile {
             let profiler = TrainingProfiler()
             for replica in devices.replicas { replica.profiler = profiler }
             self.profiler = profiler
@@ -110,12 +110,12 @@ final class TrainingSession {
                            graph: graph, halfPrecisionPrefix: training.halfPrecisionPrefix)
         // A random resized crop gives the frozen prefix a new input every epoch: cached features
         // would not be exact, so the cache is off with it.
-        let cropped = configuration.augmentation.randomResizedCrop != nil
-        cache = configuration.featureCache && !training.prefix.isEmpty && !cropped
+        let cropped = configuration.data.augmentation.randomResizedCrop != nil
+        cache = configuration.featureCache.enabled && !training.prefix.isEmpty && !cropped
             ? try Self.makeCache(training: training, configuration: configuration, trainingCount: task.trainingData.count)
             : nil
         cache?.warn = { [unowned task] in task.warn($0) }
-        if cropped && configuration.featureCache && !training.prefix.isEmpty {
+        if cropped && configuration.featureCache.enabled && !training.prefix.isEmpty {
             task.warn("feature cache off: the random resized crop changes the frozen layers' input every epoch, so cached features would not be exact")
         }
         pixelData = Self.pixelSource(task.trainingData, graph: graph, configuration: configuration)
@@ -139,12 +139,12 @@ final class TrainingSession {
             }
             return shape.itemCount
         }
-        let a = config.augmentation
+        let a = config.data.augmentation
         let variants = (a.horizontalFlip ? 2 : 1) * (a.verticalFlip ? 2 : 1)
-        return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCacheBudgetBytes,
-                            deviceBudgetBytes: config.featureCacheDeviceBudgetBytes,
-                            expectedEntries: trainingCount * variants + (config.validationData?.count ?? 0),
-                            halfPrecision: config.featureCacheHalfPrecision)
+        return FeatureCache(blobs: training.boundary, rowLengths: lengths, hostBudgetBytes: config.featureCache.budgetBytes,
+                            deviceBudgetBytes: config.featureCache.deviceBudgetBytes,
+                            expectedEntries: trainingCount * variants + (config.data.validationData?.count ?? 0),
+                            halfPrecision: config.featureCache.halfPrecision)
     }
 
     /// The device tier goes with the only executor's tail backend; data-parallel replicas use the host tier.
@@ -163,7 +163,7 @@ final class TrainingSession {
             if stopRequested { return }
             let start = Date()
             let plan = EpochPlan(exampleCount: data.count, batchSize: batchSize, epoch: epoch,
-                                 shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.shortLastBatch)
+                                 shuffle: parameters.shuffle, seed: parameters.seed, shortLastBatch: config.data.shortLastBatch)
             // A resumed run skips the mini-batches its checkpoint had completed.
             let first = min(position.miniBatch, plan.batches.count)
             let prefetcher = makePrefetcher(batches: Array(plan.batches[first...]), epoch: epoch)
@@ -188,7 +188,7 @@ final class TrainingSession {
                 m.device = devices.description
                 lastMetrics = m
                 try task.emit(.miniBatchEnd, metrics: m)
-                if let every = config.checkpointEveryMiniBatches, every > 0, position.steps % every == 0 {
+                if let every = config.checkpoints.everyMiniBatches, every > 0, position.steps % every == 0 {
                     try writeCheckpoint()
                 }
             }
@@ -202,7 +202,7 @@ final class TrainingSession {
             m.seconds = seconds
             m.examplesPerSecond = Double(seen) / max(seconds, 1e-9)
             m.device = devices.description
-            if let validation = config.validationData {
+            if let validation = config.data.validationData {
                 let (loss, accuracy) = try evaluate(validation, position: "validation after epoch \(epoch + 1)")
                 m.validationLoss = loss
                 m.validationAccuracy = training.loss?.kind == .categoricalCrossEntropy ? accuracy : nil
@@ -210,7 +210,7 @@ final class TrainingSession {
             lastMetrics = m
             try task.emit(.epochEnd, metrics: m)
             position.nextEpoch()
-            if let every = config.checkpointEvery, every > 0, (epoch + 1) % every == 0 {
+            if let every = config.checkpoints.everyEpochs, every > 0, (epoch + 1) % every == 0 {
                 try writeCheckpoint()
             }
         }
@@ -229,7 +229,7 @@ final class TrainingSession {
     /// Loads the epoch's examples ahead on worker threads (decoding images while the device works);
     /// with the feature cache, only those it does not hold.
     private func makePrefetcher(batches: [[Int]], epoch: Int) -> BatchPrefetcher {
-        let augmentation = configuration.augmentation, data = task.trainingData
+        let augmentation = configuration.data.augmentation, data = task.trainingData
         let needed: (Int) -> Bool
         if let cache {
             needed = { i in
@@ -243,12 +243,12 @@ final class TrainingSession {
         // Several ranks: each prepares only its own share of every batch.
         let local = exchange.map { exchange in batches.map { exchange.distributed.share(of: $0).local } } ?? batches
         let pixels = pixelData.map { PixelLoader(provider: $0, epoch: epoch, augmentation: augmentation, pool: pixelPool) }
-        return BatchPrefetcher(batches: local, depth: configuration.prefetchDepth, needed: needed,
+        return BatchPrefetcher(batches: local, depth: configuration.data.prefetchDepth, needed: needed,
                                load: { try augmentation.example(of: data, at: $0, epoch: epoch) }, pixels: pixels)
     }
 
     private func step(indices: [Int], epoch: Int, position: String, prepared: PreparedBatch) throws -> Executor.BatchResult {
-        let augmentation = configuration.augmentation
+        let augmentation = configuration.data.augmentation
         func example(_ i: Int) throws -> TrainingExample { try prepared.example(i) }
         let parameters = { [unowned self] in self.parameters }
         // Several ranks: this rank's examples of the batch, and every rank's weight in its gradient.
@@ -332,7 +332,7 @@ final class TrainingSession {
         let cache = self.cache
         let pixels = Self.pixelSource(data, graph: graph, configuration: configuration)
             .map { PixelLoader(provider: $0, epoch: 0, augmentation: .none, pool: pixelPool) }
-        let prefetcher = BatchPrefetcher(batches: mine.map { chunks[$0] }, depth: configuration.prefetchDepth,
+        let prefetcher = BatchPrefetcher(batches: mine.map { chunks[$0] }, depth: configuration.data.prefetchDepth,
                                          needed: { i in cache.map { !$0.holds(FeatureCache.Key(set: .validation, index: i, variant: 0)) } ?? true },
                                          load: { try data.example(at: $0) }, pixels: pixels)
         defer { prefetcher.stop() }

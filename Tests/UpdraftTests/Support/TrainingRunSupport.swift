@@ -128,7 +128,7 @@ class SqueezeShapedRunTestCase: XCTestCase {
 
     func run(_ configure: (inout UpdateConfiguration) throws -> Void) throws -> TrainingRun {
         try TrainingRun.train(try model.get(), try data.get()) { config in
-            config.snapshots = .every(1)
+            config.placement.snapshots = .every(1)
             try configure(&config)
         }
     }
@@ -140,7 +140,7 @@ class SqueezeShapedRunTestCase: XCTestCase {
 func assertTrainsAlikeOnEveryBackend(_ model: CoreMLModel, _ data: BatchProvider, steps: Int, firstLayer: String,
                                      through what: String, file: StaticString = #filePath, line: UInt = #line) throws {
     func run(_ backend: Backend) throws -> (losses: [Double], weights: [Float]) {
-        let run = try TrainingRun.train(model, data) { $0.backends = (backend, backend) }
+        let run = try TrainingRun.train(model, data) { $0.placement.backends = (backend, backend) }
         XCTAssertEqual(run.state, .completed, "\(backend.name): \(run.error.map { "\($0)" } ?? "")", file: file, line: line)
         return (run.losses, try XCTUnwrap(run.weights[firstLayer], file: file, line: line).weights)
     }

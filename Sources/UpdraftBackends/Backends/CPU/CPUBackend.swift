@@ -60,9 +60,12 @@ public final class CPUBackend: Backend {
     /// oneDNN's pooling and inner-product primitives per shape and pass.
     let oneDNNOpPrimitives: OneDNNCache<OneDNNOpKey, OneDNNOp>
 
-    /// - Parameter threads: worker threads (default: `UPDRAFT_CPU_THREADS`, else the cores the process may use).
-    public init(threads: Int? = nil) {
-        threadCount = max(1, threads ?? HostInfo.defaultCPUThreads)
+    /// - Parameters:
+    ///   - threads: worker threads (default: the environment's `cpuThreads`: `UPDRAFT_CPU_THREADS`, else
+    ///     the cores the process may use).
+    ///   - environment: the run's `UPDRAFT_*` settings (threads, `winograd`, `oneDNN`, layouts); the process's by default.
+    public init(threads: Int? = nil, environment: UpdraftEnvironment = .process) {
+        threadCount = max(1, threads ?? environment.cpuThreads)
         workspaces = (0..<threadCount).map { _ in CPUWorkspace() }
         oneDNNPrimitives = OneDNNCache(threads: threadCount) { key in
             var why = ""
@@ -74,20 +77,18 @@ public final class CPUBackend: Backend {
             return OneDNNOp(key.shape, key.pass, why: &why)
         }
         // UPDRAFT_WINOGRAD=off keeps every 3x3 convolution on im2col (to compare, or to reproduce older runs bit for bit).
-        switch ProcessInfo.processInfo.environment["UPDRAFT_WINOGRAD"] {
-        case "off": convolutionAlgorithmOverride = .im2col
-        case "2x2": convolutionAlgorithmOverride = .winograd
-        case "4x4": convolutionAlgorithmOverride = .winograd4x4
-        default: break
+        switch environment.winograd {
+        case .off?: convolutionAlgorithmOverride = .im2col
+        case .f2x2?: convolutionAlgorithmOverride = .winograd
+        case .f4x4?: convolutionAlgorithmOverride = .winograd4x4
+        case nil: break
         }
-        // UPDRAFT_ONEDNN=on runs every convolution, pooling and inner product oneDNN implements on it; =off ignores stored tunings.
-        let environment = ProcessInfo.processInfo.environment
-        switch environment["UPDRAFT_ONEDNN"] {
-        case "on": convolutionAlgorithmOverride = .onednn; opEngineOverride = .onednn
-        case "off": break
-        default: convolutionTuning = CPUConvolutionTuning.stored(threads: threadCount, environment: environment)
+        switch environment.oneDNN {
+        case .on?: convolutionAlgorithmOverride = .onednn; opEngineOverride = .onednn
+        case .off?: break
+        case nil: convolutionTuning = CPUConvolutionTuning.stored(threads: threadCount, environment: environment.variables)
         }
-        oneDNNBlockedLayouts = environment["UPDRAFT_ONEDNN_LAYOUT"] != "plain"
+        oneDNNBlockedLayouts = environment.oneDNNBlockedLayouts
     }
 
     // MARK: Buffer access
