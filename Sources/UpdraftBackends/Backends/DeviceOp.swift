@@ -8,8 +8,9 @@ import UpdraftCore
 ///
 /// The ops are `DeviceOps`' nested types, one file per family (`DeviceOps+Convolution.swift`, …),
 /// each with the `Backend` methods that build it (`backend.convolutionForward(…)` is
-/// `backend.run(DeviceOps.ConvolutionForward(…))`). A new op is one type there with its three
-/// `run(on:)`s and its `BackendCall.Kind`; a new kind of backend adds one `run(on:)` to each op.
+/// `backend.run(DeviceOps.ConvolutionForward(…))`). A new op is one type there with its `BackendCall.Kind`
+/// and, where every backend makes the same call, one `perform(on:)` (`SharedDeviceOp`), else its three
+/// `run(on:)`s; a new kind of backend adds one `run(on:)` to `SharedDeviceOp` and to each op that has three.
 public protocol DeviceOp {
     /// What the op returns (most return nothing; the half-storage forms say whether they ran).
     associatedtype Result
@@ -49,6 +50,30 @@ public extension HalfStoredOp {
         return true
     }
 }
+
+/// An op whose implementation is the same call on every kind of backend (most are): it writes that
+/// call once, as `perform(on:)`, over what the three kinds implement under one spelling
+/// (`DeviceImplementations`: each family's protocol, next to its ops); the three `run(on:)`s follow.
+/// An op whose backends differ (a half-storage kernel only OpenCL has, preparation) writes its three.
+public protocol SharedDeviceOp: DeviceOp {
+    associatedtype Result = Void
+    /// Runs on any kind of backend, through the implementation they share.
+    func perform<B: DeviceImplementations>(on b: B) throws -> Result
+}
+
+public extension SharedDeviceOp {
+    func run(on b: CPUBackend) throws -> Result { try perform(on: b) }
+    func run(on b: OpenCLBackend) throws -> Result { try perform(on: b) }
+    func run(on b: ReferenceBackend) throws -> Result { try perform(on: b) }
+}
+
+/// What the three kinds of backend implement under one spelling, family by family.
+public typealias DeviceImplementations = ConvolutionImplementations & LayerImplementations & LossImplementations
+    & OptimizerImplementations
+
+extension CPUBackend: DeviceImplementations {}
+extension OpenCLBackend: DeviceImplementations {}
+extension ReferenceBackend: DeviceImplementations {}
 
 /// The namespace of the device ops (see `DeviceOp`).
 public enum DeviceOps {}

@@ -32,19 +32,13 @@ extension DeviceOps {
     /// y = conv(x, w) + b (+ `residual`, a tensor of y's shape: a residual add fused into the
     /// convolution), then the `epilogue` function in the same pass (any `Activation`; per-channel
     /// constants indexed by output channel).
-    public struct ConvolutionForward: DeviceOp {
+    public struct ConvolutionForward: SharedDeviceOp {
         public let g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?, output: DeviceBuffer
         public let epilogue: Activation?
         public var residual: DeviceBuffer? = nil
         public static var kind: BackendCall.Kind { .convolutionForward }
         public var detail: String { g.callDetail + (residual == nil ? "" : " + residual") }
-        public func run(on b: CPUBackend) throws {
-            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.convolutionForward(g, input: input, weights: weights, bias: bias, output: output, residual: residual, epilogue: epilogue)
         }
     }
@@ -91,89 +85,55 @@ extension DeviceOps {
     }
 
     /// dx from dy and w.
-    public struct ConvolutionBackwardData: DeviceOp {
+    public struct ConvolutionBackwardData: SharedDeviceOp {
         public let g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer, inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .convolutionBackwardData }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.convolutionBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.convolutionBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.convolutionBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
         }
     }
 
     /// dw (and db = sum of dy over N, Ho, Wo) from x and dy.
-    public struct ConvolutionBackwardWeights: DeviceOp {
+    public struct ConvolutionBackwardWeights: SharedDeviceOp {
         public let g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer, weightGradient: DeviceBuffer
         public let biasGradient: DeviceBuffer?
         public static var kind: BackendCall.Kind { .convolutionBackwardWeights }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.convolutionBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
-                                             biasGradient: biasGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.convolutionBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
-                                             biasGradient: biasGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.convolutionBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
                                              biasGradient: biasGradient)
         }
     }
 
     /// y = x . w^T + b, then the `epilogue` function (per-channel constants indexed by output channel).
-    public struct InnerProductForward: DeviceOp {
+    public struct InnerProductForward: SharedDeviceOp {
         public let g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?
         public let output: DeviceBuffer, epilogue: Activation?
         public static var kind: BackendCall.Kind { .innerProductForward }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.innerProductForward(g, input: input, weights: weights, bias: bias, output: output, epilogue: epilogue)
         }
     }
 
     /// dx = dy . w.
-    public struct InnerProductBackwardData: DeviceOp {
+    public struct InnerProductBackwardData: SharedDeviceOp {
         public let g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer, inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .innerProductBackwardData }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.innerProductBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.innerProductBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.innerProductBackwardData(g, outputGradient: outputGradient, weights: weights, inputGradient: inputGradient)
         }
     }
 
     /// dw = dy^T . x (and db = sum of dy over N).
-    public struct InnerProductBackwardWeights: DeviceOp {
+    public struct InnerProductBackwardWeights: SharedDeviceOp {
         public let g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer, weightGradient: DeviceBuffer
         public let biasGradient: DeviceBuffer?
         public static var kind: BackendCall.Kind { .innerProductBackwardWeights }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
-                                              biasGradient: biasGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
-                                              biasGradient: biasGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.innerProductBackwardWeights(g, input: input, outputGradient: outputGradient, weightGradient: weightGradient,
                                               biasGradient: biasGradient)
         }
@@ -226,4 +186,21 @@ public extension Backend {
         try run(DeviceOps.InnerProductBackwardWeights(g: g, input: input, outputGradient: outputGradient,
                                                       weightGradient: weightGradient, biasGradient: biasGradient))
     }
+}
+
+/// The convolution and inner-product implementations every kind of backend spells the same way, so
+/// that each op of the family writes its call once (`SharedDeviceOp.perform`).
+public protocol ConvolutionImplementations: AnyObject {
+    func convolutionForward(_ g: ConvGeometry, input: DeviceBuffer, weights: DeviceBuffer, bias: DeviceBuffer?,
+                            output: DeviceBuffer, residual: DeviceBuffer?, epilogue: Activation?) throws
+    func convolutionBackwardData(_ g: ConvGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
+                                 inputGradient: DeviceBuffer) throws
+    func convolutionBackwardWeights(_ g: ConvGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                                    weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
+    func innerProductForward(_ g: InnerProductGeometry, input: DeviceBuffer, weights: DeviceBuffer,
+                             bias: DeviceBuffer?, output: DeviceBuffer, epilogue: Activation?) throws
+    func innerProductBackwardData(_ g: InnerProductGeometry, outputGradient: DeviceBuffer, weights: DeviceBuffer,
+                                  inputGradient: DeviceBuffer) throws
+    func innerProductBackwardWeights(_ g: InnerProductGeometry, input: DeviceBuffer, outputGradient: DeviceBuffer,
+                                     weightGradient: DeviceBuffer, biasGradient: DeviceBuffer?) throws
 }

@@ -22,40 +22,30 @@ extension PoolGeometry {
 
 extension DeviceOps {
     /// y = f(x) over x, y [N, C, S] (`g.count` elements; per-channel constants by channel).
-    public struct ActivationForward: DeviceOp {
+    public struct ActivationForward: SharedDeviceOp {
         public let a: Activation, g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer
         public static var kind: BackendCall.Kind { .activationForward }
         public var detail: String { "\(a)" }
-        public func run(on b: CPUBackend) throws { try b.activationForward(a, g, input: input, output: output) }
-        public func run(on b: OpenCLBackend) throws { try b.activationForward(a, g, input: input, output: output) }
-        public func run(on b: ReferenceBackend) throws { try b.activationForward(a, g, input: input, output: output) }
+        public func perform<B: DeviceImplementations>(on b: B) throws { try b.activationForward(a, g, input: input, output: output) }
     }
 
     /// dx = dy * f'(·), reading y (and not x) when `a.backwardReadsOutput`, else x.
-    public struct ActivationBackward: DeviceOp {
+    public struct ActivationBackward: SharedDeviceOp {
         public let a: Activation, g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer
         public let outputGradient: DeviceBuffer, inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .activationBackward }
         public var detail: String { "\(a)" }
-        public func run(on b: CPUBackend) throws {
-            try b.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.activationBackward(a, g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
         }
     }
 
     /// Pooling — x [N, C, H, W], y [N, C, Ho, Wo].
-    public struct PoolingForward: DeviceOp {
+    public struct PoolingForward: SharedDeviceOp {
         public let g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer
         public static var kind: BackendCall.Kind { .poolingForward }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws { try b.poolingForward(g, input: input, output: output) }
-        public func run(on b: OpenCLBackend) throws { try b.poolingForward(g, input: input, output: output) }
-        public func run(on b: ReferenceBackend) throws { try b.poolingForward(g, input: input, output: output) }
+        public func perform<B: DeviceImplementations>(on b: B) throws { try b.poolingForward(g, input: input, output: output) }
     }
 
     /// `PoolingForward` with half input and/or output, like `ConvolutionHalfForward`: false, having done
@@ -71,48 +61,30 @@ extension DeviceOps {
     }
 
     /// dx of pooling from x, y and dy.
-    public struct PoolingBackward: DeviceOp {
+    public struct PoolingBackward: SharedDeviceOp {
         public let g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer, outputGradient: DeviceBuffer
         public let inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .poolingBackward }
         public var detail: String { g.callDetail }
-        public func run(on b: CPUBackend) throws {
-            try b.poolingBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.poolingBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.poolingBackward(g, input: input, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
         }
     }
 
     /// Concat along channels — input i is [N, channels[i], S], output [N, sum(channels), S], S = H*W.
-    public struct ConcatForward: DeviceOp {
+    public struct ConcatForward: SharedDeviceOp {
         public let inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer
         public static var kind: BackendCall.Kind { .concatForward }
-        public func run(on b: CPUBackend) throws {
-            try b.concatForward(inputs, channels: channels, batch: batch, spatial: spatial, output: output)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.concatForward(inputs, channels: channels, batch: batch, spatial: spatial, output: output)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.concatForward(inputs, channels: channels, batch: batch, spatial: spatial, output: output)
         }
     }
 
     /// Splits dy back into the inputs' gradients.
-    public struct ConcatBackward: DeviceOp {
+    public struct ConcatBackward: SharedDeviceOp {
         public let outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int, inputGradients: [DeviceBuffer]
         public static var kind: BackendCall.Kind { .concatBackward }
-        public func run(on b: CPUBackend) throws {
-            try b.concatBackward(outputGradient, channels: channels, batch: batch, spatial: spatial, inputGradients: inputGradients)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.concatBackward(outputGradient, channels: channels, batch: batch, spatial: spatial, inputGradients: inputGradients)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.concatBackward(outputGradient, channels: channels, batch: batch, spatial: spatial, inputGradients: inputGradients)
         }
     }
@@ -120,39 +92,25 @@ extension DeviceOps {
     /// The strided copy (Ops/Layout.swift): the box `g.dims` from its view of `source` into its view of
     /// `destination`, the rest of `destination` untouched. The layout ops that move values (transpose,
     /// concatND, …) run as these (`layoutForward` / `layoutBackward`, Backend+Layout.swift).
-    public struct StridedCopyOp: DeviceOp {
+    public struct StridedCopyOp: SharedDeviceOp {
         public let g: StridedCopy, source: DeviceBuffer, destination: DeviceBuffer
         public static var kind: BackendCall.Kind { .stridedCopy }
         public var detail: String { "\(g.dims)" }
-        public func run(on b: CPUBackend) throws { try b.stridedCopy(g, from: source, to: destination) }
-        public func run(on b: OpenCLBackend) throws { try b.stridedCopy(g, from: source, to: destination) }
-        public func run(on b: ReferenceBackend) throws { try b.stridedCopy(g, from: source, to: destination) }
+        public func perform<B: DeviceImplementations>(on b: B) throws { try b.stridedCopy(g, from: source, to: destination) }
     }
 
     /// y[n, c, s] = scale[c] * x[n, c, s] + shift[c]: batchnorm with frozen statistics.
-    public struct ChannelAffine: DeviceOp {
+    public struct ChannelAffine: SharedDeviceOp {
         public let shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer, output: DeviceBuffer
         public static var kind: BackendCall.Kind { .channelAffine }
-        public func run(on b: CPUBackend) throws { try b.channelAffine(shape, input: input, scale: scale, shift: shift, output: output) }
-        public func run(on b: OpenCLBackend) throws {
-            try b.channelAffine(shape, input: input, scale: scale, shift: shift, output: output)
-        }
-        public func run(on b: ReferenceBackend) throws {
-            try b.channelAffine(shape, input: input, scale: scale, shift: shift, output: output)
-        }
+        public func perform<B: DeviceImplementations>(on b: B) throws { try b.channelAffine(shape, input: input, scale: scale, shift: shift, output: output) }
     }
 
     /// dx[n, c, s] = scale[c] * dy[n, c, s].
-    public struct ChannelAffineBackward: DeviceOp {
+    public struct ChannelAffineBackward: SharedDeviceOp {
         public let shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer, inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .channelAffineBackward }
-        public func run(on b: CPUBackend) throws {
-            try b.channelAffineBackward(shape, outputGradient: outputGradient, scale: scale, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.channelAffineBackward(shape, outputGradient: outputGradient, scale: scale, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.channelAffineBackward(shape, outputGradient: outputGradient, scale: scale, inputGradient: inputGradient)
         }
     }
@@ -212,4 +170,21 @@ public extension Backend {
     func elementwise(_ op: ElementwiseOp, _ a: DeviceBuffer, _ b: DeviceBuffer, output: DeviceBuffer, count: Int) throws {
         try run(DeviceOps.Elementwise(op: op, a: a, b: b, output: output, count: count))
     }
+}
+
+/// The layer ops' implementations every kind of backend spells the same way (`SharedDeviceOp.perform`).
+public protocol LayerImplementations: AnyObject {
+    func activationForward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    func activationBackward(_ a: Activation, _ g: ActivationGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                            outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
+    func poolingForward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    func poolingBackward(_ g: PoolGeometry, input: DeviceBuffer, output: DeviceBuffer,
+                         outputGradient: DeviceBuffer, inputGradient: DeviceBuffer) throws
+    func concatForward(_ inputs: [DeviceBuffer], channels: [Int], batch: Int, spatial: Int, output: DeviceBuffer) throws
+    func concatBackward(_ outputGradient: DeviceBuffer, channels: [Int], batch: Int, spatial: Int,
+                        inputGradients: [DeviceBuffer]) throws
+    func stridedCopy(_ g: StridedCopy, from source: DeviceBuffer, to destination: DeviceBuffer) throws
+    func channelAffine(_ shape: Shape, input: DeviceBuffer, scale: DeviceBuffer, shift: DeviceBuffer, output: DeviceBuffer) throws
+    func channelAffineBackward(_ shape: Shape, outputGradient: DeviceBuffer, scale: DeviceBuffer,
+                               inputGradient: DeviceBuffer) throws
 }

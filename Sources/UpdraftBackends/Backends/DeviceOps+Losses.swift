@@ -11,25 +11,17 @@ public extension BackendCall.Kind {
 
 extension DeviceOps {
     /// y = softmax(x) over channels.
-    public struct SoftmaxForward: DeviceOp {
+    public struct SoftmaxForward: SharedDeviceOp {
         public let g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer
         public static var kind: BackendCall.Kind { .softmaxForward }
-        public func run(on b: CPUBackend) throws { try b.softmaxForward(g, input: input, output: output) }
-        public func run(on b: OpenCLBackend) throws { try b.softmaxForward(g, input: input, output: output) }
-        public func run(on b: ReferenceBackend) throws { try b.softmaxForward(g, input: input, output: output) }
+        public func perform<B: DeviceImplementations>(on b: B) throws { try b.softmaxForward(g, input: input, output: output) }
     }
 
     /// dx = y * (dy - sum_c(dy * y)).
-    public struct SoftmaxBackward: DeviceOp {
+    public struct SoftmaxBackward: SharedDeviceOp {
         public let g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer, inputGradient: DeviceBuffer
         public static var kind: BackendCall.Kind { .softmaxBackward }
-        public func run(on b: CPUBackend) throws {
-            try b.softmaxBackward(g, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.softmaxBackward(g, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.softmaxBackward(g, output: output, outputGradient: outputGradient, inputGradient: inputGradient)
         }
     }
@@ -37,32 +29,20 @@ extension DeviceOps {
     /// Fused softmax + categorical cross-entropy on logits [N, C] (g.spatial == 1) with labels [N]
     /// (class indices as floats). loss[0] = mean over n of logsumexp(z_n) - z_n[label_n];
     /// dz = (softmax(z) - onehot(label)) / N; correct[0] = number of rows whose first arg-max is the label.
-    public struct SoftmaxCrossEntropy: DeviceOp {
+    public struct SoftmaxCrossEntropy: SharedDeviceOp {
         public let g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer
         public let logitsGradient: DeviceBuffer?, correct: DeviceBuffer?
         public static var kind: BackendCall.Kind { .softmaxCrossEntropy }
-        public func run(on b: CPUBackend) throws {
-            try b.softmaxCrossEntropy(g, logits: logits, labels: labels, loss: loss, logitsGradient: logitsGradient, correct: correct)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.softmaxCrossEntropy(g, logits: logits, labels: labels, loss: loss, logitsGradient: logitsGradient, correct: correct)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.softmaxCrossEntropy(g, logits: logits, labels: labels, loss: loss, logitsGradient: logitsGradient, correct: correct)
         }
     }
 
     /// loss[0] = mean over all `count` elements of (x - t)²; dx = 2 (x - t) / count.
-    public struct MeanSquaredError: DeviceOp {
+    public struct MeanSquaredError: SharedDeviceOp {
         public let count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer, inputGradient: DeviceBuffer?
         public static var kind: BackendCall.Kind { .meanSquaredError }
-        public func run(on b: CPUBackend) throws {
-            try b.meanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.meanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.meanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient)
         }
     }
@@ -86,4 +66,15 @@ public extension Backend {
                           inputGradient: DeviceBuffer?) throws {
         try run(DeviceOps.MeanSquaredError(count: count, input: input, target: target, loss: loss, inputGradient: inputGradient))
     }
+}
+
+/// Softmax's and the losses' implementations every kind of backend spells the same way (`SharedDeviceOp.perform`).
+public protocol LossImplementations: AnyObject {
+    func softmaxForward(_ g: SoftmaxGeometry, input: DeviceBuffer, output: DeviceBuffer) throws
+    func softmaxBackward(_ g: SoftmaxGeometry, output: DeviceBuffer, outputGradient: DeviceBuffer,
+                         inputGradient: DeviceBuffer) throws
+    func softmaxCrossEntropy(_ g: SoftmaxGeometry, logits: DeviceBuffer, labels: DeviceBuffer, loss: DeviceBuffer,
+                             logitsGradient: DeviceBuffer?, correct: DeviceBuffer?) throws
+    func meanSquaredError(count: Int, input: DeviceBuffer, target: DeviceBuffer, loss: DeviceBuffer,
+                          inputGradient: DeviceBuffer?) throws
 }

@@ -42,50 +42,32 @@ public struct ElementwiseUpdate: Sendable {
 
 extension DeviceOps {
     /// SGD with momentum, one fused pass over a parameter tensor (`SGDHyperparameters`).
-    public struct SGDStep: DeviceOp {
+    public struct SGDStep: SharedDeviceOp {
         public let h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer, velocity: DeviceBuffer, count: Int
         public static var kind: BackendCall.Kind { .sgdStep }
-        public func run(on b: CPUBackend) throws {
-            try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.sgdStep(h, parameter: parameter, gradient: gradient, velocity: velocity, count: count)
         }
     }
 
     /// Adam, one fused pass; `step` counts from 1 (bias correction uses beta^step).
-    public struct AdamStep: DeviceOp {
+    public struct AdamStep: SharedDeviceOp {
         public let h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer
         public let m: DeviceBuffer, v: DeviceBuffer, count: Int
         public static var kind: BackendCall.Kind { .adamStep }
-        public func run(on b: CPUBackend) throws {
-            try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.adamStep(h, step: step, parameter: parameter, gradient: gradient, m: m, v: v, count: count)
         }
     }
 
     /// An optimizer's `ElementwiseUpdate` over one parameter tensor of `count` values, its state
     /// buffers in `update.state`'s order and its scalars in `update.scalars`' order.
-    public struct ElementwiseStep: DeviceOp {
+    public struct ElementwiseStep: SharedDeviceOp {
         public let update: ElementwiseUpdate, parameter: DeviceBuffer, gradient: DeviceBuffer, state: [DeviceBuffer]
         public let scalars: [Double], count: Int
         public static var kind: BackendCall.Kind { .elementwiseStep }
         public var detail: String { update.name }
-        public func run(on b: CPUBackend) throws {
-            try b.elementwiseStep(update, parameter: parameter, gradient: gradient, state: state, scalars: scalars, count: count)
-        }
-        public func run(on b: OpenCLBackend) throws {
-            try b.elementwiseStep(update, parameter: parameter, gradient: gradient, state: state, scalars: scalars, count: count)
-        }
-        public func run(on b: ReferenceBackend) throws {
+        public func perform<B: DeviceImplementations>(on b: B) throws {
             try b.elementwiseStep(update, parameter: parameter, gradient: gradient, state: state, scalars: scalars, count: count)
         }
     }
@@ -110,4 +92,14 @@ public extension Backend {
         try run(DeviceOps.ElementwiseStep(update: update, parameter: parameter, gradient: gradient, state: state, scalars: scalars,
                                           count: count))
     }
+}
+
+/// The optimizer steps' implementations every kind of backend spells the same way (`SharedDeviceOp.perform`).
+public protocol OptimizerImplementations: AnyObject {
+    func sgdStep(_ h: SGDHyperparameters, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                 velocity: DeviceBuffer, count: Int) throws
+    func adamStep(_ h: AdamHyperparameters, step: Int, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                  m: DeviceBuffer, v: DeviceBuffer, count: Int) throws
+    func elementwiseStep(_ update: ElementwiseUpdate, parameter: DeviceBuffer, gradient: DeviceBuffer,
+                         state: [DeviceBuffer], scalars: [Double], count: Int) throws
 }
