@@ -36,10 +36,8 @@ public struct CPUConvolutionTuner {
     /// chunks' batch, so that is the batch measured for it.
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
                                 cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
-        var seen = Set<String>()
-        return try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes).filter { p in
-            guard let g = try p.convolutionGeometry() else { return false }
-            return seen.insert(CPUConvolutionTuning.shapeKey(g) + p.passName).inserted
+        try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes) { p in
+            try p.convolutionGeometry().map { CPUConvolutionTuning.shapeKey($0) + p.passName }
         }
     }
 

@@ -34,10 +34,8 @@ public struct CPUOpTuner {
     /// `PrefixChunking`).
     public static func problems(forTraining graph: NetworkGraph, batch: Int,
                                 cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
-        var seen = Set<String>()
-        return try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes).filter { p in
-            guard let (shape, pass) = try opShape(p) else { return false }
-            return seen.insert(shape.key + " " + pass.rawValue).inserted
+        try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes) { p in
+            try opShape(p).map { shape, pass in shape.key + " " + pass.rawValue }
         }
     }
 

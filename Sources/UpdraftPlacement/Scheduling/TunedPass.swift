@@ -57,6 +57,16 @@ public struct TunedPass: Sendable, CustomStringConvertible {
     /// "layer pass (op case)".
     public var description: String { "\(layer) \(passName) (\(op))" }
 
+    /// `forTraining`'s passes that `key` names (nil: not one this tuner times), the first of each key.
+    public static func forTraining(_ graph: NetworkGraph, batch: Int, cacheBytes: Int = PrefixChunking.cacheBudgetBytes,
+                                   distinctBy key: (TunedPass) throws -> String?) throws -> [TunedPass] {
+        var seen = Set<String>()
+        return try forTraining(graph, batch: batch, cacheBytes: cacheBytes).filter { p in
+            guard let k = try key(p) else { return false }
+            return seen.insert(k).inserted
+        }
+    }
+
     /// The convolution, inner-product and pooling passes that training `graph` at `batch` runs
     /// (`PassPlan.forTuning`, its prefix chunked with a cache budget of `cacheBytes`): forward at each
     /// batch the forward pass runs at, then the weight gradient, then the input gradient, in step

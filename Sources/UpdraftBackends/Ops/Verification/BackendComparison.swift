@@ -100,4 +100,22 @@ func asFloat(_ values: [Double]) -> [Float] { values.map(Float.init) }
 
 extension ComparisonSession {
     mutating func compare() throws { try opCase.subject.compare(in: &self) }
+
+    /// A one-input op's forward ("y") and input gradient ("dx"), each against the reference: x drawn in
+    /// `range`, then dy; the backend's backward is fed the reference's y rounded to float32, the
+    /// reference's backward is given (x, the reference's y, dy).
+    mutating func compareOneInput(inputCount: Int, outputCount: Int, range: ClosedRange<Float> = -1...1,
+                                  forward: (_ x: DeviceBuffer, _ y: DeviceBuffer) throws -> Void,
+                                  reference: (_ x: [Double]) throws -> [Double],
+                                  backward: (_ x: DeviceBuffer, _ y: DeviceBuffer, _ dy: DeviceBuffer, _ dx: DeviceBuffer) throws -> Void,
+                                  referenceBackward: (_ x: [Double], _ y: [Double], _ dy: [Double]) throws -> [Double]) throws {
+        let x = values(inputCount, range), dy = values(outputCount)
+        let xb = try upload(x), y = try output(outputCount)
+        try forward(xb, y)
+        let yRef = try reference(asDouble(x))
+        try record("y", y, yRef)
+        let dx = try output(inputCount)
+        try backward(xb, try upload(asFloat(yRef)), try upload(dy), dx)
+        try record("dx", dx, referenceBackward(asDouble(x), yRef, asDouble(dy)))
+    }
 }

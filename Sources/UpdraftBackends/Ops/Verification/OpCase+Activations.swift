@@ -27,18 +27,15 @@ public struct ActivationCase: VerifiedOp {
     }
 
     public func compare(in s: inout ComparisonSession) throws {
-        let a = activation, g = geometry, r = a.verificationRange(wide: true)
-        let count = g.count, x = s.values(count, Float(r.lowerBound)...Float(r.upperBound)), dy = s.values(count)
-        let xb = try s.upload(x), y = try s.output(count)
-        try s.backend.activationForward(a, g, input: xb, output: y)
-        let yRef = try Reference.activationForward(a, g, input: asDouble(x))
-        try s.record("y", y, yRef)
-
-        let dx = try s.output(count)
-        try s.backend.activationBackward(a, g, input: xb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
-                                         inputGradient: dx)
-        try s.record("dx", dx, Reference.activationBackward(a, g, input: asDouble(x), output: asDouble(asFloat(yRef)),
-                                                            outputGradient: asDouble(dy)))
+        let a = activation, g = geometry, r = a.verificationRange(wide: true), backend = s.backend
+        try s.compareOneInput(inputCount: g.count, outputCount: g.count, range: Float(r.lowerBound)...Float(r.upperBound),
+                              forward: { try backend.activationForward(a, g, input: $0, output: $1) },
+                              reference: { try Reference.activationForward(a, g, input: $0) },
+                              backward: { try backend.activationBackward(a, g, input: $0, output: $1, outputGradient: $2,
+                                                                         inputGradient: $3) },
+                              referenceBackward: { x, y, dy in  // as the backend sees y: rounded to float32
+                                  try Reference.activationBackward(a, g, input: x, output: asDouble(asFloat(y)), outputGradient: dy)
+                              })
     }
 }
 

@@ -34,17 +34,12 @@ public struct PoolingCase: VerifiedOp {
     }
 
     public func compare(in s: inout ComparisonSession) throws {
-        let g = try spec.geometry(input: input)
-        let x = s.values(g.inputShape.count), dy = s.values(g.outputShape.count)
-        let xb = try s.upload(x), y = try s.output(g.outputShape.count)
-        try s.backend.poolingForward(g, input: xb, output: y)
-        let yRef = try Reference.poolingForward(g, input: asDouble(x))
-        try s.record("y", y, yRef)
-
-        let dx = try s.output(g.inputShape.count)
-        try s.backend.poolingBackward(g, input: xb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
-                                      inputGradient: dx)
-        try s.record("dx", dx, Reference.poolingBackward(g, input: asDouble(x), outputGradient: asDouble(dy)))
+        let g = try spec.geometry(input: input), backend = s.backend
+        try s.compareOneInput(inputCount: g.inputShape.count, outputCount: g.outputShape.count,
+                              forward: { try backend.poolingForward(g, input: $0, output: $1) },
+                              reference: { try Reference.poolingForward(g, input: $0) },
+                              backward: { try backend.poolingBackward(g, input: $0, output: $1, outputGradient: $2, inputGradient: $3) },
+                              referenceBackward: { x, _, dy in try Reference.poolingBackward(g, input: x, outputGradient: dy) })
     }
 }
 

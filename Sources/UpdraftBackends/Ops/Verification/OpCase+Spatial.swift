@@ -106,17 +106,12 @@ public struct SpatialCase: VerifiedOp {
     }
 
     public func compare(in s: inout ComparisonSession) throws {
-        let g = try op.geometry(input: input)
-        let x = s.values(g.inputShape.count), dy = s.values(g.outputShape.count)
-        let xb = try s.upload(x), y = try s.output(g.outputShape.count)
-        try s.backend.spatialForward(g, input: xb, output: y)
-        let yRef = try Reference.spatialForward(g, input: asDouble(x))
-        try s.record("y", y, yRef)
-
-        let dx = try s.output(g.inputShape.count)
-        try s.backend.spatialBackward(g, input: xb, output: try s.upload(asFloat(yRef)), outputGradient: try s.upload(dy),
-                                      inputGradient: dx)
-        try s.record("dx", dx, Reference.spatialBackward(g, input: asDouble(x), output: yRef, outputGradient: asDouble(dy)))
+        let g = try op.geometry(input: input), backend = s.backend
+        try s.compareOneInput(inputCount: g.inputShape.count, outputCount: g.outputShape.count,
+                              forward: { try backend.spatialForward(g, input: $0, output: $1) },
+                              reference: { try Reference.spatialForward(g, input: $0) },
+                              backward: { try backend.spatialBackward(g, input: $0, output: $1, outputGradient: $2, inputGradient: $3) },
+                              referenceBackward: { try Reference.spatialBackward(g, input: $0, output: $1, outputGradient: $2) })
     }
 }
 
