@@ -244,6 +244,10 @@ final class DevicePreparationTests: XCTestCase {
         let fallback = try XCTUnwrap(fallbackBackends(nil, running: [device], environment: env).first as? CPUBackend)
         XCTAssertEqual(fallback.threadCount, 3)
         XCTAssertEqual(fallback.convolutionAlgorithmOverride, .winograd4x4)
+        // Prediction's fallback too (`InferenceRunner`, as `ModelPredictor` makes it with the run's environment).
+        let runner = try InferenceRunner(graph: try NetworkGraph(model: try SqueezeShaped.model()), prefix: device, tail: device,
+                                         environment: env, warn: { XCTFail($0) })
+        XCTAssertEqual((runner.fallbacks.first as? CPUBackend)?.threadCount, 3)
     }
 
     /// On OpenCL, preparation builds the programs a step launches (issue 35: never inside epoch 1):

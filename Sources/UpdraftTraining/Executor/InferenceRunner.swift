@@ -22,11 +22,12 @@ public final class InferenceRunner {
 
     /// - Parameters:
     ///   - fallbacks: nil: the host CPU backend, unless `prefix` and `tail` are host backends already.
+    ///   - environment: the run's `UPDRAFT_*` settings, which that host backend is made with.
     public init(graph: NetworkGraph, prefix: Backend, tail: Backend, fallbacks: [Backend]? = nil,
-                warn: @escaping (String) -> Void) throws {
+                environment: UpdraftEnvironment = .process, warn: @escaping (String) -> Void) throws {
         self.graph = graph
         self.warn = warn
-        var left = fallbackBackends(fallbacks, running: [prefix, tail])
+        var left = fallbackBackends(fallbacks, running: [prefix, tail], environment: environment)
         let training = TrainingGraph.inference(graph: graph)
         do {
             executor = try Executor(training: training, optimizer: .sgd, prefixBackend: prefix, tailBackend: tail)

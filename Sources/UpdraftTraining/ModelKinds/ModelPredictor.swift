@@ -69,7 +69,8 @@ final class NeuralNetworkPredictor: ModelPredictor {
         config.placement.dataParallelMode = .off
         let schedule = try Scheduler.schedule(graph: graph, batchSize: batchSize, configuration: config, environment: environment)
         schedule.warnings.forEach(warn)
-        runner = try InferenceRunner(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail, warn: warn)
+        runner = try InferenceRunner(graph: graph, prefix: schedule.backends.prefix, tail: schedule.backends.tail,
+                                     environment: configuration.environment, warn: warn)
         classLabels = graph.classLabels?.asStrings
         preparesDevice = configuration.environment.preparesDevices
     }
