@@ -16,10 +16,18 @@ public extension BackendCall.Kind {
 
 /// The op families whose device code does not depend on the shape: one OpenCL program each
 /// (Kernels/<rawValue>.cl built with the backend's fixed defines), nothing to make on the CPU. A layer
-/// kind names the families its passes launch (`Backend.prepareKernels`).
-public enum KernelFamily: String, CaseIterable, Sendable {
-    case activation, elementwise, pooling, softmax, concat, layout, optimizers, pixels, normalization, padding,
-         resampling = "resample", broadcast, gemmReduce = "gemm_reduce"
+/// kind names the families its passes launch (`Backend.prepareKernels`). Open: a new op family declares
+/// its own (`static let` in an extension, next to its ops), named for its `.cl` file.
+public struct KernelFamily: Hashable, Sendable {
+    /// The program's file in Kernels/, without ".cl".
+    public let rawValue: String
+    public init(_ file: String) { rawValue = file }
+
+    public static let activation = Self("activation"), elementwise = Self("elementwise"), pooling = Self("pooling")
+    public static let softmax = Self("softmax"), concat = Self("concat"), layout = Self("layout")
+    public static let optimizers = Self("optimizers"), pixels = Self("pixels"), normalization = Self("normalization")
+    public static let padding = Self("padding"), resampling = Self("resample"), broadcast = Self("broadcast")
+    public static let gemmReduce = Self("gemm_reduce")
 }
 
 /// Which passes of a layer a preparation makes ready: forward, and for a trained tail layer the

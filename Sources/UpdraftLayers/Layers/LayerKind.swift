@@ -90,8 +90,26 @@ extension LayerOp {
         case .spatial, .instanceNormalization: return SpatialLayer.self
         case .broadcast, .constant, .reduce: return BroadcastLayer.self
         case .layout: return LayoutLayer.self
+        case let .family(f): return (type(of: f.base) as? any FamilyLayerKind.Type)?.kind ?? UnregisteredFamilyLayer.self
         }
     }
+}
+
+/// An open family's op names its kind by conforming (next to the kind: `LayerNormalizationLayer.swift`).
+package protocol FamilyLayerKind: LayerFamilyOp {
+    static var kind: any LayerKind.Type { get }
+}
+
+/// The kind of a family op that names none: every pass says so, by the op's name.
+enum UnregisteredFamilyLayer: LayerKind {
+    static func refuse(_ layer: GraphLayer) -> UpdraftError {
+        UpdraftError(.unsupported, "layer '\(layer.name)' (\(layer.op.name)): its op family has no layer kind",
+                     hint: "conform the family's op to FamilyLayerKind next to its LayerKind (Sources/UpdraftLayers/Layers)")
+    }
+    static func forward(_ c: ForwardCall) throws { throw refuse(c.layer) }
+    static func backward(_ c: BackwardCall) throws { throw refuse(c.layer) }
+    static func work(_ layer: GraphLayer, batch: Int, optimizer: OptimizerKind,
+                     backwardData: Bool, backwardWeights: Bool) throws -> LayerWork { throw refuse(layer) }
 }
 
 /// A layer's parameters on its device: weights and bias (convolution, inner product, constant), or

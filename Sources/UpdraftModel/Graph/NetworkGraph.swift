@@ -45,6 +45,8 @@ public enum LayerOp: Hashable, Sendable {
     case reduce(ReductionSpec)
     /// Layout ops: shape re-labelling (aliases), transpose, softmaxND, concatND (Ops/Layout.swift).
     case layout(LayoutOp)
+    /// An open family's op (LayerFamily.swift): layer normalization, … Its kind is the family's.
+    case family(FamilyOp)
 
     /// Short label for logs and error messages, e.g. "convolution", "activation(relu)", "pooling(global max)".
     public var name: String {
@@ -65,6 +67,7 @@ public enum LayerOp: Hashable, Sendable {
         case .constant: return "constant"
         case let .reduce(r): return "reduce(\(r.mode.isMean ? "mean" : r.mode.kind.rawValue))"
         case let .layout(l): return l.name
+        case let .family(f): return f.base.name
         }
     }
 

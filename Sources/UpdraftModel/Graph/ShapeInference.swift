@@ -102,10 +102,10 @@ enum ShapeInference {
         case let .unsupported(field, name):
             throw UpdraftError(.unsupported,
                 "layer '\(layer.name)' is a \(name) layer (NeuralNetworkLayer field \(field)), which Updraft cannot run",
-                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, the ND reduce layers (\(ReduceMode.allCases.map(\.rawValue).joined(separator: "/"))) and the layout layers")
+                hint: "Updraft runs convolution, innerProduct, pooling, activation, clip, unary, concat, softmax, flatten, batchnorm, add, multiply, padding, \(ResampleLayerParams.typeNames), lrn, l2normalize, the *Broadcastable arithmetic, loadConstant(ND), reduce, the ND reduce layers (\(ReduceMode.allCases.map(\.rawValue).joined(separator: "/"))), the layout layers and \(LayerParams.familyTypeNames.joined(separator: ", "))")
 
         case .convolution, .innerProduct, .pooling, .activation, .unary, .batchnorm, .resampling, .layout, .padding, .lrn,
-             .loadConstant, .reduce, .reduceND:
+             .loadConstant, .reduce, .reduceND, .family:
             throw fail("has a shape rule of its own (LayerParams.shapeRule)")  // not reached: `layer` asks it first
         }
         return InferredLayer(op: op, output: output, weights: weights, outputLogical: outputLogical)

@@ -78,6 +78,7 @@ extension Array where Element == OpCase {
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01), count: 5, steps: 4)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01, weightDecay: 0.1), count: 5, steps: 1)),
         ] + [OpCase].spatialGradientCheck + [OpCase].broadcastGradientCheck + OpCase.layoutGradientCheck
+            + [OpCase].layerNormalizationGradientCheck
     }
 
     /// The first `.gradientCheck` case of every op: a fast smoke test.
@@ -111,7 +112,7 @@ extension Array where Element == OpCase {
             OpCase(.elementwise(.multiply, count: 7)),
             OpCase(.sgd(SGDHyperparameters(learningRate: 0.01, momentum: 0.9, weightDecay: 1e-3), count: 33, steps: 3)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01), count: 33, steps: 3)),
-        ] + [OpCase].spatialQuick + [OpCase].broadcastQuick + OpCase.layoutQuick
+        ] + [OpCase].spatialQuick + [OpCase].broadcastQuick + OpCase.layoutQuick + [OpCase].layerNormalizationQuick
     }
 
     /// Awkward sizes for every op: what a fast path must get right before it is timed.
@@ -196,7 +197,7 @@ extension Array where Element == OpCase {
             OpCase(.sgd(SGDHyperparameters(learningRate: 0.1), count: 65 * 63, steps: 2)),
             OpCase(.adam(AdamHyperparameters(learningRate: 1e-3), count: 65, steps: 3)),
             OpCase(.adam(AdamHyperparameters(learningRate: 0.01, weightDecay: 0.01), count: 1, steps: 5)),
-        ] + [OpCase].spatialFull + [OpCase].broadcastFull + OpCase.layoutFull
+        ] + [OpCase].spatialFull + [OpCase].broadcastFull + OpCase.layoutFull + [OpCase].layerNormalizationFull
     }
 
     /// The first case of every op, in list order.

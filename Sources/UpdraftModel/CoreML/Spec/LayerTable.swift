@@ -47,8 +47,16 @@ extension LayerParams {
         for type in LayoutLayerParams.layerTypes {
             table[type] = { .layout(try LayoutLayerParams(reading: $0, type: type)) }
         }
+        for family in families {
+            for type in family.layerTypes { table[type] = { .family(FamilyLayerParams(try family.init(reading: $0, type: type))) } }
+        }
         return table
     }()
+
+    /// The open families' parameter types (LayerFamily.swift), one row each: all a family adds here.
+    static let families: [any LayerFamilyCodec.Type] = [
+        LayerNormalizationLayerParams.self,
+    ]
 
     /// The NeuralNetworkLayer type these parameters are written as; nil only for `.unsupported` with a
     /// field number NeuralNetwork.proto does not define.
@@ -76,6 +84,7 @@ extension LayerParams {
         case .reduce: return .reduce
         case let .reduceND(r): return r.kind.layerType
         case let .layout(l): return l.layerType
+        case let .family(f): return f.base.layerType
         case let .unsupported(field, _): return NeuralNetworkLayerType(rawValue: field)
         }
     }
@@ -123,6 +132,7 @@ extension LayerParams {
         case let .loadConstant(c): return c
         case let .reduce(r): return r
         case let .reduceND(r): return r
+        case let .family(f): return f.codec
         default: return nil
         }
     }
@@ -152,6 +162,7 @@ extension LayerParams {
         case let .reduce(r): r.encoded(into: &w)
         case let .reduceND(r): r.encoded(into: &w)
         case let .layout(l): return l.encoded()
+        case let .family(f): f.codec.encoded(into: &w)
         }
         return w.message
     }

@@ -97,6 +97,9 @@ public enum LayerParams: Hashable, Sendable {
     case reduceND(ReduceNDLayerParams)
     /// Reshape, squeeze, transpose, softmaxND, concatND, ... (Layers+Layout.swift).
     case layout(LayoutLayerParams)
+    /// A layer type added as an open family (LayerFamily.swift; `LayerParams.families` lists them):
+    /// layerNormalization (Layers+LayerNormalization.swift).
+    case family(FamilyLayerParams)
     /// Any other layer type: its NeuralNetworkLayer field number and name.
     case unsupported(field: Int, name: String)
 }
@@ -133,6 +136,7 @@ public struct LayerSpec: Hashable, Sendable {
         switch params {
         case let .batchnorm(b):
             return b.gamma.values.count + b.beta.values.count + b.mean.values.count + b.variance.values.count
+        case let .family(f): return f.base.parameterCount
         default: return 0
         }
     }
