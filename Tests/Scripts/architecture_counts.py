@@ -189,6 +189,19 @@ def target_folders(tree, name):
     path = tree.package.targets[name]['path']
     return sorted({os.path.dirname(f) for f in target_swift(tree, name) if os.path.dirname(f) != path})
 
+def family_rows(tree):
+    """The parameter types `LayerParams.families` lists (LayerTable.swift), one per open layer family."""
+    table = strip(tree.text(tree.declaring(r'static\s+let\s+families\b')))
+    m = re.search(r'static\s+let\s+families\s*:[^=]*=\s*\[([^\]]*)\]', table)
+    if not m:
+        raise LookupError('no `static let families = [...]` array')
+    return [e.strip()[:-len('.self')] for e in m.group(1).split(',') if e.strip().endswith('.self')]
+
+def layer_types_of(tree, owner):
+    """How many layer types `owner`'s `static let layerTypes` lists."""
+    file = tree.declaring(rf'\b(?:enum|struct)\s+{owner}\b')
+    return array_entries(tree.text(file), r'static\s+let\s+layerTypes\s*:\s*\[\w+\]\s*=')
+
 def typed_layer_types(tree):
     """NeuralNetworkLayer types that LayerParams.readers decodes as typed parameters: its literal
     rows, plus each `for x in …` over a list, an enum's allCases or a family's `layerTypes`."""
@@ -202,10 +215,14 @@ def typed_layer_types(tree):
         elif source.endswith('.allCases'):
             enum = source[:-len('.allCases')]
             count += enum_cases(tree.text(tree.declaring(rf'\benum\s+{enum}\b')), enum)
+        elif source.endswith('.layerTypes') and source[0].islower():
+            continue  # `for type in family.layerTypes` inside the families loop, counted there
         elif source.endswith('.layerTypes'):
             owner = source[:-len('.layerTypes')]
             file = tree.declaring(rf'\b(?:enum|struct)\s+{owner}\b')
             count += array_entries(tree.text(file), r'static\s+let\s+layerTypes\s*:\s*\[\w+\]\s*=')
+        elif source == 'families':  # the open families: each row's own layerTypes
+            count += sum(layer_types_of(tree, owner) for owner in family_rows(tree))
         else:
             raise LookupError(f'readers: cannot count `for … in {source}`')
     return count
@@ -245,6 +262,7 @@ def counts(tree):
         'coreml-activation-types': lambda: enum_cases(file_of(r'\benum\s+ActivationParamsType\b'), 'ActivationParamsType'),
         'coreml-model-types': lambda: enum_cases(file_of(r'\benum\s+CoreMLModelType\b'), 'CoreMLModelType'),
         'typed-layer-types': lambda: typed_layer_types(tree),
+        'layer-families': lambda: len(family_rows(tree)),
         'model-bodies': lambda: enum_cases(file_of(r'\benum\s+ModelBody\b'), 'ModelBody'),
         # Optimizers and model kinds
         'optimizers': lambda: len(tree.conformers('Optimizer')),

@@ -3,7 +3,8 @@
 updatable, with PyTorch's fine-tuning trajectory as golden JSON.
 
 For each architecture (SqueezeNet 1.1, MobileNetV2, MobileNetV3-small, ResNet-18, EfficientNet-B0,
-DenseNet-121, AlexNet, GoogLeNet, MNASNet, RegNet, a VGG-style CNN with batch norm, an MLP) this
+DenseNet-121, AlexNet, GoogLeNet, MNASNet, RegNet, a VGG-style CNN with batch norm, an MLP, an MLP with
+LayerNorm) this
 builds the torchvision network with random weights from a fixed seed, with its width, depth and input
 size cut down so each file stays small (the layer *types* are what matter, not the size), then:
 
@@ -196,6 +197,18 @@ def mlp():
     return net, linears[-2:]
 
 
+def layernorm_mlp():
+    """An MLP with PyTorch's LayerNorm (random gamma and beta), which the converter writes as
+    reshapeStatic, mvn, scale, reshapeStatic; the gradient of the first trained layer passes through one."""
+    net = nn.Sequential(nn.Linear(48, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 16), nn.LayerNorm(16), nn.ReLU(),
+                        nn.Linear(16, CLASSES))
+    with torch.no_grad():
+        for norm in (net[1], net[4]):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    return net, [net[3], net[6]]
+
+
 # name -> (builder, input shape, input kind, optimizer, seed)
 CASES = collections.OrderedDict([
     ("squeezenet1_1", (squeezenet, (3, 32, 32), "image", "sgd", 101)),
@@ -210,6 +223,7 @@ CASES = collections.OrderedDict([
     ("regnet", (regnet, (3, 32, 32), "tensor", "sgd", 110)),
     ("vgg_bn", (vgg_bn, (3, 32, 32), "tensor", "sgd", 111)),
     ("mlp", (mlp, (48,), "tensor", "adam", 112)),
+    ("layernorm_mlp", (layernorm_mlp, (48,), "tensor", "sgd", 113)),
 ])
 SGD = dict(lr=0.05, momentum=0.9)
 ADAM = dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8)

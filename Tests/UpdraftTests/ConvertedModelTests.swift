@@ -63,6 +63,9 @@ final class ConvertedModelTests: XCTestCase {
     func testVGGWithBatchNormOnOpenCL() throws { try check("vgg_bn", openCL: true) }
     func testMLPOnCPU() throws { try check("mlp", openCL: false) }
     func testMLPOnOpenCL() throws { try check("mlp", openCL: true) }
+    /// PyTorch's LayerNorm as the converter writes it: mvn, then the scale layer with gamma and beta.
+    func testLayerNormMLPOnCPU() throws { try check("layernorm_mlp", openCL: false) }
+    func testLayerNormMLPOnOpenCL() throws { try check("layernorm_mlp", openCL: true) }
 
     /// Made updatable from the as-converted file by Updraft with what the script asked of coremltools,
     /// every fixture gets coremltools' model: the same update parameters, training inputs, updatable
@@ -129,6 +132,7 @@ final class ConvertedModelTests: XCTestCase {
     func testRegNetMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("regnet") }
     func testVGGWithBatchNormMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("vgg_bn") }
     func testMLPMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("mlp") }
+    func testLayerNormMLPMadeUpdatableByUpdraft() throws { try checkMadeUpdatable("layernorm_mlp") }
 
     /// The folder holds exactly the listed architectures, each complete, so a fixture the script adds
     /// cannot go untested.

@@ -11,7 +11,8 @@ final class GradientCheckTests: XCTestCase {
         let ops = Set(rows.map(\.op))
         XCTAssertEqual(ops, ["convolution", "innerProduct", "activation", "pooling", "concat", "softmax",
                              "softmaxCrossEntropy", "meanSquaredError", "channelAffine", "elementwise", "sgd", "adam",
-                             "padding", "upsample", "resizeBilinear", "cropResize", "lrn", "l2normalize", "instanceNormalization", "broadcast", "reduce", "transpose", "concatND", "constantPad"])
+                             "padding", "upsample", "resizeBilinear", "cropResize", "lrn", "l2normalize", "instanceNormalization", "broadcast", "reduce", "transpose", "concatND", "constantPad",
+                             "layerNormalization"])
         let convolutionQuantities = Set(rows.filter { $0.op == "convolution" }.map(\.quantity))
         XCTAssertEqual(convolutionQuantities, ["dx", "dw", "db"])
         XCTAssertEqual(Set(rows.filter { $0.op == "adam" }.map(\.quantity)), ["w", "m", "v"])

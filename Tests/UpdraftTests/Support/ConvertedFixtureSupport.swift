@@ -39,7 +39,7 @@ struct ConvertedFixture: Decodable {
     /// Every architecture the script makes, listed explicitly (a test checks the folder holds these).
     static let names = [
         "squeezenet1_1", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "efficientnet_b0", "densenet121",
-        "alexnet", "googlenet", "mnasnet", "regnet", "vgg_bn", "mlp",
+        "alexnet", "googlenet", "mnasnet", "regnet", "vgg_bn", "mlp", "layernorm_mlp",
     ]
 
     static func url(_ file: String) -> URL { Fixtures.url("\(folder)/\(file)") }

@@ -56,6 +56,8 @@ extension LayerParams {
     /// The open families' parameter types (LayerFamily.swift), one row each: all a family adds here.
     static let families: [any LayerFamilyCodec.Type] = [
         LayerNormalizationLayerParams.self,
+        ScaleLayerParams.self,
+        BiasLayerParams.self,
     ]
 
     /// The NeuralNetworkLayer type these parameters are written as; nil only for `.unsupported` with a

@@ -29,7 +29,7 @@ extension LayerParams {
 }
 
 extension LayerNormalizationLayerParams: LayerFamilyCodec {
-    static var layerTypes: [NeuralNetworkLayerType] { [.layerNormalization] }
+    static let layerTypes: [NeuralNetworkLayerType] = [.layerNormalization]
     public var layerType: NeuralNetworkLayerType { .layerNormalization }
     public var parameterCount: Int { gamma.values.count + beta.values.count }
 
