@@ -22,12 +22,9 @@ extension DeviceOps {
         public var detail: String { g.description }
 
         public func run(on b: CPUBackend) throws {
-            try g.validate()
-            let G = g.groupSize
-            let x = try b.pointer(input, g.count, "layer normalization input (\(g))")
-            let y = try b.pointer(output, g.count, "layer normalization output (\(g))")
-            let gm = try b.pointer(gamma, G, "layer normalization gamma (\(g))")
-            let bt = try b.pointer(beta, G, "layer normalization beta (\(g))")
+            let p = try g.pointers(on: b, [(input, g.count, "input"), (output, g.count, "output"), (gamma, g.groupSize, "gamma"),
+                                           (beta, g.groupSize, "beta")])
+            let (x, y, gm, bt, G) = (p[0], p[1], p[2], p[3], g.groupSize)
             b.parallelChunks(g.rows, grain: max(1, CPUParallel.elementGrain / G)) { rows in
                 for r in rows {
                     let src = x + r * G, dst = y + r * G
@@ -38,23 +35,15 @@ extension DeviceOps {
         }
 
         public func run(on b: OpenCLBackend) throws {
-            try g.validate()
-            try b.requireSizes([("rows", g.rows), ("group", g.groupSize)], total: g.count, op: "layer normalization")
-            let k = try b.opsKernel("layer_normalization.cl", "layer_norm_forward")
-            try k.setArguments([.buffer(try b.operand(input, holds: g.count, "layer normalization input (\(g))")),
-                                .buffer(try b.operand(gamma, holds: g.groupSize, "layer normalization gamma (\(g))")),
-                                .buffer(try b.operand(beta, holds: g.groupSize, "layer normalization beta (\(g))")),
-                                .buffer(try b.operand(output, holds: g.count, "layer normalization output (\(g))")),
-                                .int(g.groupSize), .float(g.epsilon)])
-            try b.launchGroups(k, groups: g.rows)
+            try g.launch("layer_norm_forward", on: b, [(input, g.count, "input"), (gamma, g.groupSize, "gamma"),
+                                                       (beta, g.groupSize, "beta"), (output, g.count, "output")])
         }
 
         public func run(on b: ReferenceBackend) throws {
-            let y = try Reference.layerNormalizationForward(
-                g, input: b.read(input, count: g.count, "layer normalization input"),
-                gamma: b.read(gamma, count: g.groupSize, "layer normalization gamma"),
-                beta: b.read(beta, count: g.groupSize, "layer normalization beta"))
-            try b.write(y, to: output, "layer normalization output")
+            try g.reference(on: b, [(input, g.count, "input"), (gamma, g.groupSize, "gamma"), (beta, g.groupSize, "beta")],
+                            to: (output, g.count, "output")) {
+                try Reference.layerNormalizationForward(g, input: $0[0], gamma: $0[1], beta: $0[2])
+            }
         }
     }
 
@@ -66,12 +55,9 @@ extension DeviceOps {
         public var detail: String { g.description }
 
         public func run(on b: CPUBackend) throws {
-            try g.validate()
-            let G = g.groupSize
-            let x = try b.pointer(input, g.count, "layer normalization input (\(g))")
-            let gm = try b.pointer(gamma, G, "layer normalization gamma (\(g))")
-            let dy = try b.pointer(outputGradient, g.count, "layer normalization output gradient (\(g))")
-            let dx = try b.pointer(inputGradient, g.count, "layer normalization input gradient (\(g))")
+            let p = try g.pointers(on: b, [(input, g.count, "input"), (gamma, g.groupSize, "gamma"),
+                                           (outputGradient, g.count, "output gradient"), (inputGradient, g.count, "input gradient")])
+            let (x, gm, dy, dx, G) = (p[0], p[1], p[2], p[3], g.groupSize)
             b.parallelChunks(g.rows, grain: max(1, CPUParallel.elementGrain / G)) { rows in
                 for r in rows {
                     let xs = x + r * G, d = dy + r * G, out = dx + r * G
@@ -89,24 +75,47 @@ extension DeviceOps {
         }
 
         public func run(on b: OpenCLBackend) throws {
-            try g.validate()
-            try b.requireSizes([("rows", g.rows), ("group", g.groupSize)], total: g.count, op: "layer normalization backward")
-            let k = try b.opsKernel("layer_normalization.cl", "layer_norm_backward")
-            try k.setArguments([.buffer(try b.operand(input, holds: g.count, "layer normalization input (\(g))")),
-                                .buffer(try b.operand(gamma, holds: g.groupSize, "layer normalization gamma (\(g))")),
-                                .buffer(try b.operand(outputGradient, holds: g.count, "layer normalization output gradient (\(g))")),
-                                .buffer(try b.operand(inputGradient, holds: g.count, "layer normalization input gradient (\(g))")),
-                                .int(g.groupSize), .float(g.epsilon)])
-            try b.launchGroups(k, groups: g.rows)
+            try g.launch("layer_norm_backward", on: b, [(input, g.count, "input"), (gamma, g.groupSize, "gamma"),
+                                                        (outputGradient, g.count, "output gradient"),
+                                                        (inputGradient, g.count, "input gradient")])
         }
 
         public func run(on b: ReferenceBackend) throws {
-            let dx = try Reference.layerNormalizationBackward(
-                g, input: b.read(input, count: g.count, "layer normalization input"),
-                gamma: b.read(gamma, count: g.groupSize, "layer normalization gamma"),
-                outputGradient: b.read(outputGradient, count: g.count, "layer normalization output gradient"))
-            try b.write(dx, to: inputGradient, "layer normalization input gradient")
+            try g.reference(on: b, [(input, g.count, "input"), (gamma, g.groupSize, "gamma"), (outputGradient, g.count, "output gradient")],
+                            to: (inputGradient, g.count, "input gradient")) {
+                try Reference.layerNormalizationBackward(g, input: $0[0], gamma: $0[1], outputGradient: $0[2])
+            }
         }
+    }
+}
+
+/// A buffer of a call, the values it must hold, and its name for errors.
+private typealias Operand = (buffer: DeviceBuffer, count: Int, name: String)
+
+extension LayerNormalizationGeometry {
+    /// The CPU storage of `operands`, each checked to hold its values, after the sizes are checked.
+    fileprivate func pointers(on b: CPUBackend, _ operands: [Operand]) throws -> [UnsafeMutablePointer<Float>] {
+        try validate()
+        return try operands.map { try b.pointer($0.buffer, $0.count, "layer normalization \($0.name) (\(self))") }
+    }
+
+    /// The Double reference `body` of `operands`' values, rounded into `result`.
+    fileprivate func reference(on b: ReferenceBackend, _ operands: [Operand], to result: Operand,
+                               _ body: ([[Double]]) throws -> [Double]) throws {
+        let values = try operands.map { try b.read($0.buffer, count: $0.count, "layer normalization \($0.name)") }
+        try b.write(try body(values), to: result.buffer, "layer normalization \(result.name)")
+    }
+
+    /// Launches `kernel` of layer_normalization.cl, one work-group per row, with `operands` then G and eps.
+    fileprivate func launch(_ kernel: String, on b: OpenCLBackend, _ operands: [Operand]) throws {
+        try validate()
+        try b.requireSizes([("rows", rows), ("group", groupSize)], total: count, op: "layer normalization")
+        let k = try b.opsKernel("layer_normalization.cl", kernel)
+        let buffers: [KernelArgument] = try operands.map {
+            .buffer(try b.operand($0.buffer, holds: $0.count, "layer normalization \($0.name) (\(self))"))
+        }
+        try k.setArguments(buffers + [.int(groupSize), .float(epsilon)])
+        try b.launchGroups(k, groups: rows)
     }
 }
 
