@@ -1,11 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Broadcasting, constants and reductions as layers: a PyTorch squeeze-and-excitation model converted
 /// by coremltools trains like PyTorch on the CPU and on OpenCL, and the layers' messages, shapes and

@@ -1,10 +1,5 @@
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Issue 13, finding 5: training, evaluation and prediction check their memory footprint before
 /// the first batch and name the largest mini-batch that fits, instead of dying in the allocator.

@@ -1,10 +1,5 @@
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftChecks
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Issue 13, finding 4: a NaN or infinite loss or weight stops training with a named error (or
 /// skips the batch), the last finite state is kept, the validator reports non-finite weights, the

@@ -1,10 +1,5 @@
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftChecks
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Issue 13, finding 9: inspecting, building and training a long chain is linear in its length.
 /// Before, a 20,000-layer chain took 53 s to inspect and 29 s to train one epoch (debug build);

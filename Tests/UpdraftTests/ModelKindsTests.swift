@@ -1,9 +1,5 @@
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftChecks
-@testable import UpdraftData
+import Updraft
 @testable import UpdraftTraining
 
 /// The model-kind seam: which kind updates a model, and that the task, the validator, inspect,

@@ -1,11 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// A pipeline's k-NN updated through the models before it: each appended sample is the embedding
 /// of its example (computed here independently), its label the data's, every other byte kept.

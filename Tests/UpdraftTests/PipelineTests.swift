@@ -1,11 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Pipelines run and trained: the networks of a pipeline joined into one (`pipelineNetwork`),
 /// checked against the same layers built by coremltools as one network (`network_last_flat`), and

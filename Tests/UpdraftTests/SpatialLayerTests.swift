@@ -1,10 +1,6 @@
 import XCTest
-@testable import UpdraftCore
+import Updraft
 @testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
-@testable import UpdraftTraining
 
 /// Padding, upsample, LRN, L2 normalize and instance normalization as layers: the values the
 /// NeuralNetwork.proto documentation works out, reading and writing the messages, shape errors, and a

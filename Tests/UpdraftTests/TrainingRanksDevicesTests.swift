@@ -1,9 +1,5 @@
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
+import Updraft
 @testable import UpdraftTraining
 
 /// Issue 26 items 2 and 3 under `mpirun`: each rank takes its device by its rank on the host (or

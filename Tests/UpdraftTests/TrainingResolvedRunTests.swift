@@ -1,10 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftPlacement
-@testable import UpdraftData
+import Updraft
 @testable import UpdraftTraining
 
 /// Issue 22, item 4: one run request. `ResolvedRun.resolve` checks the hyperparameters, takes the
