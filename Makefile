@@ -124,7 +124,8 @@ example: deps
 # CoreMLModel (`updraft reinit`), a SqueezeNet after `updraft train`, and k-NNs after `updraft train`
 # (samples appended, k set) and `updraft knn` (imported, a label removed, deduped, capped), each compared with the
 # JSON sidecar Updraft writes. Then `updraft make-updatable` against coremltools' own make_updatable
-# and set_* on the same models (Tests/Scripts/check_make_updatable.py), field by field.
+# and set_* on the same models (Tests/Scripts/check_make_updatable.py), field by field, and GLM classifiers
+# after `updraft train` against scikit-learn's SGD trajectory (Tests/Scripts/check_glm_interop.py).
 INTEROP_FIXTURES = dense_sgd_classifier dense_adam_classifier mse_regressor conv_image_classifier concat_branches float16_frozen
 interop: deps
 	@$(PYTHON) -c "import coremltools" >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check coremltools
@@ -153,6 +154,7 @@ interop: deps
 	  $(PYTHON) Tests/Scripts/check_interop.py "$$dir"; \
 	  $(PYTHON) Tests/Scripts/check_make_updatable.py "$$bin"; \
 	  $(PYTHON) Tests/Scripts/check_pipeline_interop.py "$$bin"; \
+	  $(PYTHON) Tests/Scripts/check_glm_interop.py "$$bin"; \
 	  "$$bin" create squeezenet --classes 10 --input-size 64 --seed 9 --out "$$dir/ck.mlmodel" > /dev/null; \
 	  "$$bin" train "$$dir/ck.mlmodel" --train Tests/Data/digits/validation --epochs 10 --batch-size 16 --compute-units cpuOnly \
 	    --checkpoint-every-batches 2 --out "$$dir/checkpoint.mlmodel" > /dev/null 2>&1 & pid=$$!; \

@@ -105,11 +105,11 @@ public struct ModelDataset {
 extension ModelDataset {
     /// The k-NN that learns from a model's data: the model itself, or a pipeline's last model (its
     /// updatable one); nil for other models.
-    static func kNearestNeighbors(learningIn spec: ModelSpec) -> KNearestNeighborsSpec? {
+    public static func kNearestNeighbors(learningIn spec: ModelSpec) -> KNearestNeighborsSpec? {
         switch spec.body {
         case let .kNearestNeighbors(k): return k
         case let .pipeline(p): return p.models.last.flatMap(kNearestNeighbors(learningIn:))
-        case .neuralNetwork: return nil
+        case .neuralNetwork, .family: return nil
         }
     }
 }

@@ -46,7 +46,9 @@ let trainCommand = CLICommand(CommandSpec(
         + "from the last completed mini-batch on the other devices or the CPU, with a warning (--no-fallback: it stops instead). "
         + "Under mpirun each rank takes the device of its rank on its host (or its entry of a --device list); rank 0 prints the map. "
         + "A k-NN classifier is updated by appending one sample per example (one pass; --batch-size sets the progress steps); "
-        + "a cancelled update keeps what it appended."
+        + "a cancelled update keeps what it appended. A GLM classifier (scikit-learn's logistic regression as coremltools converts it) "
+        + "is trained by SGD on the host, past Core ML; its file holds no hyperparameters, so they come from the options "
+        + "(defaults: learning rate 0.1, 10 epochs, batch size 32)."
 )) { args in
     let resume = try args.value("resume").map(ResumeOptions.init)
     guard let modelPath = args.positionals.first ?? resume?.url.path else { throw UsageError("MODEL.mlmodel is required (or --resume CHECKPOINT.mlmodel)") }
@@ -165,13 +167,14 @@ let trainCommand = CLICommand(CommandSpec(
     config.reporting.tensorboardDirectory = args.value("tensorboard").map { URL(fileURLWithPath: $0) }
     config.reporting.profile = args.flag("profile")
     run.configuration = config
-    // A run without a network (a k-NN) appends samples: no optimizer settings to show.
-    let appends = run.graph == nil
+    // A k-NN (or a pipeline ending in one) appends samples: no optimizer settings to show. A run without
+    // a network (a k-NN, a GLM) keeps no resume state: its model is the whole state.
+    let appends = ModelDataset.kNearestNeighbors(learningIn: run.model.spec) != nil, stateless = run.graph == nil
     let progress = TrainingProgressPrinter(epochs: parameters.epochs, batchesPerEpoch: batchesPerEpoch(
         train.provider.count, parameters.miniBatchSize, short: config.data.shortLastBatch), batchSize: parameters.miniBatchSize,
         device: run.description, log: log, hasOptimizer: !appends)
     print("model: \(modelURL.lastPathComponent), " + (run.graph.map { "updatable: " + $0.updatableLayers.map(\.name).joined(separator: ", ") }
-        ?? "appends one sample per example (k-nearest-neighbors)"))
+        ?? (appends ? "appends one sample per example (k-nearest-neighbors)" : "trains its \(run.model.spec.modelType.name) on the host")))
     // Under mpirun each rank is placed for its share of the mini-batch, as `updraft plan` shows it.
     let placed = run.schedule.map { " (placed for \($0.plan.batchSize) examples each)" } ?? ""
     print("device: \(run.description)\(ranks.map { " on each of \($0.size) ranks (mpirun)\(placed)" } ?? "")"
@@ -209,8 +212,8 @@ let trainCommand = CLICommand(CommandSpec(
     }
     guard primary else { leaveRanks(ranks); return final.task.state == .cancelled ? 130 : 0 }
     defer { leaveRanks(ranks) }
-    if final.task.state == .cancelled && appends {
-        // A k-NN keeps what it appended; there is nothing to resume.
+    if final.task.state == .cancelled && stateless {
+        // A k-NN keeps what it appended, a GLM its weights so far; there is nothing to resume.
         try task.write(to: out)
     } else if final.task.state == .cancelled || (dataStop && task.resumePoint != nil) {
         // Where it stopped (or, stopped by the non-finite guard, its last finite step), with the
@@ -231,6 +234,7 @@ let trainCommand = CLICommand(CommandSpec(
         ? " (training stopped: the model of the last finite step; continue with --resume \(out.path), e.g. with a lower --learning-rate)"
         : dataStop ? " (training stopped: the model as trained so far, with finite weights)"
         : final.task.state == .cancelled && appends ? " (cancelled: the samples appended so far)"
+        : final.task.state == .cancelled && stateless ? " (cancelled: the model as trained so far)"
         : final.task.state == .cancelled ? " (cancelled: the model as trained so far; continue with --resume \(out.path))" : ""
     print("wrote \(out.path) and \(TrainingHistory.url(forModel: out).lastPathComponent)\(note)")
     if dataStop { return 1 }

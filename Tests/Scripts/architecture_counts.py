@@ -189,12 +189,15 @@ def target_folders(tree, name):
     path = tree.package.targets[name]['path']
     return sorted({os.path.dirname(f) for f in target_swift(tree, name) if os.path.dirname(f) != path})
 
-def family_rows(tree):
-    """The parameter types `LayerParams.families` lists (LayerTable.swift), one per open layer family."""
-    table = strip(tree.text(tree.declaring(r'static\s+let\s+families\b')))
-    m = re.search(r'static\s+let\s+families\s*:[^=]*=\s*\[([^\]]*)\]', table)
+def family_rows(tree, codec='LayerFamilyCodec'):
+    """The types a `static let families: [any <codec>.Type]` lists, one per open family: the layer
+    families' parameter types (`LayerParams.families`, LayerTable.swift) or the model kinds' specs
+    (`ModelBody.families`, ModelSpec.swift, with codec `ModelBodyCodec`)."""
+    declaration = rf'static\s+let\s+families\s*:\s*\[\s*any\s+{codec}\.Type\s*\]\s*='
+    table = strip(tree.text(tree.declaring(declaration)))
+    m = re.search(declaration + r'\s*\[([^\]]*)\]', table)
     if not m:
-        raise LookupError('no `static let families = [...]` array')
+        raise LookupError(f'no `static let families: [any {codec}.Type] = [...]` array')
     return [e.strip()[:-len('.self')] for e in m.group(1).split(',') if e.strip().endswith('.self')]
 
 def layer_types_of(tree, owner):
@@ -264,6 +267,7 @@ def counts(tree):
         'typed-layer-types': lambda: typed_layer_types(tree),
         'layer-families': lambda: len(family_rows(tree)),
         'model-bodies': lambda: enum_cases(file_of(r'\benum\s+ModelBody\b'), 'ModelBody'),
+        'model-families': lambda: len(family_rows(tree, 'ModelBodyCodec')),
         # Optimizers and model kinds
         'optimizers': lambda: len(tree.conformers('Optimizer')),
         'optimizer-requirements': lambda: requirements(file_of(r'\bprotocol\s+Optimizer\b'), 'Optimizer'),

@@ -14,7 +14,8 @@ final class ModelKindsTests: XCTestCase {
             }
         }
         XCTAssertEqual(Set(ModelKinds.modelTypeNames), ["neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor",
-                                                         "kNearestNeighborsClassifier", "pipeline", "pipelineClassifier", "pipelineRegressor"])
+                                                         "kNearestNeighborsClassifier", "pipeline", "pipelineClassifier", "pipelineRegressor",
+                                                         "glmClassifier"])
     }
 
     func testNetworksOfEveryCaseAreTheNetworkKind() throws {
@@ -26,6 +27,8 @@ final class ModelKindsTests: XCTestCase {
         // Core ML's other updatable kinds are kinds of their own.
         XCTAssertTrue(ModelKinds.kind(for: .kNearestNeighborsClassifier) == KNearestNeighborsModelKind.self)
         XCTAssertTrue(ModelKinds.kind(for: .pipelineClassifier) == PipelineModelKind.self)
+        // A kind past Core ML's updatable ones, through the open model-body family.
+        XCTAssertTrue(ModelKinds.kind(for: .glmClassifier) == GLMClassifierModelKind.self)
         XCTAssertNil(ModelKinds.kind(for: .treeEnsembleClassifier))
     }
 

@@ -61,17 +61,7 @@ public enum KNearestNeighborsValidator {
         }
 
         // The input: one vector of the index's dimension.
-        let inputs = spec.description.inputs
-        if inputs.count != 1 {
-            error("a k-NN classifier takes one input, this one declares \(inputs.count)")
-        } else if case let .multiArray(a) = inputs[0].type {
-            let count = a.shape.reduce(1, *)
-            if !a.shape.isEmpty && count != Int(knn.dimension) {
-                error("the k-NN's input '\(inputs[0].name)' holds \(count) values but its index is \(knn.dimension)-dimensional")
-            }
-        } else {
-            error("the k-NN's input '\(inputs[0].name)' is \(inputs[0].type), not a vector (multiArray)")
-        }
+        findings += ModelValidator.vectorInput(spec, dimension: Int(knn.dimension), of: "k-NN classifier")
         // The predicted label's output has the labels' type.
         let predicted = spec.description.predictedFeatureName
         if let out = spec.description.outputs.first(where: { $0.name == predicted }) {
@@ -88,7 +78,7 @@ public enum KNearestNeighborsValidator {
                 error("an updatable model needs specification version 4 or later; this one is \(spec.specificationVersion)")
             }
             let training = Set(spec.description.trainingInputs.map(\.name))
-            for f in inputs where !training.contains(f.name) {
+            for f in spec.description.inputs where !training.contains(f.name) {
                 error("the k-NN is updatable but its input '\(f.name)' is not a training input", hint: "list the input and the label as training inputs")
             }
             if !training.contains(predicted) {

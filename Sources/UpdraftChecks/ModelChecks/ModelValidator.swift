@@ -401,3 +401,22 @@ public enum ModelValidator {
         }
     }
 }
+
+extension ModelValidator {
+    /// The findings for a model that takes one vector of `dimension` values (a GLM's or a k-NN's input):
+    /// one input, a multi-array whose shape (when it states one) holds `dimension` values.
+    public static func vectorInput(_ spec: ModelSpec, dimension: Int, of kind: String) -> [ValidationFinding] {
+        let inputs = spec.description.inputs
+        guard inputs.count == 1 else {
+            return [ValidationFinding(.error, "a \(kind) takes one input, this one declares \(inputs.count)")]
+        }
+        guard case let .multiArray(a) = inputs[0].type else {
+            return [ValidationFinding(.error, "the \(kind)'s input '\(inputs[0].name)' is \(inputs[0].type), not a vector (multiArray)")]
+        }
+        let count = a.shape.reduce(1, *)
+        guard a.shape.isEmpty || count == dimension else {
+            return [ValidationFinding(.error, "the \(kind)'s input '\(inputs[0].name)' holds \(count) values but the model takes \(dimension)-dimensional vectors")]
+        }
+        return []
+    }
+}

@@ -77,7 +77,8 @@ typealias ModelFinding = ValidationFinding
 /// The model kinds Updraft updates, and which kind a model is.
 public enum ModelKinds {
     /// Every kind, in the order their model types are matched.
-    static let all: [any UpdatableModelKind.Type] = [NeuralNetworkModelKind.self, KNearestNeighborsModelKind.self, PipelineModelKind.self]
+    static let all: [any UpdatableModelKind.Type] = [NeuralNetworkModelKind.self, KNearestNeighborsModelKind.self, PipelineModelKind.self,
+                                                    GLMClassifierModelKind.self]
 
     /// The kind that updates models stored as `type`; nil when Updraft has none.
     static func kind(for type: CoreMLModelType) -> (any UpdatableModelKind.Type)? {

@@ -121,36 +121,49 @@ public struct ProtoReader: Sendable {
 
     /// Repeated floats, packed (a multiple of 4 bytes) or not.
     public func floats(_ number: Int, _ name: String) throws -> [Float] {
+        try fixedWidth(number, name, what: "float", wireType: .fixed32) { Float(bitPattern: UInt32(truncatingIfNeeded: $0)) }
+    }
+
+    /// Repeated doubles, packed (a multiple of 8 bytes) or not.
+    public func doubles(_ number: Int, _ name: String) throws -> [Double] {
+        try fixedWidth(number, name, what: "double", wireType: .fixed64) { Double(bitPattern: $0) }
+    }
+
+    /// Repeated fixed-width values of `T` (4 or 8 bytes, as `wireType` says), packed or not; `scalar`
+    /// makes one from its bits (an unpacked field's, or one read from a packed payload on big-endian hosts).
+    private func fixedWidth<T: BinaryFloatingPoint>(_ number: Int, _ name: String, what: String, wireType: WireType,
+                                                    scalar: (UInt64) -> T) throws -> [T] {
         let occurrences = message.all(number)
         if occurrences.isEmpty { return [] }
-        var out: [Float] = []
+        let width = MemoryLayout<T>.size
+        var out: [T] = []
         for f in occurrences {
             switch f.wireType {
-            case .fixed32: out.append(Float(bitPattern: UInt32(truncatingIfNeeded: f.scalar)))
+            case wireType: out.append(scalar(f.scalar))
             case .lengthDelimited:
                 let payload = f.payload
-                guard payload.count % 4 == 0 else {
+                guard payload.count % width == 0 else {
                     throw error(at: f.offset,
-                        "field '\(name)' (\(f.number)) should hold packed 4-byte floats, but its \(payload.count) bytes are not a multiple of 4")
+                        "field '\(name)' (\(f.number)) should hold packed \(width)-byte \(what)s, but its \(payload.count) bytes are not a multiple of \(width)")
                 }
                 if payload.isEmpty { continue }
                 let start = out.count
-                out.append(contentsOf: repeatElement(0, count: payload.count / 4))
+                out.append(contentsOf: repeatElement(0, count: payload.count / width))
                 #if _endian(little)
                 out.withUnsafeMutableBytes { dst in
                     payload.withUnsafeBytes { src in
-                        dst.baseAddress!.advanced(by: start * 4).copyMemory(from: src.baseAddress!, byteCount: src.count)
+                        dst.baseAddress!.advanced(by: start * width).copyMemory(from: src.baseAddress!, byteCount: src.count)
                     }
                 }
                 #else
                 var i = payload.startIndex
                 for k in start..<out.count {
-                    out[k] = Float(bitPattern: readFixed32(payload, at: i))
-                    i += 4
+                    out[k] = scalar(width == 4 ? UInt64(readFixed32(payload, at: i)) : readFixed64(payload, at: i))
+                    i += width
                 }
                 #endif
             default:
-                throw error(at: f.offset, "field '\(name)' (\(f.number)) should be repeated floats, found \(f.wireType)")
+                throw error(at: f.offset, "field '\(name)' (\(f.number)) should be repeated \(what)s, found \(f.wireType)")
             }
         }
         return out

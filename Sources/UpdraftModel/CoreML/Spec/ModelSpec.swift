@@ -1,6 +1,7 @@
 import UpdraftCore
 
-/// What a Model holds (its oneof): the kinds Updraft reads, one case each. Core ML updates all three.
+/// What a Model holds (its oneof): the kinds Updraft reads. Core ML updates the first three; a kind added
+/// later is a `family` (ModelBodyFamily.swift), listed in `families`.
 public indirect enum ModelBody: Hashable, Sendable {
     /// neuralNetwork (500), neuralNetworkClassifier (403) or neuralNetworkRegressor (303).
     case neuralNetwork(NeuralNetworkSpec)
@@ -8,6 +9,12 @@ public indirect enum ModelBody: Hashable, Sendable {
     case kNearestNeighbors(KNearestNeighborsSpec)
     /// pipeline (202), pipelineClassifier (200) or pipelineRegressor (201).
     case pipeline(PipelineSpec)
+    /// A kind in a file of its own (`families`): a GLM classifier (400).
+    case family(FamilyModelBody)
+
+    /// The spec types of the open kinds, one row each: what the reader tries for a Model type the
+    /// closed cases do not hold.
+    static let families: [any ModelBodyCodec.Type] = [GLMClassifierSpec.self]
 
     /// The Model oneof case the body is stored as.
     public var modelType: CoreMLModelType {
@@ -15,6 +22,7 @@ public indirect enum ModelBody: Hashable, Sendable {
         case let .neuralNetwork(n): return n.kind.modelType
         case .kNearestNeighbors: return .kNearestNeighborsClassifier
         case let .pipeline(p): return p.kind.modelType
+        case let .family(f): return f.base.modelType
         }
     }
 }
@@ -28,7 +36,7 @@ public struct ModelSpec: Hashable, Sendable {
     public var description: ModelDescription
     /// Model.isUpdatable: whether Core ML may train the model on device.
     public var isUpdatable: Bool
-    /// What the model is: a neural network, a k-NN classifier or a pipeline of models.
+    /// What the model is: a neural network, a k-NN classifier, a pipeline of models or a family's kind.
     public var body: ModelBody
 
     /// The Model oneof case the model is stored as (the kind of model: `ModelKinds` picks the kind that updates it).
@@ -56,6 +64,7 @@ public struct ModelSpec: Hashable, Sendable {
         case let .neuralNetwork(n): return n.classLabels
         case let .kNearestNeighbors(k): return k.distinctClassLabels
         case let .pipeline(p): return p.models.last?.classLabels
+        case let .family(f): return f.base.classLabels
         }
     }
 

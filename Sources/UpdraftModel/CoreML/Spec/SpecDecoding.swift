@@ -15,20 +15,28 @@ extension ModelSpec {
                                hint: "is this a Core ML .mlmodel file?")
         }
         let type = CoreMLModelType(rawValue: typeField.number)
-        let body = try r.child(typeField, named: type?.name ?? "field \(typeField.number)")
+        self.body = try Self.body(reading: r.child(typeField, named: type?.name ?? "field \(typeField.number)"), type: type, field: typeField.number)
+    }
+
+    /// The body of a model stored under Model field `field` (`type`, when Updraft knows its name).
+    private static func body(reading body: ProtoReader, type: CoreMLModelType?, field: Int) throws -> ModelBody {
         switch type {
-        case .neuralNetworkClassifier?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .classifier))
-        case .neuralNetworkRegressor?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .regressor))
-        case .neuralNetwork?: self.body = .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .plain))
-        case .kNearestNeighborsClassifier?: self.body = .kNearestNeighbors(try KNearestNeighborsSpec(reading: body))
-        case .pipelineClassifier?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .classifier))
-        case .pipelineRegressor?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .regressor))
-        case .pipeline?: self.body = .pipeline(try PipelineSpec(reading: body, kind: .plain))
+        case .neuralNetworkClassifier?: return .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .classifier))
+        case .neuralNetworkRegressor?: return .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .regressor))
+        case .neuralNetwork?: return .neuralNetwork(try NeuralNetworkSpec(reading: body, kind: .plain))
+        case .kNearestNeighborsClassifier?: return .kNearestNeighbors(try KNearestNeighborsSpec(reading: body))
+        case .pipelineClassifier?: return .pipeline(try PipelineSpec(reading: body, kind: .classifier))
+        case .pipelineRegressor?: return .pipeline(try PipelineSpec(reading: body, kind: .regressor))
+        case .pipeline?: return .pipeline(try PipelineSpec(reading: body, kind: .plain))
         default:
-            let name = CoreMLModelType.name(ofField: typeField.number)
+            if let t = type, let family = try ModelBody.family(reading: body, type: t) { return family }
+            let name = CoreMLModelType.name(ofField: field)
+            let families = ModelBody.families.flatMap { $0.modelTypes }.map(\.name)
             throw UpdraftError(.unsupported,
-                "this model is a \(name) (Model field \(typeField.number)); Updraft reads neural networks, k-nearest-neighbors classifiers and pipelines of them",
-                hint: "Updraft reads neuralNetwork, neuralNetworkClassifier, neuralNetworkRegressor, kNearestNeighborsClassifier, pipeline, pipelineClassifier and pipelineRegressor models")
+                "this model is a \(name) (Model field \(field)); Updraft reads neural networks, k-nearest-neighbors classifiers, "
+                    + families.joined(separator: ", ") + " and pipelines of them",
+                hint: "Updraft reads neuralNetwork, neuralNetworkClassifier, neuralNetworkRegressor, kNearestNeighborsClassifier, "
+                    + families.joined(separator: ", ") + ", pipeline, pipelineClassifier and pipelineRegressor models")
         }
     }
 }

@@ -28,6 +28,9 @@ struct MessageWriter {
     mutating func floats(_ n: Int, _ values: [Float]) {
         if !values.isEmpty { field(ProtoField(number: n, packedFloats: values)) }
     }
+    mutating func doubles(_ n: Int, _ values: [Double]) {
+        if !values.isEmpty { field(ProtoField(number: n, packedDoubles: values)) }
+    }
     /// An embedded message, always written (presence matters for messages).
     mutating func message(_ n: Int, _ m: ProtoMessage) { field(ProtoField(number: n, message: m)) }
     mutating func message(_ n: Int, _ build: (inout MessageWriter) -> Void) {
@@ -48,6 +51,7 @@ extension ModelSpec {
         case let .neuralNetwork(n): w.message(n.kind.fieldNumber, n.encoded())
         case let .kNearestNeighbors(k): w.message(CoreMLModelType.kNearestNeighborsClassifier.rawValue, k.encoded())
         case let .pipeline(p): w.message(p.kind.modelType.rawValue, p.encoded())
+        case let .family(f): w.message(f.base.modelType.rawValue, f.codec.encoded())
         }
         return w.message
     }
