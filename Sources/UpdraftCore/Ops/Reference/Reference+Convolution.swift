@@ -23,6 +23,39 @@ extension Reference {
         }
     }
 
+    /// The output channel of y's index `o`.
+    private static func outputChannel(_ g: ConvGeometry, _ o: Int) -> Int { o / (g.outHeight * g.outWidth) % g.outChannels }
+
+    /// Calls `tap(o, i, k)` for every in-bounds tap: output index o reads input index i through weight
+    /// index k. The one loop nest all three directions walk, so each sums in the same order.
+    private static func forEachTap(_ g: ConvGeometry, _ tap: (_ o: Int, _ i: Int, _ k: Int) -> Void) {
+        let (N, Cin, H, W) = (g.batch, g.inChannels, g.inHeight, g.inWidth)
+        let (Cout, Ho, Wo, kH, kW) = (g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW)
+        let cinG = Cin / g.groups, coutG = Cout / g.groups
+        for n in 0..<N {
+            for co in 0..<Cout {
+                let group = co / coutG
+                for oh in 0..<Ho {
+                    for ow in 0..<Wo {
+                        let o = ((n * Cout + co) * Ho + oh) * Wo + ow
+                        for ci in 0..<cinG {
+                            let c = group * cinG + ci  // input channel
+                            for kh in 0..<kH {
+                                let ih = oh * g.strideH - g.padTop + kh * g.dilationH
+                                if ih < 0 || ih >= H { continue }
+                                for kw in 0..<kW {
+                                    let iw = ow * g.strideW - g.padLeft + kw * g.dilationW
+                                    if iw < 0 || iw >= W { continue }
+                                    tap(o, ((n * Cin + c) * H + ih) * W + iw, ((co * cinG + ci) * kH + kh) * kW + kw)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// y = conv(x, w) + b, then max(0, y) when `fusedReLU`.
     public static func convolutionForward(_ g: ConvGeometry, input x: [Double], weights w: [Double],
                                           bias b: [Double]?, fusedReLU: Bool) throws -> [Double] {
@@ -39,34 +72,10 @@ extension Reference {
         try require(x, count: g.inputShape.count, "convolution input")
         try require(w, count: g.weightShape.count, "convolution weights")
         if let b { try require(b, count: g.outChannels, "convolution bias") }
-        let (N, Cin, H, W) = (g.batch, g.inChannels, g.inHeight, g.inWidth)
-        let (Cout, Ho, Wo, kH, kW) = (g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW)
-        let cinG = Cin / g.groups, coutG = Cout / g.groups
         var y = [Double](repeating: 0, count: g.outputShape.count)
-        for n in 0..<N {
-            for co in 0..<Cout {
-                let group = co / coutG
-                for oh in 0..<Ho {
-                    for ow in 0..<Wo {
-                        var sum = b?[co] ?? 0
-                        for ci in 0..<cinG {
-                            let c = group * cinG + ci  // input channel
-                            for kh in 0..<kH {
-                                let ih = oh * g.strideH - g.padTop + kh * g.dilationH
-                                if ih < 0 || ih >= H { continue }
-                                for kw in 0..<kW {
-                                    let iw = ow * g.strideW - g.padLeft + kw * g.dilationW
-                                    if iw < 0 || iw >= W { continue }
-                                    sum += x[((n * Cin + c) * H + ih) * W + iw] * w[((co * cinG + ci) * kH + kh) * kW + kw]
-                                }
-                            }
-                        }
-                        let i = ((n * Cout + co) * Ho + oh) * Wo + ow
-                        y[i] = sum + (residual?[i] ?? 0)
-                    }
-                }
-            }
-        }
+        if let b { for o in y.indices { y[o] = b[outputChannel(g, o)] } }
+        forEachTap(g) { o, i, k in y[o] += x[i] * w[k] }
+        if let residual { for i in y.indices { y[i] += residual[i] } }
         guard let epilogue else { return y }
         return try activationForward(epilogue, ActivationGeometry(shape: g.outputShape), input: y)
     }
@@ -78,32 +87,8 @@ extension Reference {
         try validate(g)
         try require(dy, count: g.outputShape.count, "convolution output gradient")
         try require(w, count: g.weightShape.count, "convolution weights")
-        let (N, Cin, H, W) = (g.batch, g.inChannels, g.inHeight, g.inWidth)
-        let (Cout, Ho, Wo, kH, kW) = (g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW)
-        let cinG = Cin / g.groups, coutG = Cout / g.groups
         var dx = [Double](repeating: 0, count: g.inputShape.count)
-        for n in 0..<N {
-            for co in 0..<Cout {
-                let group = co / coutG
-                for oh in 0..<Ho {
-                    for ow in 0..<Wo {
-                        let d = dy[((n * Cout + co) * Ho + oh) * Wo + ow]
-                        for ci in 0..<cinG {
-                            let c = group * cinG + ci
-                            for kh in 0..<kH {
-                                let ih = oh * g.strideH - g.padTop + kh * g.dilationH
-                                if ih < 0 || ih >= H { continue }
-                                for kw in 0..<kW {
-                                    let iw = ow * g.strideW - g.padLeft + kw * g.dilationW
-                                    if iw < 0 || iw >= W { continue }
-                                    dx[((n * Cin + c) * H + ih) * W + iw] += d * w[((co * cinG + ci) * kH + kh) * kW + kw]
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        forEachTap(g) { o, i, k in dx[i] += dy[o] * w[k] }
         return dx
     }
 
@@ -114,34 +99,10 @@ extension Reference {
         try validate(g)
         try require(x, count: g.inputShape.count, "convolution input")
         try require(dy, count: g.outputShape.count, "convolution output gradient")
-        let (N, Cin, H, W) = (g.batch, g.inChannels, g.inHeight, g.inWidth)
-        let (Cout, Ho, Wo, kH, kW) = (g.outChannels, g.outHeight, g.outWidth, g.kernelH, g.kernelW)
-        let cinG = Cin / g.groups, coutG = Cout / g.groups
         var dw = [Double](repeating: 0, count: g.weightShape.count)
-        var db = [Double](repeating: 0, count: Cout)
-        for n in 0..<N {
-            for co in 0..<Cout {
-                let group = co / coutG
-                for oh in 0..<Ho {
-                    for ow in 0..<Wo {
-                        let d = dy[((n * Cout + co) * Ho + oh) * Wo + ow]
-                        db[co] += d
-                        for ci in 0..<cinG {
-                            let c = group * cinG + ci
-                            for kh in 0..<kH {
-                                let ih = oh * g.strideH - g.padTop + kh * g.dilationH
-                                if ih < 0 || ih >= H { continue }
-                                for kw in 0..<kW {
-                                    let iw = ow * g.strideW - g.padLeft + kw * g.dilationW
-                                    if iw < 0 || iw >= W { continue }
-                                    dw[((co * cinG + ci) * kH + kh) * kW + kw] += d * x[((n * Cin + c) * H + ih) * W + iw]
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        var db = [Double](repeating: 0, count: g.outChannels)
+        for o in dy.indices { db[outputChannel(g, o)] += dy[o] }
+        forEachTap(g) { o, i, k in dw[k] += dy[o] * x[i] }
         return (dw, db)
     }
 }
