@@ -39,28 +39,31 @@ extension Reference {
         try transpose(g.inverse, input: dy)
     }
 
+    /// Where each of an example's `dims` values lands in its padded copy (row-major flat indices), and
+    /// the padded copy's size: constantPad and its backward pass move values along the same map.
+    private static func paddedOffsets(dims: [Int], before: [Int], after: [Int]) -> (offsets: [Int], paddedCount: Int) {
+        let out = dims.indices.map { dims[$0] + before[$0] + after[$0] }
+        var i = [Int](repeating: 0, count: dims.count)
+        let offsets = (0..<dims.reduce(1, *)).map { flat in
+            var r = flat
+            for k in stride(from: dims.count - 1, through: 0, by: -1) { i[k] = r % dims[k]; r /= dims[k] }
+            var o = 0
+            for k in i.indices { o = o * out[k] + i[k] + before[k] }
+            return o
+        }
+        return (offsets, out.reduce(1, *))
+    }
+
     /// x [N, dims] -> y [N, dims + before + after]: y[n, o] = x[n, o - before] inside, `value` on the border.
     public static func constantPad(batch: Int, dims: [Int], before: [Int], after: [Int], value: Double,
                                    input x: [Double]) throws -> [Double] {
         try requireSizes([("batch", batch)] + dims.map { ("size", $0) } + (before + after).map { ("padding", $0) }, op: "constantPad")
         let count = dims.reduce(1, *)
         try require(x, count: batch * count, "constantPad input")
-        let out = dims.indices.map { dims[$0] + before[$0] + after[$0] }
-        var y: [Double] = []
-        y.reserveCapacity(batch * out.reduce(1, *))
-        var o = [Int](repeating: 0, count: out.count)
+        let (offsets, outCount) = paddedOffsets(dims: dims, before: before, after: after)
+        var y = [Double](repeating: value, count: batch * outCount)
         for n in 0..<batch {
-            for flat in 0..<out.reduce(1, *) {
-                var r = flat
-                for k in stride(from: out.count - 1, through: 0, by: -1) { o[k] = r % out[k]; r /= out[k] }
-                var src = 0, inside = true
-                for k in o.indices {
-                    let i = o[k] - before[k]
-                    if i < 0 || i >= dims[k] { inside = false; break }
-                    src = src * dims[k] + i
-                }
-                y.append(inside ? x[n * count + src] : value)
-            }
+            for (i, o) in offsets.enumerated() { y[n * outCount + o] = x[n * count + i] }
         }
         return y
     }
@@ -69,20 +72,12 @@ extension Reference {
     public static func constantPadBackward(batch: Int, dims: [Int], before: [Int], after: [Int],
                                            outputGradient dy: [Double]) throws -> [Double] {
         try requireSizes([("batch", batch)] + dims.map { ("size", $0) } + (before + after).map { ("padding", $0) }, op: "constantPad backward")
-        let out = dims.indices.map { dims[$0] + before[$0] + after[$0] }
-        let outCount = out.reduce(1, *)
+        let (offsets, outCount) = paddedOffsets(dims: dims, before: before, after: after)
         try require(dy, count: batch * outCount, "constantPad output gradient")
         var dx: [Double] = []
-        dx.reserveCapacity(batch * dims.reduce(1, *))
-        var i = [Int](repeating: 0, count: dims.count)
+        dx.reserveCapacity(batch * offsets.count)
         for n in 0..<batch {
-            for flat in 0..<dims.reduce(1, *) {
-                var r = flat
-                for k in stride(from: dims.count - 1, through: 0, by: -1) { i[k] = r % dims[k]; r /= dims[k] }
-                var src = 0
-                for k in i.indices { src = src * out[k] + i[k] + before[k] }
-                dx.append(dy[n * outCount + src])
-            }
+            for o in offsets { dx.append(dy[n * outCount + o]) }
         }
         return dx
     }
