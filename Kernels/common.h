@@ -37,6 +37,18 @@ inline float group_sum(float value, __local float* scratch) {
     return total;
 }
 
+// The mean and 1 / sqrt(var + eps) (biased variance) of the G values at x[group id * G ...], one
+// work-group per row (layer and instance normalization); every work-item gets both.
+inline float2 row_statistics(__global const float* x, const int G, const float eps, __local float* scratch) {
+    const int lid = (int)get_local_id(0), base = (int)get_group_id(0) * G;
+    float sum = 0.0f;
+    for (int j = lid; j < G; j += WG_SIZE) sum += x[base + j];
+    const float mean = group_sum(sum, scratch) / (float)G;
+    float sq = 0.0f;
+    for (int j = lid; j < G; j += WG_SIZE) { const float d = x[base + j] - mean; sq += d * d; }
+    return (float2)(mean, rsqrt(group_sum(sq, scratch) / (float)G + eps));
+}
+
 // Maximum of one float per work-item over the work-group. Every work-item must call it.
 inline float group_max(float value, __local float* scratch) {
     const int lid = (int)get_local_id(0);

@@ -2,19 +2,8 @@
 // values is normalized on its own, then scaled and shifted per position j by gamma[j] and beta[j]:
 //   y = gamma (x - mean) / sqrt(var + eps) + beta  (biased variance).
 // One work-group per row (the row's first value at group id * G); the statistics are work-group sums
-// (common.h's group_sum), known to every work-item.
+// (common.h's group_sum and row_statistics), known to every work-item.
 #include "common.h"
-
-// The row's mean and 1 / sqrt(var + eps).
-inline float2 row_statistics(__global const float* x, const int G, const float eps, __local float* scratch) {
-    const int lid = (int)get_local_id(0), base = (int)get_group_id(0) * G;
-    float sum = 0.0f;
-    for (int j = lid; j < G; j += WG_SIZE) sum += x[base + j];
-    const float mean = group_sum(sum, scratch) / (float)G;
-    float sq = 0.0f;
-    for (int j = lid; j < G; j += WG_SIZE) { const float d = x[base + j] - mean; sq += d * d; }
-    return (float2)(mean, rsqrt(group_sum(sq, scratch) / (float)G + eps));
-}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void layer_norm_forward(__global const float* x, __global const float* gamma, __global const float* beta,

@@ -70,14 +70,9 @@ void l2_normalize_backward(__global const float* x, __global const float* dy, __
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void instance_norm_forward(__global const float* x, __global float* y, const int S, const float eps) {
     __local float scratch[WG_SIZE];
-    const int lid = (int)get_local_id(0);
-    const int base = (int)get_group_id(0) * S;
-    float sum = 0.0f;
-    for (int i = lid; i < S; i += WG_SIZE) sum += x[base + i];
-    const float mean = group_sum(sum, scratch) / (float)S;
-    float sq = 0.0f;
-    for (int i = lid; i < S; i += WG_SIZE) { const float d = x[base + i] - mean; sq += d * d; }
-    const float inv = rsqrt(group_sum(sq, scratch) / (float)S + eps);
+    const float2 s = row_statistics(x, S, eps, scratch);
+    const float mean = s.x, inv = s.y;
+    const int lid = (int)get_local_id(0), base = (int)get_group_id(0) * S;
     for (int i = lid; i < S; i += WG_SIZE) y[base + i] = (x[base + i] - mean) * inv;
 }
 
@@ -86,14 +81,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void instance_norm_backward(__global const float* x, __global const float* dy, __global float* dx, const int S,
                             const float eps) {
     __local float scratch[WG_SIZE];
-    const int lid = (int)get_local_id(0);
-    const int base = (int)get_group_id(0) * S;
-    float sum = 0.0f;
-    for (int i = lid; i < S; i += WG_SIZE) sum += x[base + i];
-    const float mean = group_sum(sum, scratch) / (float)S;
-    float sq = 0.0f;
-    for (int i = lid; i < S; i += WG_SIZE) { const float d = x[base + i] - mean; sq += d * d; }
-    const float inv = rsqrt(group_sum(sq, scratch) / (float)S + eps);
+    const float2 s = row_statistics(x, S, eps, scratch);
+    const float mean = s.x, inv = s.y;
+    const int lid = (int)get_local_id(0), base = (int)get_group_id(0) * S;
     float sdy = 0.0f, sdyx = 0.0f;
     for (int i = lid; i < S; i += WG_SIZE) {
         sdy += dy[base + i];
