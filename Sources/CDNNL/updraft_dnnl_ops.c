@@ -111,6 +111,16 @@ fail:
     return 0;
 }
 
+/// A create's last step: frees its primitive descriptors (the primitives made from them keep what
+/// they need) and, where it failed (`ok` 0), the op. Returns the op, or NULL on failure.
+static updraft_dnnl_op *settle(updraft_dnnl_op *op, int ok, dnnl_primitive_desc_t pd, dnnl_primitive_desc_t forward_pd) {
+    if (pd) q_dnnl_primitive_desc_destroy(pd);
+    if (forward_pd) q_dnnl_primitive_desc_destroy(forward_pd);
+    if (ok) return op;
+    updraft_dnnl_op_destroy(op);
+    return NULL;
+}
+
 updraft_dnnl_op *updraft_dnnl_pool_create(const updraft_dnnl_pool_shape *s, int backward, char *why, size_t why_capacity) {
     updraft_dnnl_op *op = begin(why, why_capacity);
     if (!op) return NULL;
@@ -162,14 +172,9 @@ updraft_dnnl_op *updraft_dnnl_pool_create(const updraft_dnnl_pool_shape *s, int 
         CHECK(q_dnnl_primitive_create(&op->forward, forward_pd), "primitive_create (forward)");
     }
     if (!finish(op, pd, why, why_capacity)) goto fail;
-    q_dnnl_primitive_desc_destroy(pd);
-    q_dnnl_primitive_desc_destroy(forward_pd);
-    return op;
+    return settle(op, 1, pd, forward_pd);
 fail:
-    if (pd) q_dnnl_primitive_desc_destroy(pd);
-    if (forward_pd) q_dnnl_primitive_desc_destroy(forward_pd);
-    updraft_dnnl_op_destroy(op);
-    return NULL;
+    return settle(op, 0, pd, forward_pd);
 }
 
 updraft_dnnl_op *updraft_dnnl_ip_create(const updraft_dnnl_ip_shape *s, int pass, char *why, size_t why_capacity) {
@@ -217,14 +222,9 @@ updraft_dnnl_op *updraft_dnnl_ip_create(const updraft_dnnl_ip_shape *s, int pass
         break;
     }
     if (!ok || !finish(op, pd, why, why_capacity)) goto fail;
-    q_dnnl_primitive_desc_destroy(pd);
-    if (forward_pd) q_dnnl_primitive_desc_destroy(forward_pd);
-    return op;
+    return settle(op, 1, pd, forward_pd);
 fail:
-    if (pd) q_dnnl_primitive_desc_destroy(pd);
-    if (forward_pd) q_dnnl_primitive_desc_destroy(forward_pd);
-    updraft_dnnl_op_destroy(op);
-    return NULL;
+    return settle(op, 0, pd, forward_pd);
 }
 
 int updraft_dnnl_op_execute(updraft_dnnl_op *op, int threads, const float *a, const float *b, const float *bias,
