@@ -84,12 +84,19 @@ final class OneDNNConvolution {
     /// `scratchCount` floats of `scratch` for the reordered operands.
     func run(threads: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, bias: UnsafePointer<Float>? = nil,
              out: UnsafeMutablePointer<Float>, outBias: UnsafeMutablePointer<Float>? = nil, scratch: CPUWorkspace) throws {
-        var message = [CChar](repeating: 0, count: 256)
         let space = scratch.floats(scratchCount)
-        guard updraft_dnnl_conv_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, &message, message.count) == 1 else {
-            throw UpdraftError(.device, "oneDNN convolution (\(implementation)) failed: \(String(cString: message))",
-                               hint: "set UPDRAFT_ONEDNN=off to run Updraft's own convolutions")
+        try oneDNNExecute("convolution (\(implementation))", hint: "set UPDRAFT_ONEDNN=off to run Updraft's own convolutions") {
+            updraft_dnnl_conv_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, $0, $1)
         }
+    }
+}
+
+/// Makes one call of a CDNNL execute function (each takes a buffer for its error message last and
+/// returns 1 on success) and throws its message where it fails, as "oneDNN `what` failed".
+func oneDNNExecute(_ what: String, hint: String, _ execute: (UnsafeMutablePointer<CChar>, Int) -> Int32) throws {
+    var message = [CChar](repeating: 0, count: 256)
+    guard message.withUnsafeMutableBufferPointer({ execute($0.baseAddress!, $0.count) }) == 1 else {
+        throw UpdraftError(.device, "oneDNN \(what) failed: \(String(cString: message))", hint: hint)
     }
 }
 

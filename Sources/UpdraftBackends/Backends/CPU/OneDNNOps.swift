@@ -130,11 +130,9 @@ final class OneDNNOp {
     /// Runs the pass on `threads` threads (operands as `updraft_dnnl_op_execute` names them).
     func run(threads: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>? = nil, bias: UnsafePointer<Float>? = nil,
              out: UnsafeMutablePointer<Float>, outBias: UnsafeMutablePointer<Float>? = nil, scratch: CPUWorkspace) throws {
-        var message = [CChar](repeating: 0, count: 256)
         let space = scratch.floats(scratchCount)
-        guard updraft_dnnl_op_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, &message, message.count) == 1 else {
-            throw UpdraftError(.device, "oneDNN \(implementation) failed: \(String(cString: message))",
-                               hint: "set UPDRAFT_ONEDNN=off to run Updraft's own pooling and inner products")
+        try oneDNNExecute(implementation, hint: "set UPDRAFT_ONEDNN=off to run Updraft's own pooling and inner products") {
+            updraft_dnnl_op_execute(handle, Int32(clamping: threads), a, b, bias, out, outBias, space, $0, $1)
         }
     }
 }
