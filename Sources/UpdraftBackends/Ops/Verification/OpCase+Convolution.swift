@@ -29,23 +29,13 @@ public struct ConvolutionCase: VerifiedOp {
     }
 
     public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
-        let g = try spec.geometry(input: input), epilogue = self.epilogue
-        var inputs = [GradientCheck.Input("x", GradientCheck.uniform(g.inputShape.count, -1...1, &rng)),
-                      GradientCheck.Input("w", GradientCheck.uniform(g.weightShape.count, -1...1, &rng))]
-        if g.hasBias { inputs.append(GradientCheck.Input("b", GradientCheck.uniform(g.outChannels, -1...1, &rng))) }
-        let pre: ([[Double]]) throws -> [Double] = { v in
-            try Reference.convolutionForward(g, input: v[0], weights: v[1], bias: g.hasBias ? v[2] : nil)
-        }
-        let act = ActivationGeometry(shape: g.outputShape)
-        try GradientCheck.requireAwayFromKinks(epilogue, try pre(inputs.map(\.values)))
-        return GradientCheck.Problem(inputs: inputs, forward: { v in
-            try GradientCheck.applyEpilogue(epilogue, act, try pre(v))
-        }, backward: { v, dy in
-            let dz = try GradientCheck.epilogueGradient(epilogue, act, try pre(v), dy)
-            let dx = try Reference.convolutionBackwardData(g, outputGradient: dz, weights: v[1])
-            let (dw, db) = try Reference.convolutionBackwardWeights(g, input: v[0], outputGradient: dz)
-            return g.hasBias ? [dx, dw, db] : [dx, dw]
-        })
+        let g = try spec.geometry(input: input)
+        return try GradientCheck.weightedProblem(
+            counts: (g.inputShape.count, g.weightShape.count, g.hasBias ? g.outChannels : nil),
+            epilogue: epilogue, ActivationGeometry(shape: g.outputShape), rng: &rng,
+            forward: { try Reference.convolutionForward(g, input: $0, weights: $1, bias: $2) },
+            backwardData: { try Reference.convolutionBackwardData(g, outputGradient: $0, weights: $1) },
+            backwardWeights: { try Reference.convolutionBackwardWeights(g, input: $0, outputGradient: $1) })
     }
 
     public func compare(in s: inout ComparisonSession) throws {
@@ -83,23 +73,13 @@ public struct InnerProductCase: VerifiedOp {
     }
 
     public func gradientProblem(rng: inout SplitMix64) throws -> GradientCheck.Problem? {
-        let g = try spec.geometry(input: input), epilogue = self.epilogue
-        var inputs = [GradientCheck.Input("x", GradientCheck.uniform(g.batch * g.inputChannels, -1...1, &rng)),
-                      GradientCheck.Input("w", GradientCheck.uniform(g.outputChannels * g.inputChannels, -1...1, &rng))]
-        if g.hasBias { inputs.append(GradientCheck.Input("b", GradientCheck.uniform(g.outputChannels, -1...1, &rng))) }
-        let pre: ([[Double]]) throws -> [Double] = { v in
-            try Reference.innerProductForward(g, input: v[0], weights: v[1], bias: g.hasBias ? v[2] : nil)
-        }
-        let act = ActivationGeometry(batch: g.batch, channels: g.outputChannels, spatial: 1)
-        try GradientCheck.requireAwayFromKinks(epilogue, try pre(inputs.map(\.values)))
-        return GradientCheck.Problem(inputs: inputs, forward: { v in
-            try GradientCheck.applyEpilogue(epilogue, act, try pre(v))
-        }, backward: { v, dy in
-            let dz = try GradientCheck.epilogueGradient(epilogue, act, try pre(v), dy)
-            let dx = try Reference.innerProductBackwardData(g, outputGradient: dz, weights: v[1])
-            let (dw, db) = try Reference.innerProductBackwardWeights(g, input: v[0], outputGradient: dz)
-            return g.hasBias ? [dx, dw, db] : [dx, dw]
-        })
+        let g = try spec.geometry(input: input)
+        return try GradientCheck.weightedProblem(
+            counts: (g.batch * g.inputChannels, g.outputChannels * g.inputChannels, g.hasBias ? g.outputChannels : nil),
+            epilogue: epilogue, ActivationGeometry(batch: g.batch, channels: g.outputChannels, spatial: 1), rng: &rng,
+            forward: { try Reference.innerProductForward(g, input: $0, weights: $1, bias: $2) },
+            backwardData: { try Reference.innerProductBackwardData(g, outputGradient: $0, weights: $1) },
+            backwardWeights: { try Reference.innerProductBackwardWeights(g, input: $0, outputGradient: $1) })
     }
 
     public func compare(in s: inout ComparisonSession) throws {
@@ -121,6 +101,31 @@ public struct InnerProductCase: VerifiedOp {
         let reference = try Reference.innerProductBackwardWeights(g, input: asDouble(x), outputGradient: asDouble(dy))
         try s.record("dw", dw, reference.weights)
         if let db { try s.record("db", db, reference.bias) }
+    }
+}
+
+extension GradientCheck {
+    /// The GEMM family's problem: x, w and (`counts.bias` not nil) b drawn in [-1, 1], y = the epilogue
+    /// of `forward`, and the gradients through the reference's backward-data and backward-weights passes.
+    static func weightedProblem(
+        counts: (input: Int, weights: Int, bias: Int?), epilogue: Activation?, _ act: ActivationGeometry, rng: inout SplitMix64,
+        forward: @escaping (_ x: [Double], _ w: [Double], _ b: [Double]?) throws -> [Double],
+        backwardData: @escaping (_ dz: [Double], _ w: [Double]) throws -> [Double],
+        backwardWeights: @escaping (_ x: [Double], _ dz: [Double]) throws -> (weights: [Double], bias: [Double])
+    ) throws -> Problem {
+        var inputs = [Input("x", uniform(counts.input, -1...1, &rng)), Input("w", uniform(counts.weights, -1...1, &rng))]
+        if let n = counts.bias { inputs.append(Input("b", uniform(n, -1...1, &rng))) }
+        let hasBias = counts.bias != nil
+        let pre: ([[Double]]) throws -> [Double] = { v in try forward(v[0], v[1], hasBias ? v[2] : nil) }
+        try requireAwayFromKinks(epilogue, try pre(inputs.map(\.values)))
+        return Problem(inputs: inputs, forward: { v in
+            try applyEpilogue(epilogue, act, try pre(v))
+        }, backward: { v, dy in
+            let dz = try epilogueGradient(epilogue, act, try pre(v), dy)
+            let dx = try backwardData(dz, v[1])
+            let (dw, db) = try backwardWeights(v[0], dz)
+            return hasBias ? [dx, dw, db] : [dx, dw]
+        })
     }
 }
 
