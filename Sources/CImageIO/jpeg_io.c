@@ -38,6 +38,18 @@ static void on_jpeg_message(j_common_ptr cinfo, int level) {
     on_jpeg_error(cinfo);
 }
 
+// libjpeg's standard error manager in `context`, its errors written to `error` after `prefix` and
+// ending in a longjmp to context->jump (set it before the first libjpeg call).
+static struct jpeg_error_mgr *error_manager(jpeg_error_context *context, const char *prefix, char *error, size_t capacity) {
+    memset(context, 0, sizeof *context);
+    struct jpeg_error_mgr *manager = jpeg_std_error(&context->manager);
+    context->manager.error_exit = on_jpeg_error;
+    context->error = error;
+    context->capacity = capacity;
+    context->prefix = prefix;
+    return manager;
+}
+
 static void source_init(j_decompress_ptr cinfo) { (void)cinfo; }
 
 static boolean source_fill(j_decompress_ptr cinfo) {
@@ -131,13 +143,8 @@ int uimg_decode_jpeg(const uint8_t *data, size_t size, const uimg_decode_options
     struct jpeg_decompress_struct cinfo;
     jpeg_error_context context;
     memset(&cinfo, 0, sizeof cinfo);
-    memset(&context, 0, sizeof context);
-    cinfo.err = jpeg_std_error(&context.manager);
-    context.manager.error_exit = on_jpeg_error;
+    cinfo.err = error_manager(&context, "invalid JPEG data", error, capacity);
     context.manager.emit_message = on_jpeg_message;
-    context.error = error;
-    context.capacity = capacity;
-    context.prefix = "invalid JPEG data";
 
     struct jpeg_source_mgr source;
     memset(&source, 0, sizeof source);
@@ -296,12 +303,7 @@ int uimg_encode_jpeg(const uint8_t *pixels, uint32_t width, uint32_t height, uin
     struct jpeg_compress_struct cinfo;
     jpeg_error_context context;
     memset(&cinfo, 0, sizeof cinfo);
-    memset(&context, 0, sizeof context);
-    cinfo.err = jpeg_std_error(&context.manager);
-    context.manager.error_exit = on_jpeg_error;
-    context.error = error;
-    context.capacity = capacity;
-    context.prefix = "cannot encode JPEG";
+    cinfo.err = error_manager(&context, "cannot encode JPEG", error, capacity);
     // Heap-allocated: its fields change after setjmp, the pointer does not.
     jpeg_memory_destination *destination = calloc(1, sizeof(jpeg_memory_destination));
     if (destination == NULL) return uimg_fail(error, capacity, UIMG_ERR_MEMORY, "out of memory creating a JPEG writer");
