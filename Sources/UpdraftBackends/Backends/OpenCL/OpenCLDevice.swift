@@ -110,13 +110,20 @@ public enum OpenCLRuntime {
         return ids.compactMap { $0 }
     }
 
+    /// The string an OpenCL info query (`call`: clGetDeviceInfo, clGetPlatformInfo) gives, asked once
+    /// for its size and once for its bytes; `query` takes (size, value, size returned) as those do.
+    static func infoString(_ call: String,
+                           _ query: (Int, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?) -> cl_int) throws -> String {
+        var size = 0
+        try clCheck(query(0, nil, &size), call)
+        var bytes = [CChar](repeating: 0, count: max(1, size))
+        try clCheck(query(size, &bytes, nil), call)
+        return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     static func deviceInfo(_ id: cl_device_id, platform: cl_platform_id, index: Int) throws -> OpenCLDeviceInfo {
         func string(_ param: Int32) throws -> String {
-            var size = 0
-            try clCheck(clGetDeviceInfo(id, cl_device_info(param), 0, nil, &size), "clGetDeviceInfo")
-            var bytes = [CChar](repeating: 0, count: max(1, size))
-            try clCheck(clGetDeviceInfo(id, cl_device_info(param), size, &bytes, nil), "clGetDeviceInfo")
-            return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            try infoString("clGetDeviceInfo") { clGetDeviceInfo(id, cl_device_info(param), $0, $1, $2) }
                 .trimmingCharacters(in: .whitespaces)
         }
         func scalar<T: FixedWidthInteger>(_ param: Int32, _: T.Type) throws -> T {
@@ -125,11 +132,7 @@ public enum OpenCLRuntime {
             return v
         }
         func platformString(_ param: Int32) throws -> String {
-            var size = 0
-            try clCheck(clGetPlatformInfo(platform, cl_platform_info(param), 0, nil, &size), "clGetPlatformInfo")
-            var bytes = [CChar](repeating: 0, count: max(1, size))
-            try clCheck(clGetPlatformInfo(platform, cl_platform_info(param), size, &bytes, nil), "clGetPlatformInfo")
-            return String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            try infoString("clGetPlatformInfo") { clGetPlatformInfo(platform, cl_platform_info(param), $0, $1, $2) }
         }
         let rawType = try scalar(CL_DEVICE_TYPE, cl_device_type.self)
         let type: OpenCLDeviceType =
