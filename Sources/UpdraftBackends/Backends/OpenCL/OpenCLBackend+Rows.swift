@@ -32,17 +32,7 @@ extension OpenCLBackend {
         let vectorised = rowLength % 4 == 0
         let columns = vectorised ? rowLength / 4 : rowLength
         let k = try opsKernel("concat.cl", vectorised ? "copy_rows4" : "copy_rows")
-        try inFlight.releaseFinished(context: context)
-        let indices = try context.makeIntBuffer(pairs)
-        try k.setArguments([.buffer(s), .buffer(d), .buffer(indices), .int(columns), .int(sourceRows.count)])
-        let local = rowsWorkGroup(columns: columns, rows: sourceRows.count, kernel: k)
-        let done = try k.launch(global: [columns, sourceRows.count], local: local, profile: true)
-        try inFlight.hold(indices, until: done, context: context)
-        if let done {
-            // Seen by `recordLaunches` (updraft-bench kernels times the cache's gather by it).
-            gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [columns, sourceRows.count],
-                                                             local: local, event: done))
-        }
+        try launchRowCopy(k, s, d, pairs: pairs, columns: columns)
     }
 
     /// `copy_rows_to_half` / `copy_rows_from_half` (Kernels/half.cl), launched like `copyRows`.
@@ -53,14 +43,22 @@ extension OpenCLBackend {
         guard rowLength > 0, !sourceRows.isEmpty else { return }
         let pairs = try rowPairs(sourceRows, destinationRows, rowLength: rowLength)
         let k = try opsKernel("half.cl", toHalf ? "copy_rows_to_half" : "copy_rows_from_half")
+        try launchRowCopy(k, s, d, pairs: pairs, columns: rowLength)
+    }
+
+    /// Launches a row-copy kernel (arguments: source, destination, the row pairs, columns, rows) over
+    /// (column, pair), the pairs in an int buffer held (`inFlight`) until the kernel has read them.
+    private func launchRowCopy(_ k: OpenCLKernel, _ s: OpenCLBuffer, _ d: OpenCLBuffer, pairs: [Int32], columns: Int) throws {
+        let rows = pairs.count / 2
         try inFlight.releaseFinished(context: context)
         let indices = try context.makeIntBuffer(pairs)
-        try k.setArguments([.buffer(s), .buffer(d), .buffer(indices), .int(rowLength), .int(sourceRows.count)])
-        let local = rowsWorkGroup(columns: rowLength, rows: sourceRows.count, kernel: k)
-        let done = try k.launch(global: [rowLength, sourceRows.count], local: local, profile: true)
+        try k.setArguments([.buffer(s), .buffer(d), .buffer(indices), .int(columns), .int(rows)])
+        let local = rowsWorkGroup(columns: columns, rows: rows, kernel: k)
+        let done = try k.launch(global: [columns, rows], local: local, profile: true)
         try inFlight.hold(indices, until: done, context: context)
         if let done {
-            gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [rowLength, sourceRows.count],
+            // Seen by `recordLaunches` (updraft-bench kernels times the cache's gather by it).
+            gemmWorkspace.records?.append(OpenCLLaunchRecord(kernel: k.name, defines: [:], global: [columns, rows],
                                                              local: local, event: done))
         }
     }
