@@ -245,6 +245,21 @@ public struct ModelBuilder {
         try makeClassifier(labels: labels, probabilities: probabilities, predictedFeatureName: predictedFeatureName)
     }
 
+    /// A SqueezeNet fire module on the last blob, in this order: `name/squeeze1x1` (1x1, `squeeze`
+    /// channels) and its ReLU, then on it `name/expand1x1` (1x1) and `name/expand3x3` (3x3, same
+    /// padding), each with its ReLU, concatenated by `name/concat`; returns the concat's output.
+    @discardableResult
+    public mutating func fireModule(_ name: String, squeeze: Int, expand1x1: Int, expand3x3: Int) throws -> String {
+        try convolution("\(name)/squeeze1x1", outputChannels: squeeze, kernel: (1, 1))
+        let squeezed = try activation("\(name)/relu_squeeze1x1", .relu)
+        try convolution("\(name)/expand1x1", input: squeezed, outputChannels: expand1x1, kernel: (1, 1))
+        let left = try activation("\(name)/relu_expand1x1", .relu)
+        try convolution("\(name)/expand3x3", input: squeezed, outputChannels: expand3x3, kernel: (3, 3),
+                        padding: .same(.bottomRightHeavy))
+        let right = try activation("\(name)/relu_expand3x3", .relu)
+        return try concat("\(name)/concat", inputs: [left, right])
+    }
+
     /// Makes the network a NeuralNetworkRegressor (its outputs are the declared multi-array outputs).
     public mutating func makeRegressor() { network.kind = .regressor }
 

@@ -79,15 +79,7 @@ public enum SqueezeNet {
         try b.activation("relu_conv1", .relu)
         try b.pooling("pool1", .max, kernel: (3, 3), stride: (2, 2), padding: ceil3x3)
         for fire in fires {
-            let input = b.lastOutput
-            try b.convolution("\(fire.name)/squeeze1x1", input: input, outputChannels: fire.squeeze, kernel: (1, 1))
-            let squeezed = try b.activation("\(fire.name)/relu_squeeze1x1", .relu)
-            try b.convolution("\(fire.name)/expand1x1", input: squeezed, outputChannels: fire.expand, kernel: (1, 1))
-            let left = try b.activation("\(fire.name)/relu_expand1x1", .relu)
-            try b.convolution("\(fire.name)/expand3x3", input: squeezed, outputChannels: fire.expand, kernel: (3, 3),
-                              padding: .same(.bottomRightHeavy))
-            let right = try b.activation("\(fire.name)/relu_expand3x3", .relu)
-            try b.concat("\(fire.name)/concat", inputs: [left, right])
+            try b.fireModule(fire.name, squeeze: fire.squeeze, expand1x1: fire.expand, expand3x3: fire.expand)
             if let pool = poolAfter[fire.name] {
                 try b.pooling(pool, .max, kernel: (3, 3), stride: (2, 2), padding: ceil3x3)
             }
