@@ -69,26 +69,26 @@ final class ReadmeExampleTests: XCTestCase {
         XCTAssertTrue(fm.fileExists(atPath: dir.appendingPathComponent("Trained.history.json").path))
     }
 
-    /// Examples/FineTune (built and run in Swift 6 mode by `make example`) holds the README's example verbatim.
-    func testTheExamplePackageHoldsTheReadmeExample() throws {
+    /// The first swift code block of README.md's "From Swift" section, without its fences.
+    private func readmeSwiftBlock() throws -> Substring {
         let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let section = try XCTUnwrap(readme.range(of: "## From Swift"), "README has a From Swift section")
         let rest = readme[section.upperBound...]
         let start = try XCTUnwrap(rest.range(of: "```swift\n"))
         let end = try XCTUnwrap(rest[start.upperBound...].range(of: "```"))
+        return rest[start.upperBound..<end.lowerBound]
+    }
+
+    /// Examples/FineTune (built and run in Swift 6 mode by `make example`) holds the README's example verbatim.
+    func testTheExamplePackageHoldsTheReadmeExample() throws {
         let example = try String(contentsOf: Self.packageRoot.appendingPathComponent("Examples/FineTune/Sources/FineTune/main.swift"),
                                  encoding: .utf8)
-        XCTAssertEqual(example, String(rest[start.upperBound..<end.lowerBound]),
+        XCTAssertEqual(example, String(try readmeSwiftBlock()),
                        "Examples/FineTune/Sources/FineTune/main.swift must be README.md's From Swift example, verbatim")
     }
 
     func testTheReadmeShowsThisExampleLineForLine() throws {
-        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try XCTUnwrap(readme.range(of: "## From Swift"), "README has a From Swift section")
-        let rest = readme[section.upperBound...]
-        let start = try XCTUnwrap(rest.range(of: "```swift\n"))
-        let end = try XCTUnwrap(rest[start.upperBound...].range(of: "```"))
-        let block = rest[start.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
+        let block = try readmeSwiftBlock().split(separator: "\n", omittingEmptySubsequences: false)
             .map(String.init).filter { !$0.hasPrefix("import ") && !$0.isEmpty }
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
             .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
