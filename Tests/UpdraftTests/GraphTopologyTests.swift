@@ -16,6 +16,18 @@ final class GraphTopologyTests: XCTestCase {
         return b.spec
     }
 
+    /// `branchy()` with convolution a's parameters edited.
+    private func branchy(editingA edit: (inout ConvolutionLayerParams) -> Void) throws -> ModelSpec {
+        var spec = try branchy()
+        guard case var .convolution(a) = spec.network.layers[0].params else {
+            XCTFail("branchy's first layer is the convolution a")
+            return spec
+        }
+        edit(&a)
+        spec.network.layers[0].params = .convolution(a)
+        return spec
+    }
+
     private func graph(_ spec: ModelSpec) throws -> NetworkGraph { try NetworkGraph(model: CoreMLModel(spec: spec)) }
 
     func testLayersOutOfFileOrderAreSorted() throws {
@@ -73,18 +85,16 @@ final class GraphTopologyTests: XCTestCase {
         spec.network.layers[4].params = .innerProduct(p)
         assertErrorMentions(try graph(spec), containing: ["'fc'", "60 inputs", "[1, 64, 1, 1]"])
 
-        spec = try branchy()
-        guard case var .convolution(c) = spec.network.layers[0].params else { return XCTFail() }
-        c.kernelChannels = 3
-        c.weights = WeightParams(values: [Float](repeating: 0, count: 9))
-        spec.network.layers[0].params = .convolution(c)
+        spec = try branchy(editingA: { a in
+            a.kernelChannels = 3
+            a.weights = WeightParams(values: [Float](repeating: 0, count: 9))
+        })
         assertErrorMentions(try graph(spec), containing: ["'a'", "3 input channels", "[1, 2, 4, 4]"])
 
-        spec = try branchy()
-        guard case var .convolution(big) = spec.network.layers[0].params else { return XCTFail() }
-        big.kernelSize = [5, 5]
-        big.weights = WeightParams(values: [Float](repeating: 0, count: 3 * 2 * 25))
-        spec.network.layers[0].params = .convolution(big)
+        spec = try branchy(editingA: { a in
+            a.kernelSize = [5, 5]
+            a.weights = WeightParams(values: [Float](repeating: 0, count: 3 * 2 * 25))
+        })
         assertErrorMentions(try graph(spec), containing: ["'a'", "larger than the padded input", "[1, 2, 4, 4]"])
     }
 
