@@ -54,9 +54,8 @@ final class CPUBackendTests: XCTestCase {
     private func checkConvolution(_ spec: ConvolutionSpec, input: Shape, seed: UInt64,
                                   file: StaticString = #filePath, line: UInt = #line) throws {
         let g = try spec.geometry(input: input)
-        let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
-        let b = spec.hasBias ? randomFloats(g.outChannels, seed: seed + 2) : nil
-        let dy = randomFloats(g.outputShape.count, seed: seed + 3)
+        let (x, w, b, dy) = randomWeightedOperands(x: g.inputShape.count, w: g.weightShape.count,
+                                                   bias: spec.hasBias ? g.outChannels : nil, dy: g.outputShape.count, seed: seed)
         let y = try Reference.convolutionForward(g, input: double(x), weights: double(w), bias: b.map(double))
         let dx = try Reference.convolutionBackwardData(g, outputGradient: double(dy), weights: double(w))
         let (dw, db) = try Reference.convolutionBackwardWeights(g, input: double(x), outputGradient: double(dy))

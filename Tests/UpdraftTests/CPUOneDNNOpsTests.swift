@@ -66,9 +66,8 @@ final class CPUOneDNNOpsTests: XCTestCase {
                       InnerProductGeometry(batch: 2, inputChannels: 33, outputChannels: 17, hasBias: false)]
         for (i, g) in shapes.enumerated() {
             let seed = UInt64(20 + 10 * i)
-            let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
-            let b = g.hasBias ? randomFloats(g.outputChannels, seed: seed + 2) : nil
-            let dy = randomFloats(g.outputShape.count, seed: seed + 3)
+            let (x, w, b, dy) = randomWeightedOperands(x: g.inputShape.count, w: g.weightShape.count,
+                                                       bias: g.hasBias ? g.outputChannels : nil, dy: g.outputShape.count, seed: seed)
             let d = { (v: [Float]) in v.map(Double.init) }
             let y = try Reference.innerProductForward(g, input: d(x), weights: d(w), bias: b.map(d))
             let yRelu = try Reference.innerProductForward(g, input: d(x), weights: d(w), bias: b.map(d), epilogue: .relu)

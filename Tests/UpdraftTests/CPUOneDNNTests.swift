@@ -35,9 +35,8 @@ final class CPUOneDNNTests: XCTestCase {
         for (i, (spec, input)) in shapes.enumerated() {
             let g = try spec.geometry(input: input)
             let seed = UInt64(40 + 10 * i)
-            let x = randomFloats(g.inputShape.count, seed: seed), w = randomFloats(g.weightShape.count, seed: seed + 1)
-            let b = spec.hasBias ? randomFloats(g.outChannels, seed: seed + 2) : nil
-            let dy = randomFloats(g.outputShape.count, seed: seed + 3)
+            let (x, w, b, dy) = randomWeightedOperands(x: g.inputShape.count, w: g.weightShape.count,
+                                                       bias: spec.hasBias ? g.outChannels : nil, dy: g.outputShape.count, seed: seed)
             let d = { (v: [Float]) in v.map(Double.init) }
             let y = try Reference.convolutionForward(g, input: d(x), weights: d(w), bias: b.map(d))
             let dx = try Reference.convolutionBackwardData(g, outputGradient: d(dy), weights: d(w))

@@ -36,6 +36,14 @@ func randomFloats(_ count: Int, seed: UInt64, in range: ClosedRange<Float> = -1.
     return (0..<count).map { _ in rng.nextFloat(in: range) }
 }
 
+/// A weighted layer's operands (convolution, inner product): x, w, b (nil without a bias) and dy, of
+/// these counts, drawn by `randomFloats` from seeds `seed` to `seed + 3`.
+func randomWeightedOperands(x: Int, w: Int, bias: Int?, dy: Int, seed: UInt64)
+    -> (x: [Float], w: [Float], b: [Float]?, dy: [Float]) {
+    (randomFloats(x, seed: seed), randomFloats(w, seed: seed + 1), bias.map { randomFloats($0, seed: seed + 2) },
+     randomFloats(dy, seed: seed + 3))
+}
+
 /// Two runs' mini-batch losses: `steps` of them each, equal within 1e-4 relative, and moving.
 func assertLossesAgree(_ a: [Double], _ b: [Double], steps: Int, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
     XCTAssertEqual(a.count, steps, file: file, line: line)
