@@ -71,9 +71,8 @@ final class BackendHalfRowsTests: XCTestCase {
 
     /// `--feature-cache-fp16` with `--no-feature-cache` is refused before any data is read.
     func testTrainRefusesHalfPrecisionWithoutTheCache() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-fp16-\(UUID().uuidString)")
+        let dir = try makeTemporaryFolder("updraft-fp16")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let model = dir.appendingPathComponent("m.mlmodel").path
         XCTAssertEqual(try runUpdraft(["create", "squeezenet", "--classes", "3", "--out", model], cacheDirectory: dir).status, 0)
         let r = try runUpdraft(["train", model, "--train", dir.appendingPathComponent("no-such-data").path,

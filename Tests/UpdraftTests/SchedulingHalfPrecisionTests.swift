@@ -27,9 +27,8 @@ final class SchedulingHalfPrecisionTests: XCTestCase {
     }
 
     func testPlanShowsHalfPrecisionOnlyWhenAsked() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("updraft-plan-fp16-\(UUID().uuidString)")
+        let dir = try makeTemporaryFolder("updraft-plan-fp16")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let model = dir.appendingPathComponent("squeezenet.mlmodel").path
         XCTAssertEqual(try runUpdraft(["create", "squeezenet", "--classes", "3", "--out", model], cacheDirectory: dir).status, 0)
         let base = ["plan", model, "--batch-size", "64", "--compute-units", "cpuOnly"]
