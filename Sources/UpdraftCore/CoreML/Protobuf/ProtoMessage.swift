@@ -150,24 +150,17 @@ public struct ProtoMessage: Sendable {
                     wireType = .varint
                     payloadStart = i
                     scalar = try readVarint(bytes, &i, what: "the value of field \(number)")
-                case 1:
-                    wireType = .fixed64
-                    guard remaining >= 8 else {
+                case 1, 5:
+                    // Fixed width: 8 bytes (wire type 1) or 4 (wire type 5), little-endian.
+                    let width = key & 7 == 1 ? 8 : 4
+                    wireType = width == 8 ? .fixed64 : .fixed32
+                    guard remaining >= width else {
                         throw ProtobufError(offset: start,
-                            "field \(number) is a 64-bit value but only \(remaining) bytes remain")
+                            "field \(number) is a \(width * 8)-bit value but only \(remaining) bytes remain")
                     }
                     payloadStart = i
-                    scalar = readFixed64(bytes, at: i)
-                    i += 8
-                case 5:
-                    wireType = .fixed32
-                    guard remaining >= 4 else {
-                        throw ProtobufError(offset: start,
-                            "field \(number) is a 32-bit value but only \(remaining) bytes remain")
-                    }
-                    payloadStart = i
-                    scalar = UInt64(readFixed32(bytes, at: i))
-                    i += 4
+                    scalar = width == 8 ? readFixed64(bytes, at: i) : UInt64(readFixed32(bytes, at: i))
+                    i += width
                 case 2:
                     wireType = .lengthDelimited
                     let length = try readVarint(bytes, &i, what: "the length of field \(number)")
