@@ -6,7 +6,8 @@ import UpdraftModel
 /// at which batch sizes its forward pass runs (the prefix's chunked start: `PrefixChunking`), the
 /// function fused into it as an epilogue, the concat slice it writes and the residual it adds. Built
 /// once from a `TrainingGraph`, and the one place that says which passes run: the executor's
-/// preparation, the CPU convolution and op tuners and the OpenCL kernel tuner read it.
+/// preparation, forward and backward passes, the CPU convolution and op tuners and the OpenCL kernel
+/// tuner read it.
 ///
 /// The rule: a prefix layer runs forward only; a tail layer runs backward, with an input gradient when
 /// one of its inputs carries a gradient (`TrainingGraph.gradientBlobs`) and a weight gradient when it
@@ -30,6 +31,8 @@ public struct PassPlan: Sendable {
         public let concatSlice: TrainingGraph.ConcatSlice?
         /// The residual add (and function) the convolution's epilogue runs (`fusedResiduals`).
         public let residual: TrainingGraph.FusedResidual?
+        /// The blob the forward pass writes: the fused residual's or function's output, else the layer's.
+        public let output: String
         /// Per input: whether its gradient is computed.
         public let inputGradients: [Bool]
     }
@@ -55,13 +58,14 @@ public struct PassPlan: Sendable {
                 var passes: PreparedPasses = skipped.contains(layer.name) ? [] : .forward
                 if inputGradients.contains(true) { passes.insert(.backwardData) }
                 if !frozen && layer.isUpdatable { passes.insert(.backwardWeights) }
+                let fused = training.fusedActivations[layer.name], residual = training.fusedResiduals[layer.name]
                 let epilogue: Activation? = {
-                    if case let .activation(a)? = training.fusedActivations[layer.name]?.op { return a } else { return nil }
+                    if case let .activation(a)? = fused?.op { return a } else { return nil }
                 }()
                 entries.append(Entry(layer: layer, frozen: frozen, passes: passes,
                                      forwardBatches: chunked.contains(layer.name) ? chunkSizes : [batch], epilogue: epilogue,
-                                     concatSlice: training.concatSlices[layer.name], residual: training.fusedResiduals[layer.name],
-                                     inputGradients: inputGradients))
+                                     concatSlice: training.concatSlices[layer.name], residual: residual,
+                                     output: residual?.output ?? fused?.output ?? layer.output, inputGradients: inputGradients))
             }
         }
         self.entries = entries

@@ -22,9 +22,11 @@ extension Executor {
         let backwardNeeds = Set(training.tail.flatMap { $0.inputs + [$0.output] })
         // The frozen prefix's fp16 option: these blobs are stored as halves (Executor+HalfStorage.swift).
         let halfBlobs = training.halfStoredBlobs
-        let fusedAway = fuse ? training.fusedForwardNames : []
+        // What runs of each layer, as the step's plan says; unfused (`fuse` false): each layer as it stands.
+        let plans = fuse ? layerPlans : [:]
         for (i, layer) in layers.enumerated() {
-            if fusedAway.contains(layer.name) {
+            let plan = plans[layer.name]
+            if let plan, !plan.passes.contains(.forward) {
                 // Run inside the convolution before it; a fused add's other input may be read for the last time here.
                 for b in layer.inputs where lastUse[b] == i && !keep.contains(b) && !backwardNeeds.contains(b) { ws.dropValue(b) }
                 continue
@@ -33,20 +35,16 @@ extension Executor {
             // Convolutions feeding a concat wrote its output already (see `TrainingGraph.concatSlices`).
             let slicing = fuse && backend.writesConvolutionSlices
             if slicing && training.slicedConcats.contains(layer.name) { continue }
-            // A layer that writes a half blob is a prefix layer: it takes half inputs as they are.
-            let fusedWith = fuse ? training.fusedActivations[layer.name] : nil
             // A residual add (and the function after it) this convolution runs in its epilogue.
-            let fusedResidual = fuse ? training.fusedResiduals[layer.name] : nil
-            let outBlob = fusedResidual?.output ?? fusedWith?.output ?? layer.output
+            let fusedResidual = plan?.residual
+            let outBlob = plan?.output ?? layer.output
+            // A layer that writes a half blob is a prefix layer: it takes half inputs as they are.
             let halfLayer = halfBlobs.contains(outBlob)
             try profiled(layer, "forward", on: backend, batch: ws.batch) {
             let inputs = try layer.inputs.map { try value($0, on: backend, ws: ws, acceptsHalf: halfLayer) }
             let inputHalf = layer.inputs.map { ws.isHalf($0) }
-            let epilogue: Activation? = {
-                if let fusedResidual { return fusedResidual.epilogue }
-                if case let .activation(a)? = fusedWith?.op { return a } else { return nil }
-            }()
-            if slicing, let slice = training.concatSlices[layer.name] {
+            let epilogue = fusedResidual != nil ? fusedResidual?.epilogue : plan?.epilogue
+            if slicing, let slice = plan?.concatSlice {
                 let whole: DeviceBuffer
                 let wholeHalf = halfBlobs.contains(slice.concat.output)
                 if let v = ws.value(slice.concat.output) {
@@ -189,7 +187,7 @@ extension Executor {
         let backend = tailBackend
         for layer in training.tail.reversed() {
             guard let dy = ws.gradient(layer.output) else { continue }
-            let wantsInput = tailInputGradients[layer.name] ?? layer.inputs.map { _ in false }
+            let wantsInput = layerPlans[layer.name]?.inputGradients ?? layer.inputs.map { _ in false }
             try profiled(layer, "backward", on: backend, batch: ws.batch, inputGradient: wantsInput.contains(true)) {
                 try layer.op.kind.backward(BackwardCall(executor: self, layer: layer, ws: ws, backend: backend, outputGradient: dy,
                                                         wantsInput: wantsInput))

@@ -56,8 +56,10 @@ public final class Executor {
     /// Called by backward with an updatable layer's name once its parameter gradients are computed
     /// (queued, on an OpenCL device): a multi-rank run starts exchanging them while backward goes on.
     var gradientsReady: ((String) throws -> Void)?
-    /// Per tail layer, per input: whether backward computes that input's gradient (`PassPlan.Entry.inputGradients`).
-    let tailInputGradients: [String: [Bool]]
+    /// Each layer's entry of the step's `PassPlan`: whether its forward pass runs or is fused into the
+    /// layer before it, its epilogue, residual, concat slice and output blob, and which input gradients
+    /// backward computes. None of that depends on the batch, so the plan at batch 1 says it.
+    let layerPlans: [String: PassPlan.Entry]
     /// When set, every pass of every layer is timed into it (and waited for): see `TrainingProfile`.
     public var profiler: TrainingProfiler?
 
@@ -68,9 +70,8 @@ public final class Executor {
         self.prefixBackend = prefixBackend
         self.tailBackend = tailBackend
         tailNames = Set(training.tail.map(\.name))
-        // Which inputs' gradients backward computes does not depend on the batch: the plan at any batch says it.
-        tailInputGradients = Dictionary(uniqueKeysWithValues: PassPlan(training: training, batch: 1, chunking: nil).entries
-            .filter { !$0.frozen }.map { ($0.layer.name, $0.inputGradients) })
+        layerPlans = Dictionary(PassPlan(training: training, batch: 1, chunking: nil).entries.map { ($0.layer.name, $0) },
+                                uniquingKeysWith: { first, _ in first })
         for layer in training.graph.layers {
             let backend = tailNames.contains(layer.name) ? tailBackend : prefixBackend
             var p = Parameters()
