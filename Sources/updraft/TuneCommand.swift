@@ -133,13 +133,9 @@ private func tuneCPU(graph: NetworkGraph, modelName: String, batch: Int, threads
     guard repeats >= 1 else { throw UsageError("--repeats must be at least 1, got \(repeats)") }
     if let threads, threads < 1 { throw UsageError("--threads must be at least 1, got \(threads)") }
     let backend = CPUBackend(threads: threads)
-    var tuner = CPUConvolutionTuner(backend: backend)
-    tuner.repeats = repeats
-    tuner.log = { line in printError("  " + line) }
+    let settings = CPUTunerSettings(backend: backend, repeats: repeats, log: { line in printError("  " + line) })
+    let tuner = CPUConvolutionTuner(settings: settings), opTuner = CPUOpTuner(settings: settings)
     let problems = try CPUConvolutionTuner.problems(forTraining: graph, batch: batch)
-    var opTuner = CPUOpTuner(backend: backend)
-    opTuner.repeats = repeats
-    opTuner.log = tuner.log
     let opProblems = try CPUOpTuner.problems(forTraining: graph, batch: batch)
     guard !problems.isEmpty || !opProblems.isEmpty else {
         throw UpdraftError(.invalidArgument, "\(modelName) has no convolution, pooling or inner-product layer to tune",

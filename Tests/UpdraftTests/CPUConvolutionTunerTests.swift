@@ -39,8 +39,7 @@ final class CPUConvolutionTunerTests: XCTestCase {
         let wide = try wideSpec.geometry(input: [2, 32, 12, 12])
         let backend = CPUBackend(threads: 2)
         backend.convolutionAlgorithmOverride = .im2col
-        var tuner = CPUConvolutionTuner(backend: backend)
-        tuner.repeats = 2
+        let tuner = CPUConvolutionTuner(settings: CPUTunerSettings(backend: backend, repeats: 2))
         let problems: [TunedPass] = [.convolution("wide", wideSpec, input: [2, 32, 12, 12], .forward),
                                      .convolution("wide", wideSpec, input: [2, 32, 12, 12], .backwardData),
                                      .convolution("wide", wideSpec, input: [2, 32, 12, 12], .backwardWeights),

@@ -196,8 +196,7 @@ final class CPUOneDNNOpsTests: XCTestCase {
         let ip = InnerProductSpec(inputChannels: 64, outputChannels: 10, hasBias: true)
         let backend = CPUBackend(threads: 2)
         backend.opEngineOverride = .own
-        var tuner = CPUOpTuner(backend: backend)
-        tuner.repeats = 2
+        let tuner = CPUOpTuner(settings: CPUTunerSettings(backend: backend, repeats: 2))
         let problems: [TunedPass] = [.pooling("pool", pool, input: [2, 8, 28, 28], .forward),
                                      .pooling("pool", pool, input: [2, 8, 28, 28], .backwardData),
                                      .innerProduct("fc", ip, input: [4, 64], .forward),

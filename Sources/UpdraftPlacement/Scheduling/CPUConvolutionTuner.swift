@@ -8,7 +8,7 @@ import UpdraftLayers
 /// OpenBLAS, Winograd F(2x2) and F(4x4), oneDNN) on the shapes a model trains with, and keeps the
 /// fastest per shape and pass as a `CPUConvolutionTuning`, stored under this CPU model, oneDNN version
 /// and thread count. Runs then read the stored choice and never time anything themselves.
-public struct CPUConvolutionTuner {
+public struct CPUConvolutionTuner: CPUTuner {
     /// What was measured for one problem: best milliseconds per algorithm that ran it, the choice,
     /// and the algorithms left out because their result disagreed with im2col's.
     public struct Outcome: Sendable {
@@ -22,23 +22,14 @@ public struct CPUConvolutionTuner {
         public var rejected: [CPUConvolutionAlgorithm: String]
     }
 
-    /// The backend measured (its thread count is part of the stored key).
-    public var backend: CPUBackend
-    /// Timed calls per algorithm (after one untimed call); the best is kept.
-    public var repeats = 3
-    /// Progress lines.
-    public var log: (String) -> Void = { _ in }
+    /// The backend, repeats and progress lines (`CPUTunerSettings`).
+    public var settings: CPUTunerSettings
 
-    public init(backend: CPUBackend) { self.backend = backend }
+    public init(settings: CPUTunerSettings) { self.settings = settings }
 
-    /// The convolution passes training `graph` at `batch` runs (`TunedPass.forTraining`), each distinct
-    /// shape key and pass once; the prefix's chunked start (`PrefixChunking`) runs forward at its
-    /// chunks' batch, so that is the batch measured for it.
-    public static func problems(forTraining graph: NetworkGraph, batch: Int,
-                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
-        try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes) { p in
-            try p.convolutionGeometry().map { CPUConvolutionTuning.shapeKey($0) + p.passName }
-        }
+    /// A problem per distinct convolution shape and pass (`problems(forTraining:batch:)`).
+    public static func distinctKey(_ p: TunedPass) throws -> String? {
+        try p.convolutionGeometry().map { CPUConvolutionTuning.shapeKey($0) + p.passName }
     }
 
     /// Measures every problem and returns the choices (added to `start`) with what was measured.
@@ -53,7 +44,7 @@ public struct CPUConvolutionTuner {
         for p in problems {
             let outcome = try measure(p)
             tuning.set(outcome.choice, for: outcome.geometry, outcome.pass)
-            log(String(format: "%@ %@ %@: %@ (%@)", p.layer, outcome.pass.rawValue, CPUConvolutionTuning.shapeKey(outcome.geometry),
+            settings.log(String(format: "%@ %@ %@: %@ (%@)", p.layer, outcome.pass.rawValue, CPUConvolutionTuning.shapeKey(outcome.geometry),
                        outcome.choice.rawValue,
                        outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.2f ms", $0.key.rawValue, $0.value) }
                            .joined(separator: ", ")))
@@ -99,7 +90,7 @@ public struct CPUConvolutionTuner {
                 candidates.append(a)
             }
         }
-        let best = try TunerMeasurement.bestTimes(candidates, repeats: repeats, threads: backend.threadCount,
+        let best = try TunerMeasurement.bestTimes(candidates, repeats: settings.repeats, threads: backend.threadCount,
                                                   select: { backend.convolutionAlgorithmOverride = $0 }, run: call)
         backend.convolutionAlgorithmOverride = nil
         // The built-in rule's algorithm keeps the shape unless another is more than 3% faster (timing noise).

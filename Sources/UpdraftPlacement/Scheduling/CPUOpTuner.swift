@@ -8,7 +8,7 @@ import UpdraftLayers
 /// shapes a model trains with, checks oneDNN's result against the own one first, and keeps oneDNN
 /// only where it is more than 3% faster; stored in the same `CPUConvolutionTuning` (same file and
 /// machine key) as the convolutions' choices. Runs read the choice and never time anything.
-public struct CPUOpTuner {
+public struct CPUOpTuner: CPUTuner {
     /// Best milliseconds per engine that ran the problem, the choice, and why oneDNN was left out.
     public struct Outcome: Sendable {
         public var problem: TunedPass
@@ -20,23 +20,15 @@ public struct CPUOpTuner {
         public var rejected: String?
     }
 
-    /// The backend measured (its thread count is part of the stored key).
-    public var backend: CPUBackend
-    /// Timed calls per engine (after one untimed call); the best is kept.
-    public var repeats = 3
-    /// Progress lines.
-    public var log: (String) -> Void = { _ in }
+    /// The backend, repeats and progress lines (`CPUTunerSettings`).
+    public var settings: CPUTunerSettings
 
-    public init(backend: CPUBackend) { self.backend = backend }
+    public init(settings: CPUTunerSettings) { self.settings = settings }
 
-    /// The pooling and inner-product passes training `graph` at `batch` runs (`TunedPass.forTraining`),
-    /// each distinct shape and pass once (pooling in the prefix's chunked start at its chunks' batch:
-    /// `PrefixChunking`).
-    public static func problems(forTraining graph: NetworkGraph, batch: Int,
-                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
-        try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes) { p in
-            try opShape(p).map { shape, pass in shape.key + " " + pass.rawValue }
-        }
+    /// A problem per distinct pooling or inner-product shape and pass (`problems(forTraining:batch:)`;
+    /// pooling in the prefix's chunked start at its chunks' batch).
+    public static func distinctKey(_ p: TunedPass) throws -> String? {
+        try opShape(p).map { shape, pass in shape.key + " " + pass.rawValue }
     }
 
     /// The CPU op and pass of a pooling or inner-product pass; nil for another op.
@@ -59,7 +51,7 @@ public struct CPUOpTuner {
         for p in problems {
             let outcome = try measure(p)
             tuning.set(outcome.choice, for: outcome.shape, outcome.pass)
-            log(String(format: "%@ %@ %@: %@ (%@)%@", p.layer, outcome.pass.rawValue, outcome.shape.key, outcome.choice.rawValue,
+            settings.log(String(format: "%@ %@ %@: %@ (%@)%@", p.layer, outcome.pass.rawValue, outcome.shape.key, outcome.choice.rawValue,
                        outcome.milliseconds.sorted { $0.value < $1.value }.map { String(format: "%@ %.3f ms", $0.key.rawValue, $0.value) }
                            .joined(separator: ", "),
                        outcome.rejected.map { "; oneDNN left out: " + $0 } ?? ""))
@@ -91,7 +83,7 @@ public struct CPUOpTuner {
         } else {
             rejected = "oneDNN has no primitive for the shape as Updraft defines it"
         }
-        let best = try TunerMeasurement.bestTimes(engines, repeats: repeats, threads: backend.threadCount,
+        let best = try TunerMeasurement.bestTimes(engines, repeats: settings.repeats, threads: backend.threadCount,
                                                   select: { backend.opEngineOverride = $0 }, run: call.run)
         // The own path keeps the shape unless oneDNN is more than 3% faster (timing noise).
         let choice: CPUOpEngine = (best[.onednn].map { $0 * 1.03 < best[.own]! } ?? false) ? .onednn : .own

@@ -1,4 +1,40 @@
 import Foundation
+import UpdraftBackends
+import UpdraftModel
+import UpdraftLayers
+
+/// How a CPU tuner measures: the backend (its thread count is part of the stored key), timed calls
+/// per candidate (after one untimed call; the best is kept) and where progress lines go. `updraft
+/// tune --cpu` hands both CPU tuners the same settings.
+public struct CPUTunerSettings {
+    public var backend: CPUBackend
+    public var repeats = 3
+    public var log: (String) -> Void = { _ in }
+
+    public init(backend: CPUBackend, repeats: Int = 3, log: @escaping (String) -> Void = { _ in }) {
+        self.backend = backend; self.repeats = repeats; self.log = log
+    }
+}
+
+/// A CPU tuner (`CPUConvolutionTuner`, `CPUOpTuner`): its settings, and the passes of training it
+/// measures, told apart by `distinctKey`.
+public protocol CPUTuner {
+    var settings: CPUTunerSettings { get set }
+    /// The key that makes a pass a problem of its own (shape and pass), or nil for a pass it does not tune.
+    static func distinctKey(_ pass: TunedPass) throws -> String?
+}
+
+extension CPUTuner {
+    var backend: CPUBackend { settings.backend }
+
+    /// The passes training `graph` at `batch` runs (`TunedPass.forTraining`) that this tuner tunes, each
+    /// distinct shape key and pass once; the prefix's chunked start (`PrefixChunking`) runs forward at
+    /// its chunks' batch, so that is the batch measured for it.
+    public static func problems(forTraining graph: NetworkGraph, batch: Int,
+                                cacheBytes: Int = PrefixChunking.cacheBudgetBytes) throws -> [TunedPass] {
+        try TunedPass.forTraining(graph, batch: batch, cacheBytes: cacheBytes, distinctBy: distinctKey)
+    }
+}
 
 /// What the CPU tuners (`CPUConvolutionTuner`, `CPUOpTuner`) share: the check of a candidate against
 /// the path it would replace, and the best-of-repeats timing on the tuners' clock.
