@@ -5,6 +5,18 @@ import UpdraftCore
 // written, shaped) and its graph op to `LayerFamilyOp`; `LayerParams.families` (LayerTable.swift) lists
 // the parameter types, one row each. The closed cases stay for the layer types that predate this.
 
+/// What a `.family` case carries (a layer family's parameters or op, a model kind's spec): a value
+/// behind an existential, compared and hashed as that value, so the enums holding it stay Hashable.
+public protocol FamilyBox: Hashable {
+    /// The boxed value, as `AnyHashable`.
+    var hashKey: AnyHashable { get }
+}
+
+extension FamilyBox {
+    public static func == (a: Self, b: Self) -> Bool { a.hashKey == b.hashKey }
+    public func hash(into hasher: inout Hasher) { hasher.combine(hashKey) }
+}
+
 /// A family's parameter message, as the spec holds it (`LayerParams.family`).
 public protocol LayerFamilyParams: Hashable, Sendable {
     /// The NeuralNetworkLayer type these parameters are written as.
@@ -24,15 +36,13 @@ protocol LayerFamilyCodec: LayerFamilyParams, LayerShapeRule {
 }
 
 /// A family layer's parameters (any family's), compared by value.
-public struct FamilyLayerParams: Hashable, Sendable {
+public struct FamilyLayerParams: FamilyBox, Sendable {
     /// The family's parameters (`as?` the family's type to read them).
     public let base: any LayerFamilyParams
     let codec: any LayerFamilyCodec
+    public var hashKey: AnyHashable { AnyHashable(base) }
 
     init(_ params: some LayerFamilyCodec) { base = params; codec = params }
-
-    public static func == (a: Self, b: Self) -> Bool { AnyHashable(a.base) == AnyHashable(b.base) }
-    public func hash(into hasher: inout Hasher) { hasher.combine(AnyHashable(base)) }
 }
 
 /// A family layer's graph op: what its kind needs to run it (`LayerOp.family`).
@@ -42,13 +52,11 @@ public protocol LayerFamilyOp: Hashable, Sendable {
 }
 
 /// A family layer's op (any family's), compared by value.
-public struct FamilyOp: Hashable, Sendable {
+public struct FamilyOp: FamilyBox, Sendable {
     /// The family's op (`as?` the family's type to read it).
     public let base: any LayerFamilyOp
+    public var hashKey: AnyHashable { AnyHashable(base) }
     public init(_ op: some LayerFamilyOp) { base = op }
-
-    public static func == (a: Self, b: Self) -> Bool { AnyHashable(a.base) == AnyHashable(b.base) }
-    public func hash(into hasher: inout Hasher) { hasher.combine(AnyHashable(base)) }
 }
 
 extension LayerOp {

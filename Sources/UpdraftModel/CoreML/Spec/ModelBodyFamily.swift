@@ -24,15 +24,13 @@ protocol ModelBodyCodec: ModelBodyFamily {
 }
 
 /// A family's model spec (any family's), compared by value.
-public struct FamilyModelBody: Hashable, Sendable {
+public struct FamilyModelBody: FamilyBox, Sendable {
     /// The family's spec (`as?` the family's type to read it, or `ModelBody.family(as:)`).
     public let base: any ModelBodyFamily
     let codec: any ModelBodyCodec
+    public var hashKey: AnyHashable { AnyHashable(base) }
 
     init(_ spec: some ModelBodyCodec) { base = spec; codec = spec }
-
-    public static func == (a: Self, b: Self) -> Bool { AnyHashable(a.base) == AnyHashable(b.base) }
-    public func hash(into hasher: inout Hasher) { hasher.combine(AnyHashable(base)) }
 }
 
 extension ModelBody {
