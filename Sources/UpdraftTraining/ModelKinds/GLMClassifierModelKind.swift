@@ -21,13 +21,7 @@ enum GLMClassifierModelKind: UpdatableModelKind {
 
     static func report(_ model: CoreMLModel, file: String?) -> ModelReport { ModelReport(glmClassifier: model, file: file) }
 
-    static func resolve(model: CoreMLModel, configuration: UpdateConfiguration, environment: [String: String]) throws -> ResolvedRun {
-        try resolveUpdate(model: model, configuration: configuration)
-    }
-
-    static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
-        try GLMClassifierUpdateSession(task: task, run: run)
-    }
+    // `resolve` and `makeSession`: GLMClassifierUpdate.swift.
 
     static func plannedNetwork(_ model: CoreMLModel) throws -> (network: CoreMLModel?, note: String?) {
         (nil, model.spec.glmClassifier.map {

@@ -9,7 +9,7 @@ extension GLMClassifierModelKind {
     /// (one versus rest) or the second class's (reference class). A GLM's file holds no hyperparameters,
     /// so they come from the run: learning rate 0.1, 10 epochs, mini-batches of 32, shuffled, unless set.
     /// A probit model is refused by name; so are the settings a GLM's update would ignore.
-    static func resolveUpdate(model: CoreMLModel, configuration: UpdateConfiguration) throws -> ResolvedRun {
+    static func resolve(model: CoreMLModel, configuration: UpdateConfiguration, environment: [String: String]) throws -> ResolvedRun {
         try throwFirstError(validate(model, forUpdate: true), doing: "be updated")
         guard let glm = model.spec.glmClassifier else {
             throw UpdraftError(.invalidModel, "this model is a \(model.spec.modelType.name), not a GLM classifier")
@@ -31,19 +31,13 @@ extension GLMClassifierModelKind {
 
     /// Refuses the settings a GLM's update would ignore (when resolving, and again when the session starts).
     static func checkSettings(_ configuration: UpdateConfiguration) throws {
-        if configuration.checkpoints.resumeFrom != nil || configuration.checkpoints.everyEpochs != nil || configuration.checkpoints.everyMiniBatches != nil {
-            throw UpdraftError(.invalidArgument, "a GLM update keeps no checkpoints: its weights are the whole state, and a cancelled update keeps them",
-                               hint: "write the model (UpdateTask.write(to:)) and update it again to go on")
-        }
-        if configuration.data.validationData != nil {
-            throw UpdraftError(.invalidArgument, "a GLM update does not evaluate during training",
-                               hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
-        }
-        let a = configuration.data.augmentation
-        if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCache.halfPrecision {
-            throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a GLM's update: it reads vectors as they are",
-                               hint: "leave them out")
-        }
+        try refuseNetworkSettings(configuration, update: "a GLM update", of: "a GLM's update", state: "its weights are the whole state, and a cancelled update keeps them",
+                                  again: "write the model (UpdateTask.write(to:)) and update it again to go on", pass: "training",
+                                  reads: "it reads each example's vector as it is")
+    }
+
+    static func makeSession(task: UpdateTask, run: ResolvedRun) throws -> any UpdateSession {
+        try GLMClassifierUpdateSession(task: task, run: run)
     }
 }
 

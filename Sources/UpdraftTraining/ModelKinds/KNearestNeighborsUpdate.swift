@@ -35,19 +35,29 @@ extension KNearestNeighborsModelKind {
     /// Refuses the settings a bare k-NN's update would ignore (checked when resolving, and again when
     /// the session starts, since a resolved run's settings may change before a task is made from it).
     static func checkSettings(_ configuration: UpdateConfiguration) throws {
-        if configuration.checkpoints.resumeFrom != nil || configuration.checkpoints.everyEpochs != nil || configuration.checkpoints.everyMiniBatches != nil {
-            throw UpdraftError(.invalidArgument, "a k-NN update has no resume state or checkpoints: it appends, and a cancelled update keeps what it appended",
-                               hint: "update the written model again with the examples left")
-        }
-        if configuration.data.validationData != nil {
-            throw UpdraftError(.invalidArgument, "a k-NN update does not evaluate during the pass",
-                               hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
-        }
-        let a = configuration.data.augmentation
-        if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCache.halfPrecision {
-            throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to a bare k-NN's update: it stores each example's vector as it is",
-                               hint: "leave them out")
-        }
+        try refuseNetworkSettings(configuration, update: "a k-NN update", of: "a bare k-NN's update",
+                                  state: "it appends, and a cancelled update keeps what it appended",
+                                  again: "update the written model again with the examples left", pass: "the pass",
+                                  reads: "it stores each example's vector as it is")
+    }
+}
+
+/// Refuses, for `update` (a kind with no network: "a k-NN update"), the settings only a network's
+/// training has: resume state and checkpoints (`state` says why there are none, `again` what to do),
+/// validation during `pass`, and augmentation and half-precision activations (`reads` says why).
+func refuseNetworkSettings(_ configuration: UpdateConfiguration, update: String, of owner: String, state: String,
+                           again: String, pass: String, reads: String) throws {
+    if configuration.checkpoints.resumeFrom != nil || configuration.checkpoints.everyEpochs != nil || configuration.checkpoints.everyMiniBatches != nil {
+        throw UpdraftError(.invalidArgument, "\(update) has no resume state or checkpoints: \(state)", hint: again)
+    }
+    if configuration.data.validationData != nil {
+        throw UpdraftError(.invalidArgument, "\(update) does not evaluate during \(pass)",
+                           hint: "evaluate the written model (updraft evaluate, ModelKinds.predictor)")
+    }
+    let a = configuration.data.augmentation
+    if !a.isIdentity || a.randomResizedCrop != nil || configuration.frozenActivationsHalfPrecision || configuration.featureCache.halfPrecision {
+        throw UpdraftError(.invalidArgument, "augmentation, --frozen-fp16 and --feature-cache-fp16 do not apply to \(owner): \(reads)",
+                           hint: "leave them out")
     }
 }
 
