@@ -1,10 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
-@testable import UpdraftData
-@testable import UpdraftTraining
+import Updraft
 
 /// Many `UpdateTask`s at once in one process on one device (issue 26, item 1): 16 tasks of different
 /// models (networks of every layer family the golden runs hold, the SqueezeNet-shaped model, dense

@@ -1,8 +1,6 @@
 import Foundation
 import XCTest
-@testable import UpdraftCore
-@testable import UpdraftBackends
-@testable import UpdraftModel
+import Updraft
 @testable import UpdraftPlacement
 @testable import UpdraftTraining
 
