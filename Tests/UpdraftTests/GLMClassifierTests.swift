@@ -76,6 +76,8 @@ final class GLMClassifierTests: XCTestCase {
             var config = UpdateConfiguration()
             config.parameters = [.epochs: .int(Int64(c.update.epochs)), .learningRate: .double(c.update.learningRate),
                                  .miniBatchSize: .int(Int64(c.update.miniBatchSize)), .shuffle: .bool(false)]
+            let board = dir.appendingPathComponent("tb-" + c.model)
+            config.reporting.tensorboardDirectory = board
             let recorded = Locked<[(UpdateProgressEvent, TrainingMetrics)]>([])
             let task = UpdateTask(model: try model(c), trainingData: try examples(c.train), configuration: config,
                                   handlers: UpdateHandlers(events: [.miniBatchEnd, .epochEnd], progress: { ctx in
@@ -89,6 +91,12 @@ final class GLMClassifierTests: XCTestCase {
             let epochs = events.filter { $0.0 == .epochEnd }.map(\.1)
             XCTAssertLessThan(epochs.last!.meanLoss!, epochs.first!.meanLoss!, "the log loss falls")
             XCTAssertEqual(epochs[0].lossValue, events[c.train.vectors.count - 1].1.lossValue, "lossValue is the last batch's, as Core ML")
+
+            // TensorBoard gets a network run's loss tags.
+            let logs = try FileManager.default.contentsOfDirectory(at: board, includingPropertiesForKeys: nil)
+            XCTAssertEqual(logs.count, 1)
+            let bytes = try Data(contentsOf: XCTUnwrap(logs.first))
+            for tag in ["batch/loss", "train/loss", "learning_rate"] { XCTAssertNotNil(bytes.range(of: Data(tag.utf8)), tag) }
 
             let url = dir.appendingPathComponent(c.model)
             try task.write(to: url)

@@ -130,6 +130,11 @@ final class GLMClassifierUpdateSession: UpdateSession {
         }
     }
 
+    func makeTensorBoardLog(directory: URL, exampleCount: Int, warn: @escaping (String) -> Void) throws -> (any TensorBoardLog)? {
+        try GLMTensorBoardRun(directory: directory, batchesPerEpoch: (classes.count + parameters.miniBatchSize - 1) / parameters.miniBatchSize,
+                              onWriteFailure: warn)
+    }
+
     private func emit(_ event: UpdateProgressEvent, _ metrics: TrainingMetrics) throws {
         var m = metrics
         m.device = "cpu"
@@ -154,4 +159,35 @@ final class GLMClassifierUpdateSession: UpdateSession {
                  devices: TrainingDevices.Record(description: "cpu", replicaCount: 1, fallbackCount: 0, snapshotCount: 0, replayedSteps: 0, workspaceBatchSizes: []),
                  resumePoint: nil)
     }
+}
+
+/// What a GLM update logs for TensorBoard, with a network run's tags and steps (mini-batch `b` of
+/// epoch `e` is step `e * batchesPerEpoch + b + 1`): `batch/loss` each mini-batch; `train/loss` (the
+/// epoch's mean), `learning_rate` and `images_per_second` each epoch, when the file is synced.
+private final class GLMTensorBoardRun: TensorBoardLog {
+    let writer: TensorBoardWriter
+    let batchesPerEpoch: Int
+
+    init(directory: URL, batchesPerEpoch: Int, onWriteFailure: @escaping (String) -> Void) throws {
+        writer = try TensorBoardWriter(directory: directory)
+        writer.onWriteFailure = onWriteFailure
+        self.batchesPerEpoch = max(1, batchesPerEpoch)
+    }
+
+    func record(_ event: UpdateProgressEvent, metrics: TrainingMetrics?, parameters: TrainingParameters, resumedFrom: TrainingPosition?) {
+        guard let m = metrics else { return }
+        let step = Int64(m.epochIndex * batchesPerEpoch + (m.miniBatchIndex ?? batchesPerEpoch - 1) + 1)
+        var values: [ProtoMessage] = []
+        switch event {
+        case .miniBatchEnd: values = [TensorBoardEvent.scalar("batch/loss", m.lossValue)]
+        case .epochEnd:
+            values = [TensorBoardEvent.scalar("train/loss", m.meanLoss ?? m.lossValue), TensorBoardEvent.scalar("learning_rate", parameters.learningRate)]
+            if let rate = m.examplesPerSecond { values.append(TensorBoardEvent.scalar("images_per_second", rate)) }
+        default: return
+        }
+        writer.write(record: TensorBoardEvent.summary(wallTime: Date().timeIntervalSince1970, step: step, values))
+        if event == .epochEnd { writer.flush() }
+    }
+
+    func end(_ state: UpdateTaskState) { writer.flush() }
 }
