@@ -16,8 +16,7 @@ final class GLMClassifierTests: XCTestCase {
             var model: String
             var labels: [String]
             var encoding: Int
-            var train: Split
-            var test: Split
+            var train, test: Split
             var update: Update
         }
         var cases: [Case]
