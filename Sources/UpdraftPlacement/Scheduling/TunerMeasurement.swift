@@ -8,8 +8,8 @@ import UpdraftLayers
 /// tune --cpu` hands both CPU tuners the same settings.
 public struct CPUTunerSettings {
     public var backend: CPUBackend
-    public var repeats = 3
-    public var log: (String) -> Void = { _ in }
+    public var repeats: Int
+    public var log: (String) -> Void
 
     public init(backend: CPUBackend, repeats: Int = 3, log: @escaping (String) -> Void = { _ in }) {
         self.backend = backend; self.repeats = repeats; self.log = log
